@@ -1,0 +1,3 @@
+from infercrane.program import main
+
+main()

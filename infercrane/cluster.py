@@ -1,0 +1,103 @@
+"""The one Kubernetes client factory: explicit kubeconfig context and namespace, always.
+
+Live-cluster layer. Never uses or changes the kubeconfig's current-context; never reads a Secret.
+Every failure becomes a :class:`~infercrane.errors.ClusterError` that says what to do next.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+import httpx2
+from lightkube import ApiError, Client
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+
+from infercrane import naming
+from infercrane.config import KubernetesTarget
+from infercrane.errors import ClusterError
+
+REQUEST_TIMEOUT_SECONDS: Final = 10.0  # an unreachable cluster fails fast instead of hanging
+
+InferenceService = create_namespaced_resource(
+    "serving.kserve.io", "v1beta1", "InferenceService", "inferenceservices"
+)
+
+
+def kubeconfig_path(target: KubernetesTarget, env: Mapping[str, str] | None = None) -> Path:
+    """The kubeconfig file: the stack's setting, else the first $KUBECONFIG entry, else ~/.kube/config."""
+    env = os.environ if env is None else env
+    if target.kubeconfig:
+        return Path(target.kubeconfig).expanduser()
+    first = next((p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p), None)
+    return Path(first).expanduser() if first else Path.home() / ".kube" / "config"
+
+
+def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) -> Client:
+    """A lightkube client bound to ``target.context`` and ``target.namespace`` (field manager ours)."""
+    path = kubeconfig_path(target, env)
+    if not path.is_file():
+        raise ClusterError(
+            f"kubeconfig {path} does not exist (context {target.context!r}).\n"
+            "    fix: set KUBECONFIG or infercrane:kubernetes.kubeconfig; for the local plane run "
+            "`python -m infercrane local start` and `eval \"$(python -m infercrane local env)\"`"
+        )
+    try:
+        kc = KubeConfig.from_file(path)
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
+        raise ClusterError(f"kubeconfig {path} cannot be read: {exc}") from None
+    if target.context not in kc.contexts:
+        known = ", ".join(sorted(kc.contexts)) or "none"
+        raise ClusterError(
+            f"context {target.context!r} is not in kubeconfig {path} (contexts: {known}).\n"
+            "    fix: set infercrane:kubernetes.context to one of them; InferCrane never uses the current-context"
+        )
+    single = kc.get(context_name=target.context)
+    return Client(
+        config=single,
+        namespace=target.namespace,
+        field_manager=naming.FIELD_MANAGER,
+        timeout=httpx2.Timeout(REQUEST_TIMEOUT_SECONDS),
+        trust_env=False,
+    )
+
+
+def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) -> str:
+    """One line for an API error, with the next step for the common codes."""
+    code = exc.status.code
+    msg = exc.status.message or str(exc)
+    if code == 403:
+        return (
+            f"{action}: forbidden for the identity of context {target.context!r}: {msg}\n"
+            "    fix: bind deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) to this identity"
+        )
+    if code == 401:
+        return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"
+    if code == 404 and "namespaces" in msg:
+        return (
+            f"{action}: namespace {target.namespace!r} does not exist\n"
+            "    fix: kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)"
+        )
+    return f"{action}: {msg} (HTTP {code})"
+
+
+def unreachable(exc: Exception, target: KubernetesTarget) -> ClusterError:
+    return ClusterError(
+        f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}\n"
+        "    fix: check the cluster is up and the context is right (`python -m infercrane doctor --kubernetes`);"
+        " for the local plane: `python -m infercrane local status`"
+    )
+
+
+TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
+
+
+def resource_for(manifest: Mapping[str, Any]) -> Any:
+    """The lightkube resource class of a rendered manifest's kind."""
+    from lightkube.resources.apps_v1 import Deployment
+    from lightkube.resources.core_v1 import Service
+
+    return {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}[manifest["kind"]]

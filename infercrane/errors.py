@@ -1,0 +1,76 @@
+"""The small error hierarchy of InferCrane.
+
+Every user-facing failure is one of these. Each carries a message that says what is wrong, where
+(stack file and config path, variable, or object) and how to fix it, so the CLI and the Pulumi
+program can print it without a traceback. Pure: imports nothing from the project.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input: where it is, what is wrong, how to fix it."""
+
+    where: str
+    what: str
+    fix: str = ""
+
+    def render(self) -> str:
+        text = f"{self.where}: {self.what}"
+        return f"{text}\n    fix: {self.fix}" if self.fix else text
+
+
+class InferCraneError(Exception):
+    """Base class: a failure whose message is safe and useful to show as is."""
+
+    exit_code = 1
+
+
+class ConfigError(InferCraneError):
+    """The stack configuration (file or INFERCRANE_KUBERNETES_* variables) is invalid."""
+
+    def __init__(self, problems: list[Problem], source: str) -> None:
+        self.problems = problems
+        self.source = source
+        lines = [f"invalid InferCrane configuration ({len(problems)} problem(s)); nothing was applied:"]
+        lines += [f"- {p.render()}" for p in problems]
+        super().__init__("\n".join(lines))
+
+
+class GuardError(InferCraneError):
+    """A rendered manifest breaks one of the safety rules (defence in depth)."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = violations
+        body = "\n".join(f"- {v}" for v in violations)
+        super().__init__(f"rendered manifests break InferCrane's safety rules; nothing was applied:\n{body}")
+
+
+class ClusterError(InferCraneError):
+    """The cluster could not be reached or answered with an error we cannot act on."""
+
+
+class PreflightRefused(InferCraneError):
+    """The live preflight found conflicts or foreign objects; nothing was applied."""
+
+    def __init__(self, ownership: list[str], conflicts: list[str]) -> None:
+        self.ownership = ownership
+        self.conflicts = conflicts
+        parts = ["preflight refused the change; nothing was applied."]
+        if ownership:
+            parts.append("Ownership errors:\n" + "\n".join(f"- {o}" for o in ownership))
+            parts.append(
+                "hint: InferCrane never adopts an object it does not own. Rename or delete the foreign "
+                "object yourself, or change the replica key."
+            )
+        if conflicts:
+            parts.append("Field-manager conflicts:\n" + "\n".join(f"- {c}" for c in conflicts))
+            parts.append(
+                "hint: InferCrane never forces a conflict. Remove the other manager's fields (or give them "
+                "back with `kubectl apply --server-side` from a manifest without them), or stop the "
+                "controller that owns them, then retry."
+            )
+        super().__init__("\n".join(parts))

@@ -1,0 +1,31 @@
+"""The one explicit Kubernetes provider: explicit context and namespace, SSA on, force off.
+
+Pulumi shell: imports pulumi and pulumi_kubernetes, nothing from the live-cluster layer.
+"""
+
+from __future__ import annotations
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from infercrane.config import KubernetesTarget
+
+PROVIDER_NAME = "infercrane"
+
+
+def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None) -> k8s.Provider:
+    """A provider pinned to ``target.context`` and ``target.namespace``; never the current-context.
+
+    ``enable_patch_force`` is set to False explicitly: an explicit provider setting wins over the
+    ``PULUMI_K8S_ENABLE_PATCH_FORCE`` variable, which config validation refuses anyway.
+    The kubeconfig path is passed only when configured, so state never records a machine path.
+    """
+    return k8s.Provider(
+        PROVIDER_NAME,
+        context=target.context,
+        namespace=target.namespace,
+        kubeconfig=target.kubeconfig,
+        enable_server_side_apply=True,
+        enable_patch_force=False,
+        opts=opts,
+    )

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# Build the pinned real tools (Pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok) from the Go module proxy.
+#
+# Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
+#     $INFERCRANE_TOOLS_DIR/<tool>-<version>/bin/...
+# (default INFERCRANE_TOOLS_DIR: ${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools).
+# An entry is built in a temporary directory and renamed into place only when complete, so an
+# interrupted build never leaves a half-filled entry. Entries already present are reused; a tool
+# already on PATH at the pinned version is linked into the entry instead of being built.
+#
+# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok
+#   --print-path   print the PATH entries for the built tools (one per line) and exit
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "$here/versions.env"
+cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
+all_tools=(pulumi kubernetes-provider kube etcd kwok)
+
+entry() {
+  case "$1" in
+    pulumi) echo "$cache/pulumi-$PULUMI_VERSION" ;;
+    kubernetes-provider) echo "$cache/pulumi-resource-kubernetes-$PULUMI_KUBERNETES_VERSION" ;;
+    kube) echo "$cache/kubernetes-$KUBERNETES_VERSION" ;;
+    etcd) echo "$cache/etcd-$ETCD_VERSION" ;;
+    kwok) echo "$cache/kwok-$KWOK_VERSION" ;;
+    *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
+  esac
+}
+
+if [[ "${1:-}" == "--print-path" ]]; then
+  for t in "${all_tools[@]}"; do echo "$(entry "$t")/bin"; done
+  exit 0
+fi
+
+log() { printf '[tools %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
+
+# Build flags shared by every tool: reproducible paths, no VCS stamping (module builds),
+# the wrapper modules' committed go.sum is the source of truth.
+export GOFLAGS="-trimpath -buildvcs=false -mod=readonly"
+export CGO_ENABLED=0
+
+# ambient TOOL VERSION_SUBSTRING BINARY... : if every binary is on PATH and the first reports the
+# pinned version, link them into DEST/bin and succeed.
+ambient() {
+  local dest="$1" want="$2"; shift 2
+  local first="$1" path
+  path="$(command -v "$first" 2>/dev/null)" || return 1
+  "$path" --version 2>/dev/null | grep -q -- "$want" || "$path" version 2>/dev/null | grep -q -- "$want" || return 1
+  mkdir -p "$dest/bin"
+  for b in "$@"; do
+    path="$(command -v "$b" 2>/dev/null)" || return 1
+    ln -sf "$path" "$dest/bin/$b"
+  done
+}
+
+build_pulumi() {
+  local out="$1/bin"
+  (cd "$here/go/pulumi" && go build -o "$out/pulumi" \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
+    github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+}
+
+build_kubernetes_provider() {
+  # The provider module embeds schema-embed.json and terraform-mapping-embed.json, which are
+  # generated (not in the module zip): copy the module out of the module cache, run its own
+  # generate.go, and build with the committed wrapper go.mod (the ../sdk replace dropped).
+  local out="$1/bin" src="$1/src" mod="github.com/pulumi/pulumi-kubernetes/provider/v4"
+  local dir
+  dir="$(cd "$here/go/pulumi-resource-kubernetes" && GOFLAGS=-mod=mod go mod download -json "$mod@$PULUMI_KUBERNETES_MODULE" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  cp -r "$dir" "$src"
+  chmod -R u+w "$src"
+  cp "$here/go/pulumi-resource-kubernetes/go.mod" "$here/go/pulumi-resource-kubernetes/go.sum" "$src/"
+  (cd "$src/cmd/pulumi-resource-kubernetes" && VERSION="$PULUMI_KUBERNETES_VERSION" go run generate.go)
+  (cd "$src" && go build -o "$out/pulumi-resource-kubernetes" \
+    -ldflags "-s -w -X $mod/pkg/version.Version=$PULUMI_KUBERNETES_VERSION" ./cmd/pulumi-resource-kubernetes)
+  rm -rf "$src"
+}
+
+build_kube() {
+  local out="$1/bin" v="v$KUBERNETES_VERSION" ldflags
+  ldflags="-s -w"
+  for k in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $k.gitVersion=$v -X $k.gitTreeState=clean -X $k.buildDate=1970-01-01T00:00:00Z"
+    ldflags+=" -X $k.gitMajor=${KUBERNETES_VERSION%%.*} -X $k.gitMinor=$(cut -d. -f2 <<<"$KUBERNETES_VERSION")"
+  done
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    log "  kube: $cmd"
+    (cd "$here/go/kubernetes" && go build -o "$out/$cmd" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd")
+  done
+}
+
+build_etcd() {
+  (cd "$here/go/etcd" && go build -o "$1/bin/etcd" -ldflags "-s -w" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  (cd "$here/go/kwok" && go build -o "$1/bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
+}
+
+ensure() {
+  local tool="$1" dest tmp start
+  dest="$(entry "$tool")"
+  if [[ -d "$dest/bin" ]]; then
+    log "$tool: cached at $(basename "$dest")"
+    return 0
+  fi
+  mkdir -p "$cache"
+  tmp="$(mktemp -d "$cache/.building-$tool.XXXXXX")"
+  case "$tool" in
+    pulumi) ambient "$tmp" "v$PULUMI_VERSION" pulumi && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
+    kube) ambient "$tmp" "v$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler kubectl \
+      && { mv "$tmp" "$dest"; log "$tool: using the ones on PATH"; return 0; } ;;
+    etcd) ambient "$tmp" "$ETCD_VERSION" etcd && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
+    kwok) ambient "$tmp" "$KWOK_VERSION" kwok && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
+  esac
+  rm -rf "$tmp/bin"
+  start=$SECONDS
+  log "$tool: building $(basename "$dest") (first build takes minutes; later runs reuse the cache)"
+  if ! "build_${tool//-/_}" "$tmp"; then
+    rm -rf "$tmp"
+    log "$tool: BUILD FAILED (see the go output above); nothing was installed"
+    return 1
+  fi
+  mv "$tmp" "$dest"
+  log "$tool: built in $((SECONDS - start))s"
+}
+
+tools=("$@")
+[[ ${#tools[@]} -gt 0 ]] || tools=("${all_tools[@]}")
+for t in "${tools[@]}"; do entry "$t" >/dev/null; done
+for t in "${tools[@]}"; do ensure "$t"; done
+log "all requested tools ready in $cache"
