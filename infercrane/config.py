@@ -55,7 +55,9 @@ FIX: Final[dict[str, str]] = {
     "workloadApi": "use 'deployment' or 'kserve'",
     "serviceAccount": "use a DNS label, e.g. infercrane-runtime",
     "name": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
-    "key": "use letters, digits, '-', '_' and '.' only",
+    "workerSecret.key": "use letters, digits, '-', '_' and '.' only",
+    "key": "use 1-253 printable characters without surrounding whitespace; keep it durable",
+    "model": "name the model to serve, e.g. Qwen/Qwen3-8B",
     "imageDigest": f"pin the image by digest: {image.EXAMPLE} (e.g. from `crane digest` or your registry)",
     "image": f"pin the image by digest: {image.EXAMPLE}",
     "gpuResource": "use an extended resource name such as nvidia.com/gpu",
@@ -273,7 +275,14 @@ def stack_file(stack: str, project_dir: Path | None = None) -> Path:
 
 
 def project_root() -> Path:
-    """The directory holding Pulumi.yaml (the package's parent)."""
+    """The Pulumi project directory: $INFERCRANE_PROJECT_DIR, else the current directory when it
+    holds this project's Pulumi.yaml, else the directory this package was installed from."""
+    if os.environ.get("INFERCRANE_PROJECT_DIR"):
+        return Path(os.environ["INFERCRANE_PROJECT_DIR"]).resolve()
+    cwd = Path.cwd()
+    pulumi_yaml = cwd / "Pulumi.yaml"
+    if pulumi_yaml.is_file() and re.search(r"(?m)^name:\s*infercrane\s*$", pulumi_yaml.read_text(encoding="utf-8")):
+        return cwd
     return Path(__file__).resolve().parent.parent
 
 
@@ -288,6 +297,9 @@ def _loc_text(loc: tuple[Any, ...]) -> str:
 
 
 def _fix_for(loc: tuple[Any, ...]) -> str:
+    names = [p for p in loc if isinstance(p, str)]
+    if len(names) >= 2 and ".".join(names[-2:]) in FIX:
+        return FIX[".".join(names[-2:])]
     for part in reversed(loc):
         if isinstance(part, str) and part in FIX:
             return FIX[part]

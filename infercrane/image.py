@@ -9,7 +9,10 @@ import re
 from typing import Final
 
 MAX_LENGTH: Final = 512
-DIGEST_RE: Final = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9._/-]*(?::[a-zA-Z0-9._-]+)?@sha256:[a-f0-9]{64}$")
+# The seed's rule, extended to accept a registry port (``host:5000/repo``), which the seed refuses.
+DIGEST_RE: Final = re.compile(
+    r"^[a-zA-Z0-9][a-zA-Z0-9._-]*(?::[0-9]+)?(?:/[a-zA-Z0-9._-]+)*(?::[a-zA-Z0-9._-]+)?@sha256:[a-f0-9]{64}$"
+)
 EXAMPLE: Final = "vllm/vllm-openai@sha256:<64 lowercase hex>"
 
 

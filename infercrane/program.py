@@ -37,8 +37,11 @@ def stack_values() -> dict[str, Any]:
     """Every ``infercrane:*`` and ``kubernetes:*`` stack config value, parsed (the one place config is read)."""
     import json
 
+    # The SDK keeps the stack's config in one map (set by the language host, the Automation API or
+    # mocks), with PULUMI_CONFIG as the fallback; Pulumi has no public call that lists keys.
+    merged = {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
     values: dict[str, Any] = {}
-    for key, raw in runtime_config.get_config_env().items():
+    for key, raw in merged.items():
         if key.startswith(("infercrane:", "kubernetes:")):
             try:
                 values[key] = json.loads(raw)

@@ -16,8 +16,9 @@ PROVIDER_NAME = "infercrane"
 def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None) -> k8s.Provider:
     """A provider pinned to ``target.context`` and ``target.namespace``; never the current-context.
 
-    ``enable_patch_force`` is set to False explicitly: an explicit provider setting wins over the
-    ``PULUMI_K8S_ENABLE_PATCH_FORCE`` variable, which config validation refuses anyway.
+    Patch force is never enabled: the SDK of this provider version has no ``enable_patch_force``
+    argument, and config validation refuses ``kubernetes:enablePatchForce`` and
+    ``PULUMI_K8S_ENABLE_PATCH_FORCE`` before this runs.
     The kubeconfig path is passed only when configured, so state never records a machine path.
     """
     return k8s.Provider(
@@ -26,6 +27,5 @@ def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None 
         namespace=target.namespace,
         kubeconfig=target.kubeconfig,
         enable_server_side_apply=True,
-        enable_patch_force=False,
         opts=opts,
     )

@@ -1,0 +1,155 @@
+"""Program tier: the real program under Pulumi mocks (no engine, no cluster).
+
+Asserts resource types, parents, the one explicit provider, the field manager, and that every
+object's inputs equal the golden manifests.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pytest
+import yaml
+
+from infercrane import config as cfg
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Recorder(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.resources: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(args)
+        return f"{args.name}-id", dict(args.inputs)
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+def normalise(value: Any) -> Any:
+    """Mocks see protobuf Struct values: integers arrive as floats."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: normalise(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [normalise(v) for v in value]
+    return value
+
+
+def run_program(stack: str, values: dict[str, Any] | None = None) -> tuple[Recorder, dict[str, Any]]:
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="infercrane", stack=stack, preview=False)
+    values = values if values is not None else cfg.read_stack_values(cfg.stack_file(stack, ROOT))
+    pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
+    outputs: dict[str, Any] = {}
+
+    from infercrane import program
+
+    @pulumi.runtime.test
+    def go() -> pulumi.Output[Any]:
+        comps = program.build(
+            cfg.load(program.stack_values(), source=f"stacks/Pulumi.{stack}.yaml"),
+            f"infercrane/{stack}",
+            preflight=not program.running_under_mocks(),
+        )
+        urns = [o.urn for c in comps for o in c.objects]
+        return pulumi.Output.all(*urns).apply(lambda u: outputs.update(urns=u))
+
+    go()
+    return recorder, outputs
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in list(cfg.ENV_FIELDS) + ["PULUMI_K8S_ENABLE_PATCH_FORCE"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+def by_type(rec: Recorder, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
+    return [r for r in rec.resources if r.typ == typ]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_registers_one_component_per_replica_with_deployment_and_service() -> None:
+    rec, _ = run_program("local")
+    assert len(by_type(rec, "infercrane:index:Replica")) == 2
+    assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2
+    assert len(by_type(rec, "kubernetes:core/v1:Service")) == 2
+    assert [r.name for r in by_type(rec, "infercrane:index:Replica")] == ["qwen-kubernetes-0", "qwen-kubernetes-1"]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_children_are_parented_to_their_component() -> None:
+    _, out = run_program("local")
+    for urn in out["urns"]:
+        assert "::infercrane:index:Replica$kubernetes:" in urn, urn
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_one_explicit_provider_with_context_namespace_ssa_and_no_force() -> None:
+    rec, _ = run_program("local")
+    (prov,) = by_type(rec, "pulumi:providers:kubernetes")
+    assert prov.name == "infercrane"
+    inputs = prov.inputs
+    assert inputs["context"] == "infercrane-local"
+    assert inputs["namespace"] == "infercrane-system"
+    assert str(inputs["enableServerSideApply"]).lower() == "true"
+    assert "enablePatchForce" not in inputs
+    for r in rec.resources:
+        if r.typ.startswith("kubernetes:"):
+            assert r.provider and "pulumi:providers:kubernetes::infercrane::" in r.provider, (r.name, r.provider)
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize("stack", ["local", "dev", "staging", "prod"])
+def test_inputs_equal_golden_manifests(stack: str) -> None:
+    rec, _ = run_program(stack)
+    golden = list(yaml.safe_load_all((ROOT / "tests" / "golden" / "expected" / f"{stack}.yaml").read_text()))
+    got = [normalise(dict(r.inputs)) for r in rec.resources if r.typ.startswith("kubernetes:") and r.custom and "providers" not in r.typ]
+    # Registration is asynchronous: match objects by kind and name, not by order.
+    got_by_id = {(g["kind"], g["metadata"]["name"]): g for g in got}
+    assert sorted(got_by_id) == sorted((w["kind"], w["metadata"]["name"]) for w in golden)
+    for want in golden:
+        g = got_by_id[(want["kind"], want["metadata"]["name"])]
+        assert g == want, f"{want['kind']}/{want['metadata']['name']} inputs differ from golden"
+        assert g["metadata"]["annotations"]["pulumi.com/patchFieldManager"] == "infercrane-provider-v1"
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_kserve_mode_registers_custom_resource() -> None:
+    values = cfg.read_stack_values(ROOT / "tests" / "golden" / "cases" / "kserve.yaml")
+    rec, _ = run_program("kserve", values)
+    (isvc,) = by_type(rec, "kubernetes:serving.kserve.io/v1beta1:InferenceService")
+    assert normalise(isvc.inputs)["spec"]["predictor"]["minReplicas"] == 1
+    assert not by_type(rec, "kubernetes:apps/v1:Deployment")
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_bad_config_registers_nothing() -> None:
+    values = cfg.read_stack_values(cfg.stack_file("local", ROOT))
+    values["infercrane:kubernetes"] = dict(values["infercrane:kubernetes"], imageDigest="vllm/vllm-openai:latest")
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
+    pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
+    from infercrane import program
+
+    with pytest.raises(pulumi.RunError) as exc:
+        program.main()
+    assert "stacks/Pulumi.local.yaml: infercrane:kubernetes.imageDigest: image 'vllm/vllm-openai:latest' is not pinned" in str(exc.value)
+    assert recorder.resources == []
+
+
+def test_recreate_rollout_deletes_before_replacing() -> None:
+    from infercrane.components import child_options
+
+    class Dummy:
+        pass
+
+    assert child_options(Dummy(), Dummy(), "recreate").delete_before_replace is True  # type: ignore[arg-type]
+    assert child_options(Dummy(), Dummy(), "surge").delete_before_replace is False  # type: ignore[arg-type]

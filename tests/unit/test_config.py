@@ -1,0 +1,216 @@
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infercrane import config
+from infercrane.errors import ConfigError
+
+SRC = "stacks/Pulumi.dev.yaml"
+
+
+def problems(values: dict[str, Any], env: dict[str, str] | None = None) -> list[str]:
+    with pytest.raises(ConfigError) as exc:
+        config.load(values, source=SRC, env=env or {})
+    return [p.render() for p in exc.value.problems]
+
+
+def test_minimal_config_gets_seed_defaults(values: dict[str, Any]) -> None:
+    c = config.load(values, source=SRC, env={})
+    t = c.kubernetes
+    assert (t.namespace, t.workload_api, t.service_account) == ("infercrane-system", "deployment", "infercrane-runtime")
+    assert (t.worker_secret.name, t.worker_secret.key) == ("infercrane-worker", "api-key")
+    assert (t.gpu_resource, t.gpu_product_label, t.rollout) == ("nvidia.com/gpu", "nvidia.com/gpu.product", "recreate")
+    r = c.replicas[0]
+    assert (r.gpu_count, r.engine, r.port, r.startup_budget_seconds) == (1, "vllm", 8000, 1800)
+
+
+def test_config_is_frozen(values: dict[str, Any]) -> None:
+    c = config.load(values, source=SRC, env={})
+    with pytest.raises(Exception):
+        c.kubernetes.namespace = "other"  # type: ignore[misc]
+
+
+def test_missing_context_names_file_key_and_variable(values: dict[str, Any]) -> None:
+    del values["infercrane:kubernetes"]["context"]
+    assert problems(values) == [
+        "stacks/Pulumi.dev.yaml: infercrane:kubernetes.context: is required\n"
+        "    fix: set infercrane:kubernetes.context in stacks/Pulumi.dev.yaml or INFERCRANE_KUBERNETES_CONTEXT; "
+        "name a context of your kubeconfig explicitly (InferCrane never uses the current-context)"
+    ]
+
+
+def test_missing_target_reports_context_and_digest_together() -> None:
+    out = problems({"infercrane:replicas": []})
+    assert [p.split(":")[1].strip() for p in out] == ["infercrane", "infercrane"]
+    assert "infercrane:kubernetes.context: is required" in out[0]
+    assert "infercrane:kubernetes.imageDigest: is required" in out[1]
+
+
+def test_environment_overrides_field_by_field(values: dict[str, Any]) -> None:
+    env = {"INFERCRANE_KUBERNETES_NAMESPACE": "team-b", "INFERCRANE_KUBERNETES_WORKER_SECRET_KEY": "token"}
+    c = config.load(values, source=SRC, env=env)
+    assert c.kubernetes.namespace == "team-b"
+    assert c.kubernetes.worker_secret.key == "token"
+    assert c.kubernetes.worker_secret.name == "infercrane-worker"
+    assert c.kubernetes.context == "infercrane-local"
+
+
+def test_environment_alone_can_supply_the_target(values: dict[str, Any]) -> None:
+    del values["infercrane:kubernetes"]
+    env = {"INFERCRANE_KUBERNETES_CONTEXT": "prod", "INFERCRANE_KUBERNETES_IMAGE_DIGEST": "x/y@sha256:" + "b" * 64}
+    assert config.load(values, source=SRC, env=env).kubernetes.context == "prod"
+
+
+def test_bad_environment_value_names_the_variable(values: dict[str, Any]) -> None:
+    assert problems(values, {"INFERCRANE_KUBERNETES_IMAGE_DIGEST": "vllm/vllm-openai:latest"}) == [
+        "INFERCRANE_KUBERNETES_IMAGE_DIGEST (environment): image 'vllm/vllm-openai:latest' is not pinned by digest "
+        "(a tag can change under you)\n    fix: pin the image by digest: vllm/vllm-openai@sha256:<64 lowercase hex> "
+        "(e.g. from `crane digest` or your registry)"
+    ]
+
+
+def test_placeholder_digest_is_refused(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["imageDigest"] = "vllm/vllm-openai@sha256:REPLACE_WITH_QUALIFIED_DIGEST"
+    out = problems(values)
+    assert len(out) == 1 and "infercrane:kubernetes.imageDigest: image" in out[0] and "is a placeholder" in out[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("namespace", "Team_A", "infercrane:kubernetes.namespace: 'Team_A' is not a DNS label"),
+        ("serviceAccount", "-x", "infercrane:kubernetes.serviceAccount: '-x' is not a DNS label"),
+        ("workloadApi", "knative", "infercrane:kubernetes.workloadApi: 'knative' is not allowed: 'deployment' or 'kserve'"),
+        ("context", "", "infercrane:kubernetes.context: context '' is empty or contains whitespace"),
+        ("gpuResource", "nvidia gpu", "infercrane:kubernetes.gpuResource: 'nvidia gpu' is not a qualified Kubernetes name"),
+    ],
+    ids=["namespace", "service-account", "workload-api", "empty-context", "gpu-resource"],
+)
+def test_bad_target_fields_name_the_key_path(values: dict[str, Any], field: str, value: str, message: str) -> None:
+    values["infercrane:kubernetes"][field] = value
+    out = problems(values)
+    assert len(out) == 1 and out[0].startswith(f"{SRC}: {message}"), out
+
+
+def test_secret_rules(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["workerSecret"] = {"name": "Worker", "key": "api key"}
+    out = problems(values)
+    assert out[0].startswith(f"{SRC}: infercrane:kubernetes.workerSecret.name: 'Worker' is not a DNS label")
+    assert out[1].startswith(f"{SRC}: infercrane:kubernetes.workerSecret.key: 'api key' is not a valid Secret data key")
+
+
+def test_unknown_keys_are_refused(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["namesapce"] = "x"
+    values["infercrane:replicas"][0]["gpus"] = 2
+    values["infercrane:extra"] = 1
+    out = problems(values)
+    assert f"{SRC}: infercrane:extra: is not an InferCrane setting\n    fix: use infercrane:kubernetes or infercrane:replicas" in out
+    assert any(p.startswith(f"{SRC}: infercrane:kubernetes.namesapce: is not a known setting") for p in out)
+    assert any(p.startswith(f"{SRC}: infercrane:replicas[0].gpus (replica 'qwen-kubernetes-rev-1-r0'): is not a known setting") for p in out)
+
+
+def test_patch_force_from_stack_config_is_refused(values: dict[str, Any]) -> None:
+    values["kubernetes:enablePatchForce"] = "true"
+    assert problems(values) == [
+        f"{SRC}: kubernetes:enablePatchForce: is set\n    fix: InferCrane never forces a field-manager conflict; remove this key"
+    ]
+
+
+def test_patch_force_from_environment_is_refused(values: dict[str, Any]) -> None:
+    assert problems(values, {"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"}) == [
+        "PULUMI_K8S_ENABLE_PATCH_FORCE (environment): asks pulumi-kubernetes to force field-manager conflicts\n"
+        "    fix: unset PULUMI_K8S_ENABLE_PATCH_FORCE; InferCrane never forces a conflict"
+    ]
+
+
+def test_unknown_gpu_lists_known_values(values: dict[str, Any]) -> None:
+    values["infercrane:replicas"][0]["gpu"] = "A100"
+    (out,) = problems(values)
+    assert out.startswith(f"{SRC}: infercrane:replicas[0].gpu (replica 'qwen-kubernetes-rev-1-r0'): GPU 'A100' is not a known")
+    assert "known: NVIDIA-L4, NVIDIA-L40S," in out
+
+
+def test_gpu_table_extends_from_config(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["gpuProducts"] = ["NVIDIA-RTX-PRO-6000"]
+    values["infercrane:replicas"][0]["gpu"] = "NVIDIA-RTX-PRO-6000"
+    assert config.load(values, source=SRC, env={}).replicas[0].gpu == "NVIDIA-RTX-PRO-6000"
+
+
+def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["imageDigest"] = "vllm:latest"
+    r = values["infercrane:replicas"][0]
+    r.update(gpu="nvidia-l40s", gpuCount=0, args=["--api-key=abc", "--port", "9"])
+    values["infercrane:replicas"].append(copy.deepcopy(values["infercrane:replicas"][0]) | {"gpu": "NVIDIA-L4", "gpuCount": 1, "args": []})
+    out = problems(values)
+    assert len(out) == 5, out
+    assert "duplicate replica key 'qwen-kubernetes-rev-1-r0' (also at [0])" in out[-1]
+    assert "--api-key would put a secret in the process arguments" in out[3]
+    assert "--port is set by InferCrane from the replica fields" in out[3]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("key", "", "infercrane:replicas[0].key (replica ''): '': String should have at least 1 character\n    fix: use 1-253"),
+        ("key", "x" * 254, "infercrane:replicas[0].key"),
+        ("key", " padded", "key ' padded' has surrounding whitespace"),
+        ("model", "", "infercrane:replicas[0].model"),
+        ("name", "Qwen", "'Qwen' is not a DNS label"),
+        ("port", 80, "infercrane:replicas[0].port (replica 'qwen-kubernetes-rev-1-r0'): 80: Input should be greater than or equal to 1024"),
+        ("engine", "tgi", "'tgi' is not allowed: 'vllm' or 'sglang'"),
+        ("cloud", "aws", "'aws' is not allowed: 'kubernetes'"),
+        ("shmSize", "lots", "'lots' is not a Kubernetes quantity"),
+        ("startupBudgetSeconds", 5, "5: Input should be greater than or equal to 60"),
+        ("image", "vllm/vllm-openai:v0.11", "is not pinned by digest"),
+    ],
+    ids=["empty-key", "long-key", "padded-key", "empty-model", "name", "port", "engine", "cloud", "shm", "budget", "image-tag"],
+)
+def test_bad_replica_fields(values: dict[str, Any], field: str, value: Any, message: str) -> None:
+    values["infercrane:replicas"][0][field] = value
+    (out,) = problems(values)
+    assert message in out
+
+
+def test_missing_replica_fields_are_all_named(values: dict[str, Any]) -> None:
+    values["infercrane:replicas"] = [{"key": "k"}]
+    out = problems(values)
+    assert [o.split("\n")[0] for o in out] == [
+        f"{SRC}: infercrane:replicas[0].model (replica 'k'): is required",
+        f"{SRC}: infercrane:replicas[0].name (replica 'k'): is required",
+        f"{SRC}: infercrane:replicas[0].gpu (replica 'k'): is required",
+    ]
+
+
+def test_replicas_must_be_a_list(values: dict[str, Any]) -> None:
+    values["infercrane:replicas"] = {"key": "k"}
+    assert problems(values)[0].startswith(f"{SRC}: infercrane:replicas: must be a list of replica intents")
+
+
+def test_intent_hash_changes_with_replica_and_target_not_context(values: dict[str, Any]) -> None:
+    base = config.load(values, source=SRC, env={})
+    h = base.intent(base.replicas[0])
+    assert h.startswith("sha256:") and len(h) == 71
+    other_ctx = config.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_CONTEXT": "elsewhere"})
+    assert other_ctx.intent(other_ctx.replicas[0]) == h
+    other_ns = config.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_NAMESPACE": "other"})
+    assert other_ns.intent(other_ns.replicas[0]) != h
+    values["infercrane:replicas"][0]["modelRevision"] = "abc"
+    rev = config.load(values, source=SRC, env={})
+    assert rev.intent(rev.replicas[0]) != h
+
+
+def test_broken_yaml_names_file_and_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    p = tmp_path / "Pulumi.bad.yaml"
+    p.write_text("config:\n  infercrane:kubernetes: {context: x\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as exc:
+        config.read_stack_values(p)
+    assert "is not valid YAML" in str(exc.value) and "Pulumi.bad.yaml:" in str(exc.value)
+
+
+def test_missing_stack_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError) as exc:
+        config.read_stack_values(tmp_path / "Pulumi.nope.yaml")
+    assert "stack file not found" in str(exc.value)

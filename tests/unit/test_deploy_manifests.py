@@ -1,0 +1,103 @@
+"""Static checks of deploy/kubernetes: allowed kinds, least privilege, and every verb we need."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+FILES = sorted(p for p in ROOT.rglob("*.yaml"))
+ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRoute"}
+# What the program and its server-side dry run need, per workload API.
+NEEDED = {
+    "infercrane-provider-deployment": {("apps", "deployments"), ("", "services")},
+    "infercrane-provider-kserve": {("serving.kserve.io", "inferenceservices")},
+}
+VERBS_NEEDED = {"get", "list", "create", "patch", "delete"}
+MUTATING = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate"}
+
+
+def docs() -> list[tuple[Path, dict[str, Any]]]:
+    return [(p, d) for p in FILES for d in yaml.safe_load_all(p.read_text(encoding="utf-8")) if d]
+
+
+def roles() -> list[dict[str, Any]]:
+    return [d for _, d in docs() if d["kind"] in ("Role", "ClusterRole")]
+
+
+def test_files_exist() -> None:
+    names = {str(p.relative_to(ROOT)) for p in FILES}
+    assert {
+        "base/namespace.yaml",
+        "base/service-accounts.yaml",
+        "base/provider-rbac.yaml",
+        "kserve/provider-rbac.yaml",
+        "gateway-api/httproute.yaml",
+    } <= names
+
+
+@pytest.mark.parametrize("path", FILES, ids=[str(p.relative_to(ROOT)) for p in FILES])
+def test_only_allowed_kinds(path: Path) -> None:
+    for d in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        assert d["kind"] in ALLOWED_KINDS, f"{path}: {d['kind']} is not an allowed kind"
+
+
+def test_no_cluster_scoped_rbac() -> None:
+    assert not [d for _, d in docs() if d["kind"] in ("ClusterRole", "ClusterRoleBinding")]
+
+
+def test_no_wildcards_secrets_pod_mutation_or_rbac_rights() -> None:
+    for role in roles():
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule.get(field, []), f"{role['metadata']['name']}: wildcard in {field}"
+            assert "secrets" not in rule["resources"]
+            assert "rbac.authorization.k8s.io" not in rule["apiGroups"]
+            if "pods" in rule["resources"] or "pods/exec" in rule["resources"]:
+                assert not set(rule["verbs"]) & MUTATING
+            assert not {"update", "watch", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+
+
+@pytest.mark.parametrize("role_name", sorted(NEEDED), ids=sorted(NEEDED))
+def test_every_needed_verb_is_granted(role_name: str) -> None:
+    (role,) = [r for r in roles() if r["metadata"]["name"] == role_name]
+    granted = {(g, res, v) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
+    for group, resource in NEEDED[role_name]:
+        for verb in VERBS_NEEDED:
+            assert (group, resource, verb) in granted, f"{role_name} lacks {verb} on {group or 'core'}/{resource}"
+
+
+def test_roles_are_bound_to_the_control_plane_account() -> None:
+    bindings = [d for _, d in docs() if d["kind"] == "RoleBinding"]
+    assert {b["roleRef"]["name"] for b in bindings} == set(NEEDED)
+    for b in bindings:
+        assert b["subjects"] == [{"kind": "ServiceAccount", "name": "infercrane-control-plane", "namespace": "infercrane-system"}]
+
+
+def test_runtime_account_mounts_no_token() -> None:
+    accounts = {d["metadata"]["name"]: d for _, d in docs() if d["kind"] == "ServiceAccount"}
+    assert accounts["infercrane-runtime"]["automountServiceAccountToken"] is False
+    assert accounts["infercrane-control-plane"]["automountServiceAccountToken"] is True
+
+
+def test_every_rbac_rule_is_commented() -> None:
+    for path in FILES:
+        text = path.read_text(encoding="utf-8")
+        if "kind: Role\n" in text:
+            after = text.split("rules:", 1)[1]
+            assert after.lstrip().startswith("#"), f"{path}: rules need a comment saying who needs them"
+
+
+def test_bootstrap_objects_are_never_inventoried() -> None:
+    for _, d in docs():
+        assert d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "infercrane-bootstrap"
+
+
+def test_httproute_targets_the_gateway_with_placeholders() -> None:
+    (route,) = [d for _, d in docs() if d["kind"] == "HTTPRoute"]
+    assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "infercrane-gateway", "port": 8080}]
+    assert all(h.startswith("REPLACE_WITH_") for h in route["spec"]["hostnames"])

@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from infercrane import config, guards
+from infercrane.render import render_all
+
+Mutator = Callable[[dict[str, Any]], None]
+
+
+def _dep(values: dict[str, Any]) -> dict[str, Any]:
+    c = config.load(values, source="s", env={})
+    return copy.deepcopy(render_all(c, "infercrane/dev")[0].manifests[0])
+
+
+def _container(m: dict[str, Any]) -> dict[str, Any]:
+    return m["spec"]["template"]["spec"]["containers"][0]  # type: ignore[no-any-return]
+
+
+def check(m: dict[str, Any]) -> list[str]:
+    return guards.check(m, gpu_resource="nvidia.com/gpu", gpu_label="nvidia.com/gpu.product")
+
+
+def test_rendered_manifests_pass(values: dict[str, Any]) -> None:
+    assert check(_dep(values)) == []
+
+
+CASES: list[tuple[str, Mutator, str]] = [
+    ("tag-image", lambda m: _container(m).update(image="vllm/vllm-openai:latest"), "is not pinned by digest"),
+    ("no-gpu-selector", lambda m: m["spec"]["template"]["spec"].update(nodeSelector={}), "nodeSelector nvidia.com/gpu.product is missing"),
+    ("limits-not-requests", lambda m: _container(m)["resources"].update(requests={"nvidia.com/gpu": "2"}), "limits must equal requests"),
+    ("no-gpu-limit", lambda m: _container(m).update(resources={}), "limits must equal requests and be set"),
+    ("patch-force", lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchForce": "true"}), "pulumi.com/patchForce is set"),
+    ("foreign-manager", lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchFieldManager": "me"}), "field manager must be infercrane-provider-v1"),
+    ("wide-selector", lambda m: m["spec"]["selector"]["matchLabels"].update({"app.kubernetes.io/name": "infercrane-runtime"}), "selector must be the instance label only"),
+    ("missing-label", lambda m: m["metadata"]["labels"].pop("app.kubernetes.io/managed-by"), "label app.kubernetes.io/managed-by is None"),
+    ("missing-key", lambda m: m["metadata"]["annotations"].pop("infercrane.dev/external-key"), "annotation infercrane.dev/external-key is missing"),
+    ("literal-secret", lambda m: _container(m)["env"][0].update(value="s3cr3t"), "must come from a secretKeyRef"),
+    ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
+]
+
+
+@pytest.mark.parametrize(("mutate", "expected"), [(m, e) for _, m, e in CASES], ids=[i for i, _, _ in CASES])
+def test_guard_catches(values: dict[str, Any], mutate: Mutator, expected: str) -> None:
+    m = _dep(values)
+    mutate(m)
+    out = check(m)
+    assert any(expected in v for v in out), out

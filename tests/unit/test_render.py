@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infercrane import config, naming
+from infercrane.render import render_all
+from infercrane.render.engines import command_and_args
+
+STACK = "infercrane/dev"
+
+
+def render(values: dict[str, Any], **replica: Any) -> list[dict[str, Any]]:
+    values["infercrane:replicas"][0].update(replica)
+    c = config.load(values, source="s", env={})
+    return list(render_all(c, STACK)[0].manifests)
+
+
+def test_deployment_contract(values: dict[str, Any]) -> None:
+    dep, svc = render(values)
+    spec = dep["spec"]
+    pod = spec["template"]["spec"]
+    (c,) = pod["containers"]
+    assert (spec["replicas"], spec["strategy"], spec["progressDeadlineSeconds"]) == (1, {"type": "Recreate"}, 1800)
+    assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/instance": dep["metadata"]["name"]}}
+    assert c["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
+    assert c["resources"]["limits"] == c["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+    assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "infercrane-runtime"
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False}
+    assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
+    assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
+    assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
+    assert svc["spec"]["ports"][0]["targetPort"] == "http"
+
+
+def test_secret_only_by_reference_and_never_in_argv(values: dict[str, Any]) -> None:
+    dep, _ = render(values)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert {e["name"] for e in c["env"]} == {"INFERCRANE_WORKER_API_KEY", "VLLM_API_KEY"}
+    for e in c["env"]:
+        assert e["valueFrom"] == {"secretKeyRef": {"name": "infercrane-worker", "key": "api-key"}}
+        assert "value" not in e
+    assert not any("api-key" in a for a in c["args"])
+
+
+def test_startup_budget_sizes_probe_and_progress_deadline(values: dict[str, Any]) -> None:
+    dep, _ = render(values, startupBudgetSeconds=601)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert dep["spec"]["progressDeadlineSeconds"] == 601
+    assert c["startupProbe"]["periodSeconds"] * c["startupProbe"]["failureThreshold"] >= 601
+    assert c["startupProbe"]["failureThreshold"] == 61
+
+
+def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[str, Any]) -> None:
+    for m in render(values):
+        meta = m["metadata"]
+        assert meta["labels"] == naming.labels("qwen-kubernetes-rev-1-r0")
+        ann = meta["annotations"]
+        assert ann["infercrane.dev/external-key"] == "qwen-kubernetes-rev-1-r0"
+        assert ann["infercrane.dev/stack"] == STACK
+        assert ann["infercrane.dev/provider-contract"] == "infercrane.provider/v1"
+        assert ann["pulumi.com/patchFieldManager"] == "infercrane-provider-v1"
+        assert "pulumi.com/patchForce" not in ann
+
+
+@pytest.mark.parametrize(
+    ("engine", "count", "revision", "expected_tail"),
+    [
+        ("vllm", 1, None, []),
+        ("vllm", 4, "abc", ["--revision", "abc", "--tensor-parallel-size", "4"]),
+        ("sglang", 2, "abc", ["--revision", "abc", "--tp-size", "2"]),
+    ],
+    ids=["vllm-single", "vllm-tp-revision", "sglang-tp-revision"],
+)
+def test_engine_flags(values: dict[str, Any], engine: str, count: int, revision: str | None, expected_tail: list[str]) -> None:
+    r = values["infercrane:replicas"][0] | {"engine": engine, "gpuCount": count, "modelRevision": revision}
+    values["infercrane:replicas"][0] = r
+    replica = config.load(values, source="s", env={}).replicas[0]
+    command, args = command_and_args(replica)
+    model_flag = "--model-path" if engine == "sglang" else "--model"
+    assert args[:2] == [model_flag, "Qwen/Qwen3-8B"]
+    assert args[args.index("--host") + 1] == "0.0.0.0"
+    assert args[args.index("--served-model-name") + 1] == "qwen-kubernetes"
+    assert args[8:] == expected_tail
+    assert command[-1] == ("sglang.launch_server" if engine == "sglang" else "vllm.entrypoints.openai.api_server")
+
+
+def test_kserve_renders_one_inference_service(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["workloadApi"] = "kserve"
+    (isvc,) = render(values)
+    assert (isvc["apiVersion"], isvc["kind"]) == ("serving.kserve.io/v1beta1", "InferenceService")
+    assert isvc["metadata"]["annotations"]["serving.kserve.io/deploymentMode"] == "Standard"
+    pred = isvc["spec"]["predictor"]
+    assert (pred["minReplicas"], pred["maxReplicas"]) == (1, 1)
+    assert pred["containers"][0]["name"] == "kserve-container"
+    assert pred["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
+
+
+def test_render_is_deterministic(values: dict[str, Any]) -> None:
+    assert render(values) == render(values)
+
+
+def test_replica_image_overrides_default(values: dict[str, Any]) -> None:
+    img = "lmsysorg/sglang@sha256:" + "c" * 64
+    dep, _ = render(values, image=img)
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == img
