@@ -60,7 +60,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps({"ok": True, "stack": args.stack, "replicas": [r.replica.key for r in rendered]}, indent=2))
     else:
         n = sum(len(r.manifests) for r in rendered)
-        print(f"stack {args.stack}: valid ({len(rendered)} replica(s), {n} object(s), workload API {config.kubernetes.workload_api})")
+        print(
+            f"stack {args.stack}: valid ({len(rendered)} replica(s), {n} object(s), workload API {config.kubernetes.workload_api})"
+        )
     return EXIT_OK
 
 
@@ -96,3 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+
+
+def entrypoint() -> None:
+    """Console-script entry point (``infercrane``)."""
+    sys.exit(main(sys.argv[1:]))

@@ -17,21 +17,21 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from infercrane import naming
-from infercrane.config import KubernetesTarget
+from infercrane.config import KubernetesTarget, project_root
 from infercrane.errors import ClusterError
 
 REQUEST_TIMEOUT_SECONDS: Final = 10.0  # an unreachable cluster fails fast instead of hanging
 
-InferenceService = create_namespaced_resource(
-    "serving.kserve.io", "v1beta1", "InferenceService", "inferenceservices"
-)
+InferenceService = create_namespaced_resource("serving.kserve.io", "v1beta1", "InferenceService", "inferenceservices")
 
 
 def kubeconfig_path(target: KubernetesTarget, env: Mapping[str, str] | None = None) -> Path:
     """The kubeconfig file: the stack's setting, else the first $KUBECONFIG entry, else ~/.kube/config."""
     env = os.environ if env is None else env
     if target.kubeconfig:
-        return Path(target.kubeconfig).expanduser()
+        path = Path(target.kubeconfig).expanduser()
+        # A relative path is relative to the project directory (where Pulumi runs the provider).
+        return path if path.is_absolute() else project_root() / path
     first = next((p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p), None)
     return Path(first).expanduser() if first else Path.home() / ".kube" / "config"
 
@@ -43,7 +43,7 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
         raise ClusterError(
             f"kubeconfig {path} does not exist (context {target.context!r}).\n"
             "    fix: set KUBECONFIG or infercrane:kubernetes.kubeconfig; for the local plane run "
-            "`python -m infercrane local start` and `eval \"$(python -m infercrane local env)\"`"
+            '`python -m infercrane local start` and `eval "$(python -m infercrane local env)"`'
         )
     try:
         kc = KubeConfig.from_file(path)

@@ -59,9 +59,7 @@ class ReplicaComponent(pulumi.ComponentResource):
     ) -> None:
         super().__init__(COMPONENT_TYPE, slot, None, opts)
         child_opts = child_options(self, provider, config.kubernetes.rollout)
-        self.objects = [
-            _resource(f"{slot}-{_kind_suffix(m['kind'])}", m, child_opts) for m in rendered.manifests
-        ]
+        self.objects = [_resource(f"{slot}-{_kind_suffix(m['kind'])}", m, child_opts) for m in rendered.manifests]
         r = rendered.replica
         self.summary: dict[str, Any] = {
             "key": r.key,

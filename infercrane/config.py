@@ -119,7 +119,7 @@ class KubernetesTarget(_Frozen):
         "deployment", description="deployment: Deployment + Service; kserve: one InferenceService."
     )
     service_account: str = Field("infercrane-runtime", description="Runtime service account (token not mounted).")
-    worker_secret: WorkerSecret = Field(default_factory=WorkerSecret)
+    worker_secret: WorkerSecret = Field(default_factory=lambda: WorkerSecret.model_validate({}))
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
@@ -274,6 +274,11 @@ def stack_file(stack: str, project_dir: Path | None = None) -> Path:
     return (project_dir or project_root()) / "stacks" / f"Pulumi.{stack}.yaml"
 
 
+def code_root() -> Path:
+    """The checkout this package runs from (tools/, deploy/ live there)."""
+    return Path(__file__).resolve().parent.parent
+
+
 def project_root() -> Path:
     """The Pulumi project directory: $INFERCRANE_PROJECT_DIR, else the current directory when it
     holds this project's Pulumi.yaml, else the directory this package was installed from."""
@@ -336,9 +341,7 @@ def load(
             problems.append(Problem(f"{source}: {key}", "is set", why))
     for key in values:
         if key.startswith(f"{PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS):
-            problems.append(
-                Problem(f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET} or {KEY_REPLICAS}")
-            )
+            problems.append(Problem(f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET} or {KEY_REPLICAS}"))
     if env.get(naming.PATCH_FORCE_ENV, "").strip().lower() not in ("", "false", "0"):
         problems.append(
             Problem(
@@ -365,7 +368,9 @@ def load(
     if replicas_raw is None:
         replicas_raw = []
     if not isinstance(replicas_raw, list):
-        problems.append(Problem(f"{source}: {KEY_REPLICAS}", "must be a list of replica intents", "write one '- key: …' entry per replica"))
+        problems.append(
+            Problem(f"{source}: {KEY_REPLICAS}", "must be a list of replica intents", "write one '- key: …' entry per replica")
+        )
         replicas_raw = []
 
     extra_products = target.get("gpuProducts") if isinstance(target.get("gpuProducts"), list) else []
@@ -395,9 +400,7 @@ def load(
     return config
 
 
-def _problem_from(
-    err: Any, *, source: str, replicas: list[Any], from_env: dict[tuple[str, ...], str]
-) -> Problem:
+def _problem_from(err: Any, *, source: str, replicas: list[Any], from_env: dict[tuple[str, ...], str]) -> Problem:
     loc: tuple[Any, ...] = tuple(err["loc"])
     # pydantic reports aliases in loc (alias generator); map the top-level name back to the stack key.
     top, rest = loc[0], loc[1:]
@@ -422,9 +425,9 @@ def _problem_from(
             return Problem(f"{var} (environment)", msg, fix)
         where = f"{source}: {KEY_TARGET}" + (f".{_loc_text(rest)}" if rest else "")
         if err["type"] == "missing" and len(path) == 1:
-            var = next((v for v, p in ENV_FIELDS.items() if p == path), None)
-            if var:
-                fix = f"set {KEY_TARGET}.{path[0]} in {source} or {var}; " + fix
+            env_var = next((v for v, p in ENV_FIELDS.items() if p == path), None)
+            if env_var:
+                fix = f"set {KEY_TARGET}.{path[0]} in {source} or {env_var}; " + fix
         return Problem(where, msg, fix)
     where = f"{source}: {KEY_REPLICAS}"
     if rest and isinstance(rest[0], int):
@@ -451,7 +454,7 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     rel = display_path(path)
     if not path.is_file():
         raise ConfigError(
-            [Problem(rel, "stack file not found", f"create it (copy stacks/Pulumi.dev.yaml) or pick another --stack")],
+            [Problem(rel, "stack file not found", "create it (copy stacks/Pulumi.dev.yaml) or pick another --stack")],
             rel,
         )
     try:
@@ -459,7 +462,9 @@ def read_stack_values(path: Path) -> dict[str, Any]:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{rel}:{mark.line + 1}" if mark is not None else rel
-        raise ConfigError([Problem(where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")], rel) from None
+        raise ConfigError(
+            [Problem(where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")], rel
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(rel, "has no 'config:' map", "put settings under 'config:'")], rel)
     return dict(doc.get("config") or {})

@@ -72,7 +72,7 @@ def build(config: cfg.InferCraneConfig, stack_id: str, *, preflight: bool) -> li
 
         live.run(config, manifests, stack_id)
     provider = make_provider(t)
-    return [ReplicaComponent(slot, r, config, provider) for slot, r in zip(slots(rendered), rendered)]
+    return [ReplicaComponent(slot, r, config, provider) for slot, r in zip(slots(rendered), rendered, strict=True)]
 
 
 def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> None:
@@ -85,12 +85,20 @@ def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> 
     pulumi.export("endpoints", dict(endpoints))
 
 
+# The last user-facing failure of main(), for the Automation API caller in the same process
+# (infercrane.stack): it re-raises the typed error instead of parsing the engine's output.
+last_error: InferCraneError | None = None
+
+
 def main() -> None:
+    global last_error
+    last_error = None
     project, stack = pulumi.get_project(), pulumi.get_stack()
     source = f"stacks/Pulumi.{stack}.yaml"
     try:
         config = cfg.load(stack_values(), source=source)
         components = build(config, naming.stack_identity(project, stack), preflight=not running_under_mocks())
     except InferCraneError as exc:
+        last_error = exc
         raise pulumi.RunError(str(exc)) from None
     export(components, config)

@@ -99,6 +99,24 @@ build_etcd() {
 
 build_kwok() {
   (cd "$here/go/kwok" && go build -o "$1/bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
+  kwok_stages "$1"
+}
+
+# kwok refuses to start without stages. Assemble the ones kwokctl uses by default (node initialize,
+# heartbeat with lease; pod ready, complete, delete) from the pinned kwok module into etc/stages.yaml.
+kwok_stages() {
+  local dest="$1" dir tmp
+  [[ -f "$dest/etc/stages.yaml" ]] && return 0
+  dir="$(cd "$here/go/kwok" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/kustomize/stage"
+  mkdir -p "$dest/etc"
+  tmp="$(mktemp "$dest/etc/.stages.XXXXXX")"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
+    printf -- '---\n' >>"$tmp"
+    cat "$dir/$f" >>"$tmp"
+  done
+  mv "$tmp" "$dest/etc/stages.yaml"
 }
 
 ensure() {
@@ -133,4 +151,6 @@ tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=("${all_tools[@]}")
 for t in "${tools[@]}"; do entry "$t" >/dev/null; done
 for t in "${tools[@]}"; do ensure "$t"; done
+# An entry made before stages were assembled (or a kwok taken from PATH) gets them now.
+for t in "${tools[@]}"; do [[ "$t" != kwok ]] || kwok_stages "$(entry kwok)"; done
 log "all requested tools ready in $cache"

@@ -96,7 +96,7 @@ def test_render_refuses_mutable_or_placeholder_image(project: Path, image: str, 
 
 def test_render_refuses_patch_force_setting(project: Path) -> None:
     path = project / "stacks" / "Pulumi.local.yaml"
-    path.write_text(path.read_text() + "  kubernetes:enablePatchForce: \"true\"\n")
+    path.write_text(path.read_text() + '  kubernetes:enablePatchForce: "true"\n')
     r = run("render", "--stack", "local", cwd=project)
     assert r.returncode == 1
     assert "stacks/Pulumi.local.yaml: kubernetes:enablePatchForce: is set" in r.stderr

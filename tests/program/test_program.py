@@ -111,7 +111,11 @@ def test_one_explicit_provider_with_context_namespace_ssa_and_no_force() -> None
 def test_inputs_equal_golden_manifests(stack: str) -> None:
     rec, _ = run_program(stack)
     golden = list(yaml.safe_load_all((ROOT / "tests" / "golden" / "expected" / f"{stack}.yaml").read_text()))
-    got = [normalise(dict(r.inputs)) for r in rec.resources if r.typ.startswith("kubernetes:") and r.custom and "providers" not in r.typ]
+    got = [
+        normalise(dict(r.inputs))
+        for r in rec.resources
+        if r.typ.startswith("kubernetes:") and r.custom and "providers" not in r.typ
+    ]
     # Registration is asynchronous: match objects by kind and name, not by order.
     got_by_id = {(g["kind"], g["metadata"]["name"]): g for g in got}
     assert sorted(got_by_id) == sorted((w["kind"], w["metadata"]["name"]) for w in golden)
@@ -141,7 +145,9 @@ def test_bad_config_registers_nothing() -> None:
 
     with pytest.raises(pulumi.RunError) as exc:
         program.main()
-    assert "stacks/Pulumi.local.yaml: infercrane:kubernetes.imageDigest: image 'vllm/vllm-openai:latest' is not pinned" in str(exc.value)
+    assert "stacks/Pulumi.local.yaml: infercrane:kubernetes.imageDigest: image 'vllm/vllm-openai:latest' is not pinned" in str(
+        exc.value
+    )
     assert recorder.resources == []
 
 

@@ -4,6 +4,7 @@ import copy
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from infercrane import config
 from infercrane.errors import ConfigError
@@ -29,7 +30,7 @@ def test_minimal_config_gets_seed_defaults(values: dict[str, Any]) -> None:
 
 def test_config_is_frozen(values: dict[str, Any]) -> None:
     c = config.load(values, source=SRC, env={})
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         c.kubernetes.namespace = "other"  # type: ignore[misc]
 
 
@@ -107,9 +108,14 @@ def test_unknown_keys_are_refused(values: dict[str, Any]) -> None:
     values["infercrane:replicas"][0]["gpus"] = 2
     values["infercrane:extra"] = 1
     out = problems(values)
-    assert f"{SRC}: infercrane:extra: is not an InferCrane setting\n    fix: use infercrane:kubernetes or infercrane:replicas" in out
+    assert (
+        f"{SRC}: infercrane:extra: is not an InferCrane setting\n    fix: use infercrane:kubernetes or infercrane:replicas" in out
+    )
     assert any(p.startswith(f"{SRC}: infercrane:kubernetes.namesapce: is not a known setting") for p in out)
-    assert any(p.startswith(f"{SRC}: infercrane:replicas[0].gpus (replica 'qwen-kubernetes-rev-1-r0'): is not a known setting") for p in out)
+    assert any(
+        p.startswith(f"{SRC}: infercrane:replicas[0].gpus (replica 'qwen-kubernetes-rev-1-r0'): is not a known setting")
+        for p in out
+    )
 
 
 def test_patch_force_from_stack_config_is_refused(values: dict[str, Any]) -> None:
@@ -143,7 +149,9 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
     values["infercrane:kubernetes"]["imageDigest"] = "vllm:latest"
     r = values["infercrane:replicas"][0]
     r.update(gpu="nvidia-l40s", gpuCount=0, args=["--api-key=abc", "--port", "9"])
-    values["infercrane:replicas"].append(copy.deepcopy(values["infercrane:replicas"][0]) | {"gpu": "NVIDIA-L4", "gpuCount": 1, "args": []})
+    values["infercrane:replicas"].append(
+        copy.deepcopy(values["infercrane:replicas"][0]) | {"gpu": "NVIDIA-L4", "gpuCount": 1, "args": []}
+    )
     out = problems(values)
     assert len(out) == 5, out
     assert "duplicate replica key 'qwen-kubernetes-rev-1-r0' (also at [0])" in out[-1]
@@ -159,7 +167,11 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         ("key", " padded", "key ' padded' has surrounding whitespace"),
         ("model", "", "infercrane:replicas[0].model"),
         ("name", "Qwen", "'Qwen' is not a DNS label"),
-        ("port", 80, "infercrane:replicas[0].port (replica 'qwen-kubernetes-rev-1-r0'): 80: Input should be greater than or equal to 1024"),
+        (
+            "port",
+            80,
+            "infercrane:replicas[0].port (replica 'qwen-kubernetes-rev-1-r0'): 80: Input should be greater than or equal to 1024",
+        ),
         ("engine", "tgi", "'tgi' is not allowed: 'vllm' or 'sglang'"),
         ("cloud", "aws", "'aws' is not allowed: 'kubernetes'"),
         ("shmSize", "lots", "'lots' is not a Kubernetes quantity"),

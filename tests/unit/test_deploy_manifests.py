@@ -64,7 +64,9 @@ def test_no_wildcards_secrets_pod_mutation_or_rbac_rights() -> None:
 @pytest.mark.parametrize("role_name", sorted(NEEDED), ids=sorted(NEEDED))
 def test_every_needed_verb_is_granted(role_name: str) -> None:
     (role,) = [r for r in roles() if r["metadata"]["name"] == role_name]
-    granted = {(g, res, v) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]}
+    granted = {
+        (g, res, v) for rule in role["rules"] for g in rule["apiGroups"] for res in rule["resources"] for v in rule["verbs"]
+    }
     for group, resource in NEEDED[role_name]:
         for verb in VERBS_NEEDED:
             assert (group, resource, verb) in granted, f"{role_name} lacks {verb} on {group or 'core'}/{resource}"

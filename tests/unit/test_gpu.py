@@ -10,9 +10,7 @@ def test_accepts_every_known_product(value: str) -> None:
     assert gpu_problem(value) is None
 
 
-@pytest.mark.parametrize(
-    "value", ["NVIDIA-L40S-SHARED", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"], ids=["time-sliced", "mig"]
-)
+@pytest.mark.parametrize("value", ["NVIDIA-L40S-SHARED", "NVIDIA-A100-SXM4-40GB-MIG-1g.5gb"], ids=["time-sliced", "mig"])
 def test_accepts_sharing_variants_of_known_products(value: str) -> None:
     assert gpu_problem(value) is None
 

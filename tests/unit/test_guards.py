@@ -31,14 +31,42 @@ def test_rendered_manifests_pass(values: dict[str, Any]) -> None:
 
 CASES: list[tuple[str, Mutator, str]] = [
     ("tag-image", lambda m: _container(m).update(image="vllm/vllm-openai:latest"), "is not pinned by digest"),
-    ("no-gpu-selector", lambda m: m["spec"]["template"]["spec"].update(nodeSelector={}), "nodeSelector nvidia.com/gpu.product is missing"),
-    ("limits-not-requests", lambda m: _container(m)["resources"].update(requests={"nvidia.com/gpu": "2"}), "limits must equal requests"),
+    (
+        "no-gpu-selector",
+        lambda m: m["spec"]["template"]["spec"].update(nodeSelector={}),
+        "nodeSelector nvidia.com/gpu.product is missing",
+    ),
+    (
+        "limits-not-requests",
+        lambda m: _container(m)["resources"].update(requests={"nvidia.com/gpu": "2"}),
+        "limits must equal requests",
+    ),
     ("no-gpu-limit", lambda m: _container(m).update(resources={}), "limits must equal requests and be set"),
-    ("patch-force", lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchForce": "true"}), "pulumi.com/patchForce is set"),
-    ("foreign-manager", lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchFieldManager": "me"}), "field manager must be infercrane-provider-v1"),
-    ("wide-selector", lambda m: m["spec"]["selector"]["matchLabels"].update({"app.kubernetes.io/name": "infercrane-runtime"}), "selector must be the instance label only"),
-    ("missing-label", lambda m: m["metadata"]["labels"].pop("app.kubernetes.io/managed-by"), "label app.kubernetes.io/managed-by is None"),
-    ("missing-key", lambda m: m["metadata"]["annotations"].pop("infercrane.dev/external-key"), "annotation infercrane.dev/external-key is missing"),
+    (
+        "patch-force",
+        lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchForce": "true"}),
+        "pulumi.com/patchForce is set",
+    ),
+    (
+        "foreign-manager",
+        lambda m: m["metadata"]["annotations"].update({"pulumi.com/patchFieldManager": "me"}),
+        "field manager must be infercrane-provider-v1",
+    ),
+    (
+        "wide-selector",
+        lambda m: m["spec"]["selector"]["matchLabels"].update({"app.kubernetes.io/name": "infercrane-runtime"}),
+        "selector must be the instance label only",
+    ),
+    (
+        "missing-label",
+        lambda m: m["metadata"]["labels"].pop("app.kubernetes.io/managed-by"),
+        "label app.kubernetes.io/managed-by is None",
+    ),
+    (
+        "missing-key",
+        lambda m: m["metadata"]["annotations"].pop("infercrane.dev/external-key"),
+        "annotation infercrane.dev/external-key is missing",
+    ),
     ("literal-secret", lambda m: _container(m)["env"][0].update(value="s3cr3t"), "must come from a secretKeyRef"),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
 ]

@@ -34,7 +34,17 @@ def test_accepts_digest_references(value: str) -> None:
         (f"-bad/repo@sha256:{HEX}", "is not a valid repository reference"),
         ("x" * 500 + f"@sha256:{HEX}", "characters long (at most 512)"),
     ],
-    ids=["tag", "placeholder", "uppercase-hex", "short-hex", "leading-space", "trailing-newline", "empty", "bad-repo", "too-long"],
+    ids=[
+        "tag",
+        "placeholder",
+        "uppercase-hex",
+        "short-hex",
+        "leading-space",
+        "trailing-newline",
+        "empty",
+        "bad-repo",
+        "too-long",
+    ],
 )
 def test_refuses_non_digest_images(value: str, reason: str) -> None:
     problem = digest_problem(value)

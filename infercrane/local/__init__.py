@@ -1,0 +1,1 @@
+"""The embedded local control plane (see :mod:`infercrane.local.plane`)."""

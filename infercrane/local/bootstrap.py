@@ -1,0 +1,108 @@
+"""Bootstrap a fresh local plane from the repository's own manifests.
+
+Applies deploy/kubernetes (namespace, service accounts, RBAC for both workload APIs), our
+structural InferenceService CRD, the simulated GPU nodes, and the worker Secret with a random
+value that is never printed. Idempotent: server-side apply as ``infercrane-bootstrap``; an
+existing Secret is left as it is. Operations layer.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from lightkube import ApiError, Client, codecs
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.resources.core_v1 import Namespace, Node, Secret
+
+from infercrane.config import code_root
+
+if TYPE_CHECKING:
+    from infercrane.local.plane import Plane
+
+MANIFESTS = (
+    "deploy/kubernetes/base/namespace.yaml",
+    "deploy/kubernetes/base/service-accounts.yaml",
+    "deploy/kubernetes/base/provider-rbac.yaml",
+    "deploy/kubernetes/kserve/provider-rbac.yaml",
+)
+
+
+def admin_client(plane: Plane) -> Client:
+    from infercrane.local.plane import ADMIN_CONTEXT
+
+    return Client(config=KubeConfig.from_file(plane.kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
+
+
+def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
+    gpus = str(spec["gpus"])
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": gpus}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": spec["name"],
+            "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+            "labels": {
+                "kubernetes.io/hostname": spec["name"],
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "type": "kwok",
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.product": spec["gpuProduct"],
+                "nvidia.com/gpu.count": gpus,
+            },
+        },
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
+        "status": {"capacity": resources, "allocatable": resources, "phase": "Running"},
+    }
+
+
+def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
+    from infercrane.local.plane import BOOTSTRAP_MANAGER
+
+    for d in docs:
+        client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER, force=True)
+
+
+def run(plane: Plane, nodes_file: Path) -> None:
+    from infercrane.local.plane import NAMESPACE, random_secret
+
+    client = admin_client(plane)
+    root = code_root()
+    docs = [d for rel in MANIFESTS for d in yaml.safe_load_all((root / rel).read_text()) if d]
+    crd = yaml.safe_load((Path(__file__).parent / "crds" / "inferenceservice.yaml").read_text())
+    _apply_all(client, [docs[0], crd])
+    _wait_namespace(client, NAMESPACE)
+    _apply_all(client, docs[1:])
+    nodes = yaml.safe_load(nodes_file.read_text())["nodes"]
+    for n in nodes:
+        try:
+            client.get(Node, n["name"])
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+            client.create(codecs.from_dict(node_manifest(n)))
+    try:
+        client.get(Secret, "infercrane-worker", namespace=NAMESPACE)
+    except ApiError as exc:
+        if exc.status.code != 404:
+            raise
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": "infercrane-worker", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}},
+            "type": "Opaque",
+            "stringData": {"api-key": random_secret()},
+        }
+        client.create(codecs.from_dict(secret))
+
+
+def _wait_namespace(client: Client, name: str) -> None:
+    for _ in range(50):
+        ns = client.get(Namespace, name)
+        if ns.status and ns.status.phase == "Active":
+            return
+        time.sleep(0.1)

@@ -1,0 +1,144 @@
+"""The real Pulumi engine, driven through the Automation API on *the* program.
+
+The program is :func:`infercrane.program.main` -- the same function ``__main__.py`` calls --
+run by the Python SDK's in-process language server (the Go ``pulumi-language-python`` host is
+not served by the module proxy here; see docs/engine.md). Project settings and stack files come
+from the project directory (``Pulumi.yaml``, ``stacks/``); state lives in a local file backend.
+Operations layer.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from pulumi import automation as auto
+
+from infercrane.config import project_root
+from infercrane.errors import InferCraneError
+
+# The local stack's passphrase protects no secret (the stack has none); other stacks need
+# PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
+LOCAL_PASSPHRASE: Final = "infercrane-local"
+
+
+class EngineError(InferCraneError):
+    """The Pulumi engine failed; the message says what happened and what to do next."""
+
+
+def pulumi_root() -> Path:
+    from infercrane.local.plane import find_tool
+
+    return find_tool("pulumi").parent.parent
+
+
+def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the Pulumi CLI and its plugins: pinned tools first, no downloads, file backend."""
+    from infercrane.local.plane import tool_path_env
+
+    env = {
+        "PATH": tool_path_env(),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+        "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL") or (project_dir / ".infercrane" / "pulumi-state").as_uri(),
+        "PULUMI_HOME": os.environ.get("PULUMI_HOME") or str(project_dir / ".infercrane" / "pulumi-home"),
+    }
+    if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+        if stack == "local":
+            env["PULUMI_CONFIG_PASSPHRASE"] = LOCAL_PASSPHRASE
+    env.update(extra or {})
+    if env["PULUMI_BACKEND_URL"].startswith("file://"):
+        Path(env["PULUMI_BACKEND_URL"].removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+@dataclass
+class Engine:
+    """One stack of the project, ready for preview/up/refresh/destroy."""
+
+    stack_name: str
+    project_dir: Path = field(default_factory=project_root)
+    env: Mapping[str, str] | None = None
+    _stack: auto.Stack | None = None
+
+    @property
+    def stack(self) -> auto.Stack:
+        if self._stack is None:
+            from infercrane import program
+
+            env = engine_env(self.stack_name, self.project_dir, self.env)
+            if "PULUMI_CONFIG_PASSPHRASE" not in env and not any(k in os.environ for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
+                raise EngineError(
+                    f"stack {self.stack_name!r} needs its secrets passphrase.\n"
+                    "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"
+                )
+            opts = auto.LocalWorkspaceOptions(
+                work_dir=str(self.project_dir),
+                env_vars=env,
+                pulumi_command=auto.PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
+            )
+            try:
+                self._stack = auto.create_or_select_stack(
+                    stack_name=self.stack_name, project_name="infercrane", program=program.main, opts=opts
+                )
+            except auto.CommandError as exc:
+                raise translate(exc, self.stack_name) from None
+        return self._stack
+
+    def _run(self, op: str, **kw: Any) -> Any:
+        from infercrane import program
+
+        program.last_error = None
+        try:
+            return getattr(self.stack, op)(color="never", **kw)
+        except auto.CommandError as exc:
+            if program.last_error is not None:
+                raise program.last_error from None
+            raise translate(exc, self.stack_name) from None
+
+    def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
+        """``pulumi preview``: the program runs its preflight; nothing is changed."""
+        return self._run("preview", on_output=on_output, **kw)  # type: ignore[no-any-return]
+
+    def up(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.UpResult:
+        return self._run("up", on_output=on_output, **kw)  # type: ignore[no-any-return]
+
+    def refresh(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.RefreshResult:
+        return self._run("refresh", on_output=on_output, **kw)  # type: ignore[no-any-return]
+
+    def destroy(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.DestroyResult:
+        return self._run("destroy", on_output=on_output, **kw)  # type: ignore[no-any-return]
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self.stack.outputs().items()}
+
+
+def translate(exc: auto.CommandError, stack: str) -> EngineError:
+    """Turn an Automation API failure into one message with the next step."""
+    text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
+    if isinstance(exc, auto.ConcurrentUpdateError) or "the stack is currently locked" in text:
+        return EngineError(
+            f"stack {stack!r} is locked by another update.\n"
+            "    fix: wait for it to finish; if it crashed, run `pulumi cancel` for this stack, then retry"
+        )
+    if isinstance(exc, auto.StackNotFoundError):
+        return EngineError(f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it")
+    if "Server-Side Apply field conflict" in text:
+        return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
+    if "forbidden" in text.lower():
+        return EngineError(
+            f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}\n"
+            "    fix: bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity"
+        )
+    if "passphrase" in text.lower():
+        return EngineError(f"the secrets passphrase of stack {stack!r} is missing or wrong.\n    fix: export PULUMI_CONFIG_PASSPHRASE")
+    return EngineError(f"pulumi failed for stack {stack!r}:\n{_tail(text)}")
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    body = [line for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(body[-lines:])
