@@ -9,6 +9,7 @@ VENV_STAMP := .venv/.installed-$(REQ_HASH)
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
 	.venv/bin/pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	.venv/bin/pip install --quiet --disable-pip-version-check --no-deps -e .
 	rm -f .venv/.installed-*
 	touch $@
 

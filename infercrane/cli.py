@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from pathlib import Path
 from typing import Final
@@ -42,6 +43,18 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--json", action="store_true", help="machine-readable result")
     r = with_stack(sub.add_parser("render", help="print the exact manifests the program would apply"))
     r.add_argument("--out", type=Path, help="write one YAML file per object into this directory")
+
+    loc = sub.add_parser("local", help="the embedded local control plane")
+    lsub = loc.add_subparsers(dest="local_command", required=True, parser_class=_Parser)
+    ls = lsub.add_parser("start", help="start (or reuse) the plane and bootstrap it")
+    ls.add_argument("--nodes", type=Path, help="simulated nodes file (default: infercrane/local/nodes.yaml)")
+    lsub.add_parser("stop", help="stop the plane's own processes (state is kept)")
+    lst = lsub.add_parser("status", help="is it running; where is the kubeconfig")
+    lst.add_argument("--json", action="store_true")
+    lsub.add_parser("env", help="print shell exports (KUBECONFIG, PATH, Pulumi settings) for the plane")
+    lsub.add_parser("reset", help="stop and delete all plane state")
+
+    with_stack(sub.add_parser("demo", help="the main job: local plane, pulumi preview + up, evidence"))
     return p
 
 
@@ -85,7 +98,47 @@ def cmd_render(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS: Final = {"validate": cmd_validate, "render": cmd_render}
+def cmd_local(args: argparse.Namespace) -> int:
+    from infercrane.local.plane import Plane
+
+    plane = Plane.default()
+    if args.local_command == "start":
+        plane.start(nodes_file=args.nodes)
+    elif args.local_command == "stop":
+        plane.stop()
+    elif args.local_command == "reset":
+        plane.reset()
+        print(f"removed {plane.state}")
+    elif args.local_command == "status":
+        st = plane.status()
+        if args.json:
+            print(json.dumps(st, indent=2))
+        else:
+            state = "running" if st["running"] else "not running"
+            print(f"local plane {state}; kubeconfig {st['kubeconfig']} (contexts {st['context']}, {st['adminContext']})")
+            for name, up in st["processes"].items():
+                print(f"  {name}: {'up' if up else 'down'}")
+        return EXIT_OK if st["running"] else EXIT_FAILED
+    elif args.local_command == "env":
+        from infercrane.stack import engine_env
+
+        env = engine_env("local", cfg.project_root())
+        env["KUBECONFIG"] = str(plane.kubeconfig)
+        for k, v in env.items():
+            if k != "PULUMI_CONFIG_PASSPHRASE":
+                print(f"export {k}={shlex.quote(v)}")
+        print("# stack local's passphrase protects no secret; other stacks need your own")
+        print(f"export PULUMI_CONFIG_PASSPHRASE={shlex.quote(env.get('PULUMI_CONFIG_PASSPHRASE', ''))}")
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from infercrane import demo
+
+    return demo.run(args.stack)
+
+
+COMMANDS: Final = {"validate": cmd_validate, "render": cmd_render, "local": cmd_local, "demo": cmd_demo}
 
 
 def main(argv: list[str] | None = None) -> int:

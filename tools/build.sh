@@ -32,6 +32,7 @@ entry() {
 
 if [[ "${1:-}" == "--print-path" ]]; then
   for t in "${all_tools[@]}"; do echo "$(entry "$t")/bin"; done
+  echo "$here/language-host"  # stand-in Python language host for plain `pulumi` (see its shim.py)
   exit 0
 fi
 
@@ -128,6 +129,7 @@ ensure() {
   fi
   mkdir -p "$cache"
   tmp="$(mktemp -d "$cache/.building-$tool.XXXXXX")"
+  chmod 755 "$tmp"
   case "$tool" in
     pulumi) ambient "$tmp" "v$PULUMI_VERSION" pulumi && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
     kube) ambient "$tmp" "v$KUBERNETES_VERSION" kube-apiserver kube-controller-manager kube-scheduler kubectl \
