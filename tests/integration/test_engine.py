@@ -1,0 +1,125 @@
+"""The program on the real engine against the local plane, deploying as the restricted identity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Node, Pod, Service
+
+from infercrane import naming
+from infercrane.errors import PreflightRefused
+from tests.integration.conftest import Project, get_or_none, kubectl, replica, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def managers_of(obj: Any) -> dict[str, dict[str, Any]]:
+    return {m.manager: m for m in obj.metadata.managedFields or []}
+
+
+def running_pods(admin: Client, name: str) -> list[Any]:
+    pods = list(admin.list(Pod, namespace="infercrane-system", labels={naming.LABEL_INSTANCE: name}))
+    return [p for p in pods if p.status and p.status.phase == "Running"] or []
+
+
+def test_preview_creates_nothing_up_applies_as_our_manager_on_l40s_nodes(project: Project, admin: Client) -> None:
+    key = "it-lifecycle-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itlife", [replica(key)])
+
+    preview = engine.preview()
+    assert preview.change_summary.get("create", 0) >= 4  # component, provider, deployment, service (+ stack)
+    assert get_or_none(admin, Deployment, name) is None
+    assert get_or_none(admin, Service, name) is None
+
+    up = engine.up()
+    assert up.summary.result == "succeeded"
+    dep = admin.get(Deployment, name, namespace="infercrane-system")
+    ours = managers_of(dep)[naming.FIELD_MANAGER]
+    assert ours.operation == "Apply"
+    assert "f:spec" in ours.fieldsV1 and "f:replicas" in ours.fieldsV1["f:spec"]
+    assert naming.FIELD_MANAGER in managers_of(admin.get(Service, name, namespace="infercrane-system"))
+
+    pods = wait_for(lambda: running_pods(admin, name), "a Running pod")
+    for pod in pods:
+        node = admin.get(Node, pod.spec.nodeName)
+        assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+
+    again = engine.up()
+    assert set(again.summary.resource_changes or {}) == {"same"}
+    engine.destroy()
+
+
+def test_foreign_manager_with_force_conflicts_is_refused_and_object_untouched(project: Project, admin: Client) -> None:
+    key = "it-conflict-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itconflict", [replica(key)])
+    engine.up()
+    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 2\n"
+    r = kubectl(project.plane, "apply", "--server-side", "--field-manager=foreign-owner", "--force-conflicts", "-f", "-", stdin=patch)
+    assert r.returncode == 0, r.stderr
+    before = admin.get(Deployment, name, namespace="infercrane-system")
+    assert before.spec.replicas == 2
+
+    for op in (engine.preview, engine.up):
+        with pytest.raises(PreflightRefused) as exc:
+            op()
+        text = str(exc.value)
+        assert 'conflict with "foreign-owner"' in text and ".spec.replicas" in text
+        assert f"Deployment infercrane-system/{name}" in text
+        assert "InferCrane never forces a conflict" in text
+
+    after = admin.get(Deployment, name, namespace="infercrane-system")
+    assert after.metadata.resourceVersion == before.metadata.resourceVersion
+    assert after.spec.replicas == 2
+
+
+def test_plain_kubectl_server_side_edit_is_refused_not_silently_taken_over(project: Project, admin: Client) -> None:
+    key = "it-kubectl-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itkubectl", [replica(key)])
+    engine.up()
+    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 3\n"
+    r = kubectl(project.plane, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=patch)
+    assert r.returncode == 0, r.stderr
+    before = admin.get(Deployment, name, namespace="infercrane-system")
+    with pytest.raises(PreflightRefused) as exc:
+        engine.up()
+    assert 'conflict with "kubectl"' in str(exc.value) and ".spec.replicas" in str(exc.value)
+    after = admin.get(Deployment, name, namespace="infercrane-system")
+    assert (after.spec.replicas, after.metadata.resourceVersion) == (3, before.metadata.resourceVersion)
+
+
+def test_existing_object_without_our_metadata_is_not_adopted(project: Project, admin: Client) -> None:
+    key = "it-foreign-r0"
+    name = naming.object_name(key)
+    manifest = f"""apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: {name}
+  namespace: infercrane-system
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: squatter}}}}
+  template:
+    metadata: {{labels: {{app: squatter}}}}
+    spec:
+      containers: [{{name: c, image: "busybox@sha256:{'d' * 64}"}}]
+"""
+    assert kubectl(project.plane, "apply", "--server-side", "--field-manager=someone-else", "-f", "-", stdin=manifest).returncode == 0
+    before = admin.get(Deployment, name, namespace="infercrane-system")
+    engine = project.stack("itforeign", [replica(key)])
+    with pytest.raises(PreflightRefused) as exc:
+        engine.preview()
+    text = str(exc.value)
+    assert f"Deployment infercrane-system/{name} exists but is not owned by this stack" in text
+    assert "label app.kubernetes.io/managed-by is missing" in text
+    with pytest.raises(PreflightRefused):
+        engine.up()
+    after = admin.get(Deployment, name, namespace="infercrane-system")
+    assert after.metadata.resourceVersion == before.metadata.resourceVersion
+    assert get_or_none(admin, Service, name) is None
+    admin.delete(Deployment, name, namespace="infercrane-system")

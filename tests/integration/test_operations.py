@@ -1,0 +1,155 @@
+"""Repair, restart observation, destroy, KServe mode, RBAC and an absent GPU, on the real engine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Service
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+
+from infercrane import config as cfg
+from infercrane import naming
+from infercrane.cluster import InferenceService
+from infercrane.errors import ClusterError, InferCraneError
+from infercrane.inspect import inspect
+from tests.integration.conftest import ROOT, Project, get_or_none, replica, wait_for
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+
+
+def owned(admin: Client, stack: str) -> list[str]:
+    out = []
+    for res in (Deployment, Service, InferenceService):
+        for obj in admin.list(res, namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
+            if (obj.metadata.annotations or {}).get(naming.ANNOTATION_STACK) == f"infercrane/{stack}":
+                out.append(f"{res.__name__}/{obj.metadata.name}")
+    return out
+
+
+def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Project, admin: Client) -> None:
+    key = "it-repair-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itrepair", [replica(key)])
+    engine.up()
+    admin.delete(Service, name, namespace=NS)
+    assert get_or_none(admin, Service, name) is None
+    engine.refresh()
+    up = engine.up()
+    assert up.summary.resource_changes.get("create") == 1
+    assert get_or_none(admin, Service, name) is not None
+    engine.destroy()
+
+
+def test_fresh_process_observes_state_and_readiness(project: Project, admin: Client) -> None:
+    key = "it-restart-r0"
+    engine = project.stack("itrestart", [replica(key)])
+    engine.up()
+    code = (
+        "import json, sys\n"
+        "from pathlib import Path\n"
+        "from infercrane.stack import Engine\n"
+        "from infercrane import config as cfg\n"
+        "from infercrane.inspect import inspect\n"
+        "from infercrane.cluster import client\n"
+        f"e = Engine('itrestart', project_dir=Path({str(project.root)!r}))\n"
+        "c = cfg.load_stack('itrestart', project_dir=e.project_dir)\n"
+        "print(json.dumps({'outputs': e.outputs(), 'inspect': inspect(c, client(c.kubernetes), read_nodes=False)}))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["outputs"]["replicas"][key]["objects"][0]["name"] == naming.object_name(key)
+    assert doc["outputs"]["endpoints"] == {"qwen": [key]}
+    (rec,) = doc["inspect"]
+    assert rec["state"] == "ready" and rec["endpoint"] == f"http://{naming.object_name(key)}.{NS}.svc:8000"
+    engine.destroy()
+
+
+def test_destroy_removes_exactly_our_objects_twice_and_leaves_none(project: Project, admin: Client) -> None:
+    keys = ["it-destroy-r0", "it-destroy-r1"]
+    engine = project.stack("itdestroy", [replica(k) for k in keys])
+    engine.up()
+    ours = naming.object_name(keys[0])
+    decoy_labels = naming.labels(keys[0]) | {naming.LABEL_INSTANCE: ours + "-decoy"}
+    decoy = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": ours + "-decoy", "namespace": NS, "labels": decoy_labels},
+        "spec": {"selector": {"app": "decoy"}, "ports": [{"port": 80}]},
+    }
+    from lightkube import codecs
+
+    admin.create(codecs.from_dict(decoy))
+    assert len(owned(admin, "itdestroy")) == 4
+    engine.destroy()
+    assert owned(admin, "itdestroy") == []
+    assert get_or_none(admin, Service, ours + "-decoy") is not None
+    engine.destroy()  # idempotent
+    admin.delete(Service, ours + "-decoy", namespace=NS)
+
+
+def test_kserve_mode_applies_one_inference_service(project: Project, admin: Client) -> None:
+    key = "it-kserve-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itkserve", [replica(key)], workloadApi="kserve")
+    engine.up()
+    isvc = admin.get(InferenceService, name, namespace=NS)
+    assert naming.FIELD_MANAGER in {m.manager for m in isvc.metadata.managedFields}
+    assert isvc.metadata.annotations["serving.kserve.io/deploymentMode"] == "Standard"
+    assert get_or_none(admin, Deployment, name) is None
+    engine.destroy()
+    assert get_or_none(admin, InferenceService, name) is None
+
+
+def test_identity_without_patch_is_refused_with_a_clear_message(project: Project, admin: Client) -> None:
+    from lightkube import codecs
+
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "it-no-patch", "namespace": NS},
+        "rules": [{"apiGroups": ["apps", ""], "resources": ["deployments", "services"], "verbs": ["get", "list", "create", "delete"]}],
+    }
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": "it-no-patch", "namespace": NS},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "it-no-patch"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "it-no-patch-user"}],
+    }
+    admin.apply(codecs.from_dict(role), field_manager="it")
+    admin.apply(codecs.from_dict(binding), field_manager="it")
+    project.plane.add_identity("it-no-patch", "it-no-patch-user")
+    engine = project.stack("itnopatch", [replica("it-nopatch-r0")], context="it-no-patch")
+    with pytest.raises(ClusterError) as exc:
+        engine.preview()
+    text = str(exc.value)
+    assert "forbidden for the identity of context 'it-no-patch'" in text
+    assert 'cannot patch resource "deployments"' in text
+    assert "fix: bind deploy/kubernetes/base/provider-rbac.yaml" in text
+    admin.delete(RoleBinding, "it-no-patch", namespace=NS)
+    admin.delete(Role, "it-no-patch", namespace=NS)
+
+
+def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: Project, admin: Client) -> None:
+    key = "it-nogpu-r0"
+    name = naming.object_name(key)
+    engine = project.stack("itnogpu", [replica(key, gpu="NVIDIA-A100-SXM4-80GB", startupBudgetSeconds=60)])
+    with pytest.raises(InferCraneError) as exc:
+        engine.up()
+    assert "didn't match Pod's node affinity/selector" in str(exc.value)
+    config = cfg.load_stack("itnogpu", project_dir=project.root)
+    (rec,) = inspect(config, admin)
+    assert rec["state"] == "provisioning"
+    (pod,) = rec["pods"]
+    assert pod["phase"] == "Pending" and pod["node"] is None
+    assert any("FailedScheduling" in r or "Unschedulable" in r for r in pod["reasons"]), pod["reasons"]
+    wait_for(lambda: True, "noop", 1)
+    engine.destroy()
+    assert get_or_none(admin, Deployment, name) is None
