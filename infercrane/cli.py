@@ -55,6 +55,30 @@ def _parser() -> argparse.ArgumentParser:
     lsub.add_parser("reset", help="stop and delete all plane state")
 
     with_stack(sub.add_parser("demo", help="the main job: local plane, pulumi preview + up, evidence"))
+
+    d = with_stack(sub.add_parser("doctor", help="read-only checks of the target cluster"))
+    d.add_argument("--kubernetes", action="store_true", required=True, help="check the Kubernetes target")
+    d.add_argument("--json", action="store_true")
+
+    def with_intent(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        sp.add_argument("model", nargs="?", help="model id: plan/deploy as if this replica intent were in the stack")
+        sp.add_argument("--name", help="endpoint / served model name (with MODEL)")
+        sp.add_argument("--cloud", default="kubernetes", help="must be kubernetes")
+        sp.add_argument("--gpu", help="GPU product-label value, e.g. NVIDIA-L40S (with MODEL)")
+        sp.add_argument("--gpu-count", type=int, help="GPUs per replica")
+        sp.add_argument("--revision", help="pinned model revision")
+        sp.add_argument("--engine", choices=["vllm", "sglang"])
+        sp.add_argument("--key", help="durable replica key (default: <name>-r0)")
+        sp.add_argument("--json", action="store_true")
+        return sp
+
+    with_intent(with_stack(sub.add_parser("plan", help="validate + preflight + pulumi preview; exit 3 when changes are pending")))
+    dep = with_intent(with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
+    dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
+    i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
+    i.add_argument("--json", action="store_true")
+    de = with_stack(sub.add_parser("destroy", help="pulumi destroy, then prove zero owned objects remain"))
+    de.add_argument("--json", action="store_true")
     return p
 
 
@@ -132,13 +156,165 @@ def cmd_local(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _intent(args: argparse.Namespace) -> dict[str, object] | None:
+    """The replica intent given on the command line, or None. Usage errors exit 2."""
+    if not args.model:
+        return None
+    missing = [f for f in ("name", "gpu") if not getattr(args, f)]
+    if missing:
+        raise _Usage(f"with MODEL, --{' and --'.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
+    if args.cloud != "kubernetes":
+        raise _Usage(f"--cloud {args.cloud!r}: this provider deploys to 'kubernetes' only")
+    replica: dict[str, object] = {"key": args.key or f"{args.name}-r0", "model": args.model, "name": args.name, "gpu": args.gpu}
+    if args.gpu_count:
+        replica["gpuCount"] = args.gpu_count
+    if args.revision:
+        replica["modelRevision"] = args.revision
+    if args.engine:
+        replica["engine"] = args.engine
+    return replica
+
+
+class _Usage(Exception):
+    pass
+
+
+def _printer(args: argparse.Namespace) -> object:
+    if getattr(args, "json", False):
+        return None
+    return lambda line: print(f"  | {line.rstrip()}", file=sys.stderr, flush=True)
+
+
+def _actions_table(actions: list[object], words: dict[str, str]) -> None:
+    for a in actions:
+        objs = ", ".join(a.objects)  # type: ignore[attr-defined]
+        key = a.key or "(removed from config)"  # type: ignore[attr-defined]
+        print(f"  {words[a.action]:<11} {a.slot:<24} key {key}  gpu {a.gpu}  image {a.image}  {objs}")  # type: ignore[attr-defined]
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from infercrane import operations
+    from infercrane.stack import Engine
+
+    replica = _intent(args)
+    with operations.project_with_intent(args.stack, replica) as project_dir:
+        config = cfg.load_stack(args.stack, project_dir=project_dir)
+        actions = operations.plan(Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args))  # type: ignore[arg-type]
+    pending = any(a.action != "same" for a in actions)
+    if args.json:
+        print(json.dumps({"stack": args.stack, "changesPending": pending, "replicas": [a.__dict__ for a in actions]}, indent=2))
+    else:
+        print(f"plan for stack {args.stack}:")
+        _actions_table(actions, operations.PLAN_WORDS)  # type: ignore[arg-type]
+        print("changes pending" if pending else "no changes")
+    return EXIT_CHANGES_PENDING if pending else EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from infercrane import operations
+    from infercrane.stack import Engine
+    from infercrane.stackfile import upsert_replica
+
+    replica = _intent(args)
+    if replica is not None:
+        # Validate the stack with the new intent before touching the file.
+        with operations.project_with_intent(args.stack, replica) as scratch:
+            cfg.load_stack(args.stack, project_dir=scratch)
+        change = upsert_replica(cfg.stack_file(args.stack), replica)
+        print(f"stack file {cfg.display_path(cfg.stack_file(args.stack))}: replica {replica['key']} {change}", file=sys.stderr)
+    config = cfg.load_stack(args.stack)
+    key = args.idempotency_key or operations.new_idempotency_key()
+    if not args.idempotency_key:
+        print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
+    result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))  # type: ignore[arg-type]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "stack": args.stack,
+                    "idempotencyKey": key,
+                    "status": result.status,
+                    "intent": result.intent,
+                    "recordedAt": result.recorded_at,
+                    "replicas": [a.__dict__ for a in result.actions],
+                },
+                indent=2,
+            )
+        )
+    elif result.status == "replayed":
+        print(f"deploy {key}: already applied at {result.recorded_at} with the same intent; nothing changed")
+    else:
+        print(f"deploy {key}: succeeded at {result.recorded_at}")
+        _actions_table(result.actions, operations.DONE_WORDS)  # type: ignore[arg-type]
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from infercrane import cluster
+    from infercrane.demo import show_evidence
+    from infercrane.inspect import inspect
+
+    config = cfg.load_stack(args.stack)
+    records = inspect(config, cluster.client(config.kubernetes))
+    if args.json:
+        print(json.dumps({"stack": args.stack, "replicas": records}, indent=2))
+    else:
+        show_evidence(records)
+    return EXIT_OK
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from infercrane import cluster
+    from infercrane.inventory import owned_objects
+    from infercrane.stack import Engine
+
+    config = cfg.load_stack(args.stack)
+    Engine(args.stack).destroy(on_output=_printer(args))  # type: ignore[arg-type]
+    left = owned_objects(cluster.client(config.kubernetes), config, args.stack)
+    if args.json:
+        print(json.dumps({"stack": args.stack, "remaining": left}, indent=2))
+    elif left:
+        print(f"destroy finished but {len(left)} owned object(s) remain: {', '.join(left)}")
+    else:
+        print(f"destroy: zero objects owned by stack {args.stack} remain in namespace {config.kubernetes.namespace}")
+    return EXIT_FAILED if left else EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from infercrane import doctor
+
+    config = cfg.load_stack(args.stack)
+    checks = doctor.run(config)
+    failed = [c for c in checks if c.status == doctor.FAIL]
+    if args.json:
+        print(json.dumps({"stack": args.stack, "ok": not failed, "checks": doctor.as_json(checks)}, indent=2))
+    else:
+        for c in checks:
+            print(f"  [{c.status}] {c.name}: {c.detail}" + (f"\n         hint: {c.hint}" if c.hint else ""))
+        print(
+            f"doctor: {len(checks) - len(failed)}/{len(checks)} checks passed or warned"
+            + ("" if not failed else f"; {len(failed)} failed")
+        )
+    return EXIT_FAILED if failed else EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infercrane import demo
 
     return demo.run(args.stack)
 
 
-COMMANDS: Final = {"validate": cmd_validate, "render": cmd_render, "local": cmd_local, "demo": cmd_demo}
+COMMANDS: Final = {
+    "validate": cmd_validate,
+    "render": cmd_render,
+    "local": cmd_local,
+    "demo": cmd_demo,
+    "doctor": cmd_doctor,
+    "plan": cmd_plan,
+    "deploy": cmd_deploy,
+    "inspect": cmd_inspect,
+    "destroy": cmd_destroy,
+}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,6 +324,9 @@ def main(argv: list[str] | None = None) -> int:
     except InferCraneError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
+    except _Usage as exc:
+        print(f"infercrane {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -101,3 +101,12 @@ def resource_for(manifest: Mapping[str, Any]) -> Any:
     from lightkube.resources.core_v1 import Service
 
     return {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}[manifest["kind"]]
+
+
+def raw_get(client: Client, path: str) -> dict[str, Any]:
+    """GET a non-resource path (``/version``). lightkube has no public call for these; this uses
+    its configured HTTP client (same TLS, credentials and timeout)."""
+    resp = client._client._client.get(path)
+    if resp.status_code >= 400:
+        raise ClusterError(f"GET {path}: HTTP {resp.status_code}")
+    return dict(resp.json())

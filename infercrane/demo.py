@@ -8,6 +8,7 @@ Operations layer.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from infercrane import config as cfg
 from infercrane.errors import InferCraneError
@@ -21,20 +22,24 @@ def _line(text: str) -> None:
     print(f"  | {text.rstrip()}", flush=True)
 
 
-def show_evidence(records: list[dict[str, object]]) -> None:
+def show_evidence(records: list[dict[str, Any]]) -> None:
     for rec in records:
         print(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
-        for o in rec["objects"]:  # type: ignore[attr-defined]
+        for o in rec["objects"]:
             if not o["present"]:
                 print(f"  {o['kind']:<17} {o['name']}  MISSING")
                 continue
             mgrs = ", ".join(
                 f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
             )
-            extra = f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}" if o["kind"] != "Service" else ""
+            extra = (
+                f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}"
+                if o["kind"] != "Service"
+                else ""
+            )
             print(f"  {o['kind']:<17} {o['name']}{extra}")
             print(f"  {'':<17} field managers: {mgrs}")
-        for p in rec["pods"]:  # type: ignore[attr-defined]
+        for p in rec["pods"]:
             print(f"  Pod               {p['name']} {p['phase']} on {p['node']} (nvidia.com/gpu.product={p['nodeGpu']})")
             for reason in p["reasons"]:
                 print(f"  {'':<17} {reason}")
@@ -55,7 +60,7 @@ def run(stack: str = "local") -> int:
         up = engine.up(on_output=_line)
         print(f"up: {up.summary.result}, {up.summary.resource_changes}")
         print("== evidence (read with the local admin identity)")
-        show_evidence(inspect(config, admin_client(plane)))  # type: ignore[arg-type]
+        show_evidence(inspect(config, admin_client(plane)))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

@@ -74,7 +74,7 @@ def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True
     t = config.kubernetes
     ns = t.namespace
     kinds = ["InferenceService"] if t.workload_api == "kserve" else ["Deployment", "Service"]
-    res = {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}
+    res: dict[str, Any] = {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}
     node_labels: dict[str, str] = {}
     out = []
     for r in config.replicas:

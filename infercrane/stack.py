@@ -71,7 +71,9 @@ class Engine:
             from infercrane import program
 
             env = engine_env(self.stack_name, self.project_dir, self.env)
-            if "PULUMI_CONFIG_PASSPHRASE" not in env and not any(k in os.environ for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
+            if "PULUMI_CONFIG_PASSPHRASE" not in env and not any(
+                k in os.environ for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
+            ):
                 raise EngineError(
                     f"stack {self.stack_name!r} needs its secrets passphrase.\n"
                     "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"
@@ -126,7 +128,9 @@ def translate(exc: auto.CommandError, stack: str) -> EngineError:
             "    fix: wait for it to finish; if it crashed, run `pulumi cancel` for this stack, then retry"
         )
     if isinstance(exc, auto.StackNotFoundError):
-        return EngineError(f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it")
+        return EngineError(
+            f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it"
+        )
     if "Server-Side Apply field conflict" in text:
         return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
     if "forbidden" in text.lower():
@@ -135,7 +139,9 @@ def translate(exc: auto.CommandError, stack: str) -> EngineError:
             "    fix: bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity"
         )
     if "passphrase" in text.lower():
-        return EngineError(f"the secrets passphrase of stack {stack!r} is missing or wrong.\n    fix: export PULUMI_CONFIG_PASSPHRASE")
+        return EngineError(
+            f"the secrets passphrase of stack {stack!r} is missing or wrong.\n    fix: export PULUMI_CONFIG_PASSPHRASE"
+        )
     return EngineError(f"pulumi failed for stack {stack!r}:\n{_tail(text)}")
 
 

@@ -93,7 +93,11 @@ def run(plane: Plane, nodes_file: Path) -> None:
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",
-            "metadata": {"name": "infercrane-worker", "namespace": NAMESPACE, "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}},
+            "metadata": {
+                "name": "infercrane-worker",
+                "namespace": NAMESPACE,
+                "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"},
+            },
             "type": "Opaque",
             "stringData": {"api-key": random_secret()},
         }

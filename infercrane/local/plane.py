@@ -64,7 +64,9 @@ def find_tool(name: str) -> Path:
     for d in tool_dirs():
         if (d / name).is_file():
             return d / name
-    raise PlaneError(f"{name} is not built yet.\n    fix: run `tools/build.sh` (or `make tools`); the first build takes tens of minutes")
+    raise PlaneError(
+        f"{name} is not built yet.\n    fix: run `tools/build.sh` (or `make tools`); the first build takes tens of minutes"
+    )
 
 
 def tool_path_env() -> str:
@@ -311,7 +313,9 @@ class Plane:
                     {"name": u, "user": {"client-certificate": str(p / f"{stem}.crt"), "client-key": str(p / f"{stem}.key")}}
                     for u, stem in users.items()
                 ],
-                "contexts": [{"name": c, "context": {"cluster": CLUSTER, "user": u, "namespace": NAMESPACE}} for c, u in contexts.items()],
+                "contexts": [
+                    {"name": c, "context": {"cluster": CLUSTER, "user": u, "namespace": NAMESPACE}} for c, u in contexts.items()
+                ],
             }
             if current:  # component kubeconfigs only; the user kubeconfig has no current-context
                 d["current-context"] = current

@@ -1,0 +1,187 @@
+"""``doctor --kubernetes``: read-only checks that the target can take this stack.
+
+API reachable (version) through the explicit context; the KServe API in kserve mode; one
+SelfSubjectAccessReview per verb x resource the program, its server-side dry run and Pulumi's
+readiness await need, in the namespace; namespace and service account present; allocatable GPUs
+per product label against what the replicas request. Checks run concurrently; each passes,
+warns or fails with a hint. Creates no workload (a SelfSubjectAccessReview is not stored).
+Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from functools import partial
+from typing import Any, Final
+
+from lightkube import ApiError, Client
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
+from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
+
+from infercrane import cluster
+from infercrane.config import InferCraneConfig
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+MUTATING_VERBS: Final = ("get", "list", "create", "patch", "delete")
+# (group, resource) the program applies, per workload API.
+WORKLOAD_RESOURCES: Final = {
+    "deployment": (("apps", "deployments"), ("", "services")),
+    "kserve": (("serving.kserve.io", "inferenceservices"),),
+}
+# Read-only rights Pulumi's readiness await uses (see docs/rbac.md); proven by the integration tier.
+AWAIT_READS: Final = {
+    "deployment": (
+        ("apps", "replicasets"),
+        ("", "pods"),
+        ("", "events"),
+        ("", "endpoints"),
+        ("discovery.k8s.io", "endpointslices"),
+    ),
+    "kserve": (),
+}
+AWAIT_VERBS: Final = ("get", "list", "watch")
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    hint: str = ""
+
+
+def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str]]:
+    """Every (verb, group, resource) the stack needs in its namespace."""
+    api = config.kubernetes.workload_api
+    need = [(v, g, r) for g, r in WORKLOAD_RESOURCES[api] for v in MUTATING_VERBS]
+    need += [(v, g, r) for g, r in AWAIT_READS[api] for v in AWAIT_VERBS]
+    return need
+
+
+def _can(client: Client, namespace: str, verb: str, group: str, resource: str) -> Check:
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(
+            resourceAttributes=ResourceAttributes(namespace=namespace, verb=verb, group=group, resource=resource)
+        )
+    )
+    res = client.create(review)
+    allowed = bool(res.status and res.status.allowed)
+    full = f"{resource}.{group}" if group else resource
+    hint = (
+        "" if allowed else "apply deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) bound to this identity"
+    )
+    return Check(f"can {verb} {full}", PASS if allowed else FAIL, f"in namespace {namespace}", hint)
+
+
+def _api(client: Client, config: InferCraneConfig) -> Check:
+    version = cluster.raw_get(client, "/version")
+    return Check("API reachable", PASS, f"context {config.kubernetes.context}: Kubernetes {version.get('gitVersion', '?')}")
+
+
+def _kserve(client: Client, config: InferCraneConfig) -> Check:
+    try:
+        list(client.list(cluster.InferenceService, namespace=config.kubernetes.namespace))
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return Check(
+                "KServe API",
+                FAIL,
+                "serving.kserve.io/v1beta1 is not served",
+                "install KServe (Standard mode) or use workloadApi: deployment",
+            )
+        raise
+    return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
+
+
+def _namespace(client: Client, config: InferCraneConfig) -> Check:
+    ns = config.kubernetes.namespace
+    try:
+        client.get(Namespace, ns)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return Check("namespace", FAIL, f"{ns} does not exist", "kubectl apply -f deploy/kubernetes/base/namespace.yaml")
+        if exc.status.code == 403:
+            return Check("namespace", WARN, f"cannot read namespace {ns} (no cluster-scoped read; expected)", "")
+        raise
+    return Check("namespace", PASS, f"{ns} exists")
+
+
+def _service_account(client: Client, config: InferCraneConfig) -> Check:
+    t = config.kubernetes
+    try:
+        client.get(ServiceAccount, t.service_account, namespace=t.namespace)
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return Check(
+                "runtime service account",
+                FAIL,
+                f"{t.service_account} is missing",
+                "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
+            )
+        if exc.status.code == 403:
+            return Check("runtime service account", WARN, "cannot read service accounts with this identity", "")
+        raise
+    return Check("runtime service account", PASS, f"{t.service_account} exists")
+
+
+def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
+    t = config.kubernetes
+    want: Counter[str] = Counter()
+    for r in config.replicas:
+        want[r.gpu] += r.gpu_count
+    try:
+        nodes = list(client.list(Node))
+    except ApiError as exc:
+        if exc.status.code == 403:
+            return Check(
+                "GPU capacity",
+                WARN,
+                "cannot list nodes (cluster-scoped read)",
+                "grant the optional node reader (docs/rbac.md) to check capacity",
+            )
+        raise
+    have: Counter[str] = Counter()
+    for n in nodes:
+        label = ((n.metadata.labels if n.metadata else None) or {}).get(t.gpu_product_label)
+        alloc = (n.status.allocatable or {}) if n.status else {}
+        if label and t.gpu_resource in alloc:
+            have[label] += int(str(alloc[t.gpu_resource]))
+    short = {g: (need, have.get(g, 0)) for g, need in want.items() if have.get(g, 0) < need}
+    detail = ", ".join(f"{g}: {n} requested / {have.get(g, 0)} allocatable" for g, n in sorted(want.items())) or "no replicas"
+    if short:
+        return Check("GPU capacity", WARN, detail, "pods for the short GPU values will stay Pending: add nodes or lower gpuCount")
+    return Check("GPU capacity", PASS, detail)
+
+
+def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
+    """All checks, concurrently, in a stable order. Never raises for a failed check."""
+    t = config.kubernetes
+    client = client or cluster.client(t)
+    jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(client, config))]
+    if t.workload_api == "kserve":
+        jobs.append(("KServe API", lambda: _kserve(client, config)))
+    jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r)) for v, g, r in access_checks(config)]
+    jobs += [
+        ("namespace", lambda: _namespace(client, config)),
+        ("runtime service account", lambda: _service_account(client, config)),
+        ("GPU capacity", lambda: _gpu_capacity(client, config)),
+    ]
+
+    def guarded(name: str, fn: Callable[[], Check]) -> Check:
+        try:
+            return fn()
+        except ApiError as exc:
+            return Check(name, FAIL, cluster.describe_api_error(exc, action=name, target=t))
+        except cluster.TRANSPORT_ERRORS as exc:
+            return Check(name, FAIL, str(cluster.unreachable(exc, t)))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda job: guarded(*job), jobs))
+
+
+def as_json(checks: list[Check]) -> list[dict[str, Any]]:
+    return [asdict(c) for c in checks]
