@@ -235,7 +235,7 @@ class Plane:
                 "--secure-port=0",
                 f"--service-account-private-key-file={p / 'sa.key'}",
                 f"--root-ca-file={p / 'ca.crt'}",
-                "--use-service-account-credentials=false",
+                "--use-service-account-credentials=true",
                 "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
                 "--v=0",
             ],

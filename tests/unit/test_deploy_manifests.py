@@ -58,7 +58,28 @@ def test_no_wildcards_secrets_pod_mutation_or_rbac_rights() -> None:
             assert "rbac.authorization.k8s.io" not in rule["apiGroups"]
             if "pods" in rule["resources"] or "pods/exec" in rule["resources"]:
                 assert not set(rule["verbs"]) & MUTATING
-            assert not {"update", "watch", "escalate", "bind", "impersonate"} & set(rule["verbs"])
+            assert not {"update", "escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
+            assert not {r for r in rule["resources"] if "/" in r}, "no subresources (pods/exec, …)"
+
+
+# Read-only rights that Pulumi's await (and inspect's pending diagnosis) need; proven by the
+# integration tier (docs/rbac.md). Anything else must be a replica object.
+READ_ONLY = {
+    ("apps", "deployments"), ("apps", "replicasets"), ("", "services"), ("", "pods"),
+    ("", "persistentvolumeclaims"), ("", "endpoints"), ("", "events"),
+}
+
+
+def test_mutation_only_on_replica_objects_everything_else_read_only() -> None:
+    replica_objects = set().union(*NEEDED.values())
+    for role in roles():
+        for rule in role["rules"]:
+            pairs = {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
+            if set(rule["verbs"]) & MUTATING:
+                assert pairs <= replica_objects, f"{role['metadata']['name']}: mutation outside replica objects: {pairs}"
+            else:
+                assert set(rule["verbs"]) <= {"get", "list", "watch"}
+                assert pairs <= READ_ONLY, f"{role['metadata']['name']}: undocumented read rights {pairs - READ_ONLY}"
 
 
 @pytest.mark.parametrize("role_name", sorted(NEEDED), ids=sorted(NEEDED))
