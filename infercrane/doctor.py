@@ -34,16 +34,12 @@ WORKLOAD_RESOURCES: Final = {
 }
 # Read-only rights Pulumi's readiness await uses (see docs/rbac.md); proven by the integration tier.
 AWAIT_READS: Final = {
-    "deployment": (
-        ("apps", "replicasets"),
-        ("", "pods"),
-        ("", "events"),
-        ("", "endpoints"),
-        ("discovery.k8s.io", "endpointslices"),
-    ),
+    "deployment": (("apps", "deployments"), ("apps", "replicasets"), ("", "pods"), ("", "persistentvolumeclaims")),
     "kserve": (),
 }
 AWAIT_VERBS: Final = ("get", "list", "watch")
+# Read-only rights inspect and deploy use to explain a Pending pod.
+DIAGNOSIS_READS: Final = {"deployment": (("", "events"),), "kserve": ()}
 
 
 @dataclass(frozen=True)
@@ -58,7 +54,8 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str]]:
     """Every (verb, group, resource) the stack needs in its namespace."""
     api = config.kubernetes.workload_api
     need = [(v, g, r) for g, r in WORKLOAD_RESOURCES[api] for v in MUTATING_VERBS]
-    need += [(v, g, r) for g, r in AWAIT_READS[api] for v in AWAIT_VERBS]
+    need += [(v, g, r) for g, r in AWAIT_READS[api] for v in AWAIT_VERBS if (v, g, r) not in need]
+    need += [(v, g, r) for g, r in DIAGNOSIS_READS[api] for v in ("get", "list")]
     return need
 
 

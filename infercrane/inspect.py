@@ -55,7 +55,11 @@ def pending_reasons(client: Client, pod: dict[str, Any], namespace: str) -> list
     reasons = []
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            reasons.append(f"{c.get('reason')}: {c.get('message')}")
+            reasons.append(
+                f"FailedScheduling: {c.get('message')}"
+                if c.get("reason") == "Unschedulable"
+                else f"{c.get('reason')}: {c.get('message')}"
+            )
     try:
         name = pod["metadata"]["name"]
         for ev in client.list(Event, namespace=namespace, fields={"involvedObject.name": name}):

@@ -27,7 +27,11 @@ def conflict_lines(manifest: dict[str, Any], exc: ApiError) -> list[str]:
     """``Kind ns/name: conflict with "manager" using api: .field`` for each cause of a 409."""
     details = exc.status.details
     causes = (details.causes if details else None) or []
-    lines = [f"{_where(manifest)}: {c.message}" for c in causes if c.message]
+    lines = [
+        f"{_where(manifest)}: {c.message}" + (f": {c.field}" if c.field and c.field not in (c.message or "") else "")
+        for c in causes
+        if c.message
+    ]
     return lines or [f"{_where(manifest)}: {exc.status.message}"]
 
 

@@ -100,7 +100,35 @@ class Engine:
         except auto.CommandError as exc:
             if program.last_error is not None:
                 raise program.last_error from None
-            raise translate(exc, self.stack_name) from None
+            error = translate(exc, self.stack_name)
+            why = self.diagnose() if op == "up" else ""
+            if why:
+                error = EngineError(f"{error}\nWhy replicas are not ready:\n{why}")
+            raise error from None
+
+    def diagnose(self) -> str:
+        """Why this stack's pods are not running (scheduler reasons), read with the stack's identity."""
+        from infercrane import cluster
+        from infercrane.config import load_stack
+        from infercrane.inspect import inspect
+
+        try:
+            config = load_stack(self.stack_name, project_dir=self.project_dir)
+            records = inspect(config, cluster.client(config.kubernetes), read_nodes=False)
+        except InferCraneError:
+            return ""
+        lines = []
+        for rec in records:
+            for pod in rec["pods"]:
+                if pod["phase"] != "Running":
+                    for reason in pod["reasons"] or ["no reason reported yet"]:
+                        lines.append(f"- replica {rec['key']}: pod {pod['name']} is {pod['phase']}: {reason}")
+        if any("FailedScheduling" in line for line in lines):
+            lines.append(
+                "    fix: use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
+                "product label), free GPUs, or add nodes; InferCrane never substitutes the GPU"
+            )
+        return "\n".join(lines)
 
     def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
         """``pulumi preview``: the program runs its preflight; nothing is changed."""

@@ -64,7 +64,7 @@ def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
     from infercrane.local.plane import BOOTSTRAP_MANAGER
 
     for d in docs:
-        client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER, force=True)
+        client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER)
 
 
 def run(plane: Plane, nodes_file: Path) -> None:

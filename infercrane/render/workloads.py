@@ -85,11 +85,18 @@ def _volumes(replica: Replica) -> list[dict[str, Any]]:
     return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
 
 
+AWAIT_MARGIN_SECONDS = 60
+
+
 def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    meta = _metadata(config, replica, intent, stack)
+    # Pulumi waits for the rollout as long as the model may take to load (plus a margin), not its
+    # 10-minute default: a pod that cannot be scheduled fails the update with the reason.
+    meta["annotations"][naming.PULUMI_TIMEOUT] = str(replica.startup_budget_seconds + AWAIT_MARGIN_SECONDS)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(config, replica, intent, stack),
+        "metadata": meta,
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": naming.selector(replica.key)},
@@ -113,10 +120,14 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
 
 
 def service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    meta = _metadata(config, replica, intent, stack)
+    # Readiness is the Deployment's (available replicas); waiting again for the Service's
+    # endpoints would only repeat it and needs extra read rights.
+    meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": _metadata(config, replica, intent, stack),
+        "metadata": meta,
         "spec": {
             "type": "ClusterIP",
             "selector": naming.selector(replica.key),

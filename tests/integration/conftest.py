@@ -82,7 +82,9 @@ def replica(key: str, gpu: str = "NVIDIA-L40S", **extra: Any) -> dict[str, Any]:
     return {"key": key, "model": "Qwen/Qwen3-8B", "name": "qwen", "gpu": gpu} | extra
 
 
-def kubectl(plane: Plane, *args: str, stdin: str | None = None, context: str = "infercrane-local-admin") -> subprocess.CompletedProcess[str]:
+def kubectl(
+    plane: Plane, *args: str, stdin: str | None = None, context: str = "infercrane-local-admin"
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(find_tool("kubectl")), f"--kubeconfig={plane.kubeconfig}", f"--context={context}", *args],
         input=stdin,

@@ -17,7 +17,7 @@ from infercrane import naming
 from infercrane.cluster import InferenceService
 from infercrane.errors import ClusterError, InferCraneError
 from infercrane.inspect import inspect
-from tests.integration.conftest import ROOT, Project, get_or_none, replica, wait_for
+from tests.integration.conftest import ROOT, Project, get_or_none, replica
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -114,7 +114,9 @@ def test_identity_without_patch_is_refused_with_a_clear_message(project: Project
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",
         "metadata": {"name": "it-no-patch", "namespace": NS},
-        "rules": [{"apiGroups": ["apps", ""], "resources": ["deployments", "services"], "verbs": ["get", "list", "create", "delete"]}],
+        "rules": [
+            {"apiGroups": ["apps", ""], "resources": ["deployments", "services"], "verbs": ["get", "list", "create", "delete"]}
+        ],
     }
     binding = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -150,6 +152,5 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     (pod,) = rec["pods"]
     assert pod["phase"] == "Pending" and pod["node"] is None
     assert any("FailedScheduling" in r or "Unschedulable" in r for r in pod["reasons"]), pod["reasons"]
-    wait_for(lambda: True, "noop", 1)
     engine.destroy()
     assert get_or_none(admin, Deployment, name) is None

@@ -81,7 +81,7 @@ def test_registers_one_component_per_replica_with_deployment_and_service() -> No
     assert len(by_type(rec, "infercrane:index:Replica")) == 2
     assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2
     assert len(by_type(rec, "kubernetes:core/v1:Service")) == 2
-    assert [r.name for r in by_type(rec, "infercrane:index:Replica")] == ["qwen-kubernetes-0", "qwen-kubernetes-1"]
+    assert sorted(r.name for r in by_type(rec, "infercrane:index:Replica")) == ["qwen-kubernetes-0", "qwen-kubernetes-1"]
 
 
 @pytest.mark.usefixtures("clean_env")

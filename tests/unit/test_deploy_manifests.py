@@ -65,8 +65,11 @@ def test_no_wildcards_secrets_pod_mutation_or_rbac_rights() -> None:
 # Read-only rights that Pulumi's await (and inspect's pending diagnosis) need; proven by the
 # integration tier (docs/rbac.md). Anything else must be a replica object.
 READ_ONLY = {
-    ("apps", "deployments"), ("apps", "replicasets"), ("", "services"), ("", "pods"),
-    ("", "persistentvolumeclaims"), ("", "endpoints"), ("", "events"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("", "pods"),
+    ("", "persistentvolumeclaims"),
+    ("", "events"),
 }
 
 
