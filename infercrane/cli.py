@@ -79,6 +79,11 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     de = with_stack(sub.add_parser("destroy", help="pulumi destroy, then prove zero owned objects remain"))
     de.add_argument("--json", action="store_true")
+    pr = sub.add_parser("promote", help="copy release bundles from one stack to the next")
+    pr.add_argument("--from", dest="source", required=True, help="source stack (must be healthy)")
+    pr.add_argument("--to", dest="target", required=True, help="target stack (its file is edited, comments kept)")
+    pr.add_argument("--replica", action="append", help="replica key to promote (repeatable; default: all)")
+    pr.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
     return p
 
 
@@ -298,6 +303,38 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def cmd_promote(args: argparse.Namespace) -> int:
+    from infercrane import cluster, promote
+    from infercrane.inspect import inspect
+    from infercrane.stack import Engine
+
+    source = cfg.load_stack(args.source)
+    target = cfg.load_stack(args.target)
+    changes = promote.diff(source, target, args.replica)
+    print(promote.render_diff(changes, args.source, args.target))
+    if not changes or args.dry_run:
+        return EXIT_OK
+    updates = [h for h in Engine(args.source).stack.history() if h.kind == "update"]
+    if not updates or updates[0].result != "succeeded":
+        state = f"its last update {updates[0].result}" if updates else "it was never deployed"
+        raise promote.PromotionRefused(
+            f"stack {args.source!r} is not healthy: {state}; nothing was written.\n"
+            f"    fix: make `infercrane deploy --stack {args.source}` succeed first"
+        )
+    records = inspect(source, cluster.client(source.kubernetes), read_nodes=False)
+    not_ready = [r for r in records if r["state"] != "ready" and (args.replica is None or r["key"] in args.replica)]
+    if not_ready:
+        listed = ", ".join(f"{r['key']} ({r['state']})" for r in not_ready)
+        raise promote.PromotionRefused(
+            f"stack {args.source!r} has replicas that are not ready: {listed}; nothing was written.\n"
+            f"    fix: check `infercrane inspect --stack {args.source}`; promote only what runs"
+        )
+    promote.apply(cfg.stack_file(args.target), source, target, args.replica)
+    cfg.load_stack(args.target)  # the written file must still validate
+    print(f"wrote {cfg.display_path(cfg.stack_file(args.target))}; deploy it with `infercrane deploy --stack {args.target}`")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infercrane import demo
 
@@ -314,6 +351,7 @@ COMMANDS: Final = {
     "deploy": cmd_deploy,
     "inspect": cmd_inspect,
     "destroy": cmd_destroy,
+    "promote": cmd_promote,
 }
 
 

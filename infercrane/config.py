@@ -196,6 +196,13 @@ class Replica(_Frozen):
 
     _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
 
+    @field_validator("model_revision", mode="before")
+    @classmethod
+    def _revision(cls, v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            raise ValueError(f'{v!r} was read as a number by YAML; quote it: modelRevision: "{v}"')
+        return v
+
     @field_validator("image")
     @classmethod
     def _image(cls, v: str | None) -> str | None:

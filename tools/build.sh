@@ -9,7 +9,7 @@
 # interrupted build never leaves a half-filled entry. Entries already present are reused; a tool
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
-# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok
+# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok actionlint
 #   --print-path   print the PATH entries for the built tools (one per line) and exit
 set -euo pipefail
 
@@ -17,7 +17,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok)
+all_tools=(pulumi kubernetes-provider kube etcd kwok actionlint)
 
 entry() {
   case "$1" in
@@ -26,6 +26,7 @@ entry() {
     kube) echo "$cache/kubernetes-$KUBERNETES_VERSION" ;;
     etcd) echo "$cache/etcd-$ETCD_VERSION" ;;
     kwok) echo "$cache/kwok-$KWOK_VERSION" ;;
+    actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
@@ -103,6 +104,11 @@ build_kwok() {
   kwok_stages "$1"
 }
 
+build_actionlint() {
+  (cd "$here/go/actionlint" && go build -o "$1/bin/actionlint" \
+    -ldflags "-s -w -X github.com/rhysd/actionlint.version=v$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint)
+}
+
 # kwok refuses to start without stages. Assemble the ones kwokctl uses by default (node initialize,
 # heartbeat with lease; pod ready, complete, delete) from the pinned kwok module into etc/stages.yaml.
 kwok_stages() {
@@ -136,6 +142,7 @@ ensure() {
       && { mv "$tmp" "$dest"; log "$tool: using the ones on PATH"; return 0; } ;;
     etcd) ambient "$tmp" "$ETCD_VERSION" etcd && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
     kwok) ambient "$tmp" "$KWOK_VERSION" kwok && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
+    actionlint) ambient "$tmp" "$ACTIONLINT_VERSION" actionlint && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
   esac
   rm -rf "$tmp/bin"
   start=$SECONDS

@@ -27,6 +27,7 @@ MANIFESTS = (
     "deploy/kubernetes/base/service-accounts.yaml",
     "deploy/kubernetes/base/provider-rbac.yaml",
     "deploy/kubernetes/kserve/provider-rbac.yaml",
+    "deploy/kubernetes/optional/node-reader.yaml",
 )
 
 

@@ -177,8 +177,22 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         ("shmSize", "lots", "'lots' is not a Kubernetes quantity"),
         ("startupBudgetSeconds", 5, "5: Input should be greater than or equal to 60"),
         ("image", "vllm/vllm-openai:v0.11", "is not pinned by digest"),
+        ("modelRevision", 1234567, '1234567 was read as a number by YAML; quote it: modelRevision: "1234567"'),
     ],
-    ids=["empty-key", "long-key", "padded-key", "empty-model", "name", "port", "engine", "cloud", "shm", "budget", "image-tag"],
+    ids=[
+        "empty-key",
+        "long-key",
+        "padded-key",
+        "empty-model",
+        "name",
+        "port",
+        "engine",
+        "cloud",
+        "shm",
+        "budget",
+        "image-tag",
+        "numeric-revision",
+    ],
 )
 def test_bad_replica_fields(values: dict[str, Any], field: str, value: Any, message: str) -> None:
     values["infercrane:replicas"][0][field] = value

@@ -9,7 +9,8 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-FILES = sorted(p for p in ROOT.rglob("*.yaml"))
+OPTIONAL = ROOT / "optional" / "node-reader.yaml"
+FILES = sorted(p for p in ROOT.rglob("*.yaml") if p != OPTIONAL)
 ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRoute"}
 # What the program and its server-side dry run need, per workload API.
 NEEDED = {
@@ -120,6 +121,13 @@ def test_every_rbac_rule_is_commented() -> None:
 def test_bootstrap_objects_are_never_inventoried() -> None:
     for _, d in docs():
         assert d["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "infercrane-bootstrap"
+
+
+def test_optional_node_reader_only_reads_nodes() -> None:
+    docs = list(yaml.safe_load_all(OPTIONAL.read_text(encoding="utf-8")))
+    assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding"]
+    assert docs[0]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
+    assert docs[1]["roleRef"]["name"] == docs[0]["metadata"]["name"]
 
 
 def test_httproute_targets_the_gateway_with_placeholders() -> None:

@@ -1,0 +1,183 @@
+"""The infercrane CLI against the local plane, as a user runs it (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import Client, codecs
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+
+from infercrane import naming
+from tests.integration.conftest import ROOT, Project, replica
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+
+
+def cli(project: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "infercrane", *args],
+        cwd=project.root,
+        env=base | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def as_json(r: subprocess.CompletedProcess[str]) -> Any:
+    return json.loads(r.stdout)
+
+
+def test_doctor_passes_with_shipped_rbac(project: Project) -> None:
+    project.stack("itdoctor", [replica("it-doctor-r0")])
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdoctor", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    doc = as_json(r)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert checks["API reachable"]["status"] == "pass" and "v1.36.3" in checks["API reachable"]["detail"]
+    for verb in ("get", "list", "create", "patch", "delete"):
+        assert checks[f"can {verb} deployments.apps"]["status"] == "pass"
+        assert checks[f"can {verb} services"]["status"] == "pass"
+    assert checks["can watch pods"]["status"] == "pass"
+    assert checks["GPU capacity"]["status"] == "pass"
+    assert "NVIDIA-L40S: 1 requested / 8 allocatable" in checks["GPU capacity"]["detail"]
+
+
+def test_doctor_fails_naming_the_missing_verb(project: Project, admin: Client) -> None:
+    rules = [
+        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "create", "patch", "delete", "watch"]},
+        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
+    ]
+    admin.apply(
+        codecs.from_dict(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "Role",
+                "metadata": {"name": "it-no-delete", "namespace": NS},
+                "rules": rules,
+            }
+        ),
+        field_manager="it",
+    )
+    admin.apply(
+        codecs.from_dict(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "it-no-delete", "namespace": NS},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "it-no-delete"},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "it-no-delete-user"}],
+            }
+        ),
+        field_manager="it",
+    )
+    project.plane.add_identity("it-no-delete", "it-no-delete-user")
+    project.stack("itdoctor2", [replica("it-doctor2-r0")], context="it-no-delete")
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdoctor2")
+    assert r.returncode == 1
+    assert "[fail] can delete services: in namespace infercrane-system" in r.stdout
+    assert "hint: apply deploy/kubernetes/base/provider-rbac.yaml" in r.stdout
+    assert "[pass] can delete deployments.apps" in r.stdout
+    admin.delete(RoleBinding, "it-no-delete", namespace=NS)
+    admin.delete(Role, "it-no-delete", namespace=NS)
+
+
+def test_plan_exit_codes_deploy_retry_key_reuse_inspect_and_destroy(project: Project) -> None:
+    key = "it-cli-r0"
+    project.stack("itcli", [replica(key)])
+    stack_file = project.root / "stacks" / "Pulumi.itcli.yaml"
+
+    r = cli(project, "plan", "--stack", "itcli")
+    assert r.returncode == 3, r.stderr
+    assert (
+        "create" in r.stdout and "key it-cli-r0" in r.stdout and "gpu NVIDIA-L40S" in r.stdout and "changes pending" in r.stdout
+    )
+
+    before = stack_file.read_text()
+    r = cli(
+        project,
+        "plan",
+        "Qwen/Qwen3-32B",
+        "--name",
+        "qwen32",
+        "--cloud",
+        "kubernetes",
+        "--gpu",
+        "NVIDIA-H100-80GB-HBM3",
+        "--json",
+        "--stack",
+        "itcli",
+    )
+    assert r.returncode == 3, r.stderr
+    planned = {p["key"]: p for p in as_json(r)["replicas"]}
+    assert planned["qwen32-r0"]["action"] == "create" and planned["qwen32-r0"]["gpu"] == "NVIDIA-H100-80GB-HBM3"
+    assert stack_file.read_text() == before
+
+    r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
+    assert r.returncode == 0, r.stderr
+    assert "deploy it-first: succeeded" in r.stdout and "created" in r.stdout
+
+    r = cli(project, "plan", "--stack", "itcli")
+    assert r.returncode == 0 and "no changes" in r.stdout
+
+    r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
+    assert r.returncode == 0 and "already applied at" in r.stdout and "nothing changed" in r.stdout
+
+    stack_file.write_text(before.replace("Qwen/Qwen3-8B", "Qwen/Qwen3-14B"))
+    r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
+    assert r.returncode == 1
+    assert "idempotency key 'it-first' was used at" in r.stderr and "for a different intent" in r.stderr
+    stack_file.write_text(before)
+
+    r = cli(project, "deploy", "--stack", "itcli")
+    assert r.returncode == 0 and "idempotency key: deploy-" in r.stderr
+
+    r = cli(project, "inspect", "--stack", "itcli", "--json")
+    assert r.returncode == 0, r.stderr
+    (rec,) = as_json(r)["replicas"]
+    assert rec["state"] == "ready" and rec["key"] == key
+    (pod,) = rec["pods"]
+    assert pod["phase"] == "Running" and pod["node"].startswith("kwok-l40s-") and pod["nodeGpu"] == "NVIDIA-L40S"
+    dep = next(o for o in rec["objects"] if o["kind"] == "Deployment")
+    assert dep["generation"] == dep["observedGeneration"] and naming.FIELD_MANAGER in {m["manager"] for m in dep["managers"]}
+
+    r = cli(project, "destroy", "--stack", "itcli")
+    assert r.returncode == 0, r.stderr
+    assert "destroy: zero objects owned by stack itcli remain in namespace infercrane-system" in r.stdout
+
+
+def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
+    project.stack("itwrite", [replica("it-write-r0")])
+    path: Path = project.root / "stacks" / "Pulumi.itwrite.yaml"
+    path.write_text("# team-a inference stack: keep this comment\n" + path.read_text())
+    r = cli(
+        project,
+        "deploy",
+        "Qwen/Qwen3-8B",
+        "--name",
+        "qwen-extra",
+        "--cloud",
+        "kubernetes",
+        "--gpu",
+        "NVIDIA-L40S",
+        "--stack",
+        "itwrite",
+        "--idempotency-key",
+        "it-write-1",
+    )
+    assert r.returncode == 0, r.stderr
+    text = path.read_text()
+    assert text.startswith("# team-a inference stack: keep this comment\n")
+    assert "key: qwen-extra-r0" in text and "it-write-r0" in text
+    r = cli(project, "deploy", "Qwen/Qwen3-8B", "--name", "Bad_Name", "--gpu", "NVIDIA-L40S", "--stack", "itwrite")
+    assert r.returncode == 1 and "is not a DNS label" in r.stderr
+    assert "Bad_Name" not in path.read_text()
+    assert cli(project, "destroy", "--stack", "itwrite").returncode == 0

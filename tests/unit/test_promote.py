@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from infercrane import config as cfg
+from infercrane import promote
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def load(path: Path) -> cfg.InferCraneConfig:
+    return cfg.load(cfg.read_stack_values(path), source=path.name, env={})
+
+
+@pytest.fixture
+def stacks(tmp_path: Path) -> tuple[Path, Path]:
+    for name in ("dev", "staging"):
+        shutil.copy(ROOT / "stacks" / f"Pulumi.{name}.yaml", tmp_path / f"Pulumi.{name}.yaml")
+    dev = tmp_path / "Pulumi.dev.yaml"
+    text = dev.read_text().replace(
+        "modelRevision: 9c925d64d72725edaf899c6cb9c377fd0709d9c5", "modelRevision: abcdef1111111111111111111111111111111111"
+    )
+    dev.write_text(
+        text.replace(
+            "startupBudgetSeconds: 1200",
+            "startupBudgetSeconds: 1200\n      gpuCount: 2\n      image: vllm/vllm-openai@sha256:" + "e" * 64,
+        )
+    )
+    return dev, tmp_path / "Pulumi.staging.yaml"
+
+
+def test_diff_lists_only_bundle_fields(stacks: tuple[Path, Path]) -> None:
+    dev, staging = stacks
+    changes = promote.diff(load(dev), load(staging), None)
+    assert [(c.key, c.field) for c in changes] == [
+        ("qwen-kubernetes-rev-1-r0", "modelRevision"),
+        ("qwen-kubernetes-rev-1-r0", "gpuCount"),
+        ("qwen-kubernetes-rev-1-r0", "image"),
+    ]
+    text = promote.render_diff(changes, "dev", "staging")
+    assert (
+        "qwen-kubernetes-rev-1-r0: modelRevision: '9c925d64d72725edaf899c6cb9c377fd0709d9c5' -> 'abcdef1111111111111111111111111111111111'"
+        in text
+    )
+
+
+def test_apply_copies_bundle_keeps_target_fields_and_comments(stacks: tuple[Path, Path]) -> None:
+    dev, staging = stacks
+    before = load(staging)
+    promote.apply(staging, load(dev), before, None)
+    after = load(staging)
+    text = staging.read_text()
+    assert text.startswith('# Environment stack "staging"')
+    assert after.kubernetes == before.kubernetes  # context, namespace, … untouched
+    r0 = next(r for r in after.replicas if r.key == "qwen-kubernetes-rev-1-r0")
+    assert (r0.model_revision, r0.gpu_count, r0.image) == ("abcdef" + "1" * 34, 2, "vllm/vllm-openai@sha256:" + "e" * 64)
+    assert len(after.replicas) == 2  # staging's second replica stays
+    assert promote.diff(load(dev), after, None) == []
+
+
+def test_unknown_replica_key_is_refused(stacks: tuple[Path, Path]) -> None:
+    dev, staging = stacks
+    with pytest.raises(promote.PromotionRefused, match="replica key\\(s\\) nope are not in the source stack"):
+        promote.diff(load(dev), load(staging), ["nope"])
+
+
+def test_new_replica_is_added_with_its_name(stacks: tuple[Path, Path], tmp_path: Path) -> None:
+    dev, staging = stacks
+    dev.write_text(dev.read_text() + "    - key: extra-r0\n      model: m/x\n      name: extra\n      gpu: NVIDIA-L4\n")
+    changes = promote.diff(load(dev), load(staging), ["extra-r0"])
+    assert changes[0].field == "(replica)"
+    promote.apply(staging, load(dev), load(staging), ["extra-r0"])
+    extra = next(r for r in load(staging).replicas if r.key == "extra-r0")
+    assert (extra.name, extra.gpu, extra.model) == ("extra", "NVIDIA-L4", "m/x")
