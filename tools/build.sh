@@ -60,6 +60,13 @@ ambient() {
 
 build_pulumi() {
   local out="$1/bin"
+  # The Python language host is its own module; the proxy here refuses it. Report it by name and
+  # the fallback used, so a proxy that starts serving it is noticed.
+  if ! (cd "$here/go/pulumi" && GOFLAGS=-mod=mod go list -m -json \
+      "github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3@latest" >/dev/null 2>&1); then
+    log "  pulumi-language-python: module github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3 refused by the module proxy;"
+    log "  fallback: the SDK's in-process language server (Automation API) and tools/language-host for plain pulumi"
+  fi
   (cd "$here/go/pulumi" && go build -o "$out/pulumi" \
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v$PULUMI_VERSION" \
     github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)

@@ -154,3 +154,25 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     assert any("FailedScheduling" in r or "Unschedulable" in r for r in pod["reasons"]), pod["reasons"]
     engine.destroy()
     assert get_or_none(admin, Deployment, name) is None
+
+
+@pytest.mark.parametrize(("rollout", "first"), [("recreate", "delete-replaced"), ("surge", "create-replacement")])
+def test_key_change_replaces_in_the_configured_order(project: Project, admin: Client, rollout: str, first: str) -> None:
+    from pulumi.automation import EngineEvent
+
+    stack = f"itorder{rollout}"
+    engine = project.stack(stack, [replica(f"it-{rollout}-a")], rollout=rollout)
+    engine.up()
+    engine = project.stack(stack, [replica(f"it-{rollout}-b")], rollout=rollout)
+    ops: list[str] = []
+
+    def record(event: EngineEvent) -> None:
+        pre = event.resource_pre_event
+        if pre and pre.metadata and pre.metadata.type == "kubernetes:apps/v1:Deployment":
+            ops.append(pre.metadata.op)
+
+    engine.up(on_event=record)
+    assert ops[0] == first and {"delete-replaced", "create-replacement"} <= set(ops), ops
+    assert get_or_none(admin, Deployment, naming.object_name(f"it-{rollout}-a")) is None
+    assert get_or_none(admin, Deployment, naming.object_name(f"it-{rollout}-b")) is not None
+    engine.destroy()

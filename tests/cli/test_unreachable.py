@@ -1,0 +1,71 @@
+"""An unreachable cluster is a clear error, quickly, not a hang (no cluster needed)."""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from infercrane import config as cfg
+from infercrane import preflight
+from infercrane.errors import ClusterError
+from infercrane.manifests import render_checked
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [
+                    {"name": "c", "cluster": {"server": f"https://127.0.0.1:{closed_port()}", "insecure-skip-tls-verify": True}}
+                ],
+                "users": [{"name": "u", "user": {"token": "x"}}],
+                "contexts": [{"name": "infercrane-local", "context": {"cluster": "c", "user": "u"}}],
+            }
+        )
+    )
+    values = cfg.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
+    config = cfg.load(values, source="stacks/Pulumi.local.yaml", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
+    manifests = [m for r in render_checked(config, "local") for m in r.manifests]
+    began = time.monotonic()
+    with pytest.raises(ClusterError) as exc:
+        preflight.run(config, manifests, "infercrane/local")
+    assert time.monotonic() - began < 15
+    assert "cannot reach the Kubernetes API of context 'infercrane-local'" in str(exc.value)
+    assert "infercrane doctor --kubernetes" in str(exc.value)
+
+
+def test_missing_context_lists_the_ones_there(tmp_path: Path) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [],
+                "users": [],
+                "contexts": [{"name": "prod", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "prod",
+            }
+        )
+    )
+    values = cfg.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
+    config = cfg.load(values, source="s", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
+    with pytest.raises(ClusterError) as exc:
+        preflight.run(config, [], "infercrane/local")
+    assert f"context 'infercrane-local' is not in kubeconfig {kubeconfig} (contexts: prod)" in str(exc.value)
+    assert "never uses the current-context" in str(exc.value)
