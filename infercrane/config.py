@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
 
@@ -74,10 +75,23 @@ FIX: Final[dict[str, str]] = {
     "shmSize": "use a Kubernetes quantity such as 8Gi",
 }
 
-# Engine flags that InferCrane renders itself; user args may not repeat them.
-MANAGED_FLAGS: Final = {
-    "vllm": ("--model", "--host", "--port", "--served-model-name", "--revision", "--tensor-parallel-size"),
-    "sglang": ("--model-path", "--host", "--port", "--served-model-name", "--revision", "--tp-size"),
+@dataclass(frozen=True)
+class EngineSpec:
+    """How one inference engine is started: the command and the flags that differ per engine."""
+
+    command: tuple[str, ...]
+    model_flag: str
+    tensor_parallel_flag: str
+
+    @property
+    def managed_flags(self) -> tuple[str, ...]:
+        """Flags InferCrane renders itself; user args may not repeat them."""
+        return (self.model_flag, "--host", "--port", "--served-model-name", "--revision", self.tensor_parallel_flag)
+
+
+ENGINES: Final = {
+    "vllm": EngineSpec(("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size"),
+    "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size"),
 }
 SECRET_FLAGS: Final = ("--api-key",)
 
@@ -237,7 +251,7 @@ class Replica(_Frozen):
             flag = a.split("=", 1)[0]
             if flag in SECRET_FLAGS:
                 bad.append(f"{flag} would put a secret in the process arguments (the key comes from the Secret)")
-            elif flag in MANAGED_FLAGS.get(engine, ()):
+            elif engine in ENGINES and flag in ENGINES[engine].managed_flags:
                 bad.append(f"{flag} is set by InferCrane from the replica fields")
         if bad:
             raise ValueError("; ".join(bad))
