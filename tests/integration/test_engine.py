@@ -130,3 +130,44 @@ spec:
     assert not (after.metadata.labels or {})
     assert get_or_none(admin, Service, name) is None
     admin.delete(Deployment, name, namespace="infercrane-system")
+
+
+def test_plain_pulumi_cli_runs_the_program_and_its_preflight(project: Project, admin: Client) -> None:
+    """`pulumi up` / `pulumi preview` from a shell (stand-in language host), not the Automation API."""
+    import os
+    import subprocess
+
+    from infercrane.stack import engine_env
+
+    key = "it-plain-r0"
+    name = naming.object_name(key)
+    project.stack("itplain", [replica(key)])
+    env = dict(os.environ) | engine_env("itplain", project.root)
+
+    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["pulumi", *args, "--stack", "itplain", "--non-interactive"],
+            cwd=project.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    assert pulumi("stack", "init").returncode == 0
+    r = pulumi("up", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert naming.FIELD_MANAGER in managers_of(admin.get(Deployment, name, namespace="infercrane-system"))
+    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 2\n"
+    assert (
+        kubectl(
+            project.plane, "apply", "--server-side", "--field-manager=foreign-owner", "--force-conflicts", "-f", "-", stdin=patch
+        ).returncode
+        == 0
+    )
+    r = pulumi("preview")
+    assert r.returncode != 0
+    assert "preflight refused the change; nothing was applied." in r.stdout
+    assert 'conflict with "foreign-owner": .spec.replicas' in r.stdout
+    kubectl(project.plane, "delete", "deployment", name, "-n", "infercrane-system")
+    assert pulumi("destroy", "--yes", "--refresh").returncode == 0
