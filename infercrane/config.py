@@ -75,6 +75,7 @@ FIX: Final[dict[str, str]] = {
     "shmSize": "use a Kubernetes quantity such as 8Gi",
 }
 
+
 @dataclass(frozen=True)
 class EngineSpec:
     """How one inference engine is started: the command and the flags that differ per engine."""

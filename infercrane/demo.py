@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from infercrane import cluster
 from infercrane import config as cfg
 from infercrane.errors import InferCraneError
 from infercrane.inspect import inspect
-from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
 from infercrane.stack import Engine
 
@@ -59,8 +59,8 @@ def run(stack: str = "local") -> int:
         print(f"== pulumi up --stack {stack}")
         up = engine.up(on_output=_line, suppress_outputs=True)
         print(f"up: {up.summary.result}, {up.summary.resource_changes}")
-        print("== evidence (read with the local admin identity)")
-        show_evidence(inspect(config, admin_client(plane)))
+        print(f"== evidence (read as the deploying identity, context {config.kubernetes.context})")
+        show_evidence(inspect(config, cluster.client(config.kubernetes)))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1
