@@ -11,12 +11,16 @@ import argparse
 import json
 import shlex
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from infercrane import config as cfg
 from infercrane.errors import InferCraneError
 from infercrane.manifests import render_checked, to_yaml
+
+if TYPE_CHECKING:
+    from infercrane.operations import ReplicaAction
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -184,17 +188,17 @@ class _Usage(Exception):
     pass
 
 
-def _printer(args: argparse.Namespace) -> object:
+def _printer(args: argparse.Namespace) -> Callable[[str], None] | None:
+    """Stream Pulumi's progress to stderr, unless the command prints JSON."""
     if getattr(args, "json", False):
         return None
     return lambda line: print(f"  | {line.rstrip()}", file=sys.stderr, flush=True)
 
 
-def _actions_table(actions: list[object], words: dict[str, str]) -> None:
+def _actions_table(actions: list[ReplicaAction], words: dict[str, str]) -> None:
     for a in actions:
-        objs = ", ".join(a.objects)  # type: ignore[attr-defined]
-        key = a.key or "(removed from config)"  # type: ignore[attr-defined]
-        print(f"  {words[a.action]:<11} {a.slot:<24} key {key}  gpu {a.gpu}  image {a.image}  {objs}")  # type: ignore[attr-defined]
+        key = a.key or "(removed from config)"
+        print(f"  {words[a.action]:<11} {a.slot:<24} key {key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -204,13 +208,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     replica = _intent(args)
     with operations.project_with_intent(args.stack, replica) as project_dir:
         config = cfg.load_stack(args.stack, project_dir=project_dir)
-        actions = operations.plan(Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args))  # type: ignore[arg-type]
+        actions = operations.plan(Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args))
     pending = any(a.action != "same" for a in actions)
     if args.json:
         print(json.dumps({"stack": args.stack, "changesPending": pending, "replicas": [a.__dict__ for a in actions]}, indent=2))
     else:
         print(f"plan for stack {args.stack}:")
-        _actions_table(actions, operations.PLAN_WORDS)  # type: ignore[arg-type]
+        _actions_table(actions, operations.PLAN_WORDS)
         print("changes pending" if pending else "no changes")
     return EXIT_CHANGES_PENDING if pending else EXIT_OK
 
@@ -231,7 +235,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     key = args.idempotency_key or operations.new_idempotency_key()
     if not args.idempotency_key:
         print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
-    result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))  # type: ignore[arg-type]
+    result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))
     if args.json:
         print(
             json.dumps(
@@ -250,7 +254,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         print(f"deploy {key}: already applied at {result.recorded_at} with the same intent; nothing changed")
     else:
         print(f"deploy {key}: succeeded at {result.recorded_at}")
-        _actions_table(result.actions, operations.DONE_WORDS)  # type: ignore[arg-type]
+        _actions_table(result.actions, operations.DONE_WORDS)
     return EXIT_OK
 
 
@@ -274,7 +278,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     from infercrane.stack import Engine
 
     config = cfg.load_stack(args.stack)
-    Engine(args.stack).destroy(on_output=_printer(args))  # type: ignore[arg-type]
+    Engine(args.stack).destroy(on_output=_printer(args))
     left = owned_objects(cluster.client(config.kubernetes), config, args.stack)
     if args.json:
         print(json.dumps({"stack": args.stack, "remaining": left}, indent=2))

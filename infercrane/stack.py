@@ -92,6 +92,7 @@ class Engine:
         return self._stack
 
     def _run(self, op: str, **kw: Any) -> Any:
+        """Run one Automation API operation; map failures to typed, user-facing errors."""
         from infercrane import program
 
         program.last_error = None
@@ -132,16 +133,20 @@ class Engine:
 
     def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
         """``pulumi preview``: the program runs its preflight; nothing is changed."""
-        return self._run("preview", on_output=on_output, **kw)  # type: ignore[no-any-return]
+        result: auto.PreviewResult = self._run("preview", on_output=on_output, **kw)
+        return result
 
     def up(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.UpResult:
-        return self._run("up", on_output=on_output, **kw)  # type: ignore[no-any-return]
+        result: auto.UpResult = self._run("up", on_output=on_output, **kw)
+        return result
 
     def refresh(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.RefreshResult:
-        return self._run("refresh", on_output=on_output, **kw)  # type: ignore[no-any-return]
+        result: auto.RefreshResult = self._run("refresh", on_output=on_output, **kw)
+        return result
 
     def destroy(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.DestroyResult:
-        return self._run("destroy", on_output=on_output, **kw)  # type: ignore[no-any-return]
+        result: auto.DestroyResult = self._run("destroy", on_output=on_output, **kw)
+        return result
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}
