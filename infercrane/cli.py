@@ -158,10 +158,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         env = engine_env("local", cfg.project_root())
         env["KUBECONFIG"] = str(plane.kubeconfig)
         for k, v in env.items():
-            if k != "PULUMI_CONFIG_PASSPHRASE":
-                print(f"export {k}={shlex.quote(v)}")
-        print("# stack local's passphrase protects no secret; other stacks need your own")
-        print(f"export PULUMI_CONFIG_PASSPHRASE={shlex.quote(env.get('PULUMI_CONFIG_PASSPHRASE', ''))}")
+            if k == "PULUMI_CONFIG_PASSPHRASE":
+                print("# stack local's passphrase protects no secret; other stacks need your own")
+            print(f"export {k}={shlex.quote(v)}")
     return EXIT_OK
 
 

@@ -11,6 +11,7 @@ Operations layer.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import secrets
@@ -53,11 +54,12 @@ def default_state_dir() -> Path:
     return Path(os.environ.get("INFERCRANE_LOCAL_DIR") or project_root() / ".infercrane" / "local")
 
 
-def tool_dirs() -> list[Path]:
-    """The cache entries of the pinned tools (tools/build.sh owns the layout)."""
+@functools.cache
+def tool_dirs() -> tuple[Path, ...]:
+    """The cache entries of the pinned tools (tools/build.sh owns the layout; asked once)."""
     script = code_root() / "tools" / "build.sh"
     out = subprocess.run(["bash", str(script), "--print-path"], capture_output=True, text=True, check=True).stdout
-    return [Path(line) for line in out.splitlines() if line]
+    return tuple(Path(line) for line in out.splitlines() if line)
 
 
 def find_tool(name: str) -> Path:

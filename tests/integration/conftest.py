@@ -94,6 +94,14 @@ def kubectl(
     )
 
 
+def foreign_apply(plane: Plane, name: str, replicas: int, *, manager: str | None = "foreign-owner") -> None:
+    """Another field manager takes ``spec.replicas`` of Deployment ``name`` with --force-conflicts."""
+    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: {replicas}\n"
+    flags = [f"--field-manager={manager}"] if manager else []
+    r = kubectl(plane, "apply", "--server-side", *flags, "--force-conflicts", "-f", "-", stdin=patch)
+    assert r.returncode == 0, r.stderr
+
+
 def get_or_none(client: Client, res: Any, name: str, namespace: str = "infercrane-system") -> Any:
     try:
         return client.get(res, name, namespace=namespace)

@@ -11,7 +11,7 @@ from lightkube.resources.core_v1 import Node, Pod, Service
 
 from infercrane import naming
 from infercrane.errors import PreflightRefused
-from tests.integration.conftest import Project, get_or_none, kubectl, replica, wait_for
+from tests.integration.conftest import Project, foreign_apply, get_or_none, kubectl, replica, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,11 +58,7 @@ def test_foreign_manager_with_force_conflicts_is_refused_and_object_untouched(pr
     name = naming.object_name(key)
     engine = project.stack("itconflict", [replica(key)])
     engine.up()
-    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 2\n"
-    r = kubectl(
-        project.plane, "apply", "--server-side", "--field-manager=foreign-owner", "--force-conflicts", "-f", "-", stdin=patch
-    )
-    assert r.returncode == 0, r.stderr
+    foreign_apply(project.plane, name, 2)
     before = admin.get(Deployment, name, namespace="infercrane-system")
     assert before.spec.replicas == 2
 
@@ -84,9 +80,7 @@ def test_plain_kubectl_server_side_edit_is_refused_not_silently_taken_over(proje
     name = naming.object_name(key)
     engine = project.stack("itkubectl", [replica(key)])
     engine.up()
-    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 3\n"
-    r = kubectl(project.plane, "apply", "--server-side", "--force-conflicts", "-f", "-", stdin=patch)
-    assert r.returncode == 0, r.stderr
+    foreign_apply(project.plane, name, 3, manager=None)  # plain kubectl: manager "kubectl"
     before = admin.get(Deployment, name, namespace="infercrane-system")
     with pytest.raises(PreflightRefused) as exc:
         engine.up()
@@ -158,13 +152,7 @@ def test_plain_pulumi_cli_runs_the_program_and_its_preflight(project: Project, a
     r = pulumi("up", "--yes")
     assert r.returncode == 0, r.stdout + r.stderr
     assert naming.FIELD_MANAGER in managers_of(admin.get(Deployment, name, namespace="infercrane-system"))
-    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 2\n"
-    assert (
-        kubectl(
-            project.plane, "apply", "--server-side", "--field-manager=foreign-owner", "--force-conflicts", "-f", "-", stdin=patch
-        ).returncode
-        == 0
-    )
+    foreign_apply(project.plane, name, 2)
     r = pulumi("preview")
     assert r.returncode != 0
     assert "preflight refused the change; nothing was applied." in r.stdout

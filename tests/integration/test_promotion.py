@@ -9,7 +9,7 @@ from lightkube.resources.apps_v1 import Deployment
 
 from infercrane import naming
 from infercrane.config import code_root
-from tests.integration.conftest import Project, kubectl, replica
+from tests.integration.conftest import Project, foreign_apply, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
@@ -63,13 +63,7 @@ def test_deploy_dev_promote_deploy_staging_and_refuse_a_failed_dev(project: Proj
     assert c.image == D1 and c.args[c.args.index("--revision") + 1] == R1
 
     # A failed dev update (a foreign manager took a field, so deploy is refused) blocks promotion.
-    patch = f"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: infercrane-system\nspec:\n  replicas: 2\n"
-    assert (
-        kubectl(
-            project.plane, "apply", "--server-side", "--field-manager=foreign-owner", "--force-conflicts", "-f", "-", stdin=patch
-        ).returncode
-        == 0
-    )
+    foreign_apply(project.plane, name, 2)
     dev_file = project.root / "stacks" / "Pulumi.itdev.yaml"
     dev_file.write_text(dev_file.read_text().replace(D1, D2))
     r = cli(project, "deploy", "--stack", "itdev", "--idempotency-key", "dev-2")
