@@ -39,10 +39,15 @@ def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Proj
     engine.up()
     admin.delete(Service, name, namespace=NS)
     assert get_or_none(admin, Service, name) is None
+    config = cfg.load_stack("itrepair", project_dir=project.root)
+    (rec,) = inspect(config, admin)
+    assert rec["state"] == "degraded"
+    assert {"kind": "Service", "name": name, "present": False} in rec["objects"]
     engine.refresh()
     up = engine.up()
     assert up.summary.resource_changes.get("create") == 1
     assert get_or_none(admin, Service, name) is not None
+    assert inspect(config, admin)[0]["state"] == "ready"
     engine.destroy()
 
 

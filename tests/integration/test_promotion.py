@@ -77,3 +77,19 @@ def test_deploy_dev_promote_deploy_staging_and_refuse_a_failed_dev(project: Proj
     kubectl(project.plane, "delete", "deployment", name, "-n", "infercrane-system")
     for stack in ("itdev", "itstg"):
         assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def test_promotion_refused_while_a_source_replica_is_not_ready(project: Project, admin: Client) -> None:
+    key = "it-promo-notready-r0"
+    project.stack("itdev2", [replica(key)], imageDigest=D1)
+    project.stack("itstg2", [], imageDigest=D0)
+    staging_file = project.root / "stacks" / "Pulumi.itstg2.yaml"
+    assert cli(project, "deploy", "--stack", "itdev2", "--idempotency-key", "dev2-1").returncode == 0
+    foreign_apply(project.plane, naming.object_name(key), 0)  # the update succeeded; nothing runs now
+    before = staging_file.read_text()
+    r = cli(project, "promote", "--from", "itdev2", "--to", "itstg2")
+    assert r.returncode == 1
+    assert f"stack 'itdev2' has replicas that are not ready: {key} (provisioning); nothing was written." in r.stderr
+    assert staging_file.read_text() == before
+    kubectl(project.plane, "delete", "deployment", naming.object_name(key), "-n", "infercrane-system")
+    assert cli(project, "destroy", "--stack", "itdev2").returncode == 0
