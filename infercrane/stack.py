@@ -35,17 +35,52 @@ def pulumi_root() -> Path:
     return find_tool("pulumi").parent.parent
 
 
+PROVIDER_BINARY: Final = "pulumi-resource-kubernetes"
+
+
+def install_provider_plugin(pulumi_home: Path) -> bool:
+    """Install the pinned provider binary into PULUMI_HOME's plugin cache (once), so the engine
+    uses it as a regular plugin of the SDK's version instead of an "ambient" one from PATH.
+    Returns False (and the caller keeps the provider on PATH) if the install fails."""
+    import subprocess
+    from importlib.metadata import version
+
+    from infercrane.local.plane import find_tool
+
+    sdk_version = version("pulumi-kubernetes")
+    installed = pulumi_home / "plugins" / f"resource-kubernetes-v{sdk_version}" / PROVIDER_BINARY
+    if installed.is_file():
+        return True
+    cmd = [
+        str(find_tool("pulumi")),
+        "plugin",
+        "install",
+        "resource",
+        "kubernetes",
+        f"v{sdk_version}",
+        "--file",
+        str(find_tool(PROVIDER_BINARY)),
+    ]
+    env = dict(os.environ) | {"PULUMI_HOME": str(pulumi_home), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    return done.returncode == 0 and installed.is_file()
+
+
 def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment of the Pulumi CLI and its plugins: pinned tools first, no downloads, file backend."""
-    from infercrane.local.plane import tool_path_env
+    from infercrane.local.plane import tool_dirs
 
+    home = Path(os.environ.get("PULUMI_HOME") or project_dir / ".infercrane" / "pulumi-home")
+    dirs = list(tool_dirs())
+    if install_provider_plugin(home):
+        dirs = [d for d in dirs if not (d / PROVIDER_BINARY).exists()]
     env = {
-        "PATH": tool_path_env(),
+        "PATH": os.pathsep.join([*(str(d) for d in dirs), os.environ.get("PATH", "")]),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
         "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL") or (project_dir / ".infercrane" / "pulumi-state").as_uri(),
-        "PULUMI_HOME": os.environ.get("PULUMI_HOME") or str(project_dir / ".infercrane" / "pulumi-home"),
+        "PULUMI_HOME": str(home),
     }
     if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
         if stack == "local":
