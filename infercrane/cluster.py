@@ -81,6 +81,11 @@ def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) 
             f"{action}: namespace {target.namespace!r} does not exist\n"
             "    fix: kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)"
         )
+    if code == 404 and "could not find the requested resource" in msg:
+        return (
+            f"{action}: the API server does not serve this kind ({msg})\n"
+            "    fix: for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment"
+        )
     return f"{action}: {msg} (HTTP {code})"
 
 
