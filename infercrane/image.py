@@ -39,7 +39,3 @@ def digest_problem(value: str) -> str | None:
     if not DIGEST_RE.match(value):
         return f"image {value!r} is not a valid repository reference"
     return None
-
-
-def is_digest(value: str) -> bool:
-    return digest_problem(value) is None

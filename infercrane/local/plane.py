@@ -71,11 +71,6 @@ def find_tool(name: str) -> Path:
     )
 
 
-def tool_path_env() -> str:
-    """PATH with the pinned tools first."""
-    return os.pathsep.join([*(str(d) for d in tool_dirs()), os.environ.get("PATH", "")])
-
-
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
