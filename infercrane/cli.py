@@ -225,11 +225,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
     replica = _intent(args)
     if replica is not None:
-        # Validate the stack with the new intent before touching the file.
-        with operations.project_with_intent(args.stack, replica) as scratch:
-            cfg.load_stack(args.stack, project_dir=scratch)
-        change = upsert_replica(cfg.stack_file(args.stack), replica)
-        print(f"stack file {cfg.display_path(cfg.stack_file(args.stack))}: replica {replica['key']} {change}", file=sys.stderr)
+        path = cfg.stack_file(args.stack)
+        change = upsert_replica(path, replica, cfg.check_stack_file(path))  # invalid: file untouched
+        print(f"stack file {cfg.display_path(path)}: replica {replica['key']} {change}", file=sys.stderr)
     config = cfg.load_stack(args.stack)
     key = args.idempotency_key or operations.new_idempotency_key()
     if not args.idempotency_key:
@@ -259,15 +257,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from infercrane import cluster
-    from infercrane.demo import show_evidence
-    from infercrane.inspect import inspect
+    from infercrane.inspect import inspect, render_text
 
     config = cfg.load_stack(args.stack)
     records = inspect(config, cluster.client(config.kubernetes))
     if args.json:
         print(json.dumps({"stack": args.stack, "replicas": records}, indent=2))
     else:
-        show_evidence(records)
+        print(render_text(records))
     return EXIT_OK
 
 
@@ -333,7 +330,6 @@ def cmd_promote(args: argparse.Namespace) -> int:
             f"    fix: check `infercrane inspect --stack {args.source}`; promote only what runs"
         )
     promote.apply(cfg.stack_file(args.target), source, target, args.replica)
-    cfg.load_stack(args.target)  # the written file must still validate
     print(f"wrote {cfg.display_path(cfg.stack_file(args.target))}; deploy it with `infercrane deploy --stack {args.target}`")
     return EXIT_OK
 

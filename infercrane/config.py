@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Final, Literal
@@ -500,6 +500,11 @@ def display_path(path: Path) -> str:
             return str(path.resolve().relative_to(project_root()))
         except ValueError:
             return str(path)
+
+
+def check_stack_file(real: Path) -> Callable[[Path], InferCraneConfig]:
+    """A ``stackfile.dump`` check: validate a candidate file as if it were ``real`` (messages name ``real``)."""
+    return lambda candidate: load(read_stack_values(candidate), source=display_path(real))
 
 
 def load_stack(stack: str, *, project_dir: Path | None = None, env: Mapping[str, str] | None = None) -> InferCraneConfig:

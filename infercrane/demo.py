@@ -8,41 +8,17 @@ Operations layer.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from infercrane import cluster
 from infercrane import config as cfg
 from infercrane.errors import InferCraneError
-from infercrane.inspect import inspect
+from infercrane.inspect import inspect, render_text
 from infercrane.local.plane import Plane
 from infercrane.stack import Engine
 
 
 def _line(text: str) -> None:
     print(f"  | {text.rstrip()}", flush=True)
-
-
-def show_evidence(records: list[dict[str, Any]]) -> None:
-    for rec in records:
-        print(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
-        for o in rec["objects"]:
-            if not o["present"]:
-                print(f"  {o['kind']:<17} {o['name']}  MISSING")
-                continue
-            mgrs = ", ".join(
-                f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
-            )
-            extra = (
-                f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}"
-                if o["kind"] != "Service"
-                else ""
-            )
-            print(f"  {o['kind']:<17} {o['name']}{extra}")
-            print(f"  {'':<17} field managers: {mgrs}")
-        for p in rec["pods"]:
-            print(f"  Pod               {p['name']} {p['phase']} on {p['node']} (nvidia.com/gpu.product={p['nodeGpu']})")
-            for reason in p["reasons"]:
-                print(f"  {'':<17} {reason}")
 
 
 def run(stack: str = "local") -> int:
@@ -60,7 +36,7 @@ def run(stack: str = "local") -> int:
         up = engine.up(on_output=_line, suppress_outputs=True)
         print(f"up: {up.summary.result}, {up.summary.resource_changes}")
         print(f"== evidence (read as the deploying identity, context {config.kubernetes.context})")
-        show_evidence(inspect(config, cluster.client(config.kubernetes)))
+        print(render_text(inspect(config, cluster.client(config.kubernetes))))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

@@ -94,35 +94,39 @@ def _kserve(client: Client, config: InferCraneConfig) -> Check:
     return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
 
 
-def _namespace(client: Client, config: InferCraneConfig) -> Check:
-    ns = config.kubernetes.namespace
+def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str) -> Check:
+    """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, WARN when forbidden."""
     try:
-        client.get(Namespace, ns)
+        read()
     except ApiError as exc:
         if exc.status.code == 404:
-            return Check("namespace", FAIL, f"{ns} does not exist", "kubectl apply -f deploy/kubernetes/base/namespace.yaml")
+            return Check(name, FAIL, f"{what} does not exist", fix)
         if exc.status.code == 403:
-            return Check("namespace", WARN, f"cannot read namespace {ns} (no cluster-scoped read; expected)", "")
+            return Check(name, WARN, forbidden)
         raise
-    return Check("namespace", PASS, f"{ns} exists")
+    return Check(name, PASS, f"{what} exists")
+
+
+def _namespace(client: Client, config: InferCraneConfig) -> Check:
+    ns = config.kubernetes.namespace
+    return _exists(
+        "namespace",
+        lambda: client.get(Namespace, ns),
+        f"namespace {ns}",
+        "kubectl apply -f deploy/kubernetes/base/namespace.yaml",
+        f"cannot read namespace {ns} (no cluster-scoped read; expected)",
+    )
 
 
 def _service_account(client: Client, config: InferCraneConfig) -> Check:
     t = config.kubernetes
-    try:
-        client.get(ServiceAccount, t.service_account, namespace=t.namespace)
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return Check(
-                "runtime service account",
-                FAIL,
-                f"{t.service_account} is missing",
-                "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
-            )
-        if exc.status.code == 403:
-            return Check("runtime service account", WARN, "cannot read service accounts with this identity", "")
-        raise
-    return Check("runtime service account", PASS, f"{t.service_account} exists")
+    return _exists(
+        "runtime service account",
+        lambda: client.get(ServiceAccount, t.service_account, namespace=t.namespace),
+        f"service account {t.service_account}",
+        "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
+        "cannot read service accounts with this identity",
+    )
 
 
 def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:

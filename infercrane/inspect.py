@@ -144,6 +144,7 @@ def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True
                 "name": name,
                 "endpointName": r.name,
                 "gpu": r.gpu,
+                "gpuLabel": t.gpu_product_label,
                 "state": replica_state(kinds, found),
                 "objects": objects,
                 "pods": pods,
@@ -151,3 +152,28 @@ def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True
             }
         )
     return out
+
+
+def render_text(records: list[dict[str, Any]]) -> str:
+    """The human-readable form of :func:`inspect`'s records (``--json`` prints them as they are)."""
+    out = []
+    for rec in records:
+        out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
+        for o in rec["objects"]:
+            if not o["present"]:
+                out.append(f"  {o['kind']:<17} {o['name']}  MISSING")
+                continue
+            mgrs = ", ".join(
+                f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
+            )
+            extra = (
+                ""
+                if o["kind"] == "Service"
+                else (f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}")
+            )
+            out.append(f"  {o['kind']:<17} {o['name']}{extra}")
+            out.append(f"  {'':<17} field managers: {mgrs}")
+        for p in rec["pods"]:
+            out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
+            out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
+    return "\n".join(out)

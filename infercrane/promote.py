@@ -59,7 +59,8 @@ def diff(source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[
 
 
 def apply(target_file: Path, source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[str] | None) -> None:
-    """Write the bundles into the target stack file, keeping its comments and target fields."""
+    """Write the bundles into the target stack file, keeping its comments and target fields.
+    The result is validated before it replaces the file (ConfigError: nothing written)."""
     doc = stackfile.load(target_file)
     entries = doc["config"].setdefault(cfg.KEY_REPLICAS, [])
     default_image = target.kubernetes.image_digest
@@ -82,7 +83,7 @@ def apply(target_file: Path, source: cfg.InferCraneConfig, target: cfg.InferCran
             entry.pop("image", None)
         else:
             entry["image"] = b["image"]
-    stackfile.dump(target_file, doc)
+    stackfile.dump(target_file, doc, cfg.check_stack_file(target_file))
 
 
 def _attr(alias: str) -> str:

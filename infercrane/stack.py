@@ -106,9 +106,7 @@ class Engine:
             from infercrane import program
 
             env = engine_env(self.stack_name, self.project_dir, self.env)
-            if "PULUMI_CONFIG_PASSPHRASE" not in env and not any(
-                k in os.environ for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")
-            ):
+            if not any(k in {**os.environ, **env} for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
                 raise EngineError(
                     f"stack {self.stack_name!r} needs its secrets passphrase.\n"
                     "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"

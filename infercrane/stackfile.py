@@ -1,11 +1,13 @@
 """Edit stack files in place, keeping comments and order (ruamel.yaml round trip).
 
 Used by ``deploy MODEL …`` (write the replica intent first) and ``promote`` (copy release
-bundles). Operations layer; validates nothing itself -- callers validate the result.
+bundles). Callers pass a ``check`` (config validation) that sees the new file before it replaces
+the old one, so an invalid result is never written. Operations layer.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +29,21 @@ def load(path: Path) -> Any:
     return _yaml().load(path.read_text(encoding="utf-8"))
 
 
-def dump(path: Path, doc: Any) -> None:
+def dump(path: Path, doc: Any, check: Callable[[Path], object] | None = None) -> None:
+    """Write ``doc`` to ``path`` atomically. ``check`` sees the new file first (under a temporary
+    name); if it raises, nothing is written and the error propagates."""
     tmp = path.with_suffix(".yaml.tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
-        _yaml().dump(doc, fh)
-    tmp.replace(path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            _yaml().dump(doc, fh)
+        if check is not None:
+            check(tmp)
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
-def upsert_replica(path: Path, replica: dict[str, Any]) -> str:
+def upsert_replica(path: Path, replica: dict[str, Any], check: Callable[[Path], object] | None = None) -> str:
     """Add ``replica`` to the stack file, or update the entry with the same key. Returns the action."""
     doc = load(path)
     config = doc.setdefault("config", CommentedMap())
@@ -49,8 +58,8 @@ def upsert_replica(path: Path, replica: dict[str, Any]) -> str:
                 if entry.get(k) != v:
                     entry[k] = v
                     changed = True
-            dump(path, doc)
+            dump(path, doc, check)
             return "updated" if changed else "unchanged"
     replicas.append(CommentedMap(replica))
-    dump(path, doc)
+    dump(path, doc, check)
     return "added"

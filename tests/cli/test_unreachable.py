@@ -23,23 +23,28 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Path) -> None:
+def local_config(tmp_path: Path, *, server: str | None, context: str) -> cfg.InferCraneConfig:
+    """The local stack pointed at a kubeconfig with one context ``context`` (server may be absent)."""
     kubeconfig = tmp_path / "kubeconfig"
+    clusters = [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}] if server else []
     kubeconfig.write_text(
         yaml.safe_dump(
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [
-                    {"name": "c", "cluster": {"server": f"https://127.0.0.1:{closed_port()}", "insecure-skip-tls-verify": True}}
-                ],
+                "clusters": clusters,
                 "users": [{"name": "u", "user": {"token": "x"}}],
-                "contexts": [{"name": "infercrane-local", "context": {"cluster": "c", "user": "u"}}],
+                "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+                "current-context": context,
             }
         )
     )
     values = cfg.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
-    config = cfg.load(values, source="stacks/Pulumi.local.yaml", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
+    return cfg.load(values, source="stacks/Pulumi.local.yaml", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
+
+
+def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Path) -> None:
+    config = local_config(tmp_path, server=f"https://127.0.0.1:{closed_port()}", context="infercrane-local")
     manifests = [m for r in render_checked(config, "local") for m in r.manifests]
     began = time.monotonic()
     with pytest.raises(ClusterError) as exc:
@@ -50,21 +55,8 @@ def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Pat
 
 
 def test_missing_context_lists_the_ones_there(tmp_path: Path) -> None:
+    config = local_config(tmp_path, server=None, context="prod")
     kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [],
-                "users": [],
-                "contexts": [{"name": "prod", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "prod",
-            }
-        )
-    )
-    values = cfg.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
-    config = cfg.load(values, source="s", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
     with pytest.raises(ClusterError) as exc:
         preflight.run(config, [], "infercrane/local")
     assert f"context 'infercrane-local' is not in kubeconfig {kubeconfig} (contexts: prod)" in str(exc.value)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from infercrane.inspect import object_state, render_text, replica_state
+
+
+@pytest.mark.parametrize(
+    ("kind", "obj", "state"),
+    [
+        ("Deployment", {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "availableReplicas": 1}}, "ready"),
+        (
+            "Deployment",
+            {"metadata": {"generation": 3}, "status": {"observedGeneration": 2, "availableReplicas": 1}},
+            "provisioning",
+        ),
+        ("Deployment", {"metadata": {"generation": 2}, "status": {"observedGeneration": 2}}, "provisioning"),
+        (
+            "InferenceService",
+            {
+                "metadata": {"generation": 1},
+                "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            "ready",
+        ),
+        (
+            "InferenceService",
+            {
+                "metadata": {"generation": 2},
+                "status": {"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}]},
+            },
+            "provisioning",
+        ),
+        ("Service", {}, "ready"),
+    ],
+    ids=["available", "stale-observed-generation", "none-available", "isvc-ready", "isvc-stale", "service"],
+)
+def test_object_state_never_ready_from_a_stale_generation(kind: str, obj: dict[str, Any], state: str) -> None:
+    assert object_state(kind, obj) == state
+
+
+def test_missing_object_makes_the_replica_degraded() -> None:
+    ready = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "availableReplicas": 1}}
+    assert replica_state(["Deployment", "Service"], {"Deployment": ready}) == "degraded"
+    assert replica_state(["Deployment", "Service"], {"Deployment": ready, "Service": {}}) == "ready"
+
+
+def test_text_shows_missing_objects_placement_and_pending_reasons() -> None:
+    rec = {
+        "key": "k",
+        "name": "infercrane-x",
+        "state": "degraded",
+        "endpoint": None,
+        "gpuLabel": "nvidia.com/gpu.product",
+        "objects": [
+            {
+                "kind": "Deployment",
+                "name": "infercrane-x",
+                "present": True,
+                "generation": 1,
+                "observedGeneration": 1,
+                "availableReplicas": None,
+                "managers": [{"manager": "infercrane-provider-v1", "operation": "Apply", "subresource": ""}],
+            },
+            {"kind": "Service", "name": "infercrane-x", "present": False},
+        ],
+        "pods": [
+            {
+                "name": "p",
+                "phase": "Pending",
+                "node": None,
+                "nodeGpu": None,
+                "reasons": ["FailedScheduling: 0/3 nodes are available"],
+            }
+        ],
+    }
+    text = render_text([rec])
+    assert "replica k -> infercrane-x: degraded" in text
+    assert "Service           infercrane-x  MISSING" in text
+    assert "field managers: infercrane-provider-v1 (Apply)" in text
+    assert "Pod               p Pending on None (nvidia.com/gpu.product=None)" in text
+    assert text.endswith("FailedScheduling: 0/3 nodes are available")
