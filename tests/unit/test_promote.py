@@ -75,3 +75,18 @@ def test_new_replica_is_added_with_its_name(stacks: tuple[Path, Path], tmp_path:
     promote.apply(staging, load(dev), load(staging), ["extra-r0"])
     extra = next(r for r in load(staging).replicas if r.key == "extra-r0")
     assert (extra.name, extra.gpu, extra.model) == ("extra", "NVIDIA-L4", "m/x")
+
+
+def test_bundle_the_target_would_reject_is_not_written(stacks: tuple[Path, Path]) -> None:
+    from infercrane.errors import ConfigError
+
+    dev, staging = stacks
+    text = dev.read_text().replace(
+        "    workloadApi: deployment\n", "    workloadApi: deployment\n    gpuProducts: [NVIDIA-RTX-PRO-6000]\n", 1
+    )
+    dev.write_text(text.replace("gpu: NVIDIA-L40S", "gpu: NVIDIA-RTX-PRO-6000", 1))
+    before = staging.read_text()
+    with pytest.raises(ConfigError, match="GPU 'NVIDIA-RTX-PRO-6000' is not a known product-label value"):
+        promote.apply(staging, load(dev), load(staging), None)
+    assert staging.read_text() == before
+    assert not list(staging.parent.glob("*.tmp"))
