@@ -260,7 +260,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from infercrane.inspect import inspect, render_text
 
     config = cfg.load_stack(args.stack)
-    records = inspect(config, cluster.client(config.kubernetes))
+    records = inspect(config, cluster.client(config.kubernetes), stack=args.stack)
     if args.json:
         print(json.dumps({"stack": args.stack, "replicas": records}, indent=2))
     else:
@@ -269,20 +269,35 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:
-    from infercrane import cluster
-    from infercrane.inventory import owned_objects
+    from infercrane import cluster, teardown
     from infercrane.stack import Engine
 
     config = cfg.load_stack(args.stack)
-    Engine(args.stack).destroy(on_output=_printer(args))
-    left = owned_objects(cluster.client(config.kubernetes), config, args.stack)
+    result = teardown.destroy(Engine(args.stack), config, cluster.client(config.kubernetes), on_output=_printer(args))
+    left, refused = result.remaining, result.refused
     if args.json:
-        print(json.dumps({"stack": args.stack, "remaining": left}, indent=2))
-    elif left:
-        print(f"destroy finished but {len(left)} owned object(s) remain: {', '.join(left)}")
+        print(
+            json.dumps(
+                {
+                    "stack": args.stack,
+                    "deleted": result.deleted,
+                    "orphansDeleted": result.orphans,
+                    "refused": refused,
+                    "remaining": left,
+                },
+                indent=2,
+            )
+        )
     else:
-        print(f"destroy: zero objects owned by stack {args.stack} remain in namespace {config.kubernetes.namespace}")
-    return EXIT_FAILED if left else EXIT_OK
+        if result.orphans:
+            print(f"deleted {len(result.orphans)} owned object(s) missing from the state: {', '.join(result.orphans)}")
+        for r in refused:
+            print(f"refused: {r}; left untouched and dropped from the stack's state")
+        if left:
+            print(f"destroy finished but {len(left)} owned object(s) remain: {', '.join(left)}")
+        else:
+            print(f"destroy: zero objects owned by stack {args.stack} remain in namespace {config.kubernetes.namespace}")
+    return EXIT_FAILED if left or refused else EXIT_OK
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -321,7 +336,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
             f"stack {args.source!r} is not healthy: {state}; nothing was written.\n"
             f"    fix: make `infercrane deploy --stack {args.source}` succeed first"
         )
-    records = inspect(source, cluster.client(source.kubernetes), read_nodes=False)
+    records = inspect(source, cluster.client(source.kubernetes), stack=args.source, read_nodes=False)
     not_ready = [r for r in records if r["state"] != "ready" and (args.replica is None or r["key"] in args.replica)]
     if not_ready:
         listed = ", ".join(f"{r['key']} ({r['state']})" for r in not_ready)

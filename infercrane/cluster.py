@@ -115,3 +115,41 @@ def raw_get(client: Client, path: str) -> dict[str, Any]:
     if resp.status_code >= 400:
         raise ClusterError(f"GET {path}: HTTP {resp.status_code}")
     return dict(resp.json())
+
+
+def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Server-side apply as a dry run, as our field manager, force off, ``fieldValidation=Strict``.
+
+    The equivalent of ``kubectl apply --server-side --dry-run=server --validate=strict
+    --field-manager=infercrane-provider-v1`` (no --force-conflicts). lightkube's ``apply`` has no
+    field-validation parameter, so this goes through its request layer with the same client.
+    Raises ApiError: 409 for a conflict (causes name the other manager and field), 400/422 for
+    an unknown or duplicate field (the message names it). Returns the object as it would be."""
+    meta = manifest["metadata"]
+    obj = client._client.request(
+        "patch",
+        res=resource_for(manifest),
+        name=meta["name"],
+        namespace=meta.get("namespace"),
+        obj=dict(manifest),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+        params={"fieldManager": naming.FIELD_MANAGER, "force": "false", "dryRun": "All", "fieldValidation": "Strict"},
+    )
+    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+
+
+def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str) -> bool:
+    """DELETE one object only if it is still the object we checked (``preconditions.uid``), with
+    background propagation (the garbage collector removes its ReplicaSets/Pods, as kubectl does).
+    Returns False when it is already gone; raises ApiError 409 when the uid no longer matches."""
+    import json
+
+    gc = client._client
+    br = gc.prepare_request("delete", res=resource_for({"kind": kind}), name=name, namespace=namespace)
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "preconditions": {"uid": uid}}
+    req = gc._client.build_request("DELETE", br.url, content=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = gc.send(req)
+    if resp.status_code == 404:
+        return False
+    gc.raise_for_status(resp)  # type: ignore[no-untyped-call]
+    return True

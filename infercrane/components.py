@@ -60,6 +60,9 @@ class ReplicaComponent(pulumi.ComponentResource):
         super().__init__(COMPONENT_TYPE, slot, None, opts)
         child_opts = child_options(self, provider, config.kubernetes.rollout)
         self.objects = [_resource(f"{slot}-{_kind_suffix(m['kind'])}", m, child_opts) for m in rendered.manifests]
+        # The object whose status says whether the replica serves (Deployment / InferenceService).
+        self.workload = self.objects[0]
+        self.rendered = rendered
         r = rendered.replica
         self.summary: dict[str, Any] = {
             "key": r.key,

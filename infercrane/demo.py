@@ -35,8 +35,14 @@ def run(stack: str = "local") -> int:
         print(f"== pulumi up --stack {stack}")
         up = engine.up(on_output=_line, suppress_outputs=True)
         print(f"up: {up.summary.result}, {up.summary.resource_changes}")
-        print(f"== evidence (read as the deploying identity, context {config.kubernetes.context})")
-        print(render_text(inspect(config, cluster.client(config.kubernetes))))
+        from infercrane.local.plane import VIEWER_CONTEXT
+
+        viewer = cluster.client(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))
+        print(
+            f"== evidence (objects read as the deploying identity, context {config.kubernetes.context}, bound to exactly "
+            f"the shipped Role; pods and nodes as the read-only context {VIEWER_CONTEXT})"
+        )
+        print(render_text(inspect(config, cluster.client(config.kubernetes), stack=stack, pod_client=viewer)))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

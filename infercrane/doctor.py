@@ -1,8 +1,8 @@
 """``doctor --kubernetes``: read-only checks that the target can take this stack.
 
 API reachable (version) through the explicit context; the KServe API in kserve mode; one
-SelfSubjectAccessReview per verb x resource the program, its server-side dry run and Pulumi's
-readiness await need, in the namespace; namespace and service account present; allocatable GPUs
+SelfSubjectAccessReview per right of the shipped Role (the seed's rights fail when missing; the
+Events read warns) and of the optional pod reader (reported as optional), in the namespace; namespace and service account present; allocatable GPUs
 per product label against what the replicas request. Checks run concurrently; each passes,
 warns or fails with a hint. Creates no workload (a SelfSubjectAccessReview is not stored).
 Live-cluster layer.
@@ -25,21 +25,29 @@ from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 from infercrane import cluster
 from infercrane.config import InferCraneConfig
 
-PASS, WARN, FAIL = "pass", "warn", "fail"
-MUTATING_VERBS: Final = ("get", "list", "create", "patch", "delete")
-# (group, resource) the program applies, per workload API.
+PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
+SEED_VERBS: Final = ("get", "list", "create", "patch", "delete")
+# (group, resource) the program applies, per workload API: the seed's rights are these x SEED_VERBS.
 WORKLOAD_RESOURCES: Final = {
     "deployment": (("apps", "deployments"), ("", "services")),
     "kserve": (("serving.kserve.io", "inferenceservices"),),
 }
-# Read-only rights Pulumi's readiness await uses (see docs/rbac.md); proven by the integration tier.
-AWAIT_READS: Final = {
-    "deployment": (("apps", "deployments"), ("apps", "replicasets"), ("", "pods"), ("", "persistentvolumeclaims")),
-    "kserve": (),
-}
-AWAIT_VERBS: Final = ("get", "list", "watch")
-# Read-only rights inspect and deploy use to explain a Pending pod.
-DIAGNOSIS_READS: Final = {"deployment": (("", "events"),), "kserve": ()}
+# The shipped Role of each workload API (deploy/kubernetes/{base,kserve}/provider-rbac.yaml).
+SHIPPED_ROLES: Final = {"deployment": "infercrane-provider-deployment", "kserve": "infercrane-provider-kserve"}
+# Read rights the shipped Role adds to the seed's: a failed deploy quotes the scheduler's Events.
+SHIPPED_EXTRA: Final = {"deployment": (("get", "", "events"), ("list", "", "events")), "kserve": ()}
+# Optional reads (deploy/kubernetes/optional/pod-reader.yaml): inspect's pod -> node -> GPU evidence.
+OPTIONAL_RIGHTS: Final = (("get", "", "pods"), ("list", "", "pods"))
+OPTIONAL_FILE: Final = "deploy/kubernetes/optional/pod-reader.yaml"
+
+
+def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
+    """The seed's rights: (verb, group, resource) every command needs in the namespace."""
+    return [(v, g, r) for g, r in WORKLOAD_RESOURCES[workload_api] for v in SEED_VERBS]
+
+
+def shipped_extra_rights(workload_api: str) -> list[tuple[str, str, str]]:
+    return list(SHIPPED_EXTRA[workload_api])
 
 
 @dataclass(frozen=True)
@@ -50,16 +58,17 @@ class Check:
     hint: str = ""
 
 
-def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str]]:
-    """Every (verb, group, resource) the stack needs in its namespace."""
+def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
+    """Every (verb, group, resource, need) to review: need is required / shipped / optional."""
     api = config.kubernetes.workload_api
-    need = [(v, g, r) for g, r in WORKLOAD_RESOURCES[api] for v in MUTATING_VERBS]
-    need += [(v, g, r) for g, r in AWAIT_READS[api] for v in AWAIT_VERBS if (v, g, r) not in need]
-    need += [(v, g, r) for g, r in DIAGNOSIS_READS[api] for v in ("get", "list")]
+    need = [(v, g, r, "required") for v, g, r in required_rights(api)]
+    need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
+    if api == "deployment":
+        need += [(v, g, r, "optional") for v, g, r in OPTIONAL_RIGHTS]
     return need
 
 
-def _can(client: Client, namespace: str, verb: str, group: str, resource: str) -> Check:
+def _can(client: Client, namespace: str, verb: str, group: str, resource: str, need: str = "required") -> Check:
     review = SelfSubjectAccessReview(
         spec=SelfSubjectAccessReviewSpec(
             resourceAttributes=ResourceAttributes(namespace=namespace, verb=verb, group=group, resource=resource)
@@ -68,10 +77,24 @@ def _can(client: Client, namespace: str, verb: str, group: str, resource: str) -
     res = client.create(review)
     allowed = bool(res.status and res.status.allowed)
     full = f"{resource}.{group}" if group else resource
-    hint = (
-        "" if allowed else "apply deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) bound to this identity"
-    )
-    return Check(f"can {verb} {full}", PASS if allowed else FAIL, f"in namespace {namespace}", hint)
+    name = f"can {verb} {full}"
+    if need == "optional":
+        if allowed:
+            return Check(name, PASS, f"in namespace {namespace} (optional: inspect shows pods)")
+        return Check(
+            name,
+            OPTIONAL,
+            "not granted (optional: inspect cannot show pods and their nodes)",
+            f"apply {OPTIONAL_FILE} if you want them",
+        )
+    if allowed:
+        return Check(name, PASS, f"in namespace {namespace}")
+    fix = "apply deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) bound to this identity"
+    if need == "shipped":
+        return Check(
+            name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix
+        )
+    return Check(name, FAIL, f"in namespace {namespace}", fix)
 
 
 def _api(client: Client, config: InferCraneConfig) -> Check:
@@ -165,7 +188,7 @@ def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
     jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(client, config))]
     if t.workload_api == "kserve":
         jobs.append(("KServe API", lambda: _kserve(client, config)))
-    jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r)) for v, g, r in access_checks(config)]
+    jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
     jobs += [
         ("namespace", lambda: _namespace(client, config)),
         ("runtime service account", lambda: _service_account(client, config)),

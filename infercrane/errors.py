@@ -56,9 +56,10 @@ class ClusterError(InferCraneError):
 class PreflightRefused(InferCraneError):
     """The live preflight found conflicts or foreign objects; nothing was applied."""
 
-    def __init__(self, ownership: list[str], conflicts: list[str]) -> None:
+    def __init__(self, ownership: list[str], conflicts: list[str], invalid: list[str] | None = None) -> None:
         self.ownership = ownership
         self.conflicts = conflicts
+        self.invalid = invalid or []
         parts = ["preflight refused the change; nothing was applied."]
         if ownership:
             parts.append("Ownership errors:\n" + "\n".join(f"- {o}" for o in ownership))
@@ -73,4 +74,27 @@ class PreflightRefused(InferCraneError):
                 "back with `kubectl apply --server-side` from a manifest without them), or stop the "
                 "controller that owns them, then retry."
             )
+        if self.invalid:
+            parts.append("Strict server-side validation:\n" + "\n".join(f"- {i}" for i in self.invalid))
+            parts.append(
+                "hint: the API server does not know a field InferCrane renders (an older Kubernetes or KServe "
+                "schema?). Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers."
+            )
         super().__init__("\n".join(parts))
+
+
+class NotReady(InferCraneError):
+    """Applied, but some replicas did not become ready (each with its reason)."""
+
+    def __init__(self, failures: list[tuple[str, str, str]], total: int) -> None:
+        self.failures = failures
+        lines = [f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:"]
+        lines += [f"- replica {key} ({name}): {reason}" for key, name, reason in failures]
+        if any("FailedScheduling" in reason for _, _, reason in failures):
+            lines.append(
+                "    fix: use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
+                "product label), free GPUs, or add nodes; InferCrane never substitutes the GPU"
+            )
+        else:
+            lines.append("    fix: see `infercrane inspect` for each replica's conditions, then deploy again")
+        super().__init__("\n".join(lines))

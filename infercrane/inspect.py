@@ -8,15 +8,16 @@ metadata.generation`` and (Deployment) ``availableReplicas > 0`` / (KServe) cond
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from lightkube import ApiError, Client
-from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Event, Node, Pod, Service
+from lightkube.resources.core_v1 import Node, Pod
 
-from infercrane import naming
-from infercrane.cluster import InferenceService
-from infercrane.config import InferCraneConfig
+from infercrane import cluster, naming, readiness
+from infercrane.config import PROJECT, InferCraneConfig
+from infercrane.errors import ClusterError
+
+POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
 def _dict(obj: Any) -> dict[str, Any]:
@@ -24,16 +25,13 @@ def _dict(obj: Any) -> dict[str, Any]:
 
 
 def object_state(kind: str, obj: dict[str, Any]) -> str:
-    """ready / provisioning for one live workload object (Services are ready when present)."""
+    """ready / provisioning for one live workload object (Services are ready when present).
+
+    The same rule the readiness wait uses (:mod:`infercrane.readiness`), so ``inspect`` and
+    ``deploy`` never disagree about a replica."""
     if kind == "Service":
         return "ready"
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    if status.get("observedGeneration") != meta.get("generation"):
-        return "provisioning"
-    if kind == "Deployment":
-        return "ready" if (status.get("availableReplicas") or 0) > 0 else "provisioning"
-    conditions = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
-    return "ready" if conditions.get("Ready") == "True" else "provisioning"
+    return "ready" if readiness.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
 
 
 def replica_state(expected: list[str], found: dict[str, dict[str, Any]]) -> str:
@@ -50,49 +48,89 @@ def managers(obj: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def pending_reasons(client: Client, pod: dict[str, Any], namespace: str) -> list[str]:
-    """Why a pod is not running: the scheduler's condition message and recent warning events."""
-    reasons = []
+def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One LIST in the target namespace; API errors become ClusterError (403: which right, which file)."""
+    t = config.kubernetes
+    try:
+        return [_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
+    except ApiError as exc:
+        raise ClusterError(cluster.describe_api_error(exc, action=f"list {res.__name__}s", target=t)) from None
+    except cluster.TRANSPORT_ERRORS as exc:
+        raise cluster.unreachable(exc, t) from None
+
+
+def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
+    """Every pod of our replicas (one LIST), or None when this identity may not read pods."""
+    try:
+        return _list(client, Pod, config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
+    except ClusterError as exc:
+        if "forbidden" in str(exc):
+            return None
+        raise
+
+
+def _node_gpus(client: Client, label: str) -> dict[str, str]:
+    """Node name -> GPU product label, or {} without the optional node reader."""
+    try:
+        return {
+            _dict(n)["metadata"]["name"]: (_dict(n)["metadata"].get("labels") or {}).get(label, "") for n in client.list(Node)
+        }
+    except (ApiError, *cluster.TRANSPORT_ERRORS):
+        return {}
+
+
+def pod_condition_reasons(pod: dict[str, Any]) -> list[str]:
+    """Why a pod is not running, from its own PodScheduled condition."""
+    out = []
     for c in (pod.get("status") or {}).get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            reasons.append(
-                f"FailedScheduling: {c.get('message')}"
-                if c.get("reason") == "Unschedulable"
-                else f"{c.get('reason')}: {c.get('message')}"
-            )
-    try:
-        name = pod["metadata"]["name"]
-        for ev in client.list(Event, namespace=namespace, fields={"involvedObject.name": name}):
-            e = _dict(ev)
-            if e.get("type") == "Warning":
-                msg = f"{e.get('reason')}: {e.get('message')}"
-                if msg not in reasons:
-                    reasons.append(msg)
-    except ApiError:
-        pass
-    return reasons
+            reason = "FailedScheduling" if c.get("reason") == "Unschedulable" else c.get("reason")
+            out.append(f"{reason}: {c.get('message')}")
+    return out
 
 
-def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True) -> list[dict[str, Any]]:
-    """One evidence record per configured replica."""
+def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | None) -> list[str]:
+    """Why ``obj`` is not this stack's (any stack's, when ``stack_id`` is None)."""
+    stack = stack_id or str((obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_STACK, ""))
+    return naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack)
+
+
+def inspect(
+    config: InferCraneConfig,
+    client: Client,
+    *,
+    stack: str | None = None,
+    read_nodes: bool = True,
+    pod_client: Client | None = None,
+) -> list[dict[str, Any]]:
+    """One evidence record per configured replica, from one LIST per kind (never a GET per object).
+
+    Pods are read only when the identity may (the optional pod reader); Events explain a replica
+    that is not ready either way. An object with our name but not our exact ownership is shown
+    as not owned, never counted as ours. ``pod_client`` (default ``client``) reads pods and nodes:
+    e.g. a separate read-only identity, so the deploying one keeps exactly the shipped Role."""
     t = config.kubernetes
     ns = t.namespace
     kinds = ["InferenceService"] if t.workload_api == "kserve" else ["Deployment", "Service"]
-    res: dict[str, Any] = {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}
-    node_labels: dict[str, str] = {}
-    out = []
+    stack_id = naming.stack_identity(PROJECT, stack) if stack else None
+    live: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind in kinds:
+        items = _list(client, cluster.resource_for({"kind": kind}), config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
+        live[kind] = {o["metadata"]["name"]: o for o in items}
+    pod_client = pod_client or client
+    pods = _pods(pod_client, config) if t.workload_api == "deployment" else []
+    node_gpu = _node_gpus(pod_client, t.gpu_product_label) if pods and read_nodes else {}
+    out: list[dict[str, Any]] = []
     for r in config.replicas:
         name = naming.object_name(r.key)
         found: dict[str, dict[str, Any]] = {}
-        objects = []
+        objects: list[dict[str, Any]] = []
         for kind in kinds:
-            try:
-                obj = _dict(client.get(res[kind], name, namespace=ns))
-            except ApiError as exc:
-                if exc.status.code == 404:
-                    objects.append({"kind": kind, "name": name, "present": False})
-                    continue
-                raise
+            obj = live[kind].get(name)
+            foreign = [] if obj is None else _not_owned(obj, r.key, ns, stack_id)
+            if obj is None or foreign:
+                objects.append({"kind": kind, "name": name, "present": False} | ({"notOwned": foreign} if foreign else {}))
+                continue
             found[kind] = obj
             meta, status = obj.get("metadata") or {}, obj.get("status") or {}
             objects.append(
@@ -106,36 +144,35 @@ def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True
                     "availableReplicas": status.get("availableReplicas"),
                     "readyReplicas": status.get("readyReplicas"),
                     "conditions": [
-                        {"type": c.get("type"), "status": c.get("status"), "reason": c.get("reason")}
+                        {"type": c.get("type"), "status": c.get("status"), "reason": c.get("reason"), "message": c.get("message")}
                         for c in status.get("conditions") or []
                     ],
                     "state": object_state(kind, obj),
                     "managers": managers(obj),
                 }
             )
-        pods = []
-        for p in client.list(Pod, namespace=ns, labels={naming.LABEL_INSTANCE: name}):
-            pod = _dict(p)
-            node = (pod.get("spec") or {}).get("nodeName")
-            if node and read_nodes and node not in node_labels:
-                try:
-                    node_labels[node] = _dict(client.get(Node, node))["metadata"]["labels"].get(t.gpu_product_label, "")
-                except ApiError:
-                    node_labels[node] = "?"
-            phase = (pod.get("status") or {}).get("phase")
-            pods.append(
-                {
-                    "name": pod["metadata"]["name"],
-                    "phase": phase,
-                    "node": node,
-                    "nodeGpu": node_labels.get(node or "", None),
-                    "reasons": pending_reasons(client, pod, ns) if phase == "Pending" else [],
-                }
-            )
+        replica_pods: list[dict[str, Any]] | None = None
+        if pods is not None:
+            replica_pods = []
+            for pod in pods:
+                if (pod["metadata"].get("labels") or {}).get(naming.LABEL_INSTANCE) != name:
+                    continue
+                node = (pod.get("spec") or {}).get("nodeName")
+                phase = (pod.get("status") or {}).get("phase")
+                replica_pods.append(
+                    {
+                        "name": pod["metadata"]["name"],
+                        "phase": phase,
+                        "node": node,
+                        "nodeGpu": node_gpu.get(node or "") if node_gpu else None,
+                        "reasons": pod_condition_reasons(pod) if phase == "Pending" else [],
+                    }
+                )
         endpoint = None
-        if "Service" in found:
+        state = replica_state(kinds, found)
+        if state == "ready" and "Service" in found:
             endpoint = f"http://{name}.{ns}.svc:{r.port}"
-        elif "InferenceService" in found:
+        elif state == "ready" and "InferenceService" in found:
             st = found["InferenceService"].get("status") or {}
             endpoint = ((st.get("address") or {}).get("url")) or st.get("url")
         out.append(
@@ -145,12 +182,17 @@ def inspect(config: InferCraneConfig, client: Client, *, read_nodes: bool = True
                 "endpointName": r.name,
                 "gpu": r.gpu,
                 "gpuLabel": t.gpu_product_label,
-                "state": replica_state(kinds, found),
+                "state": state,
                 "objects": objects,
-                "pods": pods,
+                "pods": replica_pods,
+                "reasons": [],
                 "endpoint": endpoint,
             }
         )
+    not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
+    warnings = readiness.pod_warnings(client, t, not_ready)
+    for rec in out:
+        rec["reasons"] = warnings.get(rec["name"], [])
     return out
 
 
@@ -161,7 +203,8 @@ def render_text(records: list[dict[str, Any]]) -> str:
         out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
         for o in rec["objects"]:
             if not o["present"]:
-                out.append(f"  {o['kind']:<17} {o['name']}  MISSING")
+                why = f"  NOT OWNED: {'; '.join(o['notOwned'])}" if o.get("notOwned") else "  MISSING"
+                out.append(f"  {o['kind']:<17} {o['name']}{why}")
                 continue
             mgrs = ", ".join(
                 f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
@@ -173,7 +216,10 @@ def render_text(records: list[dict[str, Any]]) -> str:
             )
             out.append(f"  {o['kind']:<17} {o['name']}{extra}")
             out.append(f"  {'':<17} field managers: {mgrs}")
-        for p in rec["pods"]:
+        for p in rec["pods"] or []:
             out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
             out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
+        out += [f"  {'':<17} {reason}" for reason in rec.get("reasons") or []]
+    if any(rec["pods"] is None for rec in records):
+        out.append(f"pods: not shown (this identity may not read pods; optional: apply {POD_READER})")
     return "\n".join(out)

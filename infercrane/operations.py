@@ -188,12 +188,14 @@ def deploy(
         return DeployResult(key, intent, "replayed", [], record["at"])
     write_record(engine, key, "started", intent)
     collector = EventCollector()
-    engine.up(on_output=on_output, on_event=collector)
+    # --refresh: an object deleted or changed out of band is seen and repaired (recreated or
+    # re-applied); Deployments carry skipAwait, so the refresh is one GET per object.
+    engine.up(on_output=on_output, on_event=collector, refresh=True)
     at = write_record(engine, key, "succeeded", intent)
     return DeployResult(key, intent, "succeeded", summarize(config, collector, stack_id), at)
 
 
 def plan(engine: Engine, config: cfg.InferCraneConfig, on_output: Callable[[str], None] | None = None) -> list[ReplicaAction]:
     collector = EventCollector()
-    engine.preview(on_output=on_output, on_event=collector)
+    engine.preview(on_output=on_output, on_event=collector, refresh=True)
     return summarize(config, collector, naming.stack_identity(cfg.PROJECT, engine.stack_name))

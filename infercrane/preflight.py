@@ -2,28 +2,39 @@
 
 (a) A live object with our target name but without our exact ownership metadata is refused and
 left untouched (pulumi-kubernetes would adopt it). (b) Every object is applied server-side as a
-dry run, as ``infercrane-provider-v1`` with force off; every conflict is collected with the other
-manager and the field path (pulumi-kubernetes would silently take over ``kubectl``'s fields).
-All problems are reported together; nothing is mutated. Live-cluster layer.
+strict dry run (``fieldValidation=Strict``), as ``infercrane-provider-v1`` with force off; every
+conflict is collected with the other manager and the field path (pulumi-kubernetes would silently
+take over ``kubectl``'s fields), every unknown or duplicate field with the server's message.
+All problems are reported together; nothing is mutated.
+
+Cost at fleet size: one LIST per kind (not a GET per object) for the ownership check, and the dry
+runs in parallel on a bounded pool -- 200 objects take about what 16 sequential requests take.
+The result also says, per object, whether applying would change the live object (drift or a new
+intent): what ``plan`` shows. Live-cluster layer.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from lightkube import ApiError, codecs
+from lightkube import ApiError, Client
 
 from infercrane import cluster, naming
 from infercrane.config import InferCraneConfig
 from infercrane.errors import ClusterError, PreflightRefused
 
+WORKERS: Final = 16  # concurrent dry runs: enough to hide latency, few enough not to trip API priority
 
-def _where(m: dict[str, Any]) -> str:
+
+def _where(m: Mapping[str, Any]) -> str:
     meta = m["metadata"]
     return f"{m['kind']} {meta['namespace']}/{meta['name']}"
 
 
-def conflict_lines(manifest: dict[str, Any], exc: ApiError) -> list[str]:
+def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
     """``Kind ns/name: conflict with "manager" using api: .field`` for each cause of a 409."""
     details = exc.status.details
     causes = (details.causes if details else None) or []
@@ -35,46 +46,94 @@ def conflict_lines(manifest: dict[str, Any], exc: ApiError) -> list[str]:
     return lines or [f"{_where(manifest)}: {exc.status.message}"]
 
 
-def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> None:
-    """Raise PreflightRefused (ownership/conflicts) or ClusterError; return None when all is clear."""
+@dataclass
+class Report:
+    """What the preflight saw: per object ``Kind/name`` -> create / configure / unchanged."""
+
+    actions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def drift(self) -> list[str]:
+        return sorted(k for k, a in self.actions.items() if a != "unchanged")
+
+
+_VOLATILE_META: Final = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
+
+
+def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _VOLATILE_META}
+    return {"metadata": meta, "spec": obj.get("spec")}
+
+
+def _live_by_name(client: Client, config: InferCraneConfig, kinds: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every object of our kinds in the namespace, ours or not (a foreign one may carry our name)."""
+    t = config.kubernetes
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for kind in sorted(kinds):
+        try:
+            items = client.list(cluster.resource_for({"kind": kind}), namespace=t.namespace)
+            for obj in items:
+                raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+                out[(kind, raw["metadata"]["name"])] = raw
+        except ApiError as exc:
+            raise ClusterError(
+                "preflight could not check the cluster; nothing was applied:\n- "
+                + cluster.describe_api_error(exc, action=f"list {kind}s in namespace {t.namespace}", target=t)
+            ) from None
+        except cluster.TRANSPORT_ERRORS as exc:
+            raise cluster.unreachable(exc, t) from None
+    return out
+
+
+def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:
+    """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report."""
     target = config.kubernetes
     client = client or cluster.client(target)
+    live = _live_by_name(client, config, {m["kind"] for m in manifests})
     ownership: list[str] = []
-    conflicts: list[str] = []
-    errors: list[str] = []
+    to_check: list[dict[str, Any]] = []
     for m in manifests:
-        res = cluster.resource_for(m)
-        name = m["metadata"]["name"]
+        obj = live.get((m["kind"], m["metadata"]["name"]))
         key = m["metadata"]["annotations"][naming.ANNOTATION_KEY]
+        reasons = naming.ownership_mismatches(obj, key=key, namespace=target.namespace, stack=stack_id) if obj else []
+        if reasons:
+            ownership.append(f"{_where(m)} exists but is not owned by this stack: {'; '.join(reasons)}")
+        else:
+            to_check.append(m)
+
+    def dry_run(m: dict[str, Any]) -> tuple[str, Any]:
         try:
-            live = client.get(res, name, namespace=target.namespace)
+            return "ok", cluster.apply_strict_dry_run(client, m)
         except ApiError as exc:
-            if exc.status.code != 404:
-                errors.append(cluster.describe_api_error(exc, action=f"read {_where(m)}", target=target))
-                continue
-            live = None
+            return "api", exc
         except cluster.TRANSPORT_ERRORS as exc:
-            raise cluster.unreachable(exc, target) from None
-        if live is not None:
-            reasons = naming.ownership_mismatches(
-                live.to_dict() if hasattr(live, "to_dict") else dict(live),
-                key=key,
-                namespace=target.namespace,
-                stack=stack_id,
-            )
-            if reasons:
-                ownership.append(f"{_where(m)} exists but is not owned by this stack: {'; '.join(reasons)}")
-                continue
-        try:
-            client.apply(codecs.from_dict(m), field_manager=naming.FIELD_MANAGER, force=False, dry_run=True)
-        except ApiError as exc:
-            if exc.status.code == 409:
-                conflicts += conflict_lines(m, exc)
+            return "transport", exc
+
+    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+        results = list(pool.map(dry_run, to_check))
+    conflicts: list[str] = []
+    invalid: list[str] = []
+    errors: list[str] = []
+    report = Report()
+    for m, (outcome, value) in zip(to_check, results, strict=True):
+        ref = f"{m['kind']}/{m['metadata']['name']}"
+        if outcome == "transport":
+            raise cluster.unreachable(value, target) from None
+        if outcome == "api":
+            code = value.status.code
+            if code == 409:
+                conflicts += conflict_lines(m, value)
+            elif code in (400, 422) and value.status.reason in ("BadRequest", "Invalid"):
+                invalid.append(f"{_where(m)}: {value.status.message}")
             else:
-                errors.append(cluster.describe_api_error(exc, action=f"server-side dry-run of {_where(m)}", target=target))
-        except cluster.TRANSPORT_ERRORS as exc:
-            raise cluster.unreachable(exc, target) from None
+                errors.append(cluster.describe_api_error(value, action=f"server-side dry-run of {_where(m)}", target=target))
+            continue
+        before = live.get((m["kind"], m["metadata"]["name"]))
+        report.actions[ref] = (
+            "create" if before is None else ("unchanged" if _comparable(before) == _comparable(value) else "configure")
+        )
     if errors:
         raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + "\n".join(f"- {e}" for e in errors))
-    if ownership or conflicts:
-        raise PreflightRefused(ownership, conflicts)
+    if ownership or conflicts or invalid:
+        raise PreflightRefused(ownership, conflicts, invalid)
+    return report

@@ -17,7 +17,7 @@ from pulumi.runtime import config as runtime_config
 from infercrane import config as cfg
 from infercrane import guards, naming
 from infercrane.components import ReplicaComponent
-from infercrane.errors import GuardError, InferCraneError
+from infercrane.errors import GuardError, InferCraneError, NotReady
 from infercrane.provider import make_provider
 from infercrane.render import RenderedReplica, render_all
 
@@ -70,7 +70,13 @@ def build(config: cfg.InferCraneConfig, stack_id: str, *, preflight: bool) -> li
     if preflight:
         from infercrane import preflight as live
 
-        live.run(config, manifests, stack_id)
+        report = live.run(config, manifests, stack_id)
+        drift = [ref for ref in report.drift if report.actions[ref] == "configure"]
+        if drift and pulumi.runtime.is_dry_run():
+            pulumi.log.info(
+                f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
+                + (" …" if len(drift) > 5 else "")
+            )
     provider = make_provider(t)
     return [ReplicaComponent(slot, r, config, provider) for slot, r in zip(slots(rendered), rendered, strict=True)]
 
@@ -83,6 +89,49 @@ def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> 
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
     pulumi.export("endpoints", dict(endpoints))
+
+
+def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> pulumi.Output[None] | None:
+    """On ``up``: wait until every Deployment is ready, for the whole stack with one poller.
+
+    Each replica's wait starts when its Deployment is applied (its output resolves) and ends
+    ready or failed within its startup budget + margin; all failures are raised together as one
+    :class:`NotReady`, so ``pulumi up`` fails with every reason. Not on preview, not under
+    mocks. InferenceServices are not awaited yet (no KServe controller on the local plane).
+    """
+    t = config.kubernetes
+    if pulumi.runtime.is_dry_run() or running_under_mocks() or t.workload_api != "deployment" or not components:
+        return None
+    from infercrane import cluster, readiness
+
+    def report(p: readiness.Progress) -> None:
+        why = sorted(set(p.waiting.values()))
+        pulumi.log.info(
+            f"readiness: {p.ready}/{p.total} ready after {p.elapsed:.0f}s; waiting on {len(p.waiting)}"
+            + (f" ({why[0]}{'; …' if len(why) > 1 else ''})" if why else "")
+        )
+
+    waiter = readiness.FleetWaiter(cluster.client(t), t, "Deployment", report=report)
+
+    def wait(c: ReplicaComponent) -> pulumi.Output[readiness.Verdict]:
+        budget = c.rendered.replica.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS
+        return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
+            lambda meta: waiter.wait(c.rendered.name, int(getattr(meta, "generation", None) or 0), budget)
+        )
+
+    def check(verdicts: list[readiness.Verdict]) -> None:
+        global last_error
+        failures = [
+            (c.rendered.replica.key, c.rendered.name, v.reason)
+            for c, v in zip(components, verdicts, strict=True)
+            if v.state != "ready"
+        ]
+        if failures:
+            last_error = NotReady(failures, len(components))
+            raise pulumi.RunError(str(last_error))
+        pulumi.log.info(f"readiness: {len(components)}/{len(components)} ready")
+
+    return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
 
 
 # The last user-facing failure of main(), for the Automation API caller in the same process
@@ -102,3 +151,4 @@ def main() -> None:
         last_error = exc
         raise pulumi.RunError(str(exc)) from None
     export(components, config)
+    await_readiness(components, config)

@@ -134,35 +134,7 @@ class Engine:
         except auto.CommandError as exc:
             if program.last_error is not None:
                 raise program.last_error from None
-            error = translate(exc, self.stack_name)
-            why = self.diagnose() if op == "up" else ""
-            if why:
-                error = EngineError(f"{error}\nWhy replicas are not ready:\n{why}")
-            raise error from None
-
-    def diagnose(self) -> str:
-        """Why this stack's pods are not running (scheduler reasons), read with the stack's identity."""
-        from infercrane import cluster
-        from infercrane.config import load_stack
-        from infercrane.inspect import inspect
-
-        try:
-            config = load_stack(self.stack_name, project_dir=self.project_dir)
-            records = inspect(config, cluster.client(config.kubernetes), read_nodes=False)
-        except InferCraneError:
-            return ""
-        lines = []
-        for rec in records:
-            for pod in rec["pods"]:
-                if pod["phase"] != "Running":
-                    for reason in pod["reasons"] or ["no reason reported yet"]:
-                        lines.append(f"- replica {rec['key']}: pod {pod['name']} is {pod['phase']}: {reason}")
-        if any("FailedScheduling" in line for line in lines):
-            lines.append(
-                "    fix: use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
-                "product label), free GPUs, or add nodes; InferCrane never substitutes the GPU"
-            )
-        return "\n".join(lines)
+            raise translate(exc, self.stack_name) from None
 
     def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
         """``pulumi preview``: the program runs its preflight; nothing is changed."""
@@ -180,6 +152,13 @@ class Engine:
     def destroy(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.DestroyResult:
         result: auto.DestroyResult = self._run("destroy", on_output=on_output, **kw)
         return result
+
+    def state_delete(self, urn: str) -> None:
+        """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
+        try:
+            self.stack._run_pulumi_cmd_sync(["state", "delete", urn, "--yes"])
+        except auto.CommandError as exc:
+            raise translate(exc, self.stack_name) from None
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}

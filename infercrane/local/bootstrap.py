@@ -1,6 +1,7 @@
 """Bootstrap a fresh local plane from the repository's own manifests.
 
-Applies deploy/kubernetes (namespace, service accounts, RBAC for both workload APIs), our
+Applies deploy/kubernetes (namespace, service accounts, RBAC for both workload APIs; the
+optional read-only Roles bound to the viewer identity only), our
 structural InferenceService CRD, the simulated GPU nodes, and the worker Secret with a random
 value that is never printed. Idempotent: server-side apply as ``infercrane-bootstrap``; an
 existing Secret is left as it is. Operations layer.
@@ -27,8 +28,34 @@ MANIFESTS = (
     "deploy/kubernetes/base/service-accounts.yaml",
     "deploy/kubernetes/base/provider-rbac.yaml",
     "deploy/kubernetes/kserve/provider-rbac.yaml",
-    "deploy/kubernetes/optional/node-reader.yaml",
 )
+# The optional read-only Roles are installed, but bound to the plane's *viewer* identity only:
+# the deploying identity keeps exactly the shipped Roles, so everything it does proves them.
+OPTIONAL_ROLES = ("deploy/kubernetes/optional/pod-reader.yaml", "deploy/kubernetes/optional/node-reader.yaml")
+
+
+def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:
+    """Bind every optional Role/ClusterRole to ``user`` (the plane's read-only evidence identity)."""
+    labels = {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}
+    subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    out: list[dict[str, Any]] = []
+    for rel in OPTIONAL_ROLES:
+        for d in yaml.safe_load_all((code_root() / rel).read_text()):
+            if d and d["kind"] in ("Role", "ClusterRole"):
+                kind = "RoleBinding" if d["kind"] == "Role" else "ClusterRoleBinding"
+                meta = {"name": f"{d['metadata']['name']}-viewer", "labels": labels}
+                if kind == "RoleBinding":
+                    meta["namespace"] = namespace
+                out.append(
+                    {
+                        "apiVersion": "rbac.authorization.k8s.io/v1",
+                        "kind": kind,
+                        "metadata": meta,
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": d["kind"], "name": d["metadata"]["name"]},
+                        "subjects": subject,
+                    }
+                )
+    return out
 
 
 def admin_client(plane: Plane) -> Client:
@@ -69,7 +96,7 @@ def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
 
 
 def run(plane: Plane, nodes_file: Path) -> None:
-    from infercrane.local.plane import NAMESPACE, random_secret
+    from infercrane.local.plane import NAMESPACE, VIEWER_USER, random_secret
 
     client = admin_client(plane)
     root = code_root()
@@ -78,6 +105,13 @@ def run(plane: Plane, nodes_file: Path) -> None:
     _apply_all(client, [docs[0], crd])
     _wait_namespace(client, NAMESPACE)
     _apply_all(client, docs[1:])
+    roles = [
+        d
+        for rel in OPTIONAL_ROLES
+        for d in yaml.safe_load_all((root / rel).read_text())
+        if d and "Role" in d["kind"] and "Binding" not in d["kind"]
+    ]
+    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE))
     nodes = yaml.safe_load(nodes_file.read_text())["nodes"]
     for n in nodes:
         try:

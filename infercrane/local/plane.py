@@ -5,7 +5,8 @@ State, certificates, logs and the kubeconfig live in one directory (default
 ``<project>/.infercrane/local``). ``start`` is idempotent (a running plane is reused; a stopped
 one restarts on its kept etcd data), ``stop`` ends only the processes this module started (their
 pids and executables are recorded), ``reset`` wipes the state. Contexts in the kubeconfig:
-``infercrane-local`` (the restricted deployer bound to deploy/ RBAC) and ``infercrane-local-admin``.
+``infercrane-local`` (the restricted deployer bound to exactly the shipped Roles),
+``infercrane-local-viewer`` (read-only: the optional pod and node readers) and ``infercrane-local-admin``.
 Operations layer.
 """
 
@@ -34,6 +35,9 @@ from infercrane.local import pki
 
 CONTEXT: Final = "infercrane-local"
 ADMIN_CONTEXT: Final = "infercrane-local-admin"
+# Read-only evidence identity: the optional pod and node readers, nothing else (demo placement).
+VIEWER_CONTEXT: Final = "infercrane-local-viewer"
+VIEWER_USER: Final = "infercrane-local-viewer"
 CLUSTER: Final = "infercrane-local"
 NAMESPACE: Final = "infercrane-system"
 DEPLOYER_USER: Final = "system:serviceaccount:infercrane-system:infercrane-control-plane"
@@ -78,11 +82,16 @@ def _free_port() -> int:
 
 
 def _alive(pid: int, exe: str) -> bool:
+    """Is ``pid`` a live process running ``exe``? (never another process that reused the pid)
+
+    Reads the ``/proc/<pid>/exe`` link, which names the executable from ``exec`` on; the cmdline
+    is not used: it can read empty for a live process (seen for most reads right after Popen)."""
     try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-    except OSError:
+        running = os.readlink(f"/proc/{pid}/exe")
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
         return False
-    return cmdline == exe
+    return state != "Z" and running == os.path.realpath(exe)
 
 
 @dataclass
@@ -165,6 +174,7 @@ class Plane:
             progress(f"local plane already running ({self.status()['apiserver']})")
             return self.status()
         self.stop(quiet=True)
+        self._children: dict[str, subprocess.Popen[bytes]] = {}
         began = time.monotonic()
         tools = {name: find_tool(name) for name in COMPONENTS}
         self.state.mkdir(parents=True, exist_ok=True)
@@ -177,10 +187,11 @@ class Plane:
 
         def launch(name: str, args: list[str]) -> None:
             exe = str(tools[name])
-            log = (self.logs / f"{name}.log").open("ab")
-            proc = subprocess.Popen(
-                [exe, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
-            )
+            with (self.logs / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
+                proc = subprocess.Popen(
+                    [exe, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                )
+            self._children[name] = proc
             record["processes"][name] = {"pid": proc.pid, "exe": exe}
             self._record.write_text(json.dumps(record, indent=2))
 
@@ -259,9 +270,9 @@ class Plane:
         from infercrane.local import bootstrap
 
         bootstrap.run(self, nodes_file or HERE / "nodes.yaml")
-        for name, up in self.processes().items():
-            if not up:
-                raise PlaneError(f"{name} exited during start; see {self.logs / (name + '.log')}")
+        dead = self._exited_children()
+        if dead:
+            raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
         progress(f"local plane ready in {time.monotonic() - began:.1f}s: context {CONTEXT} in {self.kubeconfig}")
         return self.status()
 
@@ -270,9 +281,13 @@ class Plane:
             s.settimeout(0.5)
             return s.connect_ex(("127.0.0.1", port)) == 0
 
+    def _exited_children(self) -> list[str]:
+        """Components started by this start() that have exited (asked of the child itself)."""
+        return [n for n, p in getattr(self, "_children", {}).items() if p.poll() is not None]
+
     def _wait(self, check: Any, what: str, began: float) -> None:
         while not check():
-            dead = [n for n, up in self.processes().items() if not up]
+            dead = self._exited_children()
             if dead:
                 raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
             if time.monotonic() - began > START_TIMEOUT_SECONDS:
@@ -293,6 +308,7 @@ class Plane:
         )
         ca.issue("admin", "infercrane-admin", orgs=("system:masters",))
         ca.issue("deployer", DEPLOYER_USER, orgs=DEPLOYER_GROUPS)
+        ca.issue("viewer", VIEWER_USER)
         ca.issue("controller-manager", "system:kube-controller-manager")
         ca.issue("scheduler", "system:kube-scheduler")
         pki.service_account_keys(p)
@@ -318,8 +334,10 @@ class Plane:
                 d["current-context"] = current
             return d
 
-        users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin"}
-        contexts = {CONTEXT: "infercrane-deployer", ADMIN_CONTEXT: "infercrane-admin"}
+        if not (p / "viewer.crt").is_file():  # a plane created before the viewer identity existed
+            pki.CA.load_or_create(p).issue("viewer", VIEWER_USER)
+        users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin", "infercrane-viewer": "viewer"}
+        contexts = {CONTEXT: "infercrane-deployer", ADMIN_CONTEXT: "infercrane-admin", VIEWER_CONTEXT: "infercrane-viewer"}
         extra = self._read_identities()
         users |= {f"identity-{c}": f"identity-{c}" for c in extra}
         contexts |= {c: f"identity-{c}" for c in extra}

@@ -85,14 +85,12 @@ def _volumes(replica: Replica) -> list[dict[str, Any]]:
     return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
 
 
-AWAIT_MARGIN_SECONDS = 60
-
-
 def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
     meta = _metadata(config, replica, intent, stack)
-    # Pulumi waits for the rollout as long as the model may take to load (plus a margin), not its
-    # 10-minute default: a pod that cannot be scheduled fails the update with the reason.
-    meta["annotations"][naming.PULUMI_TIMEOUT] = str(replica.startup_budget_seconds + AWAIT_MARGIN_SECONDS)
+    # pulumi-kubernetes' own await watches ReplicaSets and Pods (rights the seed's Role does not
+    # grant) with informers per object; the program waits instead, for the whole stack with one
+    # LIST per tick (infercrane.readiness). skipAwait also keeps refresh to a plain GET.
+    meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
-OPTIONAL = ROOT / "optional" / "node-reader.yaml"
-FILES = sorted(p for p in ROOT.rglob("*.yaml") if p != OPTIONAL)
+OPTIONAL_DIR = ROOT / "optional"
+# The shipped files: what the seed promises about. deploy/kubernetes/optional/ only enriches evidence.
+FILES = sorted(p for p in ROOT.rglob("*.yaml") if OPTIONAL_DIR not in p.parents)
+OPTIONAL_FILES = sorted(OPTIONAL_DIR.glob("*.yaml"))
 ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRoute"}
 # What the program and its server-side dry run need, per workload API.
 NEEDED = {
@@ -55,23 +57,23 @@ def test_no_wildcards_secrets_pod_mutation_or_rbac_rights() -> None:
         for rule in role["rules"]:
             for field in ("apiGroups", "resources", "verbs"):
                 assert "*" not in rule.get(field, []), f"{role['metadata']['name']}: wildcard in {field}"
-            assert "secrets" not in rule["resources"]
             assert "rbac.authorization.k8s.io" not in rule["apiGroups"]
-            if "pods" in rule["resources"] or "pods/exec" in rule["resources"]:
-                assert not set(rule["verbs"]) & MUTATING
             assert not {"update", "escalate", "bind", "impersonate", "deletecollection"} & set(rule["verbs"])
             assert not {r for r in rule["resources"] if "/" in r}, "no subresources (pods/exec, …)"
 
 
-# Read-only rights that Pulumi's await (and inspect's pending diagnosis) need; proven by the
-# integration tier (docs/rbac.md). Anything else must be a replica object.
-READ_ONLY = {
-    ("apps", "deployments"),
-    ("apps", "replicasets"),
-    ("", "pods"),
-    ("", "persistentvolumeclaims"),
-    ("", "events"),
-}
+def test_no_shipped_rule_names_pods_or_secrets_like_the_original_checker() -> None:
+    """The seed: "contains no wildcard, Secret, Pod, cluster-wide, or RBAC mutation permission".
+    As the original adapter's checker does, any rule naming pods or secrets fails, whatever its verbs."""
+    for role in roles():
+        for rule in role["rules"]:
+            named = {r.split("/")[0] for r in rule["resources"]}
+            assert not named & {"pods", "secrets"}, f"{role['metadata']['name']}: names {sorted(named & {'pods', 'secrets'})}"
+
+
+# The one read right beyond the seed's, justified in the Role and docs/rbac.md: the Warning Events
+# that say why a replica is not ready. Anything else must be a replica object.
+READ_ONLY = {("", "events")}
 
 
 def test_mutation_only_on_replica_objects_everything_else_read_only() -> None:
@@ -82,7 +84,7 @@ def test_mutation_only_on_replica_objects_everything_else_read_only() -> None:
             if set(rule["verbs"]) & MUTATING:
                 assert pairs <= replica_objects, f"{role['metadata']['name']}: mutation outside replica objects: {pairs}"
             else:
-                assert set(rule["verbs"]) <= {"get", "list", "watch"}
+                assert set(rule["verbs"]) <= {"get", "list"}
                 assert pairs <= READ_ONLY, f"{role['metadata']['name']}: undocumented read rights {pairs - READ_ONLY}"
 
 
@@ -124,7 +126,7 @@ def test_bootstrap_objects_are_never_inventoried() -> None:
 
 
 def test_optional_node_reader_only_reads_nodes() -> None:
-    docs = list(yaml.safe_load_all(OPTIONAL.read_text(encoding="utf-8")))
+    docs = list(yaml.safe_load_all((OPTIONAL_DIR / "node-reader.yaml").read_text(encoding="utf-8")))
     assert [d["kind"] for d in docs] == ["ClusterRole", "ClusterRoleBinding"]
     assert docs[0]["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list"]}]
     assert docs[1]["roleRef"]["name"] == docs[0]["metadata"]["name"]
@@ -135,3 +137,38 @@ def test_httproute_targets_the_gateway_with_placeholders() -> None:
     assert route["apiVersion"] == "gateway.networking.k8s.io/v1"
     assert route["spec"]["rules"][0]["backendRefs"] == [{"name": "infercrane-gateway", "port": 8080}]
     assert all(h.startswith("REPLACE_WITH_") for h in route["spec"]["hostnames"])
+
+
+@pytest.mark.parametrize("path", OPTIONAL_FILES, ids=[p.name for p in OPTIONAL_FILES])
+def test_optional_roles_are_read_only_and_never_touch_secrets(path: Path) -> None:
+    for d in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if d["kind"] in ("Role", "ClusterRole"):
+            for rule in d["rules"]:
+                assert set(rule["verbs"]) <= {"get", "list"}, f"{path.name}: {rule['verbs']}"
+                assert "secrets" not in rule["resources"] and "*" not in rule["resources"]
+
+
+def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
+    """doctor's required rights are the shipped Roles' rules; its optional ones the optional files'."""
+    from infercrane import doctor
+
+    def granted(paths: list[Path], kinds: tuple[str, ...]) -> dict[str, set[tuple[str, str, str]]]:
+        out: dict[str, set[tuple[str, str, str]]] = {}
+        for p in paths:
+            for d in yaml.safe_load_all(p.read_text(encoding="utf-8")):
+                if d["kind"] in kinds:
+                    out[d["metadata"]["name"]] = {
+                        (v, g, r)
+                        for rule in d["rules"]
+                        for g in rule["apiGroups"]
+                        for r in rule["resources"]
+                        for v in rule["verbs"]
+                    }
+        return out
+
+    shipped = granted(FILES, ("Role",))
+    assert set(doctor.SHIPPED_ROLES.values()) == set(shipped)
+    for api, role in doctor.SHIPPED_ROLES.items():
+        assert set(doctor.required_rights(api)) | set(doctor.shipped_extra_rights(api)) == shipped[role]
+    optional = granted(OPTIONAL_FILES, ("Role",))
+    assert set(doctor.OPTIONAL_RIGHTS) == set().union(*optional.values())

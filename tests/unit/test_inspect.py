@@ -6,14 +6,16 @@ import pytest
 
 from infercrane.inspect import object_state, render_text, replica_state
 
+AVAILABLE = {"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
+
 
 @pytest.mark.parametrize(
     ("kind", "obj", "state"),
     [
-        ("Deployment", {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "availableReplicas": 1}}, "ready"),
+        ("Deployment", {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, **AVAILABLE}}, "ready"),
         (
             "Deployment",
-            {"metadata": {"generation": 3}, "status": {"observedGeneration": 2, "availableReplicas": 1}},
+            {"metadata": {"generation": 3}, "status": {"observedGeneration": 2, **AVAILABLE}},
             "provisioning",
         ),
         ("Deployment", {"metadata": {"generation": 2}, "status": {"observedGeneration": 2}}, "provisioning"),
@@ -42,7 +44,7 @@ def test_object_state_never_ready_from_a_stale_generation(kind: str, obj: dict[s
 
 
 def test_missing_object_makes_the_replica_degraded() -> None:
-    ready = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, "availableReplicas": 1}}
+    ready = {"metadata": {"generation": 1}, "status": {"observedGeneration": 1, **AVAILABLE}}
     assert replica_state(["Deployment", "Service"], {"Deployment": ready}) == "degraded"
     assert replica_state(["Deployment", "Service"], {"Deployment": ready, "Service": {}}) == "ready"
 

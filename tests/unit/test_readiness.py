@@ -1,0 +1,155 @@
+"""The readiness rule (kubectl rollout status + the seed's generation guard) and the fleet waiter."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from infercrane.config import KubernetesTarget
+from infercrane.readiness import FleetWaiter, Verdict, deployment_verdict, inference_service_verdict
+
+DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+
+
+def run(coro: Any) -> Any:
+    """Run a coroutine on a private loop (asyncio.run would unset the thread's loop for later tests)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coro)
+    finally:
+        loop.close()
+
+
+def dep(
+    generation: int, observed: int, *, replicas: int = 1, updated: int = 1, available: int = 1, **cond: Any
+) -> dict[str, Any]:
+    conditions = [{"type": t, **c} for t, c in cond.items()]
+    return {
+        "metadata": {"name": "infercrane-x", "generation": generation},
+        "spec": {"replicas": 1},
+        "status": {
+            "observedGeneration": observed,
+            "replicas": replicas,
+            "updatedReplicas": updated,
+            "availableReplicas": available,
+            "conditions": conditions,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "applied", "state", "reason"),
+    [
+        (dep(2, 2), 2, "ready", ""),
+        (dep(2, 1), 2, "waiting", "controller has not observed generation 2 yet"),
+        (dep(1, 1), 2, "waiting", "controller has not observed generation 2 yet"),
+        # Right after a Recreate: the controller observed the new generation but the old pod still
+        # counts as available and nothing is updated yet -- a stale status must not count.
+        (dep(3, 3, replicas=1, updated=0, available=1), 3, "waiting", "0 of 1 replica(s) updated"),
+        (dep(3, 3, replicas=2, updated=1, available=1), 3, "waiting", "1 old replica(s) pending termination"),
+        (dep(3, 3, replicas=1, updated=1, available=0), 3, "waiting", "0 of 1 updated replica(s) available"),
+        (
+            dep(2, 2, available=0, Progressing={"status": "False", "reason": "ProgressDeadlineExceeded", "message": "timed out"}),
+            2,
+            "failed",
+            "ProgressDeadlineExceeded: timed out",
+        ),
+        (
+            dep(2, 2, updated=0, available=0, ReplicaFailure={"status": "True", "message": "quota exceeded"}),
+            2,
+            "waiting",
+            "0 of 1 replica(s) updated (ReplicaFailure: quota exceeded)",
+        ),
+    ],
+    ids=["ready", "unobserved", "older-generation", "recreate-stale", "old-pod", "not-available", "deadline", "replica-failure"],
+)
+def test_deployment_verdict_follows_rollout_status_and_never_trusts_a_stale_status(
+    obj: dict[str, Any], applied: int, state: str, reason: str
+) -> None:
+    assert deployment_verdict(obj, applied) == Verdict(state, reason)  # type: ignore[arg-type]
+
+
+def test_inference_service_ready_only_for_its_current_generation() -> None:
+    ready = [{"type": "Ready", "status": "True"}]
+    assert (
+        inference_service_verdict(
+            {"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "conditions": ready}}, 2
+        ).state
+        == "ready"
+    )
+    stale = inference_service_verdict(
+        {"metadata": {"generation": 3}, "status": {"observedGeneration": 2, "conditions": ready}}, 3
+    )
+    assert stale.state == "waiting"
+
+
+class FakeList:
+    """A client whose LIST returns a scripted sequence of namespace snapshots; counts the calls."""
+
+    def __init__(self, snapshots: list[list[dict[str, Any]]]) -> None:
+        self.snapshots, self.calls = snapshots, 0
+
+    def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+        if fields is not None:  # Events
+            return []
+        snap = self.snapshots[min(self.calls, len(self.snapshots) - 1)]
+        self.calls += 1
+        return [Wrapped(o) for o in snap]
+
+
+class Wrapped:
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
+
+
+def named(name: str, obj: dict[str, Any]) -> dict[str, Any]:
+    return obj | {"metadata": obj["metadata"] | {"name": name}}
+
+
+def target() -> KubernetesTarget:
+    return KubernetesTarget.model_validate({"context": "c", "imageDigest": DIGEST})
+
+
+def test_one_list_per_tick_serves_every_replica() -> None:
+    names = [f"infercrane-{i}" for i in range(50)]
+    waiting = [named(n, dep(1, 1, updated=1, available=0)) for n in names]
+    ready = [named(n, dep(1, 1)) for n in names]
+    client = FakeList([waiting, waiting, ready])
+    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+
+    async def all_of_them() -> list[Verdict]:
+        return list(await asyncio.gather(*[waiter.wait(n, 1, 60) for n in names]))
+
+    verdicts = run(all_of_them())
+    assert {v.state for v in verdicts} == {"ready"}
+    assert client.calls == 3  # three ticks for fifty replicas, not fifty informers
+
+
+def test_budget_spent_fails_with_the_last_reason() -> None:
+    clock = iter([0.0, 0.0] + [100.0] * 1000)
+    client = FakeList([[named("infercrane-a", dep(1, 1, updated=1, available=0))]])
+    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001, clock=lambda: next(clock))  # type: ignore[arg-type]
+    verdict = run(waiter.wait("infercrane-a", 1, 10))
+    assert verdict == Verdict(
+        "failed", "not ready within its startup budget + margin; last seen: 0 of 1 updated replica(s) available"
+    )
+
+
+def test_unreachable_api_fails_after_the_grace_period_not_the_budget() -> None:
+    import httpx2
+
+    class Down:
+        def list(self, *a: Any, **k: Any) -> list[Any]:
+            raise httpx2.ConnectError("connection refused")
+
+    ticks = iter(range(1000))
+    waiter = FleetWaiter(Down(), target(), "Deployment", poll_seconds=0.001, clock=lambda: 10.0 * next(ticks))  # type: ignore[arg-type]
+    verdict = run(waiter.wait("infercrane-a", 1, 3600))
+    assert verdict.state == "failed"
+    assert "cannot reach the Kubernetes API of context 'c'" in verdict.reason
+    assert "(for 30 s while waiting for readiness)" in verdict.reason
