@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast lint golden bench local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast lint golden bench bench-fleet local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -46,6 +46,11 @@ golden: venv
 ## bench: doctor vs one `kubectl auth can-i` per check, side by side on the local plane
 bench: venv tools
 	$(PY) bench/doctor_vs_kubectl.py
+
+## bench-fleet: kubectl SSA vs plain pulumi-kubernetes vs infercrane at fleet size (N replicas)
+N ?= 100
+bench-fleet: venv tools
+	$(PY) bench/fleet.py --replicas $(N)
 
 local-start: venv tools
 	$(PY) -m infercrane local start

@@ -26,7 +26,7 @@ def main() -> None:
     plane = Plane.default()
     plane.start(progress=lambda m: None)
     config = cfg.load_stack("local", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(plane.kubeconfig)})
-    checks = doctor.access_checks(config)
+    checks = [c[:3] for c in doctor.access_checks(config) if c[3] != "optional"]
     kubectl = str(find_tool("kubectl"))
     ns = config.kubernetes.namespace
 

@@ -1,0 +1,261 @@
+"""Fleet benchmark: kubectl SSA, a plain pulumi-kubernetes program and infercrane, side by side.
+
+One run, one local plane (its own state directory, enough simulated 4-GPU L40S nodes), the same
+rendered manifests for every tool (each tool gets its own replica keys so nothing is shared), the
+same restricted identity (context ``infercrane-local``, bound to exactly the shipped Role) except
+where a tool needs more:
+
+- kubectl: ``apply --server-side`` then readiness polled with one LIST per second (``kubectl wait``
+  and ``rollout status`` need ``watch``, which the shipped Role does not grant); ``diff
+  --server-side`` on the unchanged manifests; ``delete --wait=false`` then LIST until zero.
+- plain pulumi-kubernetes: the same manifests as ``Deployment``/``Service`` resources with the
+  provider's default awaits (pulumi.com/skipAwait removed). Its Deployment await watches Pods and
+  ReplicaSets, so it runs as the admin identity: the shipped Role cannot run it at all.
+- infercrane: ``deploy`` (to ready), ``plan`` (no-op), ``inspect``, ``destroy`` (to zero, proven),
+  as CLI processes, exactly as a user runs them.
+
+Usage: ``.venv/bin/python bench/fleet.py [--replicas 100]`` (``make bench-fleet N=100``).
+Prints one table with the ratios; docs/benchmarks.md records a run and the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from infercrane import config as cfg  # noqa: E402
+from infercrane import naming  # noqa: E402
+from infercrane.cluster import client as make_client  # noqa: E402
+from infercrane.local.plane import ADMIN_CONTEXT, CONTEXT, Plane, find_tool  # noqa: E402
+from infercrane.manifests import render_checked, to_yaml  # noqa: E402
+from infercrane.stack import engine_env  # noqa: E402
+
+DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
+NS = "infercrane-system"
+
+
+def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out
+
+
+def nodes_file(path: Path, replicas: int) -> Path:
+    count = math.ceil(replicas / 4) + 2
+    nodes = [{"name": f"kwok-l40s-{i}", "gpuProduct": "NVIDIA-L40S", "gpus": 4} for i in range(count)]
+    path.write_text(yaml.safe_dump({"nodes": nodes}))
+    return path
+
+
+def write_stack(project: Path, stack: str, prefix: str, replicas: int, kubeconfig: Path, context: str = CONTEXT) -> None:
+    doc = {
+        "config": {
+            "infercrane:kubernetes": {"context": context, "namespace": NS, "imageDigest": DIGEST, "kubeconfig": str(kubeconfig)},
+            "infercrane:replicas": [
+                {"key": f"{prefix}-r{i}", "model": "Qwen/Qwen3-8B", "name": f"{prefix}-{i}", "gpu": "NVIDIA-L40S"}
+                for i in range(replicas)
+            ],
+        }
+    }
+    (project / "stacks").mkdir(exist_ok=True)
+    (project / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def manifests(project: Path, stack: str) -> list[dict[str, Any]]:
+    config = cfg.load_stack(stack, project_dir=project, env={})
+    return [m for r in render_checked(config, stack) for m in r.manifests]
+
+
+class Lister:
+    """Counts our objects and ready Deployments with one LIST per kind (as the restricted identity)."""
+
+    def __init__(self, project: Path, stack: str) -> None:
+        self.config = cfg.load_stack(stack, project_dir=project, env={})
+        self.client = make_client(self.config.kubernetes)
+        self.names = {naming.object_name(r.key) for r in self.config.replicas}
+
+    def _ours(self, kind: str) -> list[Any]:
+        from infercrane.cluster import resource_for
+
+        items = self.client.list(resource_for({"kind": kind}), namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
+        return [o for o in items if o.metadata.name in self.names]
+
+    def ready(self) -> int:
+        from infercrane.readiness import deployment_verdict
+
+        return sum(deployment_verdict(o.to_dict(), 1).state == "ready" for o in self._ours("Deployment"))
+
+    def count(self) -> int:
+        return len(self._ours("Deployment")) + len(self._ours("Service"))
+
+    def until(self, check: Callable[[], bool], timeout: float = 900) -> None:
+        deadline = time.monotonic() + timeout
+        while not check():
+            if time.monotonic() > deadline:
+                raise SystemExit("benchmark step timed out")
+            time.sleep(0.25)
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> str:
+    r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
+    if r.returncode not in ok:
+        raise SystemExit(f"{' '.join(cmd[:4])}… failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
+    return r.stdout
+
+
+def bench_kubectl(plane: Plane, project: Path, n: int) -> dict[str, float]:
+    write_stack(project, "kubectl", "bk", n, plane.kubeconfig)
+    d = project / "kubectl-manifests"
+    d.mkdir(exist_ok=True)
+    (d / "all.yaml").write_text(to_yaml(manifests(project, "kubectl")))
+    kubectl = [str(find_tool("kubectl")), f"--kubeconfig={plane.kubeconfig}", f"--context={CONTEXT}", "-n", NS]
+    lister = Lister(project, "kubectl")
+    out: dict[str, float] = {}
+
+    def deploy() -> None:
+        run([*kubectl, "apply", "--server-side", f"--field-manager={naming.FIELD_MANAGER}", "-f", str(d)])
+        lister.until(lambda: lister.ready() == n)
+
+    out["deploy"], _ = timed(deploy)
+    out["plan"], _ = timed(lambda: run([*kubectl, "diff", "--server-side", f"--field-manager={naming.FIELD_MANAGER}", "-f", str(d)]))
+
+    def destroy() -> None:
+        run([*kubectl, "delete", "--wait=false", "-f", str(d)])
+        lister.until(lambda: lister.count() == 0)
+
+    out["destroy"], _ = timed(destroy)
+    return out
+
+
+PLAIN_PROGRAM = '''
+import yaml, pulumi, pulumi_kubernetes as k8s
+docs = list(yaml.safe_load_all(open("manifests.yaml")))
+cfg = pulumi.Config("bench")
+provider = k8s.Provider("plain", context=cfg.require("context"), kubeconfig=cfg.require("kubeconfig"),
+                        namespace="{ns}", enable_server_side_apply=True)
+for m in docs:
+    m["metadata"]["annotations"].pop("pulumi.com/skipAwait", None)
+    cls = {{"Deployment": k8s.apps.v1.Deployment, "Service": k8s.core.v1.Service}}[m["kind"]]
+    cls(m["metadata"]["name"] + "-" + m["kind"].lower(), metadata=m["metadata"], spec=m["spec"],
+        opts=pulumi.ResourceOptions(provider=provider))
+'''
+
+
+def bench_plain(plane: Plane, project: Path, n: int) -> dict[str, float]:
+    from pulumi import automation as auto
+
+    write_stack(project, "plain", "bp", n, plane.kubeconfig)
+    plain = project / "plain"
+    plain.mkdir(exist_ok=True)
+    (plain / "manifests.yaml").write_text(to_yaml(manifests(project, "plain")))
+    (plain / "Pulumi.yaml").write_text("name: plainbench\nruntime: python\n")
+    code = PLAIN_PROGRAM.format(ns=NS)
+
+    def program() -> None:
+        cwd = os.getcwd()
+        os.chdir(plain)
+        try:
+            exec(compile(code, "plain.py", "exec"), {})
+        finally:
+            os.chdir(cwd)
+
+    env = engine_env("plain", plain) | {"PULUMI_CONFIG_PASSPHRASE": "bench"}
+    from infercrane.stack import pulumi_root
+
+    stack = auto.create_or_select_stack(
+        stack_name="plain",
+        project_name="plainbench",
+        program=program,
+        opts=auto.LocalWorkspaceOptions(
+            work_dir=str(plain), env_vars=env, pulumi_command=auto.PulumiCommand(root=str(pulumi_root()), skip_version_check=True)
+        ),
+    )
+    stack.set_config("bench:context", auto.ConfigValue(ADMIN_CONTEXT))
+    stack.set_config("bench:kubeconfig", auto.ConfigValue(str(plane.kubeconfig)))
+    lister = Lister(project, "plain")
+    out: dict[str, float] = {}
+    out["deploy"], _ = timed(lambda: stack.up(color="never"))
+    assert lister.ready() == n
+    out["plan"], _ = timed(lambda: stack.preview(color="never"))
+
+    def destroy() -> None:
+        stack.destroy(color="never")
+        lister.until(lambda: lister.count() == 0)
+
+    out["destroy"], _ = timed(destroy)
+    return out
+
+
+def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
+    write_stack(project, "ours", "bi", n, plane.kubeconfig)
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copy(ROOT / "__main__.py", project / "__main__.py")
+    env = dict(os.environ) | {
+        "INFERCRANE_PROJECT_DIR": str(project),
+        "PULUMI_CONFIG_PASSPHRASE": "bench",
+        "PYTHONPATH": str(ROOT),
+        "PULUMI_HOME": str(project / "pulumi-home"),
+    }
+    env.pop("PULUMI_BACKEND_URL", None)
+    cli = [sys.executable, "-m", "infercrane"]
+    lister = Lister(project, "ours")
+    out: dict[str, float] = {}
+    out["deploy"], _ = timed(lambda: run([*cli, "deploy", "--stack", "ours", "--json"], env=env, cwd=project))
+    assert lister.ready() == n, "deploy returned before every replica was ready"
+    out["plan"], _ = timed(lambda: run([*cli, "plan", "--stack", "ours", "--json"], env=env, cwd=project))
+    out["inspect"], doc = timed(lambda: json.loads(run([*cli, "inspect", "--stack", "ours", "--json"], env=env, cwd=project)))
+    assert sum(r["state"] == "ready" for r in doc["replicas"]) == n
+    out["destroy"], _ = timed(lambda: run([*cli, "destroy", "--stack", "ours", "--json"], env=env, cwd=project))
+    assert lister.count() == 0
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--replicas", type=int, default=100)
+    ap.add_argument("--keep", action="store_true", help="keep the plane and scratch project")
+    args = ap.parse_args()
+    n = args.replicas
+    work = Path(tempfile.mkdtemp(prefix="infercrane-bench-"))
+    plane = Plane(work / "plane")
+    project = work / "project"
+    project.mkdir()
+    try:
+        _, _ = timed(lambda: plane.start(nodes_file=nodes_file(work / "nodes.yaml", n), progress=lambda m: None))
+        # Warm the engine once (plugin install into the scratch PULUMI_HOME, Python imports).
+        results = {
+            "kubectl": bench_kubectl(plane, project, n),
+            "plain pulumi-kubernetes": bench_plain(plane, project, n),
+            "infercrane": bench_infercrane(plane, project, n),
+        }
+    finally:
+        plane.stop(quiet=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    k, p, i = results["kubectl"], results["plain pulumi-kubernetes"], results["infercrane"]
+    print(f"fleet benchmark: {n} replicas = {2 * n} objects; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"| phase | kubectl | plain pulumi-kubernetes | infercrane | ours / kubectl | ours / plain |")
+    print("|---|---|---|---|---|---|")
+    for phase, label in (("deploy", "deploy to all ready"), ("plan", "no-op plan"), ("destroy", "destroy to zero objects")):
+        print(f"| {label} | {k[phase]:.1f} s | {p[phase]:.1f} s | {i[phase]:.1f} s | {i[phase] / k[phase]:.2f}x | {i[phase] / p[phase]:.2f}x |")
+    print(f"| inspect | | | {i['inspect']:.1f} s | | |")
+
+
+if __name__ == "__main__":
+    main()
