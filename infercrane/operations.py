@@ -2,15 +2,14 @@
 
 Per replica, the engine's steps become one action word (plan: create / configure / unchanged /
 replace / delete; deploy: created / configured / unchanged / replaced / deleted). A deploy is
-recorded as a stack tag keyed by its idempotency key with the stack's intent hash, so a retry with
-the same key and intent reports the recorded result without a second change, and the same key with
-another intent is refused. Operations layer.
+recorded in the stack's outputs (by the same ``up``) with its idempotency key and the stack's intent
+hash, so a retry with the same key and intent reports the recorded result without a second change,
+and the same key with another intent is refused. Operations layer.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import secrets
 import shutil
 import tempfile
@@ -32,7 +31,6 @@ from infercrane.stack import Engine
 COMPONENT_TYPE: Final = "infercrane:index:Replica"
 PLAN_WORDS: Final = {"create": "create", "update": "configure", "same": "unchanged", "replace": "replace", "delete": "delete"}
 DONE_WORDS: Final = {"create": "created", "update": "configured", "same": "unchanged", "replace": "replaced", "delete": "deleted"}
-TAG_PREFIX: Final = "infercrane-idem-"
 
 
 class IdempotencyConflict(InferCraneError):
@@ -130,14 +128,25 @@ def project_with_intent(stack: str, replica: dict[str, Any] | None) -> Iterator[
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
+    """Whether Pulumi's state may be stale: some live object differs from what the stack renders.
+
+    The preflight (ownership, conflicts, strict dry run -- refused here, before Pulumi starts)
+    compares every rendered object with its live namesake. When all are present and unchanged,
+    the state can only differ where applying converges anyway, so ``--refresh`` (one GET per
+    object in Pulumi, seconds at fleet size) is skipped; when an object was deleted or changed out
+    of band, the refresh lets Pulumi see it and ``up`` repairs it."""
+    from infercrane import preflight
+
+    stack_id = naming.stack_identity(cfg.PROJECT, stack)
+    manifests = [m for r in render_all(config, stack_id) for m in r.manifests]
+    return bool(preflight.run(config, manifests, stack_id).drift)
+
+
 def stack_intent(config: cfg.InferCraneConfig) -> str:
     """One hash over every replica's intent hash and the target identity."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [config.intent(r) for r in config.replicas]
     return naming.intent_hash({"stack": parts})
-
-
-def _tag_name(key: str) -> str:
-    return TAG_PREFIX + hashlib.sha256(key.encode()).hexdigest()[:20]
 
 
 def new_idempotency_key() -> str:
@@ -153,49 +162,43 @@ class DeployResult:
     recorded_at: str
 
 
-def read_record(engine: Engine, key: str) -> dict[str, str] | None:
-    tags = engine.stack.workspace.list_tags(engine.stack_name)
-    raw = tags.get(_tag_name(key))
-    if not raw:
-        return None
-    status, intent, at = raw.split(" ", 2)
-    return {"status": status, "intent": intent, "at": at}
-
-
-def write_record(engine: Engine, key: str, status: str, intent: str) -> str:
-    at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    engine.stack.workspace.set_tag(engine.stack_name, _tag_name(key), f"{status} {intent} {at}")
-    return at
-
-
 def deploy(
     engine: Engine,
     config: cfg.InferCraneConfig,
     key: str,
     on_output: Callable[[str], None] | None = None,
 ) -> DeployResult:
-    """``pulumi up`` guarded by an idempotency key (see module docstring)."""
+    """``pulumi up`` guarded by an idempotency key (see module docstring).
+
+    The record is the stack output ``deploys`` (the last :data:`program.DEPLOY_HISTORY` keys with
+    their intent and time), written by the same ``up`` that applies the change -- so it exists only
+    if that update succeeded, costs no extra engine call, and is gone with the state it describes
+    (a replay never claims a result that no longer stands). Reading it is one ``stack output``."""
+    from infercrane import program
+
     intent = stack_intent(config)
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
-    record = read_record(engine, key)
-    if record and record["intent"] != intent:
+    history = [h for h in engine.outputs().get("deploys") or [] if isinstance(h, dict)]
+    record = next((h for h in reversed(history) if h.get("key") == key), None)
+    if record and record.get("intent") != intent:
         raise IdempotencyConflict(
-            f"idempotency key {key!r} was used at {record['at']} for a different intent "
-            f"({record['intent'][:19]}…, now {intent[:19]}…); nothing was applied.\n"
+            f"idempotency key {key!r} was used at {record.get('at')} for a different intent "
+            f"({str(record.get('intent'))[:19]}…, now {intent[:19]}…); nothing was applied.\n"
             "    fix: use a new --idempotency-key for a new intent (or omit it to get one)"
         )
-    if record and record["status"] == "succeeded":
-        return DeployResult(key, intent, "replayed", [], record["at"])
-    write_record(engine, key, "started", intent)
+    if record:
+        return DeployResult(key, intent, "replayed", [], str(record.get("at")))
+    at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    program.deploy_record = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}
     collector = EventCollector()
-    # --refresh: an object deleted or changed out of band is seen and repaired (recreated or
-    # re-applied); Deployments carry skipAwait, so the refresh is one GET per object.
-    engine.up(on_output=on_output, on_event=collector, refresh=True)
-    at = write_record(engine, key, "succeeded", intent)
+    try:
+        engine.up(on_output=on_output, on_event=collector, refresh=needs_refresh(config, engine.stack_name))
+    finally:
+        program.deploy_record = None
     return DeployResult(key, intent, "succeeded", summarize(config, collector, stack_id), at)
 
 
 def plan(engine: Engine, config: cfg.InferCraneConfig, on_output: Callable[[str], None] | None = None) -> list[ReplicaAction]:
     collector = EventCollector()
-    engine.preview(on_output=on_output, on_event=collector, refresh=True)
+    engine.preview(on_output=on_output, on_event=collector, refresh=needs_refresh(config, engine.stack_name))
     return summarize(config, collector, naming.stack_identity(cfg.PROJECT, engine.stack_name))

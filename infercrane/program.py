@@ -9,7 +9,7 @@ preflight is imported lazily and skipped only under Pulumi mocks.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 from pulumi.runtime import config as runtime_config
@@ -81,6 +81,13 @@ def build(config: cfg.InferCraneConfig, stack_id: str, *, preflight: bool) -> li
     return [ReplicaComponent(slot, r, config, provider) for slot, r in zip(slots(rendered), rendered, strict=True)]
 
 
+# Set by ``infercrane deploy`` (same process, Automation API) for the duration of one ``up``: the
+# idempotency history read from the stack's outputs and this deploy's entry. The program exports
+# them as ``deploys``, so the record is written by the update it describes, only if it succeeds.
+deploy_record: dict[str, Any] | None = None
+DEPLOY_HISTORY: Final = 20
+
+
 def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> None:
     endpoints: dict[str, list[str]] = defaultdict(list)
     for c in components:
@@ -89,6 +96,8 @@ def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> 
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
     pulumi.export("endpoints", dict(endpoints))
+    if deploy_record is not None and not pulumi.runtime.is_dry_run():
+        pulumi.export("deploys", [*deploy_record["history"], deploy_record["entry"]][-DEPLOY_HISTORY:])
 
 
 def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> pulumi.Output[None] | None:

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from pulumi import automation as auto
 
@@ -149,8 +149,19 @@ class Engine:
         result: auto.RefreshResult = self._run("refresh", on_output=on_output, **kw)
         return result
 
-    def destroy(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.DestroyResult:
-        result: auto.DestroyResult = self._run("destroy", on_output=on_output, **kw)
+    def destroy(
+        self, on_output: Callable[[str], None] | None = None, *, skip_checkpoints: bool = False, **kw: Any
+    ) -> auto.DestroyResult:
+        """``pulumi destroy``. ``skip_checkpoints``: write the state once at the end instead of after
+        every step (PULUMI_SKIP_CHECKPOINTS) -- for a destroy whose objects are already deleted and
+        proven gone, where an interrupted run only leaves the old state and is safe to repeat."""
+        env = cast(dict[str, str], self.stack.workspace.env_vars)  # LocalWorkspace keeps a dict
+        if skip_checkpoints:
+            env["PULUMI_SKIP_CHECKPOINTS"] = "true"
+        try:
+            result: auto.DestroyResult = self._run("destroy", on_output=on_output, **kw)
+        finally:
+            env.pop("PULUMI_SKIP_CHECKPOINTS", None)
         return result
 
     def state_delete(self, urn: str) -> None:

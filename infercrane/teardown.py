@@ -13,7 +13,8 @@ replicas). Here, before ``pulumi destroy`` runs:
 3. every owned object is deleted in parallel, each with a ``uid`` precondition (only the object
    that was checked) and background propagation, then awaited with one LIST per kind per tick;
 4. ``pulumi destroy`` then finds every object gone (404 is success in the provider) and only
-   clears the state.
+   clears the state -- written once at the end (PULUMI_SKIP_CHECKPOINTS): an interrupted run
+   leaves the old state, and repeating it is safe.
 
 Operations layer.
 """
@@ -148,7 +149,7 @@ def destroy(
         )
     for urn in foreign_urns:
         engine.state_delete(urn)
-    engine.destroy(on_output=on_output)
+    engine.destroy(on_output=on_output, skip_checkpoints=True)
     from infercrane.inventory import owned_objects
 
     result.remaining = owned_objects(client, config, engine.stack_name)

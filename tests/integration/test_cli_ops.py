@@ -163,7 +163,10 @@ def test_plan_exit_codes_deploy_retry_key_reuse_inspect_and_destroy(project: Pro
     assert dep["generation"] == dep["observedGeneration"] and naming.FIELD_MANAGER in {m["manager"] for m in dep["managers"]}
     r = cli(project, "inspect", "--stack", "itcli")
     assert r.returncode == 0 and "Traceback" not in r.stderr
-    assert "pods: not shown (this identity may not read pods; optional: apply deploy/kubernetes/optional/pod-reader.yaml)" in r.stdout
+    assert (
+        "pods: not shown (this identity may not read pods; optional: apply deploy/kubernetes/optional/pod-reader.yaml)"
+        in r.stdout
+    )
 
     r = cli(project, "destroy", "--stack", "itcli")
     assert r.returncode == 0, r.stderr

@@ -1,0 +1,223 @@
+"""The seed's ownership contract on the real engine, as the identity bound to exactly the shipped Role:
+readiness without Pod reads, refresh without drift, drift repaired by deploy, exact deletion
+(foreign namesakes refused, orphans deleted, decoys kept), strict server-side validation."""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client, codecs
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Service
+
+from infercrane import cluster, naming, preflight
+from infercrane import config as cfg
+from infercrane.errors import NotReady, PreflightRefused
+from infercrane.manifests import render_checked
+from tests.integration.conftest import Project, get_or_none, kubectl, replica
+from tests.integration.test_cli_ops import cli
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+
+
+def load(project: Project, stack: str) -> cfg.InferCraneConfig:
+    return cfg.load_stack(stack, project_dir=project.root)
+
+
+def test_up_waits_for_ready_and_refresh_reports_no_drift(project: Project, admin: Client) -> None:
+    keys = ["it-ready-r0", "it-ready-r1"]
+    engine = project.stack("itready", [replica(k) for k in keys])
+    engine.up()
+    for k in keys:  # up returned: every Deployment is ready by the rule, no wait needed here
+        dep = admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.status.observedGeneration == dep.metadata.generation and dep.status.availableReplicas == 1
+    refreshed = engine.refresh()
+    assert set(refreshed.summary.resource_changes) <= {"same"}, refreshed.summary.resource_changes
+    again = engine.preview()
+    assert set(again.change_summary) <= {"same"}, again.change_summary
+    engine.destroy()
+
+
+def test_absent_gpu_fails_within_budget_and_margin_with_the_scheduler_reason(project: Project) -> None:
+    engine = project.stack("itbudget", [replica("it-budget-r0", gpu="NVIDIA-B200", startupBudgetSeconds=60)])
+    began = time.monotonic()
+    with pytest.raises(NotReady) as exc:
+        engine.up()
+    elapsed = time.monotonic() - began
+    text = str(exc.value)
+    assert "1 of 1 replica(s) not ready" in text
+    assert "ProgressDeadlineExceeded" in text or "startup budget" in text
+    assert "FailedScheduling" in text and "didn't match Pod's node affinity/selector" in text
+    assert "fix: use a GPU value your nodes carry" in text
+    assert elapsed < 60 + 60 + 30, f"the wait must end by budget + margin, took {elapsed:.0f}s"
+    engine.destroy()
+
+
+def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(project: Project, admin: Client) -> None:
+    keys = ["it-drift-r0", "it-drift-r1"]
+    project.stack("itdrift", [replica(k) for k in keys])
+    assert cli(project, "deploy", "--stack", "itdrift").returncode == 0
+    gone, reset = naming.object_name(keys[0]), naming.object_name(keys[1])
+    admin.delete(Service, gone, namespace=NS)
+    # Our own manager re-applies one field with another value (a lost or partial earlier apply).
+    (dep,) = [
+        m
+        for m in render_checked(load(project, "itdrift"), "itdrift")
+        for m in m.manifests
+        if m["kind"] == "Deployment" and m["metadata"]["name"] == reset
+    ]
+    changed = copy.deepcopy(dep)
+    changed["spec"]["revisionHistoryLimit"] = 7
+    r = kubectl(
+        project.plane,
+        "apply",
+        "--server-side",
+        f"--field-manager={naming.FIELD_MANAGER}",
+        "-f",
+        "-",
+        stdin=yaml.safe_dump(changed),
+    )
+    assert r.returncode == 0, r.stderr
+
+    r = cli(project, "plan", "--stack", "itdrift", "--json")
+    assert r.returncode == 3, r.stderr
+    actions = {p["key"]: p["action"] for p in __import__("json").loads(r.stdout)["replicas"]}
+    assert actions == {keys[0]: "create", keys[1]: "update"}
+
+    r = cli(project, "deploy", "--stack", "itdrift")
+    assert r.returncode == 0, r.stderr
+    assert get_or_none(admin, Service, gone) is not None
+    assert admin.get(Deployment, reset, namespace=NS).spec.revisionHistoryLimit == 3
+    assert cli(project, "plan", "--stack", "itdrift").returncode == 0
+    assert cli(project, "destroy", "--stack", "itdrift").returncode == 0
+
+
+def test_a_field_taken_by_another_manager_is_still_refused_by_deploy(project: Project, admin: Client) -> None:
+    from tests.integration.conftest import foreign_apply
+
+    key = "it-taken-r0"
+    project.stack("ittaken", [replica(key)])
+    assert cli(project, "deploy", "--stack", "ittaken").returncode == 0
+    foreign_apply(project.plane, naming.object_name(key), 2)
+    r = cli(project, "deploy", "--stack", "ittaken")
+    assert r.returncode == 1
+    assert "Field-manager conflicts" in r.stderr and 'conflict with "foreign-owner"' in r.stderr and ".spec.replicas" in r.stderr
+    assert admin.get(Deployment, naming.object_name(key), namespace=NS).spec.replicas == 2
+    foreign_apply(project.plane, naming.object_name(key), 1)
+
+
+def _owned_manifest(project: Project, stack: str, key: str) -> list[dict[str, Any]]:
+    config = load(project, stack)
+    return [m for r in render_checked(config, stack) for m in r.manifests if r.replica.key == key]
+
+
+def test_destroy_deletes_orphans_refuses_foreign_namesakes_and_keeps_decoys(project: Project, admin: Client) -> None:
+    keys = ["it-exact-r0", "it-exact-r1"]
+    project.stack("itexact", [replica(k) for k in keys])
+    assert cli(project, "deploy", "--stack", "itexact").returncode == 0
+    # An orphan: an object carrying this stack's exact ownership that the state does not know
+    # (as after lost state or a killed update) -- applied directly, never registered with Pulumi.
+    project.stack("itexact", [replica(k) for k in [*keys, "it-exact-orphan"]])
+    for m in _owned_manifest(project, "itexact", "it-exact-orphan"):
+        admin.apply(codecs.from_dict(m), field_manager=naming.FIELD_MANAGER)
+    project.stack("itexact", [replica(k) for k in keys])
+    # A foreign namesake: our Service replaced by an object without our ownership.
+    foreign = naming.object_name(keys[1])
+    admin.delete(Service, foreign, namespace=NS)
+    admin.create(
+        codecs.from_dict(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": {"name": foreign, "namespace": NS},
+                "spec": {"ports": [{"port": 80}]},
+            }
+        )
+    )
+    # Decoys: our labels without our exact annotations; and the same object of another stack.
+    decoy = copy.deepcopy(_owned_manifest(project, "itexact", keys[0])[1])
+    decoy["metadata"]["name"] = naming.object_name(keys[0]) + "-decoy"
+    decoy["metadata"]["annotations"].pop(naming.ANNOTATION_KEY)
+    other = copy.deepcopy(_owned_manifest(project, "itexact", keys[0])[1])
+    other["metadata"]["name"] = naming.object_name(keys[0]) + "-other"
+    other["metadata"]["annotations"][naming.ANNOTATION_STACK] = "infercrane/another-stack"
+    for d in (decoy, other):
+        admin.create(codecs.from_dict(d))
+
+    r = cli(project, "destroy", "--stack", "itexact")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"refused: Service/{foreign}: not owned by this stack" in r.stdout
+    assert "left untouched and dropped from the stack's state" in r.stdout
+    orphan = naming.object_name("it-exact-orphan")
+    assert f"Deployment/{orphan}" in r.stdout and f"Service/{orphan}" in r.stdout
+    assert "zero objects owned by stack itexact remain" in r.stdout
+    for name in (naming.object_name(keys[0]), naming.object_name(keys[1]), orphan):
+        assert get_or_none(admin, Deployment, name) is None
+    assert get_or_none(admin, Service, foreign) is not None  # untouched
+    for d in (decoy, other):
+        assert get_or_none(admin, Service, d["metadata"]["name"]) is not None
+        admin.delete(Service, d["metadata"]["name"], namespace=NS)
+    admin.delete(Service, foreign, namespace=NS)
+    r = cli(project, "destroy", "--stack", "itexact")  # idempotent, and the state is clean
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_strict_dry_run_refuses_a_deployment_field_the_server_does_not_know(project: Project, admin: Client) -> None:
+    key = "it-strict-r0"
+    project.stack("itstrict", [replica(key)])
+    config = load(project, "itstrict")
+    manifests = [copy.deepcopy(m) for r in render_checked(config, "itstrict") for m in r.manifests]
+    manifests[0]["spec"]["template"]["spec"]["containers"][0]["gpuPinning"] = "strict"
+    with pytest.raises(PreflightRefused) as exc:
+        preflight.run(config, manifests, "infercrane/itstrict", cluster.client(config.kubernetes))
+    text = str(exc.value)
+    assert "Strict server-side validation" in text and 'unknown field "spec.template.spec.containers[0].gpuPinning"' in text
+    assert get_or_none(admin, Deployment, naming.object_name(key)) is None  # nothing applied
+
+
+def test_strict_dry_run_refuses_an_inference_service_field_an_older_crd_lacks(project: Project, admin: Client) -> None:
+    crd = admin.get(CustomResourceDefinition, "inferenceservices.serving.kserve.io")
+    original = crd.to_dict()
+    older = copy.deepcopy(original)
+    for k in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
+        older["metadata"].pop(k, None)
+    older.pop("status", None)
+    # An older schema: the predictor knows its pod fields and containers, not volumes.
+    predictor = {
+        "type": "object",
+        "properties": {f: {"type": "object", "x-kubernetes-preserve-unknown-fields": True} for f in ("nodeSelector",)}
+        | {
+            "minReplicas": {"type": "integer"},
+            "maxReplicas": {"type": "integer"},
+            "serviceAccountName": {"type": "string"},
+            "automountServiceAccountToken": {"type": "boolean"},
+            "tolerations": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+            "containers": {"type": "array", "items": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}},
+        },
+    }
+    older["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = {
+        "type": "object",
+        "properties": {"predictor": predictor},
+    }
+    admin.apply(codecs.from_dict(older), field_manager="it-older-kserve", force=True)
+    try:
+        engine = project.stack("itstrictk", [replica("it-strictk-r0")], workloadApi="kserve")
+        deadline = time.monotonic() + 30
+        while True:  # the API server takes a moment to serve the new schema
+            try:
+                engine.preview()
+            except PreflightRefused as exc:
+                text = str(exc)
+                break
+            assert time.monotonic() < deadline, "the older schema never took effect"
+            time.sleep(1)
+        assert 'unknown field "spec.predictor.volumes"' in text
+        assert "Upgrade the CRD/cluster" in text
+    finally:  # the plane's own schema back, for the tests after this one
+        admin.apply(codecs.from_dict(older | {"spec": original["spec"]}), field_manager="it-older-kserve", force=True)
