@@ -83,6 +83,9 @@ class EngineSpec:
     command: tuple[str, ...]
     model_flag: str
     tensor_parallel_flag: str
+    # vLLM's --served-model-name takes several names (the first is reported and used in metrics);
+    # SGLang's takes one string, so there the model is served under the endpoint name only.
+    several_served_names: bool = False
 
     @property
     def managed_flags(self) -> tuple[str, ...]:
@@ -91,7 +94,9 @@ class EngineSpec:
 
 
 ENGINES: Final = {
-    "vllm": EngineSpec(("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size"),
+    "vllm": EngineSpec(
+        ("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size", several_served_names=True
+    ),
     "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size"),
 }
 SECRET_FLAGS: Final = ("--api-key",)

@@ -14,8 +14,9 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
 from infercrane import naming
-from infercrane.cluster import InferenceService
+from infercrane.cluster import TRANSPORT_ERRORS, InferenceService, describe_api_error, unreachable
 from infercrane.config import PROJECT, InferCraneConfig
+from infercrane.errors import ClusterError
 
 
 def owned_objects(client: Client, config: InferCraneConfig, stack: str) -> list[str]:
@@ -30,7 +31,11 @@ def owned_objects(client: Client, config: InferCraneConfig, stack: str) -> list[
         except ApiError as exc:
             if exc.status.code == 404:  # the kind is not served (no KServe): nothing of it exists
                 continue
-            raise
+            raise ClusterError(
+                describe_api_error(exc, action=f"list {res.__name__}s in namespace {ns}", target=config.kubernetes)
+            ) from None
+        except TRANSPORT_ERRORS as exc:
+            raise unreachable(exc, config.kubernetes) from None
         for obj in items:
             raw: dict[str, Any] = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
             key = (raw.get("metadata", {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)

@@ -12,7 +12,10 @@ from infercrane.config import ENGINES, Replica
 def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
     """The container ``command`` and ``args`` for the replica's engine."""
     r, e = replica, ENGINES[replica.engine]
-    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", r.name]
+    # Clients of the original adapter send the model id ("model": "Qwen/Qwen3-8B"); serve it under
+    # both names where the engine allows several, the endpoint name first.
+    served = [r.name, r.model] if e.several_served_names and r.model != r.name else [r.name]
+    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served]
     if r.model_revision:
         args += ["--revision", r.model_revision]
     if r.gpu_count > 1:

@@ -69,8 +69,10 @@ def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[
 @pytest.mark.parametrize(
     ("engine", "count", "revision", "expected_tail"),
     [
-        ("vllm", 1, None, []),
-        ("vllm", 4, "abc", ["--revision", "abc", "--tensor-parallel-size", "4"]),
+        # vLLM serves the model under the endpoint name and the model id (clients of the original
+        # adapter send the model id); SGLang's flag takes one name.
+        ("vllm", 1, None, ["Qwen/Qwen3-8B"]),
+        ("vllm", 4, "abc", ["Qwen/Qwen3-8B", "--revision", "abc", "--tensor-parallel-size", "4"]),
         ("sglang", 2, "abc", ["--revision", "abc", "--tp-size", "2"]),
     ],
     ids=["vllm-single", "vllm-tp-revision", "sglang-tp-revision"],

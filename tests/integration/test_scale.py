@@ -1,0 +1,51 @@
+"""Correctness at fleet scale (speed lives in bench/fleet.py): 30 replicas through the CLI, as the
+identity bound to exactly the shipped Role -- all ready when deploy returns, a no-op plan, inspect
+agrees, destroy leaves zero owned objects."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from lightkube import Client, codecs
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Node
+
+from infercrane import naming
+from infercrane.local.bootstrap import node_manifest
+from infercrane.readiness import deployment_verdict
+from tests.integration.conftest import Project, replica
+from tests.integration.test_cli_ops import cli
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+N = 30
+EXTRA_NODES = [f"kwok-scale-{i}" for i in range(8)]  # 8 x 4 L40S GPUs on top of the plane's 8
+
+
+def test_thirty_replicas_deploy_ready_plan_noop_inspect_and_destroy_to_zero(project: Project, admin: Client) -> None:
+    for name in EXTRA_NODES:
+        admin.create(codecs.from_dict(node_manifest({"name": name, "gpuProduct": "NVIDIA-L40S", "gpus": 4})))
+    try:
+        keys = [f"it-scale-r{i}" for i in range(N)]
+        project.stack("itscale", [replica(k) | {"name": f"scale-{i % 3}"} for i, k in enumerate(keys)])
+        r = cli(project, "deploy", "--stack", "itscale", "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        names = {naming.object_name(k) for k in keys}
+        deps = [d for d in admin.list(Deployment, namespace=NS) if d.metadata.name in names]
+        assert len(deps) == N and all(deployment_verdict(d.to_dict(), 1).state == "ready" for d in deps)
+
+        r = cli(project, "plan", "--stack", "itscale", "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert {p["action"] for p in json.loads(r.stdout)["replicas"]} == {"same"}
+
+        r = cli(project, "inspect", "--stack", "itscale", "--json")
+        assert [rec["state"] for rec in json.loads(r.stdout)["replicas"]] == ["ready"] * N
+
+        r = cli(project, "destroy", "--stack", "itscale", "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+        assert json.loads(r.stdout)["remaining"] == []
+        assert not [d for d in admin.list(Deployment, namespace=NS) if d.metadata.name in names]
+    finally:
+        for name in EXTRA_NODES:
+            admin.delete(Node, name)
