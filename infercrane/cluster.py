@@ -7,9 +7,9 @@ Every failure becomes a :class:`~infercrane.errors.ClusterError` that says what 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import httpx2
 from lightkube import ApiError, Client
@@ -20,6 +20,7 @@ from infercrane import naming
 from infercrane.config import KubernetesTarget, project_root
 from infercrane.errors import ClusterError
 
+T = TypeVar("T")
 REQUEST_TIMEOUT_SECONDS: Final = 10.0  # an unreachable cluster fails fast instead of hanging
 
 InferenceService = create_namespaced_resource("serving.kserve.io", "v1beta1", "InferenceService", "inferenceservices")
@@ -186,3 +187,21 @@ def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str)
         return False
     gc.raise_for_status(resp)  # type: ignore[no-untyped-call]
     return True
+
+
+RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change
+
+
+def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -> T:
+    """``call()``, retried with doubling delays (about 8 s in all) while the API server answers
+    429/503 -- it says "come back shortly" (after a CRD update its storage re-initializes)."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status.code not in RETRYABLE_CODES or attempt == attempts - 1:
+                raise
+            time.sleep(delay * 2**attempt)
+    raise AssertionError("unreachable")

@@ -137,10 +137,16 @@ def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
     object in Pulumi, seconds at fleet size) is skipped; when an object was deleted or changed out
     of band, the refresh lets Pulumi see it and ``up`` repairs it."""
     from infercrane import preflight
+    from infercrane.errors import PreflightRefused
 
     stack_id = naming.stack_identity(cfg.PROJECT, stack)
     manifests = [m for r in render_all(config, stack_id) for m in r.manifests]
-    return bool(preflight.run(config, manifests, stack_id).drift)
+    try:
+        return bool(preflight.run(config, manifests, stack_id).drift)
+    except PreflightRefused:
+        # The program's own preflight refuses it again, inside the update: the refusal is then
+        # recorded as a failed update (promote's health gate reads the stack's history).
+        return False
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:

@@ -46,6 +46,17 @@ def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
     return lines or [f"{_where(manifest)}: {exc.status.message}"]
 
 
+VALIDATION_MARKERS: Final = ("field not declared in schema", "unknown field", "duplicate field", "strict decoding error")
+
+
+def _is_validation_error(exc: ApiError) -> bool:
+    """Strict field validation refused the object. Server-side apply reports an undeclared field
+    as HTTP 500 ("failed to create typed patch object ...: field not declared in schema"), other
+    paths as 400/422; recognised by the server's words, not only the code."""
+    message = exc.status.message or ""
+    return any(m in message for m in VALIDATION_MARKERS) or exc.status.code == 422
+
+
 @dataclass
 class Report:
     """What the preflight saw: per object ``Kind/name`` -> create / configure / unchanged."""
@@ -71,7 +82,8 @@ def _live_by_name(client: Client, config: InferCraneConfig, kinds: set[str]) -> 
     out: dict[tuple[str, str], dict[str, Any]] = {}
     for kind in sorted(kinds):
         try:
-            items = client.list(cluster.resource_for({"kind": kind}), namespace=t.namespace)
+            res = cluster.resource_for({"kind": kind})
+            items = cluster.retrying(lambda: list(client.list(res, namespace=t.namespace)))  # noqa: B023 - called at once
             for obj in items:
                 raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
                 out[(kind, raw["metadata"]["name"])] = raw
@@ -103,7 +115,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
 
     def dry_run(m: dict[str, Any]) -> tuple[str, Any]:
         try:
-            return "ok", cluster.apply_strict_dry_run(client, m)
+            return "ok", cluster.retrying(lambda: cluster.apply_strict_dry_run(client, m))
         except ApiError as exc:
             return "api", exc
         except cluster.TRANSPORT_ERRORS as exc:
@@ -123,7 +135,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
             code = value.status.code
             if code == 409:
                 conflicts += conflict_lines(m, value)
-            elif code in (400, 422) and value.status.reason in ("BadRequest", "Invalid"):
+            elif _is_validation_error(value):
                 invalid.append(f"{_where(m)}: {value.status.message}")
             else:
                 errors.append(cluster.describe_api_error(value, action=f"server-side dry-run of {_where(m)}", target=target))

@@ -14,7 +14,7 @@ from lightkube.resources.core_v1 import Node
 from infercrane import naming
 from infercrane.local.bootstrap import node_manifest
 from infercrane.readiness import deployment_verdict
-from tests.integration.conftest import Project, replica
+from tests.integration.conftest import Project, replica, wait_for
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
@@ -42,10 +42,32 @@ def test_thirty_replicas_deploy_ready_plan_noop_inspect_and_destroy_to_zero(proj
         r = cli(project, "inspect", "--stack", "itscale", "--json")
         assert [rec["state"] for rec in json.loads(r.stdout)["replicas"]] == ["ready"] * N
 
+        # Half the GPU nodes go away: the replicas that ran there lose their pods and cannot be
+        # rescheduled (no free GPU). They are reported provisioning with no endpoint; nothing of
+        # ours is deleted, nothing foreign adopted.
+        for name in EXTRA_NODES:
+            admin.delete(Node, name)
+
+        def affected() -> list[dict[str, object]]:
+            doc = json.loads(cli(project, "inspect", "--stack", "itscale", "--json").stdout)
+            return [rec for rec in doc["replicas"] if rec["state"] != "ready"]
+
+        lost = wait_for(lambda: affected() or None, "replicas on the deleted nodes to be reported", timeout=180)
+        assert all(rec["state"] == "provisioning" and rec["endpoint"] is None for rec in lost)
+        assert len([d for d in admin.list(Deployment, namespace=NS) if d.metadata.name in names]) == N
+
         r = cli(project, "destroy", "--stack", "itscale", "--json")
         assert r.returncode == 0, r.stderr[-3000:]
         assert json.loads(r.stdout)["remaining"] == []
         assert not [d for d in admin.list(Deployment, namespace=NS) if d.metadata.name in names]
     finally:
         for name in EXTRA_NODES:
-            admin.delete(Node, name)
+            if get_or_none_node(admin, name):
+                admin.delete(Node, name)
+
+
+def get_or_none_node(admin: Client, name: str) -> object | None:
+    try:
+        return admin.get(Node, name)
+    except Exception:  # noqa: BLE001 - absent
+        return None
