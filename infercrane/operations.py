@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import secrets
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -128,6 +129,48 @@ def project_with_intent(stack: str, replica: dict[str, Any] | None) -> Iterator[
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig) -> list[str]:
+    """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
+    about them on every run and never resolves them itself), after checking each live object.
+
+    An object that exists and carries this stack's exact ownership is ours: clearing the pending
+    operation lets the next ``up`` apply to it again (server-side apply adopts only after the
+    preflight has verified that ownership). An object that does not exist needs nothing. An object
+    with our name but not our ownership is refused: the state is left as it is, and nothing applied."""
+    from infercrane import cluster, teardown
+
+    deployment = engine.stack.export_stack().deployment or {}
+    pending = [op for op in deployment.get("pending_operations") or [] if op.get("type") == "creating"]
+    if not pending:
+        return []
+    stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
+    client = cluster.client(config.kubernetes)
+    live = teardown.live_objects(client, config, sorted(set(teardown.STATE_KINDS.values())))
+    foreign = []
+    names = []
+    for op in pending:
+        res = op.get("resource") or {}
+        kind = teardown.STATE_KINDS.get(res.get("type", ""))
+        name = ((res.get("inputs") or {}).get("metadata") or {}).get("name")
+        if kind is None or name is None:
+            continue
+        names.append(f"{kind}/{name}")
+        obj = live.get((kind, name))
+        if obj is not None and teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id):
+            foreign.append(f"{kind}/{name}: {'; '.join(teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id))}")
+    if foreign:
+        raise InferCraneError(
+            "an interrupted update left pending creates for objects that are not this stack's; nothing was applied:\n"
+            + "\n".join(f"- {f}" for f in foreign)
+            + "\n    fix: rename or delete the foreign objects yourself, then deploy again"
+        )
+    engine.refresh(clear_pending_creates=True)
+    return [
+        f"note: cleared {len(pending)} pending create(s) left by an interrupted update ({', '.join(names)}); "
+        "the live objects carry this stack's exact ownership and are applied again"
+    ]
+
+
 def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
     """Whether Pulumi's state may be stale: some live object differs from what the stack renders.
 
@@ -194,6 +237,8 @@ def deploy(
         )
     if record:
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
+    for note in resolve_pending_creates(engine, config):
+        (on_output or (lambda m: print(m, file=sys.stderr)))(note)
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     program.deploy_record = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}
     collector = EventCollector()

@@ -10,6 +10,7 @@ Operations layer.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,6 +129,8 @@ class Engine:
         """Run one Automation API operation; map failures to typed, user-facing errors."""
         from infercrane import program
 
+        for note in clear_stale_locks(self.stack_name, engine_env(self.stack_name, self.project_dir, self.env)):
+            (kw.get("on_output") or _stderr)(note)
         program.last_error = None
         try:
             return getattr(self.stack, op)(color="never", **kw)
@@ -175,13 +178,56 @@ class Engine:
         return {k: v.value for k, v in self.stack.outputs().items()}
 
 
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "infercrane") -> list[str]:
+    """Remove this stack's locks (file backend) left by a ``pulumi`` process of this host that no
+    longer runs -- a CI job killed mid-update -- and say so. A lock held by a live process or
+    another host is left alone: the update then fails with the "locked" message and its fix."""
+    import json
+    import socket
+
+    url = env.get("PULUMI_BACKEND_URL", "")
+    if not url.startswith("file://"):
+        return []
+    locks = Path(url.removeprefix("file://")) / ".pulumi" / "locks" / "organization" / project / stack
+    notes = []
+    for lock in sorted(locks.glob("*.json")) if locks.is_dir() else []:
+        try:
+            content = json.loads(lock.read_text())
+            pid, host = int(content["pid"]), str(content["hostname"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if host != socket.gethostname() or _process_alive(pid):
+            continue
+        lock.unlink(missing_ok=True)
+        notes.append(
+            f"note: removed the lock of stack {stack!r} left by pulumi process {pid} (no longer running on this host, "
+            f"since {content.get('timestamp', '?')}); the interrupted update's objects carry this stack's ownership "
+            "and are checked before anything is applied"
+        )
+    return notes
+
+
+def _process_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def translate(exc: auto.CommandError, stack: str) -> EngineError:
     """Turn an Automation API failure into one message with the next step."""
     text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
     if isinstance(exc, auto.ConcurrentUpdateError) or "the stack is currently locked" in text:
         return EngineError(
-            f"stack {stack!r} is locked by another update.\n"
-            "    fix: wait for it to finish; if it crashed, run `pulumi cancel` for this stack, then retry"
+            f"stack {stack!r} is locked by another update (a live process, or one on another host).\n"
+            f"    fix: wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry"
         )
     if isinstance(exc, auto.StackNotFoundError):
         return EngineError(

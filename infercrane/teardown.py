@@ -85,7 +85,7 @@ def live_objects(client: Client, config: cfg.InferCraneConfig, kinds: list[str])
     return out
 
 
-def _owned(obj: dict[str, Any], namespace: str, stack_id: str) -> list[str]:
+def owned_mismatches(obj: dict[str, Any], namespace: str, stack_id: str) -> list[str]:
     key = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_KEY)
     if key is None:
         return [f"annotation {naming.ANNOTATION_KEY} is missing"]
@@ -110,14 +110,14 @@ def destroy(
         obj = live.get((kind, name))
         if obj is None:
             continue
-        reasons = _owned(obj, t.namespace, stack_id)
+        reasons = owned_mismatches(obj, t.namespace, stack_id)
         if reasons:
             result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
             foreign_urns.append(urn)
         else:
             targets[(kind, name)] = obj["metadata"]["uid"]
     for (kind, name), obj in sorted(live.items()):
-        if (kind, name) not in state and kind in kinds and not _owned(obj, t.namespace, stack_id):
+        if (kind, name) not in state and kind in kinds and not owned_mismatches(obj, t.namespace, stack_id):
             targets[(kind, name)] = obj["metadata"]["uid"]
             result.orphans.append(f"{kind}/{name}")
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
@@ -18,7 +21,8 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
     [
         (
             err(auto.ConcurrentUpdateError, "error: the stack is currently locked by 1 lock(s)"),
-            "stack 'dev' is locked by another update.\n    fix: wait for it to finish; if it crashed, run `pulumi cancel`",
+            "stack 'dev' is locked by another update (a live process, or one on another host).\n"
+            "    fix: wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack dev`",
         ),
         (
             err(auto.StackNotFoundError, "error: no stack named 'dev' found"),
@@ -51,3 +55,24 @@ def test_translate_names_what_happened_and_what_to_do(exc: auto.CommandError, ex
 def test_rbac_message_keeps_the_apiserver_words() -> None:
     text = str(translate(err(auto.CommandError, 'deployments.apps "x" is forbidden: User "u" cannot patch resource'), "dev"))
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
+
+
+def test_a_lock_left_by_a_dead_process_of_this_host_is_removed_others_kept(tmp_path: Path) -> None:
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from infercrane.stack import clear_stale_locks
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    locks = tmp_path / ".pulumi" / "locks" / "organization" / "infercrane" / "dev"
+    locks.mkdir(parents=True)
+    here = socket.gethostname()
+    for name, pid, host in (("dead", dead.pid, here), ("live", os.getpid(), here), ("remote", dead.pid, "ci-runner-7")):
+        (locks / f"{name}.json").write_text(json.dumps({"pid": pid, "hostname": host, "username": "u", "timestamp": "t"}))
+    notes = clear_stale_locks("dev", {"PULUMI_BACKEND_URL": tmp_path.as_uri()})
+    assert sorted(p.name for p in locks.iterdir()) == ["live.json", "remote.json"]
+    (note,) = notes
+    assert f"removed the lock of stack 'dev' left by pulumi process {dead.pid} (no longer running on this host" in note
