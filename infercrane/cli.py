@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     de = with_stack(sub.add_parser("destroy", help="pulumi destroy, then prove zero owned objects remain"))
     de.add_argument("--json", action="store_true")
+    tk = with_stack(sub.add_parser("takeover", help="bring the original adapter's objects under this stack (no restart)"))
+    tk.add_argument("--dry-run", action="store_true", help="check every object, change nothing")
+    tk.add_argument("--json", action="store_true")
     pr = sub.add_parser("promote", help="copy release bundles from one stack to the next")
     pr.add_argument("--from", dest="source", required=True, help="source stack (must be healthy)")
     pr.add_argument("--to", dest="target", required=True, help="target stack (its file is edited, comments kept)")
@@ -349,6 +352,25 @@ def cmd_promote(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_takeover(args: argparse.Namespace) -> int:
+    from infercrane import cluster, takeover
+
+    config = cfg.load_stack(args.stack)
+    result = takeover.takeover(config, cluster.client(config.kubernetes), args.stack, dry_run=args.dry_run)
+    if args.json:
+        print(json.dumps({"stack": args.stack, "dryRun": args.dry_run, **result.__dict__}, indent=2))
+        return EXIT_OK
+    verb = "would take over" if args.dry_run else "took over"
+    print(f"{verb} {len(result.taken)} object(s) for stack {args.stack}: {', '.join(result.taken) or 'none'}")
+    if result.already:
+        print(f"already this stack's: {', '.join(result.already)}")
+    if result.missing:
+        print(f"not in the cluster (deploy creates them): {', '.join(result.missing)}")
+    if result.taken and not args.dry_run:
+        print(f"next: `infercrane deploy --stack {args.stack}` applies to them (pods roll only where the template differs)")
+    return EXIT_OK
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from infercrane import demo
 
@@ -366,6 +388,7 @@ COMMANDS: Final = {
     "inspect": cmd_inspect,
     "destroy": cmd_destroy,
     "promote": cmd_promote,
+    "takeover": cmd_takeover,
 }
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import yaml
+from lightkube import ApiError
 
 from infercrane.config import code_root, project_root
 from infercrane.errors import InferCraneError
@@ -269,7 +270,17 @@ class Plane:
         )
         from infercrane.local import bootstrap
 
-        bootstrap.run(self, nodes_file or HERE / "nodes.yaml")
+        try:
+            bootstrap.run(self, nodes_file or HERE / "nodes.yaml")
+        except ApiError as exc:
+            raise PlaneError(
+                f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).\n"
+                f"    fix: see {self.logs}; `python -m infercrane local reset` then `local start` starts from scratch"
+            ) from None
+        except (OSError, yaml.YAMLError) as exc:
+            raise PlaneError(
+                f"bootstrapping the local plane failed: {exc}\n    fix: check the nodes file and deploy/ manifests"
+            ) from None
         dead = self._exited_children()
         if dead:
             raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
