@@ -226,6 +226,16 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
     return out
 
 
+def bench_render(project: Path, kubeconfig: Path) -> dict[int, float]:
+    """Per-replica render + guard cost (µs) at 100 and 1,000 replicas: it must stay flat (linear)."""
+    out = {}
+    for n in (100, 1000):
+        write_stack(project, f"render{n}", f"br{n}", n, kubeconfig)
+        seconds, _ = timed(lambda n=n: manifests(project, f"render{n}"))
+        out[n] = seconds / n * 1e6
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--replicas", type=int, default=100)
@@ -244,17 +254,19 @@ def main() -> None:
             "plain pulumi-kubernetes": bench_plain(plane, project, n),
             "infercrane": bench_infercrane(plane, project, n),
         }
+        render = bench_render(project, plane.kubeconfig)
     finally:
         plane.stop(quiet=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     k, p, i = results["kubectl"], results["plain pulumi-kubernetes"], results["infercrane"]
     print(f"fleet benchmark: {n} replicas = {2 * n} objects; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print(f"| phase | kubectl | plain pulumi-kubernetes | infercrane | ours / kubectl | ours / plain |")
+    print("| phase | kubectl | plain pulumi-kubernetes | infercrane | ours / kubectl | ours / plain |")
     print("|---|---|---|---|---|---|")
     for phase, label in (("deploy", "deploy to all ready"), ("plan", "no-op plan"), ("destroy", "destroy to zero objects")):
         print(f"| {label} | {k[phase]:.1f} s | {p[phase]:.1f} s | {i[phase]:.1f} s | {i[phase] / k[phase]:.2f}x | {i[phase] / p[phase]:.2f}x |")
     print(f"| inspect | | | {i['inspect']:.1f} s | | |")
+    print(f"render + guards per replica: {render[100]:.0f} µs at 100, {render[1000]:.0f} µs at 1,000 replicas")
 
 
 if __name__ == "__main__":

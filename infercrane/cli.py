@@ -158,6 +158,12 @@ def cmd_local(args: argparse.Namespace) -> int:
     elif args.local_command == "env":
         from infercrane.stack import engine_env
 
+        from infercrane.local.plane import ADMIN_CONTEXT, CONTEXT, VIEWER_CONTEXT
+
+        print(f"# contexts in {plane.kubeconfig}:")
+        print(f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)")
+        print(f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only pods and nodes")
+        print(f"#   {ADMIN_CONTEXT}: cluster admin (bootstrap, out-of-band edits)")
         env = engine_env("local", cfg.project_root())
         env["KUBECONFIG"] = str(plane.kubeconfig)
         for k, v in env.items():
@@ -332,7 +338,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     print(promote.render_diff(changes, args.source, args.target))
     if not changes or args.dry_run:
         return EXIT_OK
-    updates = [h for h in Engine(args.source).stack.history() if h.kind == "update"]
+    updates = [h for h in Engine(args.source).history() if h.kind == "update"]
     if not updates or updates[0].result != "succeeded":
         state = f"its last update {updates[0].result}" if updates else "it was never deployed"
         raise promote.PromotionRefused(

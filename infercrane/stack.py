@@ -167,6 +167,13 @@ class Engine:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
         return result
 
+    def history(self) -> list[auto.UpdateSummary]:
+        """The stack's update history, newest first (``pulumi stack history``)."""
+        try:
+            return list(self.stack.history())
+        except auto.CommandError as exc:
+            raise translate(exc, self.stack_name) from None
+
     def state_delete(self, urn: str) -> None:
         """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
         try:

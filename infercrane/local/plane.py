@@ -341,7 +341,7 @@ class Plane:
                     {"name": c, "context": {"cluster": CLUSTER, "user": u, "namespace": NAMESPACE}} for c, u in contexts.items()
                 ],
             }
-            if current:  # component kubeconfigs only; the user kubeconfig has no current-context
+            if current:
                 d["current-context"] = current
             return d
 
@@ -352,7 +352,9 @@ class Plane:
         extra = self._read_identities()
         users |= {f"identity-{c}": f"identity-{c}" for c in extra}
         contexts |= {c: f"identity-{c}" for c in extra}
-        self._write_yaml(self.kubeconfig, doc(users, contexts, None))
+        # InferCrane never uses a current-context (every stack names its context); a person's
+        # kubectl does: the read-only viewer, so `kubectl get pods -n infercrane-system` just works.
+        self._write_yaml(self.kubeconfig, doc(users, contexts, VIEWER_CONTEXT))
         for stem in ("admin", "controller-manager", "scheduler"):
             self._write_yaml(self.state / f"{stem}.kubeconfig", doc({stem: stem}, {stem: stem}, stem))
 

@@ -200,3 +200,17 @@ def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
     assert r.returncode == 1 and "is not a DNS label" in r.stderr
     assert "Bad_Name" not in path.read_text()
     assert cli(project, "destroy", "--stack", "itwrite").returncode == 0
+
+
+def test_a_persons_kubectl_works_on_the_plane_without_naming_a_context(project: Project) -> None:
+    from infercrane.local.plane import find_tool
+
+    r = subprocess.run(
+        [str(find_tool("kubectl")), f"--kubeconfig={project.plane.kubeconfig}", "get", "pods", "-n", NS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    r = cli(project, "local", "env")
+    assert "infercrane-local-viewer (current-context, for your kubectl): read-only pods and nodes" in r.stdout
