@@ -156,9 +156,8 @@ def cmd_local(args: argparse.Namespace) -> int:
                 print(f"  {name}: {'up' if up else 'down'}")
         return EXIT_OK if st["running"] else EXIT_FAILED
     elif args.local_command == "env":
-        from infercrane.stack import engine_env
-
         from infercrane.local.plane import ADMIN_CONTEXT, CONTEXT, VIEWER_CONTEXT
+        from infercrane.stack import engine_env
 
         print(f"# contexts in {plane.kubeconfig}:")
         print(f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)")
@@ -176,6 +175,17 @@ def cmd_local(args: argparse.Namespace) -> int:
 def _intent(args: argparse.Namespace) -> dict[str, object] | None:
     """The replica intent given on the command line, or None. Usage errors exit 2."""
     if not args.model:
+        given = [
+            f"--{f.replace('_', '-')}"
+            for f in ("name", "gpu", "gpu_count", "revision", "engine", "key")
+            if getattr(args, f) is not None
+        ]
+        if args.cloud != "kubernetes":
+            given.append("--cloud")
+        if given:
+            raise _Usage(
+                f"{', '.join(given)} describe a replica intent and need MODEL (e.g. `{args.command} Qwen/Qwen3-8B --name … --gpu …`)"
+            )
         return None
     missing = [f for f in ("name", "gpu") if not getattr(args, f)]
     if missing:
@@ -183,7 +193,7 @@ def _intent(args: argparse.Namespace) -> dict[str, object] | None:
     if args.cloud != "kubernetes":
         raise _Usage(f"--cloud {args.cloud!r}: this provider deploys to 'kubernetes' only")
     replica: dict[str, object] = {"key": args.key or f"{args.name}-r0", "model": args.model, "name": args.name, "gpu": args.gpu}
-    if args.gpu_count:
+    if args.gpu_count is not None:  # 0 or 17 is refused by validation, like the same value in a file
         replica["gpuCount"] = args.gpu_count
     if args.revision:
         replica["modelRevision"] = args.revision
@@ -233,15 +243,32 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     from infercrane.stackfile import upsert_replica
 
     replica = _intent(args)
+    path = cfg.stack_file(args.stack)
+    before: str | None = None
     if replica is not None:
-        path = cfg.stack_file(args.stack)
+        cfg.read_stack_values(path)  # missing or malformed: one clear error, nothing written
+        before = path.read_text(encoding="utf-8")
         change = upsert_replica(path, replica, cfg.check_stack_file(path))  # invalid: file untouched
         print(f"stack file {cfg.display_path(path)}: replica {replica['key']} {change}", file=sys.stderr)
-    config = cfg.load_stack(args.stack)
-    key = args.idempotency_key or operations.new_idempotency_key()
-    if not args.idempotency_key:
-        print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
-    result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))
+    try:
+        config = cfg.load_stack(args.stack)
+        key = args.idempotency_key or operations.new_idempotency_key()
+        if not args.idempotency_key:
+            print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
+        result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))
+    except InferCraneError as exc:
+        # Anything raised before `pulumi up` started, or a refusal by the program's own checks
+        # inside it, applied nothing: the stack file is put back as it was.
+        if before is not None and getattr(exc, "applied_nothing", True):
+            path.write_text(before, encoding="utf-8")
+            print(f"stack file {cfg.display_path(path)} restored: the intent was not applied", file=sys.stderr)
+        elif before is not None:
+            print(
+                f"note: the intent stays in {cfg.display_path(path)}: the update started and may have applied part of it; "
+                "deploy again (same --idempotency-key) to converge",
+                file=sys.stderr,
+            )
+        raise
     if args.json:
         print(
             json.dumps(

@@ -476,8 +476,36 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+# Top-level keys of a Pulumi stack file; anything else is a typo (a misspelt `config:` would
+# otherwise leave the stack silently empty).
+STACK_FILE_KEYS: Final = ("config", "encryptionsalt", "secretsprovider", "encryptedkey", "environment")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys (Pulumi refuses them too, with a raw error)."""
+
+
+def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        try:
+            first = seen.setdefault(key, key_node.start_mark.line + 1)
+        except TypeError:  # an unhashable key: let the constructor report it
+            continue
+        if first != key_node.start_mark.line + 1:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {first})", key_node.start_mark
+            )
+    return dict(loader.construct_mapping(node, deep=deep))
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
 def read_stack_values(path: Path) -> dict[str, Any]:
-    """The ``config:`` map of a stack file. Raises ConfigError when the file is missing or not YAML."""
+    """The ``config:`` map of a stack file. Raises ConfigError -- never anything else -- when the
+    file is missing, not YAML, has duplicate keys, unknown top-level keys or non-string config keys."""
     rel = display_path(path)
     if not path.is_file():
         raise ConfigError(
@@ -485,16 +513,37 @@ def read_stack_values(path: Path) -> dict[str, Any]:
             rel,
         )
     try:
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        doc = yaml.load(path.read_text(encoding="utf-8"), Loader=_StrictLoader) or {}  # noqa: S506 - a SafeLoader
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{rel}:{mark.line + 1}" if mark is not None else rel
         raise ConfigError(
             [Problem(where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")], rel
         ) from None
+    except (RecursionError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError(
+            [Problem(rel, f"cannot be read as a stack file ({exc.__class__.__name__})", "fix the file")], rel
+        ) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(rel, "has no 'config:' map", "put settings under 'config:'")], rel)
-    return dict(doc.get("config") or {})
+    problems = [
+        Problem(
+            f"{rel}: {key!r}",
+            "is not a stack file key",
+            f"use one of: {', '.join(STACK_FILE_KEYS)} (settings go under 'config:')",
+        )
+        for key in doc
+        if key not in STACK_FILE_KEYS
+    ]
+    config = dict(doc.get("config") or {})
+    problems += [
+        Problem(f"{rel}: config.{key!r}", "is not a string key", "config keys look like infercrane:kubernetes")
+        for key in config
+        if not isinstance(key, str)
+    ]
+    if problems:
+        raise ConfigError(problems, rel)
+    return config
 
 
 def display_path(path: Path) -> str:

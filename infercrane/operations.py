@@ -117,16 +117,27 @@ def project_with_intent(stack: str, replica: dict[str, Any] | None) -> Iterator[
     if replica is None:
         yield root
         return
+    real = cfg.stack_file(stack, root)
+    cfg.read_stack_values(real)  # missing or malformed: the error names the real file, not a copy
     tmp = Path(tempfile.mkdtemp(prefix="infercrane-plan-"))
     try:
         shutil.copy(root / "Pulumi.yaml", tmp / "Pulumi.yaml")
         shutil.copytree(root / "stacks", tmp / "stacks")
         from infercrane.stackfile import upsert_replica
 
-        upsert_replica(cfg.stack_file(stack, tmp), replica)
+        upsert_replica(cfg.stack_file(stack, tmp), replica, cfg.check_stack_file(real))
         yield tmp
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _refused_before_apply() -> tuple[type[InferCraneError], ...]:
+    from infercrane.errors import ClusterError, ConfigError, GuardError, PreflightRefused
+
+    return (ConfigError, GuardError, ClusterError, PreflightRefused)
+
+
+REFUSED_BEFORE_APPLY: Final = _refused_before_apply()
 
 
 def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig) -> list[str]:
@@ -242,8 +253,13 @@ def deploy(
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     program.deploy_record = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}
     collector = EventCollector()
+    refresh = needs_refresh(config, engine.stack_name)
     try:
-        engine.up(on_output=on_output, on_event=collector, refresh=needs_refresh(config, engine.stack_name))
+        engine.up(on_output=on_output, on_event=collector, refresh=refresh)
+    except InferCraneError as exc:
+        # Refused by the program's own checks inside the update: nothing was applied.
+        exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
+        raise
     finally:
         program.deploy_record = None
     return DeployResult(key, intent, "succeeded", summarize(config, collector, stack_id), at)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -20,14 +19,6 @@ def run(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subp
     return subprocess.run(
         [sys.executable, "-m", "infercrane", *args], cwd=cwd, env=base | (env or {}), capture_output=True, text=True, timeout=60
     )
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    """A scratch copy of the project's Pulumi.yaml and stacks/, to break on purpose."""
-    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    shutil.copytree(ROOT / "stacks", tmp_path / "stacks")
-    return tmp_path
 
 
 def edit(project: Path, stack: str, old: str, new: str) -> None:

@@ -1,0 +1,84 @@
+"""Bad input through the CLI as a user runs it: one clear message, the right exit code, no
+traceback, nothing written (no cluster needed: each is refused before anything live)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import run
+
+INTENT = ["Qwen/Qwen3-32B", "--name", "qwen32", "--cloud", "kubernetes", "--gpu", "NVIDIA-L40S"]
+
+
+def stack_file(root: Path, stack: str = "dev") -> Path:
+    return root / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+@pytest.mark.parametrize("command", ["deploy", "plan"])
+def test_intent_on_a_missing_stack_file_names_the_real_file(project: Path, command: str) -> None:
+    r = run(command, *INTENT, "--stack", "nosuch", cwd=project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "stacks/Pulumi.nosuch.yaml: stack file not found" in r.stderr
+    assert "infercrane-plan-" not in r.stderr  # never a temporary copy's path
+    assert not stack_file(project, "nosuch").exists()
+
+
+@pytest.mark.parametrize("command", ["deploy", "plan"])
+def test_intent_on_malformed_yaml_is_refused_and_the_file_kept(project: Path, command: str) -> None:
+    path = stack_file(project)
+    path.write_text("config:\n  infercrane:kubernetes: [unclosed\n")
+    r = run(command, *INTENT, "--stack", "dev", cwd=project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "stacks/Pulumi.dev.yaml:" in r.stderr and "is not valid YAML" in r.stderr
+    assert path.read_text() == "config:\n  infercrane:kubernetes: [unclosed\n"
+
+
+@pytest.mark.parametrize("count", ["0", "17"])
+def test_an_out_of_range_gpu_count_is_refused_like_the_same_value_in_a_file(project: Path, count: str) -> None:
+    before = stack_file(project).read_text()
+    r = run("deploy", *INTENT, "--gpu-count", count, "--stack", "dev", cwd=project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "infercrane:replicas[" in r.stderr and "gpuCount" in r.stderr
+    assert stack_file(project).read_text() == before
+
+
+def test_intent_flags_without_model_are_a_usage_error(project: Path) -> None:
+    r = run("plan", "--cloud", "aws", "--stack", "dev", cwd=project)
+    assert r.returncode == 2
+    assert "--cloud describe a replica intent and need MODEL" in r.stderr
+
+
+def test_deploy_model_refused_before_applying_restores_the_stack_file(project: Path) -> None:
+    # The local stack's kubeconfig does not exist in this scratch project: the deploy is refused
+    # before any `pulumi` process starts, so the intent written first is taken back.
+    path = stack_file(project, "local")
+    before = path.read_text()
+    r = run("deploy", *INTENT, "--stack", "local", cwd=project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "stacks/Pulumi.local.yaml: replica qwen32-r0 added" in r.stderr
+    assert "stack file stacks/Pulumi.local.yaml restored: the intent was not applied" in r.stderr
+    assert path.read_text() == before
+
+
+DUPLICATE = "config:\n  infercrane:kubernetes:\n    context: a\n    context: b\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (DUPLICATE, "stacks/Pulumi.dev.yaml:4: is not valid YAML (duplicate key 'context' (first on line 3))"),
+        ("config:\n  42: x\n", "stacks/Pulumi.dev.yaml: config.42: is not a string key"),
+        ("config:\n  null: x\n", "stacks/Pulumi.dev.yaml: config.None: is not a string key"),
+        ("confg:\n  infercrane:kubernetes: {}\n", "stacks/Pulumi.dev.yaml: 'confg': is not a stack file key"),
+        ("config:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "stacks/Pulumi.dev.yaml: cannot be read as a stack file"),
+    ],
+    ids=["duplicate-key", "numeric-key", "null-key", "misspelt-config", "deep-nesting"],
+)
+@pytest.mark.parametrize("command", ["validate", "render", "plan"])
+def test_every_command_gives_a_broken_file_the_same_verdict(project: Path, text: str, expected: str, command: str) -> None:
+    stack_file(project).write_text(text)
+    r = run(command, "--stack", "dev", cwd=project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert expected in r.stderr
