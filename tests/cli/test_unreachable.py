@@ -61,3 +61,14 @@ def test_missing_context_lists_the_ones_there(tmp_path: Path) -> None:
         preflight.run(config, [], "infercrane/local")
     assert f"context 'infercrane-local' is not in kubeconfig {kubeconfig} (contexts: prod)" in str(exc.value)
     assert "never uses the current-context" in str(exc.value)
+
+
+@pytest.mark.parametrize("command", ["inspect", "doctor"])
+def test_live_commands_against_a_closed_port_say_cannot_reach_without_a_traceback(tmp_path: Path, command: str) -> None:
+    from tests.cli.test_cli import run
+
+    local_config(tmp_path, server=f"https://127.0.0.1:{closed_port()}", context="infercrane-local")
+    args = [command, "--stack", "local"] + (["--kubernetes"] if command == "doctor" else [])
+    r = run(*args, env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(tmp_path / "kubeconfig")})
+    assert r.returncode == 1 and "Traceback" not in r.stderr + r.stdout
+    assert "cannot reach the Kubernetes API of context 'infercrane-local'" in r.stderr + r.stdout

@@ -65,17 +65,44 @@ class Project:
         monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "integration")
         monkeypatch.setenv("PULUMI_HOME", str(pulumi_home))
         monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+        self.stacks: set[str] = set()
+
+    def cleanup(self, admin: Client) -> None:
+        """Delete every object of this test's stacks, whatever the test's outcome: a failed test
+        must not leave replicas that hold the plane's few GPUs for the tests after it."""
+        from lightkube.resources.apps_v1 import Deployment
+        from lightkube.resources.core_v1 import Service
+        from lightkube.types import CascadeType
+
+        from infercrane import naming
+        from infercrane.cluster import InferenceService
+
+        ours = {f"infercrane/{s}" for s in self.stacks}
+        for res in (Deployment, Service, InferenceService):
+            try:
+                items = list(admin.list(res, namespace="*", labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}))
+            except ApiError:
+                continue
+            for obj in items:
+                if (obj.metadata.annotations or {}).get(naming.ANNOTATION_STACK) in ours:
+                    try:
+                        admin.delete(res, obj.metadata.name, namespace=obj.metadata.namespace, cascade=CascadeType.BACKGROUND)
+                    except ApiError:
+                        pass
 
     def stack(self, name: str, replicas: list[dict[str, Any]], **target: Any) -> Engine:
         t = {"context": "infercrane-local", "namespace": "infercrane-system", "imageDigest": DIGEST} | target
+        self.stacks.add(name)
         doc = {"config": {"infercrane:kubernetes": t, "infercrane:replicas": replicas}}
         (self.root / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
         return Engine(name, project_dir=self.root)
 
 
 @pytest.fixture
-def project(tmp_path: Path, plane: Plane, pulumi_home: Path, monkeypatch: pytest.MonkeyPatch) -> Project:
-    return Project(tmp_path, plane, pulumi_home, monkeypatch)
+def project(tmp_path: Path, plane: Plane, pulumi_home: Path, monkeypatch: pytest.MonkeyPatch, admin: Client) -> Iterator[Project]:
+    p = Project(tmp_path, plane, pulumi_home, monkeypatch)
+    yield p
+    p.cleanup(admin)
 
 
 def replica(key: str, gpu: str = "NVIDIA-L40S", **extra: Any) -> dict[str, Any]:
