@@ -7,7 +7,7 @@ Every failure becomes a :class:`~infercrane.errors.ClusterError` that says what 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -187,6 +187,33 @@ def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str)
         return False
     gc.raise_for_status(resp)  # type: ignore[no-untyped-call]
     return True
+
+
+def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every object of ``kinds`` in the target namespace -- ours or not, a foreign one may carry our
+    name -- keyed by ``(kind, name)``: one LIST per kind, retried while the server says 429/503.
+    A kind the server does not serve (no KServe) has no objects. Other failures: ClusterError."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for kind in sorted(set(kinds)):
+        res = resource_for({"kind": kind})
+
+        def list_kind(res: Any = res) -> list[Any]:
+            return list(client.list(res, namespace=target.namespace))
+
+        try:
+            items = retrying(list_kind)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                continue
+            raise ClusterError(
+                describe_api_error(exc, action=f"list {kind}s in namespace {target.namespace}", target=target)
+            ) from None
+        except TRANSPORT_ERRORS as exc:
+            raise unreachable(exc, target) from None
+        for obj in items:
+            raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+            out[(kind, raw["metadata"]["name"])] = raw
+    return out
 
 
 RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change

@@ -24,7 +24,7 @@ from pulumi.automation import EngineEvent, OpType
 
 from infercrane import config as cfg
 from infercrane import naming
-from infercrane.errors import InferCraneError
+from infercrane.errors import ClusterError, ConfigError, GuardError, InferCraneError, PreflightRefused
 from infercrane.program import slots
 from infercrane.render import render_all
 from infercrane.stack import Engine
@@ -131,16 +131,17 @@ def project_with_intent(stack: str, replica: dict[str, Any] | None) -> Iterator[
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _refused_before_apply() -> tuple[type[InferCraneError], ...]:
-    from infercrane.errors import ClusterError, ConfigError, GuardError, PreflightRefused
-
-    return (ConfigError, GuardError, ClusterError, PreflightRefused)
+# Raised by the program's own checks inside `pulumi up`, before anything is applied.
+REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused)
 
 
-REFUSED_BEFORE_APPLY: Final = _refused_before_apply()
+def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
+    """The stack outputs recorded in a state (``Engine.state``): the root Stack resource's outputs."""
+    root: dict[str, Any] = next((r for r in state.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
+    return dict(root.get("outputs") or {})
 
 
-def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig) -> list[str]:
+def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state: dict[str, Any]) -> list[str]:
     """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
     about them on every run and never resolves them itself), after checking each live object.
 
@@ -150,13 +151,12 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig) -> lis
     with our name but not our ownership is refused: the state is left as it is, and nothing applied."""
     from infercrane import cluster, teardown
 
-    deployment = engine.stack.export_stack().deployment or {}
-    pending = [op for op in deployment.get("pending_operations") or [] if op.get("type") == "creating"]
+    pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
     if not pending:
         return []
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
     client = cluster.client(config.kubernetes)
-    live = teardown.live_objects(client, config, sorted(set(teardown.STATE_KINDS.values())))
+    live = cluster.live_by_name(client, config.kubernetes, teardown.STATE_KINDS.values())
     foreign = []
     names = []
     for op in pending:
@@ -167,8 +167,9 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig) -> lis
             continue
         names.append(f"{kind}/{name}")
         obj = live.get((kind, name))
-        if obj is not None and teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id):
-            foreign.append(f"{kind}/{name}: {'; '.join(teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id))}")
+        reasons = teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id) if obj is not None else []
+        if reasons:
+            foreign.append(f"{kind}/{name}: {'; '.join(reasons)}")
     if foreign:
         raise InferCraneError(
             "an interrupted update left pending creates for objects that are not this stack's; nothing was applied:\n"
@@ -191,7 +192,6 @@ def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
     object in Pulumi, seconds at fleet size) is skipped; when an object was deleted or changed out
     of band, the refresh lets Pulumi see it and ``up`` repairs it."""
     from infercrane import preflight
-    from infercrane.errors import PreflightRefused
 
     stack_id = naming.stack_identity(cfg.PROJECT, stack)
     manifests = [m for r in render_all(config, stack_id) for m in r.manifests]
@@ -238,7 +238,8 @@ def deploy(
 
     intent = stack_intent(config)
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
-    history = [h for h in engine.outputs().get("deploys") or [] if isinstance(h, dict)]
+    state = engine.state()  # one `pulumi stack export`: the idempotency record and pending operations
+    history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
     if record and record.get("intent") != intent:
         raise IdempotencyConflict(
@@ -248,7 +249,7 @@ def deploy(
         )
     if record:
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
-    for note in resolve_pending_creates(engine, config):
+    for note in resolve_pending_creates(engine, config, state):
         (on_output or (lambda m: print(m, file=sys.stderr)))(note)
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     program.deploy_record = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import ApiError, Client
+from lightkube import ApiError
 
 from infercrane import cluster, naming
 from infercrane.config import InferCraneConfig
@@ -76,32 +76,14 @@ def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": meta, "spec": obj.get("spec")}
 
 
-def _live_by_name(client: Client, config: InferCraneConfig, kinds: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """Every object of our kinds in the namespace, ours or not (a foreign one may carry our name)."""
-    t = config.kubernetes
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for kind in sorted(kinds):
-        try:
-            res = cluster.resource_for({"kind": kind})
-            items = cluster.retrying(lambda: list(client.list(res, namespace=t.namespace)))  # noqa: B023 - called at once
-            for obj in items:
-                raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-                out[(kind, raw["metadata"]["name"])] = raw
-        except ApiError as exc:
-            raise ClusterError(
-                "preflight could not check the cluster; nothing was applied:\n- "
-                + cluster.describe_api_error(exc, action=f"list {kind}s in namespace {t.namespace}", target=t)
-            ) from None
-        except cluster.TRANSPORT_ERRORS as exc:
-            raise cluster.unreachable(exc, t) from None
-    return out
-
-
 def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:
     """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report."""
     target = config.kubernetes
     client = client or cluster.client(target)
-    live = _live_by_name(client, config, {m["kind"] for m in manifests})
+    try:
+        live = cluster.live_by_name(client, target, {m["kind"] for m in manifests})
+    except ClusterError as exc:
+        raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from None
     ownership: list[str] = []
     to_check: list[dict[str, Any]] = []
     for m in manifests:

@@ -167,6 +167,13 @@ class Engine:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
         return result
 
+    def state(self) -> dict[str, Any]:
+        """The stack's checkpoint (``pulumi stack export``): resources, outputs, pending operations."""
+        try:
+            return dict(self.stack.export_stack().deployment or {})
+        except auto.CommandError as exc:
+            raise translate(exc, self.stack_name) from None
+
     def history(self) -> list[auto.UpdateSummary]:
         """The stack's update history, newest first (``pulumi stack history``)."""
         try:

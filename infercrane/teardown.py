@@ -50,14 +50,10 @@ class DestroyResult:
     remaining: list[str] = field(default_factory=list)  # owned objects still present at the end
 
 
-def state_objects(engine: Engine) -> dict[tuple[str, str], str]:
-    """``(kind, name) -> urn`` of every Kubernetes object in the stack's state."""
-    try:
-        deployment = engine.stack.export_stack().deployment or {}
-    except Exception:  # noqa: BLE001 - a stack without state has nothing in it
-        return {}
+def state_objects(state: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """``(kind, name) -> urn`` of every Kubernetes object in a stack's state (``Engine.state``)."""
     out = {}
-    for res in deployment.get("resources") or []:
+    for res in state.get("resources") or []:
         kind = STATE_KINDS.get(res.get("type", ""))
         if kind and res.get("id"):
             out[(kind, str(res["id"]).split("/")[-1])] = str(res["urn"])
@@ -66,23 +62,6 @@ def state_objects(engine: Engine) -> dict[tuple[str, str], str]:
 
 def _kinds(config: cfg.InferCraneConfig) -> list[str]:
     return ["InferenceService"] if config.kubernetes.workload_api == "kserve" else ["Deployment", "Service"]
-
-
-def live_objects(client: Client, config: cfg.InferCraneConfig, kinds: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    t = config.kubernetes
-    out: dict[tuple[str, str], dict[str, Any]] = {}
-    for kind in kinds:
-        try:
-            for obj in client.list(cluster.resource_for({"kind": kind}), namespace=t.namespace):
-                raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-                out[(kind, raw["metadata"]["name"])] = raw
-        except ApiError as exc:
-            if exc.status.code == 404:  # the kind is not served: nothing of it exists
-                continue
-            raise ClusterError(cluster.describe_api_error(exc, action=f"list {kind}s", target=t)) from None
-        except cluster.TRANSPORT_ERRORS as exc:
-            raise cluster.unreachable(exc, t) from None
-    return out
 
 
 def owned_mismatches(obj: dict[str, Any], namespace: str, stack_id: str) -> list[str]:
@@ -101,8 +80,8 @@ def destroy(
     t = config.kubernetes
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
     kinds = _kinds(config)
-    state = state_objects(engine)
-    live = live_objects(client, config, sorted(set(kinds) | {k for k, _ in state}))
+    state = state_objects(engine.state())
+    live = cluster.live_by_name(client, t, set(kinds) | {k for k, _ in state})
     result = DestroyResult()
     targets: dict[tuple[str, str], str] = {}  # (kind, name) -> uid
     foreign_urns: list[str] = []
