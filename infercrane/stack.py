@@ -226,6 +226,16 @@ def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "inf
 
 
 def _process_alive(pid: int) -> bool:
+    """Is ``pid`` a running ``pulumi`` process? A zombie (killed, its parent gone, not yet reaped)
+    or a reused pid running something else counts as gone."""
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").is_file():
+        try:
+            text = stat.read_text()
+        except OSError:
+            return False
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 1 :].split()
+        return rest[0] != "Z" and "pulumi" in comm
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -57,22 +56,45 @@ def test_rbac_message_keeps_the_apiserver_words() -> None:
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
 
 
-def test_a_lock_left_by_a_dead_process_of_this_host_is_removed_others_kept(tmp_path: Path) -> None:
+def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp_path: Path) -> None:
     import json
+    import shutil
+    import signal
     import socket
     import subprocess
     import sys
 
     from infercrane.stack import clear_stale_locks
 
+    fake_pulumi = tmp_path / "pulumi"  # a live process whose name is pulumi
+    fake_pulumi.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    live = subprocess.Popen([str(fake_pulumi), "30"])
+    zombie = subprocess.Popen([str(fake_pulumi), "30"])  # killed, not reaped: as after SIGKILL to a CI job
+    zombie.send_signal(signal.SIGKILL)
+    other = subprocess.Popen([shutil.which("sleep") or "sleep", "30"])  # the pid now runs something else
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    locks = tmp_path / ".pulumi" / "locks" / "organization" / "infercrane" / "dev"
-    locks.mkdir(parents=True)
-    here = socket.gethostname()
-    for name, pid, host in (("dead", dead.pid, here), ("live", os.getpid(), here), ("remote", dead.pid, "ci-runner-7")):
-        (locks / f"{name}.json").write_text(json.dumps({"pid": pid, "hostname": host, "username": "u", "timestamp": "t"}))
-    notes = clear_stale_locks("dev", {"PULUMI_BACKEND_URL": tmp_path.as_uri()})
-    assert sorted(p.name for p in locks.iterdir()) == ["live.json", "remote.json"]
-    (note,) = notes
-    assert f"removed the lock of stack 'dev' left by pulumi process {dead.pid} (no longer running on this host" in note
+    try:
+        import time
+
+        time.sleep(0.2)
+        locks = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "infercrane" / "dev"
+        locks.mkdir(parents=True)
+        here = socket.gethostname()
+        cases = {
+            "dead": (dead.pid, here),
+            "zombie": (zombie.pid, here),
+            "reused": (other.pid, here),
+            "live": (live.pid, here),
+            "remote": (dead.pid, "ci-runner-7"),
+        }
+        for name, (pid, host) in cases.items():
+            (locks / f"{name}.json").write_text(json.dumps({"pid": pid, "hostname": host, "username": "u", "timestamp": "t"}))
+        notes = clear_stale_locks("dev", {"PULUMI_BACKEND_URL": (tmp_path / "state").as_uri()})
+        assert sorted(p.name for p in locks.iterdir()) == ["live.json", "remote.json"]
+        assert len(notes) == 3
+        assert any(f"left by pulumi process {zombie.pid} (no longer running on this host" in n for n in notes)
+    finally:
+        for p in (live, zombie, other):
+            p.kill()
+            p.wait()
