@@ -257,6 +257,13 @@ def translate(exc: auto.CommandError, stack: str) -> EngineError:
         return EngineError(
             f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it"
         )
+    if "cluster is unreachable" in text or "connection refused" in text.lower():
+        return EngineError(
+            f"the Kubernetes API stopped answering during the update of stack {stack!r}; what was applied "
+            "carries this stack's ownership and is picked up again.\n"
+            "    fix: bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
+            "then rerun the same command with the same --idempotency-key"
+        )
     if "Server-Side Apply field conflict" in text:
         return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
     if "forbidden" in text.lower():

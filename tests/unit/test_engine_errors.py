@@ -24,6 +24,14 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
             "    fix: wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack dev`",
         ),
         (
+            err(
+                auto.CommandError,
+                "  kubernetes:apps/v1:Deployment (qwen-0-deployment):\n    error: configured Kubernetes cluster is "
+                "unreachable: unable to load schema information from the API server: unexpected EOF",
+            ),
+            "the Kubernetes API stopped answering during the update of stack 'dev'",
+        ),
+        (
             err(auto.StackNotFoundError, "error: no stack named 'dev' found"),
             "stack 'dev' does not exist in this backend.\n    fix: run `infercrane deploy --stack dev` to create it",
         ),
@@ -45,7 +53,7 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
         ),
         (err(auto.CommandError, "error: something else entirely"), "pulumi failed for stack 'dev':\n"),
     ],
-    ids=["locked", "missing-stack", "ssa-conflict", "rbac", "passphrase", "other"],
+    ids=["locked", "api-lost", "missing-stack", "ssa-conflict", "rbac", "passphrase", "other"],
 )
 def test_translate_names_what_happened_and_what_to_do(exc: auto.CommandError, expected: str) -> None:
     assert expected in str(translate(exc, "dev"))
