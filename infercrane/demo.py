@@ -14,6 +14,7 @@ from infercrane import config as cfg
 from infercrane.errors import InferCraneError
 from infercrane.inspect import inspect, render_text
 from infercrane.local.plane import Plane
+from infercrane.operations import describe_changes
 from infercrane.stack import Engine
 
 
@@ -31,10 +32,10 @@ def run(stack: str = "local") -> int:
         engine = Engine(stack)
         print(f"== pulumi preview --stack {stack}")
         pre = engine.preview(on_output=_line, suppress_outputs=True)
-        print(f"preview: {pre.change_summary}")
+        print(f"preview: {describe_changes(pre.change_summary)}")
         print(f"== pulumi up --stack {stack}")
         up = engine.up(on_output=_line, suppress_outputs=True)
-        print(f"up: {up.summary.result}, {up.summary.resource_changes}")
+        print(f"up: {up.summary.result}: {describe_changes(up.summary.resource_changes, done=True)}")
         from infercrane.local.plane import VIEWER_CONTEXT
 
         viewer = cluster.client(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))

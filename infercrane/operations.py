@@ -14,7 +14,7 @@ import secrets
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +32,32 @@ from infercrane.stack import Engine
 COMPONENT_TYPE: Final = "infercrane:index:Replica"
 PLAN_WORDS: Final = {"create": "create", "update": "configure", "same": "unchanged", "replace": "replace", "delete": "delete"}
 DONE_WORDS: Final = {"create": "created", "update": "configured", "same": "unchanged", "replace": "replaced", "delete": "deleted"}
+
+
+# Engine operation names as a person reads them, in the order they are listed.
+CHANGE_WORDS: Final = {
+    "create": "to create",
+    "update": "to update",
+    "replace": "to replace",
+    "delete": "to delete",
+    "same": "unchanged",
+}
+DONE_CHANGE_WORDS: Final = {
+    "create": "created",
+    "update": "updated",
+    "replace": "replaced",
+    "delete": "deleted",
+    "same": "unchanged",
+}
+
+
+def describe_changes(counts: Mapping[Any, int] | None, *, done: bool = False) -> str:
+    """``{'create': 8}`` -> ``8 to create`` (``8 created`` when done); other operations by name.
+    Keys may be the Automation API's ``OpType`` members (a str enum) or plain strings."""
+    words = DONE_CHANGE_WORDS if done else CHANGE_WORDS
+    plain = {str(getattr(op, "value", op)): n for op, n in (counts or {}).items()}
+    items = sorted(plain.items(), key=lambda kv: (list(words).index(kv[0]) if kv[0] in words else len(words), kv[0]))
+    return ", ".join(f"{n} {words.get(op, op)}" for op, n in items if n) or "nothing"
 
 
 class IdempotencyConflict(InferCraneError):

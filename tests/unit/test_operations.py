@@ -62,3 +62,29 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     col = EventCollector()
     col.ops = {"qwen-kubernetes-0": {"same", "replace", "create"}}
     assert summarize(c, col, "infercrane/dev")[0].action == "replace"
+
+
+@pytest.mark.parametrize(
+    ("counts", "done", "text"),
+    [
+        ({"create": 8}, False, "8 to create"),
+        ({"same": 6, "create": 2}, False, "2 to create, 6 unchanged"),
+        ({"create": 8}, True, "8 created"),
+        ({"update": 1, "delete": 2, "same": 5}, True, "1 updated, 2 deleted, 5 unchanged"),
+        ({}, False, "nothing"),
+        ({"refresh": 3}, True, "3 refresh"),
+    ],
+    ids=["create", "mixed", "done", "done-mixed", "empty", "unknown-op"],
+)
+def test_change_summaries_read_as_words_not_reprs(counts: dict[str, int], done: bool, text: str) -> None:
+    from infercrane.operations import describe_changes
+
+    assert describe_changes(counts, done=done) == text
+
+
+def test_change_summaries_accept_the_automation_apis_op_types() -> None:
+    from pulumi.automation import OpType
+
+    from infercrane.operations import describe_changes
+
+    assert describe_changes({OpType.CREATE: 8, OpType.SAME: 1}) == "8 to create, 1 unchanged"
