@@ -155,6 +155,11 @@ class KubernetesTarget(_Frozen):
     )
     kubeconfig: str | None = Field(None, description="kubeconfig file; default: $KUBECONFIG or ~/.kube/config.")
 
+    @property
+    def object_kinds(self) -> tuple[str, ...]:
+        """The kinds of object each replica has under this workload API."""
+        return ("InferenceService",) if self.workload_api == "kserve" else ("Deployment", "Service")
+
     @field_validator("context")
     @classmethod
     def _context(cls, v: str) -> str:

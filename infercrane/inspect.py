@@ -60,13 +60,16 @@ def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[st
 
 
 def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
-    """Every pod of our replicas (one LIST), or None when this identity may not read pods."""
+    """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
+    t = config.kubernetes
     try:
-        return _list(client, Pod, config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
-    except ClusterError as exc:
-        if "forbidden" in str(exc):
+        return [_dict(p) for p in client.list(Pod, namespace=t.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})]
+    except ApiError as exc:
+        if exc.status.code == 403:
             return None
-        raise
+        raise ClusterError(cluster.describe_api_error(exc, action="list pods", target=t)) from None
+    except cluster.TRANSPORT_ERRORS as exc:
+        raise cluster.unreachable(exc, t) from None
 
 
 def _node_gpus(client: Client, label: str) -> dict[str, str]:
@@ -111,7 +114,7 @@ def inspect(
     e.g. a separate read-only identity, so the deploying one keeps exactly the shipped Role."""
     t = config.kubernetes
     ns = t.namespace
-    kinds = ["InferenceService"] if t.workload_api == "kserve" else ["Deployment", "Service"]
+    kinds = list(t.object_kinds)
     stack_id = naming.stack_identity(PROJECT, stack) if stack else None
     live: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in kinds:

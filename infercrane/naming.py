@@ -90,6 +90,15 @@ def intent_hash(spec: dict[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def not_owned(obj: dict[str, Any], *, namespace: str, stack: str) -> list[str]:
+    """Why a live object found by listing is not ``stack``'s: its own key annotation is the key
+    checked (empty list: ours). An object without that annotation is never ours."""
+    key = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_KEY)
+    if key is None:
+        return [f"annotation {ANNOTATION_KEY} is missing"]
+    return ownership_mismatches(obj, key=key, namespace=namespace, stack=stack)
+
+
 def ownership_mismatches(obj: dict[str, Any], *, key: str, namespace: str, stack: str) -> list[str]:
     """Why a live object is *not* ours (empty list: it carries our exact ownership metadata).
 

@@ -193,7 +193,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
             continue
         names.append(f"{kind}/{name}")
         obj = live.get((kind, name))
-        reasons = teardown.owned_mismatches(obj, config.kubernetes.namespace, stack_id) if obj is not None else []
+        reasons = naming.not_owned(obj, namespace=config.kubernetes.namespace, stack=stack_id) if obj is not None else []
         if reasons:
             foreign.append(f"{kind}/{name}: {'; '.join(reasons)}")
     if foreign:

@@ -129,7 +129,7 @@ class Engine:
         """Run one Automation API operation; map failures to typed, user-facing errors."""
         from infercrane import program
 
-        for note in clear_stale_locks(self.stack_name, engine_env(self.stack_name, self.project_dir, self.env)):
+        for note in clear_stale_locks(self.stack_name, self.stack.workspace.env_vars):
             (kw.get("on_output") or _stderr)(note)
         program.last_error = None
         try:

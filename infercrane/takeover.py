@@ -45,7 +45,7 @@ class TakeoverResult:
 def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: bool = False) -> TakeoverResult:
     t = config.kubernetes
     stack_id = naming.stack_identity(PROJECT, stack)
-    kinds = ["InferenceService"] if t.workload_api == "kserve" else ["Deployment", "Service"]
+    kinds = t.object_kinds
     result = TakeoverResult()
     refused: list[str] = []
     candidates: list[tuple[str, str, dict[str, Any]]] = []

@@ -60,17 +60,6 @@ def state_objects(state: dict[str, Any]) -> dict[tuple[str, str], str]:
     return out
 
 
-def _kinds(config: cfg.InferCraneConfig) -> list[str]:
-    return ["InferenceService"] if config.kubernetes.workload_api == "kserve" else ["Deployment", "Service"]
-
-
-def owned_mismatches(obj: dict[str, Any], namespace: str, stack_id: str) -> list[str]:
-    key = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_KEY)
-    if key is None:
-        return [f"annotation {naming.ANNOTATION_KEY} is missing"]
-    return naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack_id)
-
-
 def destroy(
     engine: Engine,
     config: cfg.InferCraneConfig,
@@ -79,7 +68,7 @@ def destroy(
 ) -> DestroyResult:
     t = config.kubernetes
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
-    kinds = _kinds(config)
+    kinds = t.object_kinds
     state = state_objects(engine.state())
     live = cluster.live_by_name(client, t, set(kinds) | {k for k, _ in state})
     result = DestroyResult()
@@ -89,14 +78,14 @@ def destroy(
         obj = live.get((kind, name))
         if obj is None:
             continue
-        reasons = owned_mismatches(obj, t.namespace, stack_id)
+        reasons = naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
         if reasons:
             result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
             foreign_urns.append(urn)
         else:
             targets[(kind, name)] = obj["metadata"]["uid"]
     for (kind, name), obj in sorted(live.items()):
-        if (kind, name) not in state and kind in kinds and not owned_mismatches(obj, t.namespace, stack_id):
+        if (kind, name) not in state and kind in kinds and not naming.not_owned(obj, namespace=t.namespace, stack=stack_id):
             targets[(kind, name)] = obj["metadata"]["uid"]
             result.orphans.append(f"{kind}/{name}")
 

@@ -58,3 +58,20 @@ def test_key_annotation_must_match_exactly() -> None:
     assert naming.ownership_mismatches(obj, key="k", namespace="ns", stack="infercrane/dev") == [
         "annotation infercrane.dev/external-key is 'k ', expected 'k'"
     ]
+
+
+def test_not_owned_reads_the_key_from_the_objects_own_annotation() -> None:
+    key, stack = "k-r0", "infercrane/dev"
+    obj = {
+        "metadata": {
+            "namespace": "ns",
+            "labels": naming.labels(key),
+            "annotations": naming.ownership_annotations(key, "sha256:" + "0" * 64, stack),
+        }
+    }
+    assert naming.not_owned(obj, namespace="ns", stack=stack) == []
+    assert naming.not_owned(obj, namespace="ns", stack="infercrane/prod") == [
+        "annotation infercrane.dev/stack is 'infercrane/dev', expected 'infercrane/prod'"
+    ]
+    del obj["metadata"]["annotations"][naming.ANNOTATION_KEY]
+    assert naming.not_owned(obj, namespace="ns", stack=stack) == ["annotation infercrane.dev/external-key is missing"]
