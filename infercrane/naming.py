@@ -36,7 +36,7 @@ PULUMI_FIELD_MANAGER: Final = "pulumi.com/patchFieldManager"
 PULUMI_PATCH_FORCE: Final = "pulumi.com/patchForce"
 PULUMI_SKIP_AWAIT: Final = "pulumi.com/skipAwait"
 PULUMI_WAIT_FOR: Final = "pulumi.com/waitFor"
-PULUMI_TIMEOUT: Final = "pulumi.com/timeoutSeconds"
+PULUMI_DELETION_PROPAGATION: Final = "pulumi.com/deletionPropagationPolicy"
 
 # Environment.
 WORKER_KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"

@@ -91,6 +91,11 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
     # grant) with informers per object; the program waits instead, for the whole stack with one
     # LIST per tick (infercrane.readiness). skipAwait also keeps refresh to a plain GET.
     meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
+    # With skipAwait Pulumi does not wait for a deletion, and its default (foreground) keeps the
+    # Deployment until its pods are gone: plain `pulumi destroy` would return with it still there.
+    # Background (kubectl's default, and infercrane destroy's) removes the object at once; the
+    # garbage collector removes its ReplicaSets and Pods after.
+    meta["annotations"][naming.PULUMI_DELETION_PROPAGATION] = "background"
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

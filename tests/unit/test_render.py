@@ -109,3 +109,13 @@ def test_replica_image_overrides_default(values: dict[str, Any]) -> None:
     img = "lmsysorg/sglang@sha256:" + "c" * 64
     dep, _ = render(values, image=img)
     assert dep["spec"]["template"]["spec"]["containers"][0]["image"] == img
+
+
+def test_pulumi_waits_for_nothing_and_deletes_deployments_in_the_background(values: dict[str, Any]) -> None:
+    """The program waits (infercrane.readiness), not pulumi-kubernetes' per-object informers that need
+    Pod reads; a plain `pulumi destroy` returns with the Deployment gone, not still terminating."""
+    dep, svc = render(values)
+    assert dep["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert dep["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] == "background"
+    assert "pulumi.com/timeoutSeconds" not in dep["metadata"]["annotations"]
+    assert svc["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
