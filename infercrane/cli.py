@@ -76,7 +76,14 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--json", action="store_true")
         return sp
 
-    with_intent(with_stack(sub.add_parser("plan", help="validate + preflight + pulumi preview; exit 3 when changes are pending")))
+    pl = with_intent(
+        with_stack(sub.add_parser("plan", help="validate + preflight + pulumi preview; exit 3 when changes are pending"))
+    )
+    pl.add_argument(
+        "--full-preview",
+        action="store_true",
+        help="always run pulumi preview (by default a no-op proven by the state and a live dry run skips it)",
+    )
     dep = with_intent(with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
     dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
     i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
@@ -226,14 +233,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
     replica = _intent(args)
     with operations.project_with_intent(args.stack, replica) as project_dir:
         config = cfg.load_stack(args.stack, project_dir=project_dir)
-        actions = operations.plan(Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args))
+        result = operations.plan(
+            Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args), full=args.full_preview
+        )
+    actions = result.actions
     pending = any(a.action != "same" for a in actions)
     if args.json:
-        print(json.dumps({"stack": args.stack, "changesPending": pending, "replicas": [a.__dict__ for a in actions]}, indent=2))
+        doc = {"stack": args.stack, "changesPending": pending, "basis": result.basis, "replicas": [a.__dict__ for a in actions]}
+        print(json.dumps(doc, indent=2))
     else:
         print(f"plan for stack {args.stack}:")
         _actions_table(actions, operations.PLAN_WORDS)
-        print("changes pending" if pending else "no changes")
+        if result.basis == "state+live":
+            print("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
+        else:
+            print("changes pending" if pending else "no changes")
     return EXIT_CHANGES_PENDING if pending else EXIT_OK
 
 

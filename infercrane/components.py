@@ -15,17 +15,12 @@ import pulumi_kubernetes as k8s
 
 from infercrane.config import InferCraneConfig
 from infercrane.render import Manifest, RenderedReplica
-
-COMPONENT_TYPE = "infercrane:index:Replica"
+from infercrane.urns import COMPONENT_TYPE, child_name
 
 
 def child_options(parent: pulumi.Resource, provider: k8s.Provider, rollout: str) -> pulumi.ResourceOptions:
     """Options of every child object. ``recreate`` => delete before replace."""
     return pulumi.ResourceOptions(parent=parent, provider=provider, delete_before_replace=(rollout == "recreate"))
-
-
-def _kind_suffix(kind: str) -> str:
-    return {"Deployment": "deployment", "Service": "service", "InferenceService": "inferenceservice"}[kind]
 
 
 def _resource(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
@@ -59,7 +54,7 @@ class ReplicaComponent(pulumi.ComponentResource):
     ) -> None:
         super().__init__(COMPONENT_TYPE, slot, None, opts)
         child_opts = child_options(self, provider, config.kubernetes.rollout)
-        self.objects = [_resource(f"{slot}-{_kind_suffix(m['kind'])}", m, child_opts) for m in rendered.manifests]
+        self.objects = [_resource(child_name(slot, m["kind"]), m, child_opts) for m in rendered.manifests]
         # The object whose status says whether the replica serves (Deployment / InferenceService).
         self.workload = self.objects[0]
         self.rendered = rendered

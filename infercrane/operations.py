@@ -23,13 +23,12 @@ from typing import Any, Final
 from pulumi.automation import EngineEvent, OpType
 
 from infercrane import config as cfg
-from infercrane import naming
+from infercrane import naming, urns
 from infercrane.errors import ClusterError, ConfigError, GuardError, InferCraneError, PreflightRefused
-from infercrane.program import slots
 from infercrane.render import render_all
 from infercrane.stack import Engine
+from infercrane.urns import KIND_OF_TOKEN, slot_of, slots
 
-COMPONENT_TYPE: Final = "infercrane:index:Replica"
 PLAN_WORDS: Final = {"create": "create", "update": "configure", "same": "unchanged", "replace": "replace", "delete": "delete"}
 DONE_WORDS: Final = {"create": "created", "update": "configured", "same": "unchanged", "replace": "replaced", "delete": "deleted"}
 
@@ -86,17 +85,6 @@ def _op_class(op: str) -> str:
     return "same"
 
 
-def _slot_of(urn: str) -> str | None:
-    """The replica slot of a component or child URN (``…::infercrane:index:Replica…::<name>``)."""
-    if f"::{COMPONENT_TYPE}" not in urn:
-        return None
-    name = urn.rsplit("::", 1)[1]
-    for suffix in ("-deployment", "-service", "-inferenceservice"):
-        if name.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
-
-
 class EventCollector:
     """Collects per-slot operations from engine events."""
 
@@ -107,7 +95,7 @@ class EventCollector:
         pre = event.resource_pre_event
         if pre is None or pre.metadata is None:
             return
-        slot = _slot_of(pre.metadata.urn)
+        slot = slot_of(pre.metadata.urn)
         if slot is not None:
             self.ops.setdefault(slot, set()).add(_op_class(pre.metadata.op))
 
@@ -175,19 +163,19 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     operation lets the next ``up`` apply to it again (server-side apply adopts only after the
     preflight has verified that ownership). An object that does not exist needs nothing. An object
     with our name but not our ownership is refused: the state is left as it is, and nothing applied."""
-    from infercrane import cluster, teardown
+    from infercrane import cluster
 
     pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
     if not pending:
         return []
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
     client = cluster.client(config.kubernetes)
-    live = cluster.live_by_name(client, config.kubernetes, teardown.STATE_KINDS.values())
+    live = cluster.live_by_name(client, config.kubernetes, KIND_OF_TOKEN.values())
     foreign = []
     names = []
     for op in pending:
         res = op.get("resource") or {}
-        kind = teardown.STATE_KINDS.get(res.get("type", ""))
+        kind = KIND_OF_TOKEN.get(res.get("type", ""))
         name = ((res.get("inputs") or {}).get("metadata") or {}).get("name")
         if kind is None or name is None:
             continue
@@ -209,24 +197,29 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     ]
 
 
-def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
-    """Whether Pulumi's state may be stale: some live object differs from what the stack renders.
-
-    The preflight (ownership, conflicts, strict dry run -- refused here, before Pulumi starts)
-    compares every rendered object with its live namesake. When all are present and unchanged,
-    the state can only differ where applying converges anyway, so ``--refresh`` (one GET per
-    object in Pulumi, seconds at fleet size) is skipped; when an object was deleted or changed out
-    of band, the refresh lets Pulumi see it and ``up`` repairs it."""
+def live_check(config: cfg.InferCraneConfig, stack: str) -> Any:
+    """The preflight's report (ownership, conflicts, strict dry run, live vs rendered), or None
+    when it refuses: the program's own preflight then refuses again inside the update, where the
+    refusal is recorded as a failed update (promote's health gate reads the stack's history)."""
     from infercrane import preflight
 
     stack_id = naming.stack_identity(cfg.PROJECT, stack)
     manifests = [m for r in render_all(config, stack_id) for m in r.manifests]
     try:
-        return bool(preflight.run(config, manifests, stack_id).drift)
+        return preflight.run(config, manifests, stack_id)
     except PreflightRefused:
-        # The program's own preflight refuses it again, inside the update: the refusal is then
-        # recorded as a failed update (promote's health gate reads the stack's history).
-        return False
+        return None
+
+
+def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
+    """Whether Pulumi's state may be stale: some live object differs from what the stack renders.
+
+    When all are present and unchanged, the state can only differ where applying converges
+    anyway, so ``--refresh`` (one GET per object in Pulumi, seconds at fleet size) is skipped;
+    when an object was deleted or changed out of band, the refresh lets Pulumi see it and ``up``
+    repairs it."""
+    report = live_check(config, stack)
+    return bool(report is not None and report.drift)
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -292,7 +285,52 @@ def deploy(
     return DeployResult(key, intent, "succeeded", summarize(config, collector, stack_id), at)
 
 
-def plan(engine: Engine, config: cfg.InferCraneConfig, on_output: Callable[[str], None] | None = None) -> list[ReplicaAction]:
+@dataclass
+class PlanResult:
+    actions: list[ReplicaAction]
+    basis: str  # "state+live" (proven no-op, no engine run) or "pulumi preview"
+    why_preview: list[str] = field(default_factory=list)  # why the state+live proof did not hold
+
+
+def proven_no_op(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> list[str]:
+    """Why a ``pulumi preview`` could have something to do; empty when it cannot.
+
+    Nothing to do is proven when (1) the checkpoint records exactly the resources the program
+    registers for this config, with exactly the inputs it would send (the rendered manifests and
+    the provider's explicit settings and SDK version), with no pending operation, and (2) every
+    live object is present and a strict server-side dry run of its manifest changes nothing (the
+    preflight, run before this). Pulumi's own diff compares the same two things: recorded inputs
+    with new inputs, and -- with server-side apply -- a dry run against the live object."""
+    from importlib.metadata import version
+
+    stack_id = naming.stack_identity(cfg.PROJECT, stack)
+    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
+    return urns.state_matches(state, urns.registrations(stack, render_all(config, stack_id), provider))
+
+
+def plan(
+    engine: Engine, config: cfg.InferCraneConfig, on_output: Callable[[str], None] | None = None, *, full: bool = False
+) -> PlanResult:
+    """The plan of a stack. When the state and the live objects prove there is nothing to do
+    (:func:`proven_no_op`), every replica is ``same`` without an engine run (as fast as ``kubectl
+    diff``); otherwise -- or with ``full`` -- ``pulumi preview`` computes it (with ``--refresh``
+    when a live object drifted)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = None if full else pool.submit(engine.state)  # in parallel with the preflight
+        report = live_check(config, engine.stack_name)
+        state = reading.result() if reading is not None else None
+    why: list[str] = ["--full-preview"] if full else []
+    if report is None:
+        why.append("the preflight refuses")
+    elif report.drift:
+        why.append(f"{len(report.drift)} live object(s) missing or different: {', '.join(report.drift[:3])}")
+    if state is not None:
+        why += proven_no_op(config, engine.stack_name, state)
+    if not why:
+        return PlanResult(summarize(config, EventCollector(), stack_id), "state+live")
     collector = EventCollector()
-    engine.preview(on_output=on_output, on_event=collector, refresh=needs_refresh(config, engine.stack_name))
-    return summarize(config, collector, naming.stack_identity(cfg.PROJECT, engine.stack_name))
+    engine.preview(on_output=on_output, on_event=collector, refresh=bool(report is not None and report.drift))
+    return PlanResult(summarize(config, collector, stack_id), "pulumi preview", why)

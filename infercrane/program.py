@@ -19,7 +19,8 @@ from infercrane import guards, naming
 from infercrane.components import ReplicaComponent
 from infercrane.errors import GuardError, InferCraneError, NotReady
 from infercrane.provider import make_provider
-from infercrane.render import RenderedReplica, render_all
+from infercrane.render import render_all
+from infercrane.urns import slots
 
 
 def running_under_mocks() -> bool:
@@ -48,16 +49,6 @@ def stack_values() -> dict[str, Any]:
             except (TypeError, ValueError):
                 values[key] = raw
     return values
-
-
-def slots(rendered: list[RenderedReplica]) -> list[str]:
-    """Logical name per replica: ``<endpoint name>-<ordinal within that endpoint>``, in config order."""
-    seen: dict[str, int] = defaultdict(int)
-    out = []
-    for r in rendered:
-        out.append(f"{r.replica.name}-{seen[r.replica.name]}")
-        seen[r.replica.name] += 1
-    return out
 
 
 def build(config: cfg.InferCraneConfig, stack_id: str, *, preflight: bool) -> list[ReplicaComponent]:

@@ -9,8 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from infercrane.config import KubernetesTarget
-
-PROVIDER_NAME = "infercrane"
+from infercrane.urns import PROVIDER_NAME
 
 
 def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None) -> k8s.Provider:

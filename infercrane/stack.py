@@ -9,6 +9,7 @@ Operations layer.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from collections.abc import Callable, Mapping
@@ -101,29 +102,47 @@ class Engine:
     env: Mapping[str, str] | None = None
     _stack: auto.Stack | None = None
 
+    _workspace: auto.LocalWorkspace | None = None
+
+    def _options(self) -> auto.LocalWorkspaceOptions:
+        env = engine_env(self.stack_name, self.project_dir, self.env)
+        if not any(k in {**os.environ, **env} for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
+            raise EngineError(
+                f"stack {self.stack_name!r} needs its secrets passphrase.\n"
+                "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"
+            )
+        return auto.LocalWorkspaceOptions(
+            work_dir=str(self.project_dir),
+            env_vars=env,
+            pulumi_command=auto.PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
+        )
+
     @property
     def stack(self) -> auto.Stack:
+        """The stack, selected (created if new) with the program attached: for engine operations."""
         if self._stack is None:
             from infercrane import program
 
-            env = engine_env(self.stack_name, self.project_dir, self.env)
-            if not any(k in {**os.environ, **env} for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
-                raise EngineError(
-                    f"stack {self.stack_name!r} needs its secrets passphrase.\n"
-                    "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"
-                )
-            opts = auto.LocalWorkspaceOptions(
-                work_dir=str(self.project_dir),
-                env_vars=env,
-                pulumi_command=auto.PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
-            )
             try:
                 self._stack = auto.create_or_select_stack(
-                    stack_name=self.stack_name, project_name="infercrane", program=program.main, opts=opts
+                    stack_name=self.stack_name, project_name="infercrane", program=program.main, opts=self._options()
                 )
             except auto.CommandError as exc:
                 raise translate(exc, self.stack_name) from None
         return self._stack
+
+    @property
+    def workspace(self) -> auto.LocalWorkspace:
+        """The project's workspace, without selecting or creating the stack (no program, no
+        ``stack select`` process): for reading and editing the state."""
+        if self._stack is not None:
+            return cast(auto.LocalWorkspace, self._stack.workspace)
+        if self._workspace is None:
+            opts = self._options()
+            self._workspace = auto.LocalWorkspace(
+                work_dir=opts.work_dir, env_vars=opts.env_vars, pulumi_command=opts.pulumi_command
+            )
+        return self._workspace
 
     def _run(self, op: str, **kw: Any) -> Any:
         """Run one Automation API operation; map failures to typed, user-facing errors."""
@@ -168,9 +187,23 @@ class Engine:
         return result
 
     def state(self) -> dict[str, Any]:
-        """The stack's checkpoint (``pulumi stack export``): resources, outputs, pending operations."""
+        """The stack's checkpoint (one ``pulumi stack export``, secrets left encrypted): resources,
+        outputs, pending operations. A stack that does not exist yet has an empty one."""
         try:
-            return dict(self.stack.export_stack().deployment or {})
+            out = self.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", self.stack_name])
+        except auto.CommandError as exc:
+            if f"no stack named '{self.stack_name}' found" in str(exc):
+                return {}
+            raise translate(exc, self.stack_name) from None
+        return dict(json.loads(out.stdout).get("deployment") or {})
+
+    def clear_state(self) -> None:
+        """Drop every resource from the state without touching the cluster (``pulumi state delete
+        --all``): for ``destroy``, once every object is proven gone."""
+        for note in clear_stale_locks(self.stack_name, self.workspace.env_vars):
+            _stderr(note)
+        try:
+            self.workspace._run_pulumi_cmd_sync(["state", "delete", "--all", "--yes", "--stack", self.stack_name])
         except auto.CommandError as exc:
             raise translate(exc, self.stack_name) from None
 
@@ -184,7 +217,7 @@ class Engine:
     def state_delete(self, urn: str) -> None:
         """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
         try:
-            self.stack._run_pulumi_cmd_sync(["state", "delete", urn, "--yes"])
+            self.workspace._run_pulumi_cmd_sync(["state", "delete", urn, "--yes", "--stack", self.stack_name])
         except auto.CommandError as exc:
             raise translate(exc, self.stack_name) from None
 

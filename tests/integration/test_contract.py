@@ -5,6 +5,7 @@ readiness without Pod reads, refresh without drift, drift repaired by deploy, ex
 from __future__ import annotations
 
 import copy
+import json
 import time
 from typing import Any
 
@@ -63,6 +64,13 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     keys = ["it-drift-r0", "it-drift-r1"]
     project.stack("itdrift", [replica(k) for k in keys])
     assert cli(project, "deploy", "--stack", "itdrift").returncode == 0
+    # Nothing to do: proven by the state and a live dry run, and Pulumi's own preview agrees.
+    r = cli(project, "plan", "--stack", "itdrift", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stderr
+    r = cli(project, "plan", "--stack", "itdrift", "--json", "--full-preview")
+    doc = json.loads(r.stdout)
+    assert r.returncode == 0 and doc["basis"] == "pulumi preview", r.stderr
+    assert {p["action"] for p in doc["replicas"]} == {"same"}
     gone, reset = naming.object_name(keys[0]), naming.object_name(keys[1])
     admin.delete(Service, gone, namespace=NS)
     # Our own manager re-applies one field with another value (a lost or partial earlier apply).
@@ -87,14 +95,16 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
 
     r = cli(project, "plan", "--stack", "itdrift", "--json")
     assert r.returncode == 3, r.stderr
-    actions = {p["key"]: p["action"] for p in __import__("json").loads(r.stdout)["replicas"]}
-    assert actions == {keys[0]: "create", keys[1]: "update"}
+    doc = json.loads(r.stdout)
+    assert {p["key"]: p["action"] for p in doc["replicas"]} == {keys[0]: "create", keys[1]: "update"}
+    assert doc["basis"] == "pulumi preview"
 
     r = cli(project, "deploy", "--stack", "itdrift")
     assert r.returncode == 0, r.stderr
     assert get_or_none(admin, Service, gone) is not None
     assert admin.get(Deployment, reset, namespace=NS).spec.revisionHistoryLimit == 3
-    assert cli(project, "plan", "--stack", "itdrift").returncode == 0
+    r = cli(project, "plan", "--stack", "itdrift")
+    assert r.returncode == 0 and "no changes (proven by the stack's state and a live dry run" in r.stdout
     assert cli(project, "destroy", "--stack", "itdrift").returncode == 0
 
 

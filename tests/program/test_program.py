@@ -159,3 +159,30 @@ def test_recreate_rollout_deletes_before_replacing() -> None:
 
     assert child_options(Dummy(), Dummy(), "recreate").delete_before_replace is True  # type: ignore[arg-type]
     assert child_options(Dummy(), Dummy(), "surge").delete_before_replace is False  # type: ignore[arg-type]
+
+
+@pytest.mark.usefixtures("clean_env")
+@pytest.mark.parametrize("stack", ["local", "dev", "staging", "prod"])
+def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> None:
+    """The no-op proof (operations.proven_no_op) compares the state with urns.registrations: the
+    program must register exactly those URNs, types and inputs, and the provider those inputs."""
+    from importlib.metadata import version
+
+    from infercrane import naming, urns
+    from infercrane.render import render_all
+
+    rec, _ = run_program(stack)
+    config = cfg.load(cfg.read_stack_values(cfg.stack_file(stack, ROOT)), source=f"stacks/Pulumi.{stack}.yaml")
+    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
+    expected = urns.registrations(stack, render_all(config, naming.stack_identity("infercrane", stack)), provider)
+    prefix = f"urn:pulumi:{stack}::infercrane::"
+    registered = {r.name: (r.typ, normalise(dict(r.inputs))) for r in rec.resources}
+    assert len(registered) == len(rec.resources)
+    assert sorted(e.urn.removeprefix(prefix).rsplit("::", 1)[1] for e in expected) == sorted(registered)
+    for e in expected:
+        typ, inputs = registered[e.urn.rsplit("::", 1)[1]]
+        assert typ == e.type
+        if e.inputs is not None and typ != urns.PROVIDER_TYPE:
+            assert inputs == e.inputs
+    provider_seen = registered[urns.PROVIDER_NAME][1]
+    assert {k: v for k, v in provider_seen.items() if k != "version"} == {k: v for k, v in provider.items() if k != "version"}

@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from infercrane import config
-from infercrane.operations import EventCollector, _op_class, _slot_of, summarize
+from infercrane.operations import EventCollector, _op_class, summarize
+from infercrane.urns import slot_of
 
 STACK = "urn:pulumi:dev::infercrane::"
 
@@ -22,7 +23,7 @@ STACK = "urn:pulumi:dev::infercrane::"
     ids=["component", "deployment", "service", "provider", "stack"],
 )
 def test_slot_of_urn(urn: str, slot: str | None) -> None:
-    assert _slot_of(urn) == slot
+    assert slot_of(urn) == slot
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,98 @@
+"""The state-proven no-op plan: a checkpoint matches only when it records exactly what the program
+would register, with exactly the same inputs and nothing pending."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from infercrane import config as cfg
+from infercrane import naming, urns
+from infercrane.render import render_all
+
+
+def _expected(values: dict[str, Any]) -> list[urns.Registration]:
+    config = cfg.load(values, source="stacks/Pulumi.dev.yaml")
+    provider = urns.provider_inputs(config.kubernetes, "4.25.0")
+    return urns.registrations("dev", render_all(config, naming.stack_identity("infercrane", "dev")), provider)
+
+
+def _state_of(expected: list[urns.Registration]) -> dict[str, Any]:
+    """A checkpoint as ``pulumi stack export`` shows it after an ``up`` of ``expected``."""
+    root = {"urn": "urn:pulumi:dev::infercrane::pulumi:pulumi:Stack::infercrane-dev", "type": urns.STACK_TYPE}
+    resources = [root]
+    for e in expected:
+        res: dict[str, Any] = {"urn": e.urn, "type": e.type}
+        if e.inputs is not None:
+            res["inputs"] = copy.deepcopy(dict(e.inputs)) | ({"__internal": {}} if e.type == urns.PROVIDER_TYPE else {})
+        resources.append(res)
+    return {"resources": resources}
+
+
+def test_a_checkpoint_of_exactly_the_registrations_matches(values: dict[str, Any]) -> None:
+    expected = _expected(values)
+    assert [e.urn for e in expected] == [
+        "urn:pulumi:dev::infercrane::pulumi:providers:kubernetes::infercrane",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica::qwen-kubernetes-0",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:apps/v1:Deployment::qwen-kubernetes-0-deployment",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:core/v1:Service::qwen-kubernetes-0-service",
+    ]
+    assert urns.state_matches(_state_of(expected), expected) == []
+
+
+def _mutate_input(state: dict[str, Any]) -> None:
+    state["resources"][3]["inputs"]["spec"]["replicas"] = 2
+
+
+def _drop_service(state: dict[str, Any]) -> None:
+    del state["resources"][4]
+
+
+def _extra_replica(state: dict[str, Any]) -> None:
+    state["resources"].append(
+        {"urn": "urn:pulumi:dev::infercrane::infercrane:index:Replica::gone-0", "type": urns.COMPONENT_TYPE}
+    )
+
+
+def _pending(state: dict[str, Any]) -> None:
+    state["pending_operations"] = [{"type": "creating", "resource": {}}]
+
+
+def _provider_version(state: dict[str, Any]) -> None:
+    state["resources"][1]["inputs"]["version"] = "4.24.0"
+
+
+def _pending_delete(state: dict[str, Any]) -> None:
+    state["resources"][3]["delete"] = True
+
+
+@pytest.mark.parametrize(
+    ("mutate", "words"),
+    [
+        (_mutate_input, "Deployment::qwen-kubernetes-0-deployment: recorded inputs differ"),
+        (_drop_service, "Service::qwen-kubernetes-0-service: not in the state"),
+        (_extra_replica, "Replica::gone-0: in the state, not in the config"),
+        (_pending, "1 pending operation(s) in the state"),
+        (_provider_version, "pulumi:providers:kubernetes::infercrane: recorded inputs differ"),
+        (_pending_delete, "(pending delete)"),
+    ],
+    ids=["inputs", "missing", "extra", "pending", "provider-version", "pending-delete"],
+)
+def test_any_difference_between_checkpoint_and_registrations_is_named(values: dict[str, Any], mutate: Any, words: str) -> None:
+    expected = _expected(values)
+    state = _state_of(expected)
+    mutate(state)
+    reasons = urns.state_matches(state, expected)
+    assert any(words in r for r in reasons), reasons
+
+
+def test_a_changed_config_does_not_match_the_old_checkpoint(values: dict[str, Any]) -> None:
+    old = _state_of(_expected(values))
+    values["infercrane:replicas"][0]["gpu"] = "NVIDIA-H100-80GB-HBM3"
+    assert urns.state_matches(old, _expected(values))
+
+
+def test_an_empty_checkpoint_lists_everything_as_missing(values: dict[str, Any]) -> None:
+    assert len(urns.state_matches({}, _expected(values))) == 4
