@@ -86,8 +86,16 @@ class PreflightRefused(InferCraneError):
 class NotReady(InferCraneError):
     """Applied, but some replicas did not become ready (each with its reason)."""
 
-    def __init__(self, failures: list[tuple[str, str, str]], total: int) -> None:
+    def __init__(self, failures: list[tuple[str, str, str]], total: int, *, api_lost: bool = False) -> None:
         self.failures = failures
+        if api_lost:  # one cause for all: say it once, with how to resume
+            super().__init__(
+                f"the Kubernetes API stopped answering while {len(failures)} of {total} replica(s) were not yet ready: "
+                f"{failures[0][2]}; what was applied carries this stack's ownership and is picked up again.\n"
+                "    fix: bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
+                "then rerun the same command with the same --idempotency-key"
+            )
+            return
         lines = [f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:"]
         lines += [f"- replica {key} ({name}): {reason}" for key, name, reason in failures]
         if any("FailedScheduling" in reason for _, _, reason in failures):

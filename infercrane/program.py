@@ -127,7 +127,8 @@ def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneCo
             if v.state != "ready"
         ]
         if failures:
-            last_error = NotReady(failures, len(components))
+            lost = all(v.api_lost for v in verdicts if v.state != "ready")
+            last_error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(last_error))
         pulumi.log.info(f"readiness: {len(components)}/{len(components)} ready")
 

@@ -42,6 +42,7 @@ class Verdict:
 
     state: State
     reason: str = ""
+    api_lost: bool = False  # failed because the API server stopped answering (not the object's fault)
 
 
 def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
@@ -166,9 +167,9 @@ class FleetWaiter:
         if not waited.future.done():
             waited.future.set_result(verdict)
 
-    def _fail_all(self, reason: str) -> None:
+    def _fail_all(self, reason: str, *, api_lost: bool = False) -> None:
         for name in list(self._waited):
-            self._resolve(name, Verdict("failed", reason))
+            self._resolve(name, Verdict("failed", reason, api_lost=api_lost))
 
     async def _run(self) -> None:
         unreachable_since: float | None = None
@@ -181,9 +182,8 @@ class FleetWaiter:
                 now = self._clock()
                 unreachable_since = unreachable_since or now
                 if now - unreachable_since >= self._grace:
-                    self._fail_all(
-                        f"{cluster.unreachable(exc, self._target)} (for {self._grace:.0f} s while waiting for readiness)"
-                    )
+                    first = str(cluster.unreachable(exc, self._target)).splitlines()[0]
+                    self._fail_all(f"{first} (for {self._grace:.0f} s while waiting for readiness)", api_lost=True)
                     return
                 await asyncio.sleep(self._poll)
                 continue

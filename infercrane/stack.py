@@ -21,6 +21,7 @@ from pulumi import automation as auto
 
 from infercrane.config import project_root
 from infercrane.errors import InferCraneError
+from infercrane.locks import clear_stale_locks
 
 # The local stack's passphrase protects no secret (the stack has none); other stacks need
 # PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
@@ -229,53 +230,19 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "infercrane") -> list[str]:
-    """Remove this stack's locks (file backend) left by a ``pulumi`` process of this host that no
-    longer runs -- a CI job killed mid-update -- and say so. A lock held by a live process or
-    another host is left alone: the update then fails with the "locked" message and its fix."""
-    import json
-    import socket
-
-    url = env.get("PULUMI_BACKEND_URL", "")
-    if not url.startswith("file://"):
-        return []
-    locks = Path(url.removeprefix("file://")) / ".pulumi" / "locks" / "organization" / project / stack
-    notes = []
-    for lock in sorted(locks.glob("*.json")) if locks.is_dir() else []:
-        try:
-            content = json.loads(lock.read_text())
-            pid, host = int(content["pid"]), str(content["hostname"])
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
-        if host != socket.gethostname() or _process_alive(pid):
-            continue
-        lock.unlink(missing_ok=True)
-        notes.append(
-            f"note: removed the lock of stack {stack!r} left by pulumi process {pid} (no longer running on this host, "
-            f"since {content.get('timestamp', '?')}); the interrupted update's objects carry this stack's ownership "
-            "and are checked before anything is applied"
-        )
-    return notes
-
-
-def _process_alive(pid: int) -> bool:
-    """Is ``pid`` a running ``pulumi`` process? A zombie (killed, its parent gone, not yet reaped)
-    or a reused pid running something else counts as gone."""
-    stat = Path(f"/proc/{pid}/stat")
-    if Path("/proc/self/stat").is_file():
-        try:
-            text = stat.read_text()
-        except OSError:
-            return False
-        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 1 :].split()
-        return rest[0] != "Z" and "pulumi" in comm
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+# What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
+API_LOST_MARKERS: Final = (
+    "cluster is unreachable",
+    "connection refused",
+    "connection reset by peer",
+    "unexpected eof",
+    "i/o timeout",
+    "tls handshake timeout",
+    "context deadline exceeded",
+    "etcdserver:",
+    "the server is currently unable to handle the request",
+    "timeout: request did not complete",
+)
 
 
 def translate(exc: auto.CommandError, stack: str) -> EngineError:
@@ -290,7 +257,7 @@ def translate(exc: auto.CommandError, stack: str) -> EngineError:
         return EngineError(
             f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it"
         )
-    if "cluster is unreachable" in text or "connection refused" in text.lower():
+    if any(marker in text.lower() for marker in API_LOST_MARKERS):
         return EngineError(
             f"the Kubernetes API stopped answering during the update of stack {stack!r}; what was applied "
             "carries this stack's ownership and is picked up again.\n"

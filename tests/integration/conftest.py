@@ -138,11 +138,11 @@ def get_or_none(client: Client, res: Any, name: str, namespace: str = "infercran
         raise
 
 
-def wait_for(check: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+def wait_for(check: Callable[[], Any], what: str, timeout: float = 60, interval: float = 0.5) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
         if value:
             return value
-        time.sleep(0.5)
+        time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")

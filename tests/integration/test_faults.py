@@ -3,18 +3,22 @@ waits for readiness; the retry -- same command, same key -- converges without a 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Service
 
 from infercrane import naming
 from infercrane.readiness import deployment_verdict
+from infercrane.stack import Engine
 from tests.integration.conftest import ROOT, Project, get_or_none, kubectl, replica, wait_for
 from tests.integration.test_cli_ops import cli
 
@@ -57,3 +61,59 @@ def test_deploy_killed_while_waiting_is_retried_with_the_same_key_and_converges(
     r = cli(project, "deploy", "--stack", "itkilled", "--idempotency-key", "ci-run-41")
     assert r.returncode == 0 and "already applied at" in r.stdout
     assert cli(project, "destroy", "--stack", "itkilled").returncode == 0
+
+
+def _interrupt_create(engine: Engine, type_token: str) -> str:
+    """Leave the stack's checkpoint as an update killed inside a create leaves it: the object is
+    live, the resource is missing from the checkpoint's resources and listed as a pending CREATE.
+
+    Creates take milliseconds, so a kill cannot be timed into one reliably, and ``pulumi stack
+    import`` drops pending operations; the file backend's checkpoint is edited in its own format
+    (``.pulumi/stacks/<project>/<stack>.json``: ``checkpoint.latest`` is the deployment)."""
+    backend = Path(dict(engine.workspace.env_vars)["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    path = backend / ".pulumi" / "stacks" / "infercrane" / f"{engine.stack_name}.json"
+    doc = json.loads(path.read_text())
+    latest = doc["checkpoint"]["latest"]
+    (res,) = [r for r in latest["resources"] if r["type"] == type_token]
+    latest["resources"] = [r for r in latest["resources"] if r is not res]
+    latest["pending_operations"] = [{"resource": res, "type": "creating"}]
+    path.write_text(json.dumps(doc))
+    assert engine.state().get("pending_operations")
+    return str(res["id"]).split("/")[-1]
+
+
+def test_pending_creates_of_our_own_objects_are_cleared_and_the_deploy_converges(project: Project, admin: Client) -> None:
+    key = "it-pending-r0"
+    engine = project.stack("itpending", [replica(key)])
+    assert cli(project, "deploy", "--stack", "itpending").returncode == 0
+    uid = admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid
+    _interrupt_create(engine, "kubernetes:apps/v1:Deployment")
+
+    r = cli(project, "deploy", "--stack", "itpending", "--idempotency-key", "after-kill")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "cleared 1 pending create(s) left by an interrupted update (Deployment/" in r.stderr + r.stdout
+    assert not engine.state().get("pending_operations")
+    assert admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid == uid  # applied again, not recreated
+    r = cli(project, "plan", "--stack", "itpending", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stdout + r.stderr[-2000:]
+    assert cli(project, "destroy", "--stack", "itpending").returncode == 0
+
+
+def test_a_pending_create_whose_object_is_now_foreign_is_refused_with_nothing_applied(project: Project, admin: Client) -> None:
+    key = "it-pendforeign-r0"
+    engine = project.stack("itpendforeign", [replica(key)])
+    assert cli(project, "deploy", "--stack", "itpendforeign").returncode == 0
+    name = _interrupt_create(engine, "kubernetes:core/v1:Service")
+    r = kubectl(
+        project.plane, "annotate", "--overwrite", "service", name, "-n", NS, f"{naming.ANNOTATION_STACK}=infercrane/someone-else"
+    )
+    assert r.returncode == 0, r.stderr
+    version = admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.resourceVersion
+
+    r = cli(project, "deploy", "--stack", "itpendforeign")
+    assert r.returncode == 1
+    assert "an interrupted update left pending creates for objects that are not this stack's; nothing was applied" in r.stderr
+    assert f"Service/{name}" in r.stderr and "Traceback" not in r.stderr
+    assert engine.state().get("pending_operations"), "the state is left as it was"
+    assert admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.resourceVersion == version
+    admin.delete(Service, name, namespace=NS)

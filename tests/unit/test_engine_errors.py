@@ -32,6 +32,18 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
             "the Kubernetes API stopped answering during the update of stack 'dev'",
         ),
         (
+            err(
+                auto.CommandError,
+                'error: resource "urn:…::qwen-2-deployment" was not successfully created by the Kubernetes API server: '
+                "unexpected error when reading response body. Please retry. Original error: unexpected EOF",
+            ),
+            "the Kubernetes API stopped answering during the update of stack 'dev'",
+        ),
+        (
+            err(auto.CommandError, "error: update failed: etcdserver: request timed out"),
+            "then rerun the same command with the same --idempotency-key",
+        ),
+        (
             err(auto.StackNotFoundError, "error: no stack named 'dev' found"),
             "stack 'dev' does not exist in this backend.\n    fix: run `infercrane deploy --stack dev` to create it",
         ),
@@ -53,7 +65,17 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
         ),
         (err(auto.CommandError, "error: something else entirely"), "pulumi failed for stack 'dev':\n"),
     ],
-    ids=["locked", "api-lost", "missing-stack", "ssa-conflict", "rbac", "passphrase", "other"],
+    ids=[
+        "locked",
+        "api-lost",
+        "api-lost-mid-create",
+        "etcd-lost",
+        "missing-stack",
+        "ssa-conflict",
+        "rbac",
+        "passphrase",
+        "other",
+    ],
 )
 def test_translate_names_what_happened_and_what_to_do(exc: auto.CommandError, expected: str) -> None:
     assert expected in str(translate(exc, "dev"))
@@ -72,7 +94,7 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
     import subprocess
     import sys
 
-    from infercrane.stack import clear_stale_locks
+    from infercrane.locks import clear_stale_locks
 
     fake_pulumi = tmp_path / "pulumi"  # a live process whose name is pulumi
     fake_pulumi.symlink_to(shutil.which("sleep") or "/bin/sleep")
@@ -106,3 +128,28 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
         for p in (live, zombie, other):
             p.kill()
             p.wait()
+
+
+def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layout() -> None:
+    import ssl
+
+    from infercrane import locks
+
+    assert isinstance(locks.store_for("file:///var/state"), locks.FileLocks)
+    assert locks.store_for("s3://bucket/state") is None  # explained by the "locked" message, never cleared
+    pg = locks.store_for("postgres://ci:s%40cret@db.internal:6543/pulumi?sslmode=disable&table=team_state")
+    assert isinstance(pg, locks.PostgresLocks)
+    assert (pg.prefix, pg.table) == ("pulumi/", "team_state")
+    args = pg.connect_args
+    assert (args["user"], args["password"], args["host"], args["port"], args["database"]) == (
+        "ci",
+        "s@cret",
+        "db.internal",
+        6543,
+        "pulumi",
+    )
+    assert args["ssl_context"] is None
+    default = locks.store_for("postgres://ci@db.internal/pulumi")
+    assert isinstance(default, locks.PostgresLocks) and isinstance(default.connect_args["ssl_context"], ssl.SSLContext)
+    with pytest.raises(ValueError, match="unexpected table name"):
+        locks.PostgresLocks("postgres://ci@db/pulumi?table=x;drop")

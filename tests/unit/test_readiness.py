@@ -153,3 +153,14 @@ def test_unreachable_api_fails_after_the_grace_period_not_the_budget() -> None:
     assert verdict.state == "failed"
     assert "cannot reach the Kubernetes API of context 'c'" in verdict.reason
     assert "(for 30 s while waiting for readiness)" in verdict.reason
+    assert verdict.api_lost
+
+
+def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
+    from infercrane.errors import NotReady
+
+    reason = "cannot reach the Kubernetes API of context 'c': ConnectError: refused (for 30 s while waiting for readiness)"
+    text = str(NotReady([("k0", "n0", reason), ("k1", "n1", reason)], 3, api_lost=True))
+    assert text.startswith("the Kubernetes API stopped answering while 2 of 3 replica(s) were not yet ready: cannot reach")
+    assert text.count("cannot reach") == 1
+    assert "rerun the same command with the same --idempotency-key" in text

@@ -1,0 +1,199 @@
+"""Stack locks of Pulumi's self-managed ("DIY") backends, and the ones a killed update leaves.
+
+Every update writes a lock ``.pulumi/locks/organization/<project>/<stack>/<uuid>.json`` holding
+the pid and host of its ``pulumi`` process, and removes it when it ends. A CI job killed with
+SIGKILL never removes it, and every later update of the stack fails "currently locked" until
+someone runs ``pulumi cancel`` -- which removes *all* the stack's locks, a live update's too.
+
+Here, before an update, each lock is read and removed only when it is certainly stale: written
+by a ``pulumi`` process of *this* host that no longer runs (a zombie or a pid reused by another
+program counts as gone). A lock of a live process or of another host is left alone; the update
+then fails with the "locked" message and its fix. Removal is exact: that one key, and only if
+its content is unchanged.
+
+Backends: a local directory (``file://``) and PostgreSQL (``postgres://``, the table Pulumi's
+PostgreSQL backend keeps: ``key`` = ``<database>/<path>``, ``data`` = ``{"data": <base64 of the
+blob>}``). Others
+(cloud buckets) are read by nobody here: their locks are explained, not cleared. Engine layer.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import ssl
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Protocol
+from urllib.parse import parse_qs, unquote, urlparse
+
+LOCK_ROOT: Final = ".pulumi/locks/organization"
+PG_DEFAULT_TABLE: Final = "pulumi_state"
+
+
+@dataclass(frozen=True)
+class Lock:
+    key: str  # the backend's key (path) of the lock blob
+    raw: bytes  # its content, as read (removal is conditional on it)
+    pid: int
+    host: str
+    timestamp: str
+
+
+class LockStore(Protocol):
+    def locks(self, project: str, stack: str) -> list[Lock]: ...
+    def remove(self, lock: Lock) -> None: ...
+
+
+def _parse(key: str, raw: bytes) -> Lock | None:
+    try:
+        content = json.loads(raw)
+        return Lock(key, raw, int(content["pid"]), str(content["hostname"]), str(content.get("timestamp", "?")))
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+class FileLocks:
+    """Locks of a ``file://`` backend: files under the backend directory."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def locks(self, project: str, stack: str) -> list[Lock]:
+        folder = self.root / LOCK_ROOT / project / stack
+        out = []
+        for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+            try:
+                lock = _parse(str(path.relative_to(self.root)), path.read_bytes())
+            except OSError:
+                continue
+            if lock is not None:
+                out.append(lock)
+        return out
+
+    def remove(self, lock: Lock) -> None:
+        path = self.root / lock.key
+        try:
+            if path.read_bytes() == lock.raw:
+                path.unlink()
+        except OSError:
+            pass  # already gone
+
+
+class PostgresLocks:
+    """Locks of a ``postgres://`` backend: rows of Pulumi's state table (pg8000, pure Python)."""
+
+    def __init__(self, url: str) -> None:
+        u = urlparse(url)
+        query = {k: v[-1] for k, v in parse_qs(u.query).items()}
+        self.table = query.get("table", PG_DEFAULT_TABLE)
+        # Pulumi's bucket keys start with the URL's path (the database name): "<db>/.pulumi/…".
+        self.prefix = f"{u.path.strip('/')}/" if u.path.strip("/") else ""
+        if not self.table.replace("_", "").replace(".", "").isalnum():
+            raise ValueError(f"unexpected table name {self.table!r} in the backend URL")
+        sslmode = query.get("sslmode", "require")  # lib/pq's default, which Pulumi's backend uses
+        context: ssl.SSLContext | None = None
+        if sslmode in ("require", "verify-ca", "verify-full"):
+            context = ssl.create_default_context(cafile=query.get("sslrootcert"))
+            if sslmode == "require":
+                context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            elif sslmode == "verify-ca":
+                context.check_hostname = False
+        self.connect_args: dict[str, Any] = {
+            "user": unquote(u.username or os.environ.get("PGUSER", "postgres")),
+            "password": unquote(u.password) if u.password else os.environ.get("PGPASSWORD"),
+            "host": u.hostname or "localhost",
+            "port": u.port or 5432,
+            "database": unquote(u.path.lstrip("/")) or "postgres",
+            "ssl_context": context,
+            "timeout": 10,
+        }
+
+    @contextmanager
+    def _connection(self) -> Iterator[Any]:
+        import pg8000.native
+
+        conn = pg8000.native.Connection(**self.connect_args)
+        try:
+            yield conn
+        finally:
+            conn.close()
+
+    def locks(self, project: str, stack: str) -> list[Lock]:
+        prefix = f"{self.prefix}{LOCK_ROOT}/{project}/{stack}/"
+        with self._connection() as conn:
+            if not conn.run("SELECT to_regclass(:t)::text", t=self.table)[0][0]:
+                return []  # no state stored yet
+            rows = conn.run(f"SELECT key, data::text FROM {self.table} WHERE key LIKE :p", p=prefix.replace("_", r"\_") + "%")
+        out = []
+        for key, data in rows:
+            try:
+                raw = base64.b64decode(json.loads(data)["data"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            lock = _parse(str(key), raw)
+            if lock is not None:
+                out.append(lock)
+        return out
+
+    def remove(self, lock: Lock) -> None:
+        with self._connection() as conn:
+            for key, data in conn.run(f"SELECT key, data::text FROM {self.table} WHERE key = :k", k=lock.key):
+                if base64.b64decode(json.loads(data)["data"]) == lock.raw:
+                    conn.run(f"DELETE FROM {self.table} WHERE key = :k AND data::text = :d", k=key, d=data)
+
+
+def store_for(backend_url: str) -> LockStore | None:
+    if backend_url.startswith("file://"):
+        return FileLocks(Path(unquote(backend_url.removeprefix("file://")).split("?", 1)[0]))
+    if backend_url.startswith(("postgres://", "postgresql://")):
+        return PostgresLocks(backend_url)
+    return None
+
+
+def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "infercrane") -> list[str]:
+    """Remove this stack's locks left by a ``pulumi`` process of this host that no longer runs --
+    a CI job killed mid-update -- and say so (see the module docstring)."""
+    store = store_for(env.get("PULUMI_BACKEND_URL", ""))
+    if store is None:
+        return []
+    try:
+        locks = store.locks(project, stack)
+    except Exception:  # noqa: BLE001 - the backend unreadable here: the update itself reports it
+        return []
+    notes = []
+    here = socket.gethostname()
+    for lock in locks:
+        if lock.host != here or process_alive(lock.pid):
+            continue
+        store.remove(lock)
+        notes.append(
+            f"note: removed the lock of stack {stack!r} left by pulumi process {lock.pid} (no longer running on this host, "
+            f"since {lock.timestamp}); the interrupted update's objects carry this stack's ownership "
+            "and are checked before anything is applied"
+        )
+    return notes
+
+
+def process_alive(pid: int) -> bool:
+    """Is ``pid`` a running ``pulumi`` process? A zombie (killed, its parent gone, not yet reaped)
+    or a reused pid running something else counts as gone."""
+    stat = Path(f"/proc/{pid}/stat")
+    if Path("/proc/self/stat").is_file():
+        try:
+            text = stat.read_text()
+        except OSError:
+            return False
+        comm, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 1 :].split()
+        return rest[0] != "Z" and "pulumi" in comm
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

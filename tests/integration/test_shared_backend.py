@@ -1,0 +1,152 @@
+"""A shared state backend, as teams run one from many CI runners: Pulumi's PostgreSQL backend on a
+throwaway PostgreSQL server (initdb + pg_ctl on loopback, as a non-root user), started and
+stopped by these tests. The same faults as on the file backend: a deploy killed mid-update
+leaves its lock in the database and the retry clears it; two deploys racing for one stack never
+both hold it."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
+
+from infercrane import locks, naming
+from infercrane.readiness import deployment_verdict
+from tests.integration.conftest import ROOT, Project, get_or_none, kubectl, replica, wait_for
+from tests.integration.test_cli_ops import cli
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+L40S_NODES = ("kwok-l40s-0", "kwok-l40s-1")
+INSTALL_HINT = "install PostgreSQL's server (Debian: `apt-get install postgresql`); the tests start their own on loopback"
+
+
+def pg_tool(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+    if not found:
+        pytest.fail(f"PostgreSQL's {name} not found: {INSTALL_HINT}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL on 127.0.0.1 (trust auth, no TLS); its URL as Pulumi takes it."""
+    as_user: list[str] = []
+    base = Path(tempfile.mkdtemp(prefix="infercrane-pg-"))
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail(f"no 'postgres' user to run PostgreSQL as: {INSTALL_HINT}")
+        os.chown(base, owner.pw_uid, owner.pw_gid)
+        base.chmod(0o755)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data, log = base / "data", base / "server.log"
+    subprocess.run(
+        [*as_user, pg_tool("initdb"), "-D", str(data), "-U", "infercrane", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
+    subprocess.run(
+        [*as_user, pg_tool("pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgres://infercrane@127.0.0.1:{port}/postgres?sslmode=disable"
+    finally:
+        subprocess.run([*as_user, pg_tool("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def shared(project: Project, postgres: str, monkeypatch: pytest.MonkeyPatch) -> Project:
+    monkeypatch.setenv("PULUMI_BACKEND_URL", postgres)
+    return project
+
+
+def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
+    shared: Project, admin: Client, postgres: str
+) -> None:
+    key = "it-pg-killed-r0"
+    name = naming.object_name(key)
+    engine = shared.stack("itpgkilled", [replica(key)])
+    store = locks.store_for(postgres)
+    assert store is not None
+    for node in L40S_NODES:  # nothing may serve yet: the deploy is still waiting when killed
+        assert kubectl(shared.plane, "cordon", node).returncode == 0
+    try:
+        env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(shared.root), "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infercrane", "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9"],
+            cwd=shared.root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_for(lambda: get_or_none(admin, Deployment, name), "the Deployment to be applied", timeout=120)
+        time.sleep(2)  # inside the readiness wait
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        left = store.locks("infercrane", "itpgkilled")
+        assert len(left) == 1 and left[0].host == socket.gethostname(), left
+    finally:
+        for node in L40S_NODES:
+            kubectl(shared.plane, "uncordon", node)
+    assert not (shared.root / ".infercrane" / "pulumi-state").exists(), "the state must live in PostgreSQL only"
+
+    r = cli(shared, "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "removed the lock of stack 'itpgkilled' left by pulumi process" in r.stderr + r.stdout
+    assert store.locks("infercrane", "itpgkilled") == []
+    dep = admin.get(Deployment, name, namespace=NS)
+    assert deployment_verdict(dep.to_dict(), int(dep.metadata.generation or 0)).state == "ready"
+    r = cli(shared, "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9")
+    assert r.returncode == 0 and "already applied at" in r.stdout
+    r = cli(shared, "plan", "--stack", "itpgkilled", "--json")
+    assert r.returncode == 0 and '"basis": "state+live"' in r.stdout, r.stderr[-2000:]
+    assert cli(shared, "destroy", "--stack", "itpgkilled").returncode == 0
+    assert not [res for res in engine.state().get("resources") or []]
+
+
+def test_two_deploys_racing_for_one_stack_on_postgresql_never_both_hold_it(shared: Project) -> None:
+    rounds = 6
+    engine = shared.stack("itpgrace", [replica("it-pg-race-r0")])
+    assert cli(shared, "deploy", "--stack", "itpgrace").returncode == 0
+    outcomes: list[tuple[int, str]] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for i in range(rounds):
+            runs = [
+                pool.submit(cli, shared, "deploy", "--stack", "itpgrace", "--idempotency-key", f"race-{i}-{side}")
+                for side in "ab"
+            ]
+            outcomes += [(r.returncode, r.stderr) for r in (f.result() for f in runs)]
+    locked = [err for rc, err in outcomes if rc != 0]
+    for err in locked:  # a refusal is the lock, said once, with what to do
+        assert "is locked by another update" in err and "Traceback" not in err, err[-2000:]
+    assert locked, "the two deploys never overlapped: the race was not exercised"
+    # Never two through at once: the updates that ran (history) never overlap in time.
+    updates = sorted((u.start_time, u.end_time) for u in engine.history() if u.kind == "update")
+    assert len(updates) == 1 + sum(rc == 0 for rc, _ in outcomes)
+    for (_, end), (start, _) in zip(updates, updates[1:], strict=False):
+        assert end <= start, f"two updates of one stack overlapped: one ended {end}, the next started {start}"
+    assert cli(shared, "destroy", "--stack", "itpgrace").returncode == 0
