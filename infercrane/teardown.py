@@ -4,17 +4,20 @@ pulumi-kubernetes deletes what its state lists, checks no ownership, and waits f
 deletion with its own informer (without ``watch`` on services, with relists: minutes at 100
 replicas). ``pulumi destroy`` is not used; instead:
 
-1. the namespace's live objects of our kinds are listed (one LIST per kind) while the state is
-   read (one ``pulumi stack export``, in parallel);
+1. the namespace's live objects of our kinds are listed (one LIST per kind);
 2. every live object with this stack's exact ownership is deleted, in parallel, each with a
    ``uid`` precondition (only the object that was checked) and background propagation -- those
    in the state and those missing from it (lost state, a killed update, a half-done key
    change) alike; decoys (our label without our exact annotations, another stack's) are never
    touched; a state object whose live namesake lacks our ownership (replaced by a foreign
    object) is refused, named and left untouched;
-3. the deleted objects are awaited with one LIST per kind per tick until every one is gone;
-4. only then the state is cleared (``pulumi state delete --all``: one process, no provider, no
-   program). An interrupted run leaves the state as it was, and repeating it is safe.
+3. meanwhile the state is read (one ``pulumi stack export``) and cleared (``pulumi state delete
+   --all``: one process, no provider, no program). Destroy finds our objects by their ownership,
+   never by the state, so clearing it first loses nothing: an object whose DELETE fails, or that
+   a killed run did not reach, is still ours and is deleted by the next run (and a ``deploy``
+   adopts it again after its preflight);
+4. the deleted objects are awaited with one LIST per kind per tick until every one is gone, and
+   zero remaining owned objects is proven with one more LIST.
 
 Operations layer.
 """
@@ -91,10 +94,16 @@ def destroy(
         targets.update(owned)
         outcomes.extend(pool.map(delete, owned.items()))
 
+    def read_then_clear() -> dict[str, Any]:
+        recorded = engine.state()
+        if recorded.get("resources"):
+            engine.clear_state()
+        return recorded
+
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        reading = pool.submit(engine.state)  # in parallel with the LIST and the DELETEs
+        bookkeeping = pool.submit(read_then_clear)  # in parallel with the LIST and the DELETEs
         delete_owned(t.object_kinds)
-        recorded = reading.result()
+        recorded = bookkeeping.result()
         state = state_objects(recorded)
         if other := {kind for kind, _ in state} - set(t.object_kinds):  # the stack changed workload API
             delete_owned(sorted(other))
@@ -117,8 +126,6 @@ def destroy(
             f"{len(left)} owned object(s) still present {GONE_TIMEOUT_SECONDS:.0f} s after deletion: {', '.join(left)}\n"
             "    fix: look for finalizers on them (`kubectl get -o yaml`), then run destroy again"
         )
-    if recorded.get("resources"):
-        engine.clear_state()
     from infercrane.inventory import owned_objects
 
     result.remaining = owned_objects(client, config, engine.stack_name)
