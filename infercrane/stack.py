@@ -19,9 +19,9 @@ from typing import Any, Final, cast
 
 from pulumi import automation as auto
 
+from infercrane.backend import clear_stale_locks
 from infercrane.config import project_root
 from infercrane.errors import InferCraneError
-from infercrane.locks import clear_stale_locks
 
 # The local stack's passphrase protects no secret (the stack has none); other stacks need
 # PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
@@ -104,6 +104,9 @@ class Engine:
     _stack: auto.Stack | None = None
 
     _workspace: auto.LocalWorkspace | None = None
+
+    def backend_url(self) -> str:
+        return engine_env(self.stack_name, self.project_dir, self.env)["PULUMI_BACKEND_URL"]
 
     def _options(self) -> auto.LocalWorkspaceOptions:
         env = engine_env(self.stack_name, self.project_dir, self.env)
@@ -188,8 +191,20 @@ class Engine:
         return result
 
     def state(self) -> dict[str, Any]:
-        """The stack's checkpoint (one ``pulumi stack export``, secrets left encrypted): resources,
-        outputs, pending operations. A stack that does not exist yet has an empty one."""
+        """The stack's checkpoint (secrets left encrypted): resources, outputs, pending operations.
+        A stack that does not exist yet has an empty one. Read from the backend directly when it
+        is a local directory or PostgreSQL (milliseconds, see :mod:`infercrane.backend`), else
+        with one ``pulumi stack export``."""
+        from infercrane import backend
+
+        store = backend.store_for(self.backend_url())
+        if store is not None:
+            try:
+                latest = backend.checkpoint(store, "infercrane", self.stack_name)
+            except Exception:  # noqa: BLE001 - unreadable here: pulumi reads it (and reports why)
+                latest = None
+            if latest is not None:
+                return latest
         try:
             out = self.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", self.stack_name])
         except auto.CommandError as exc:

@@ -20,6 +20,7 @@ from infercrane import cluster, naming, preflight
 from infercrane import config as cfg
 from infercrane.errors import NotReady, PreflightRefused
 from infercrane.manifests import render_checked
+from infercrane.stack import Engine
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
@@ -64,6 +65,10 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     keys = ["it-drift-r0", "it-drift-r1"]
     project.stack("itdrift", [replica(k) for k in keys])
     assert cli(project, "deploy", "--stack", "itdrift").returncode == 0
+    # The state read from the file backend directly is what `pulumi stack export` prints.
+    engine = Engine("itdrift", project_dir=project.root)
+    exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itdrift"]).stdout
+    assert engine.state() == json.loads(exported)["deployment"]
     # Nothing to do: proven by the state and a live dry run, and Pulumi's own preview agrees.
     r = cli(project, "plan", "--stack", "itdrift", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stderr

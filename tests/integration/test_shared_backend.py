@@ -7,6 +7,7 @@ both hold it."""
 from __future__ import annotations
 
 import glob
+import json
 import os
 import pwd
 import shutil
@@ -24,7 +25,8 @@ import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 
-from infercrane import locks, naming
+from infercrane import backend as locks
+from infercrane import naming
 from infercrane.readiness import deployment_verdict
 from tests.integration.conftest import ROOT, Project, get_or_none, kubectl, replica, wait_for
 from tests.integration.test_cli_ops import cli
@@ -122,6 +124,9 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     assert deployment_verdict(dep.to_dict(), int(dep.metadata.generation or 0)).state == "ready"
     r = cli(shared, "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9")
     assert r.returncode == 0 and "already applied at" in r.stdout
+    # The state read from PostgreSQL directly is what `pulumi stack export` prints.
+    exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itpgkilled"]).stdout
+    assert engine.state() == json.loads(exported)["deployment"]
     r = cli(shared, "plan", "--stack", "itpgkilled", "--json")
     assert r.returncode == 0 and '"basis": "state+live"' in r.stdout, r.stderr[-2000:]
     assert cli(shared, "destroy", "--stack", "itpgkilled").returncode == 0

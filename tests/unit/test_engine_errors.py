@@ -94,7 +94,7 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
     import subprocess
     import sys
 
-    from infercrane.locks import clear_stale_locks
+    from infercrane.backend import clear_stale_locks
 
     fake_pulumi = tmp_path / "pulumi"  # a live process whose name is pulumi
     fake_pulumi.symlink_to(shutil.which("sleep") or "/bin/sleep")
@@ -133,12 +133,12 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
 def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layout() -> None:
     import ssl
 
-    from infercrane import locks
+    from infercrane import backend as locks
 
-    assert isinstance(locks.store_for("file:///var/state"), locks.FileLocks)
+    assert isinstance(locks.store_for("file:///var/state"), locks.FileBackend)
     assert locks.store_for("s3://bucket/state") is None  # explained by the "locked" message, never cleared
     pg = locks.store_for("postgres://ci:s%40cret@db.internal:6543/pulumi?sslmode=disable&table=team_state")
-    assert isinstance(pg, locks.PostgresLocks)
+    assert isinstance(pg, locks.PostgresBackend)
     assert (pg.prefix, pg.table) == ("pulumi/", "team_state")
     args = pg.connect_args
     assert (args["user"], args["password"], args["host"], args["port"], args["database"]) == (
@@ -150,6 +150,27 @@ def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layou
     )
     assert args["ssl_context"] is None
     default = locks.store_for("postgres://ci@db.internal/pulumi")
-    assert isinstance(default, locks.PostgresLocks) and isinstance(default.connect_args["ssl_context"], ssl.SSLContext)
+    assert isinstance(default, locks.PostgresBackend) and isinstance(default.connect_args["ssl_context"], ssl.SSLContext)
     with pytest.raises(ValueError, match="unexpected table name"):
-        locks.PostgresLocks("postgres://ci@db/pulumi?table=x;drop")
+        locks.PostgresBackend("postgres://ci@db/pulumi?table=x;drop")
+
+
+def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulumi(tmp_path: Path) -> None:
+    import gzip
+    import json
+
+    from infercrane import backend
+
+    store = backend.FileBackend(tmp_path)
+    stacks = tmp_path / ".pulumi" / "stacks" / "infercrane"
+    assert backend.checkpoint(store, "infercrane", "dev") == {}  # no stack yet: an empty state
+    stacks.mkdir(parents=True)
+    latest = {"resources": [{"urn": "u", "type": "pulumi:pulumi:Stack"}]}
+    (stacks / "dev.json").write_text(json.dumps({"version": 3, "checkpoint": {"stack": "dev", "latest": latest}}))
+    assert backend.checkpoint(store, "infercrane", "dev") == latest
+    (stacks / "gz.json.gz").write_bytes(gzip.compress(json.dumps({"version": 3, "checkpoint": {"latest": latest}}).encode()))
+    assert backend.checkpoint(store, "infercrane", "gz") == latest
+    (stacks / "old.json").write_text(json.dumps({"version": 2, "checkpoint": {"latest": latest}}))
+    assert backend.checkpoint(store, "infercrane", "old") is None  # another version: `pulumi stack export` reads it
+    (stacks / "gz.json").write_text("{}")
+    assert backend.checkpoint(store, "infercrane", "gz") is None  # both forms: ambiguous, left to pulumi

@@ -1,5 +1,12 @@
-"""Stack locks of Pulumi's self-managed ("DIY") backends, and the ones a killed update leaves.
+"""Pulumi's self-managed ("DIY") state backends, read directly: stack checkpoints and stack locks.
 
+**Checkpoints.** A stack's state is one blob, ``.pulumi/stacks/<project>/<stack>.json`` (or
+``.json.gz``): ``{"version": 3, "checkpoint": {"latest": <deployment>}}`` -- the deployment that
+``pulumi stack export`` prints, with secrets left encrypted. Reading it here takes milliseconds,
+where a ``pulumi stack export`` process takes 0.4-1 s at 200 objects; any other layout or version
+returns None and the caller runs ``pulumi stack export``.
+
+**Locks.**
 Every update writes a lock ``.pulumi/locks/organization/<project>/<stack>/<uuid>.json`` holding
 the pid and host of its ``pulumi`` process, and removes it when it ends. A CI job killed with
 SIGKILL never removes it, and every later update of the stack fails "currently locked" until
@@ -44,9 +51,36 @@ class Lock:
     timestamp: str
 
 
-class LockStore(Protocol):
+class BackendStore(Protocol):
     def locks(self, project: str, stack: str) -> list[Lock]: ...
     def remove(self, lock: Lock) -> None: ...
+    def read(self, key: str) -> bytes | None: ...
+
+
+CHECKPOINT_VERSION: Final = 3
+
+
+def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] | None:
+    """The stack's latest deployment, read from the backend; ``{}`` when the stack has no
+    checkpoint blob in either form; None when it cannot be read here (unknown layout or
+    version, both forms present): the caller asks ``pulumi stack export``."""
+    import gzip
+
+    base = f".pulumi/stacks/{project}/{stack}.json"
+    plain, packed = store.read(base), store.read(base + ".gz")
+    if plain is not None and packed is not None:
+        return None
+    raw = plain if plain is not None else (gzip.decompress(packed) if packed is not None else None)
+    if raw is None:
+        return {}
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(doc, dict) or doc.get("version") != CHECKPOINT_VERSION:
+        return None
+    latest = (doc.get("checkpoint") or {}).get("latest")
+    return dict(latest) if isinstance(latest, dict) else {}
 
 
 def _parse(key: str, raw: bytes) -> Lock | None:
@@ -57,7 +91,7 @@ def _parse(key: str, raw: bytes) -> Lock | None:
         return None
 
 
-class FileLocks:
+class FileBackend:
     """Locks of a ``file://`` backend: files under the backend directory."""
 
     def __init__(self, root: Path) -> None:
@@ -75,6 +109,12 @@ class FileLocks:
                 out.append(lock)
         return out
 
+    def read(self, key: str) -> bytes | None:
+        try:
+            return (self.root / key).read_bytes()
+        except FileNotFoundError:
+            return None
+
     def remove(self, lock: Lock) -> None:
         path = self.root / lock.key
         try:
@@ -84,7 +124,7 @@ class FileLocks:
             pass  # already gone
 
 
-class PostgresLocks:
+class PostgresBackend:
     """Locks of a ``postgres://`` backend: rows of Pulumi's state table (pg8000, pure Python)."""
 
     def __init__(self, url: str) -> None:
@@ -140,6 +180,13 @@ class PostgresLocks:
                 out.append(lock)
         return out
 
+    def read(self, key: str) -> bytes | None:
+        with self._connection() as conn:
+            if not conn.run("SELECT to_regclass(:t)::text", t=self.table)[0][0]:
+                return None
+            rows = conn.run(f"SELECT data::text FROM {self.table} WHERE key = :k", k=self.prefix + key)
+        return base64.b64decode(json.loads(rows[0][0])["data"]) if rows else None
+
     def remove(self, lock: Lock) -> None:
         with self._connection() as conn:
             for key, data in conn.run(f"SELECT key, data::text FROM {self.table} WHERE key = :k", k=lock.key):
@@ -147,11 +194,11 @@ class PostgresLocks:
                     conn.run(f"DELETE FROM {self.table} WHERE key = :k AND data::text = :d", k=key, d=data)
 
 
-def store_for(backend_url: str) -> LockStore | None:
+def store_for(backend_url: str) -> BackendStore | None:
     if backend_url.startswith("file://"):
-        return FileLocks(Path(unquote(backend_url.removeprefix("file://")).split("?", 1)[0]))
+        return FileBackend(Path(unquote(backend_url.removeprefix("file://")).split("?", 1)[0]))
     if backend_url.startswith(("postgres://", "postgresql://")):
-        return PostgresLocks(backend_url)
+        return PostgresBackend(backend_url)
     return None
 
 
