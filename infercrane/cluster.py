@@ -221,7 +221,10 @@ RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing af
 
 def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -> T:
     """``call()``, retried with doubling delays (about 8 s in all) while the API server answers
-    429/503 -- it says "come back shortly" (after a CRD update its storage re-initializes)."""
+    429/503 -- it says "come back shortly" (after a CRD update its storage re-initializes) -- or
+    while a connection cannot be set up (a refused connect or a failed TLS handshake sends no
+    request, so repeating it is always safe; seen once under load on 2 shared cores). An API
+    server that stays unreachable still fails, after those ~8 s."""
     import time
 
     for attempt in range(attempts):
@@ -229,6 +232,12 @@ def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -
             return call()
         except ApiError as exc:
             if exc.status.code not in RETRYABLE_CODES or attempt == attempts - 1:
+                raise
+            time.sleep(delay * 2**attempt)
+        except httpx2.ConnectError as exc:
+            import ssl
+
+            if attempt == attempts - 1 or isinstance(exc.__cause__ or exc.__context__, ssl.SSLCertVerificationError):
                 raise
             time.sleep(delay * 2**attempt)
     raise AssertionError("unreachable")

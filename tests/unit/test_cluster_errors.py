@@ -33,3 +33,33 @@ TARGET = config.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDige
 def test_api_errors_say_what_to_do(code: int, message: str, expected: str) -> None:
     exc = ApiError(status=Status(code=code, message=message))
     assert expected in describe_api_error(exc, action="server-side dry-run of Deployment x", target=TARGET)
+
+
+def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_is_not() -> None:
+    import ssl
+
+    import httpx2
+
+    from infercrane import cluster
+
+    calls = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise httpx2.ConnectError("[SSL: TLSV1_ALERT_DECODE_ERROR] tlsv1 alert decode error")
+        return "listed"
+
+    assert cluster.retrying(flaky, delay=0.001) == "listed" and len(calls) == 3
+
+    def wrong_ca() -> str:
+        calls.append(1)
+        try:
+            raise ssl.SSLCertVerificationError("certificate verify failed")
+        except ssl.SSLCertVerificationError as cause:
+            raise httpx2.ConnectError("certificate verify failed") from cause
+
+    calls.clear()
+    with pytest.raises(httpx2.ConnectError):
+        cluster.retrying(wrong_ca, delay=0.001)
+    assert len(calls) == 1
