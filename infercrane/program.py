@@ -92,15 +92,15 @@ def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> 
 
 
 def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneConfig) -> pulumi.Output[None] | None:
-    """On ``up``: wait until every Deployment is ready, for the whole stack with one poller.
+    """On ``up``: wait until every replica's workload (Deployment, or InferenceService in KServe
+    mode) is ready, for the whole stack with one poller.
 
-    Each replica's wait starts when its Deployment is applied (its output resolves) and ends
+    Each replica's wait starts when its workload is applied (its output resolves) and ends
     ready or failed within its startup budget + margin; all failures are raised together as one
-    :class:`NotReady`, so ``pulumi up`` fails with every reason. Not on preview, not under
-    mocks. InferenceServices are not awaited yet (no KServe controller on the local plane).
+    :class:`NotReady`, so ``pulumi up`` fails with every reason. Not on preview, not under mocks.
     """
     t = config.kubernetes
-    if pulumi.runtime.is_dry_run() or running_under_mocks() or t.workload_api != "deployment" or not components:
+    if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
     from infercrane import cluster, readiness
 
@@ -111,7 +111,7 @@ def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneCo
             + (f" ({why[0]}{'; …' if len(why) > 1 else ''})" if why else "")
         )
 
-    waiter = readiness.FleetWaiter(cluster.client(t), t, "Deployment", report=report)
+    waiter = readiness.FleetWaiter(cluster.client(t), t, t.object_kinds[0], report=report)
 
     def wait(c: ReplicaComponent) -> pulumi.Output[readiness.Verdict]:
         budget = c.rendered.replica.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the pinned real tools (Pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
-# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok) from the Go module proxy.
+# kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, the KServe manager with its official
+# CRDs and default configuration) from the Go module proxy.
 #
 # Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
 #     $INFERCRANE_TOOLS_DIR/<tool>-<version>/bin/...
@@ -9,7 +10,7 @@
 # interrupted build never leaves a half-filled entry. Entries already present are reused; a tool
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
-# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok actionlint
+# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok kserve actionlint
 #   --print-path   print the PATH entries for the built tools (one per line) and exit
 set -euo pipefail
 
@@ -17,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok actionlint)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve actionlint)
 
 entry() {
   case "$1" in
@@ -26,6 +27,7 @@ entry() {
     kube) echo "$cache/kubernetes-$KUBERNETES_VERSION" ;;
     etcd) echo "$cache/etcd-$ETCD_VERSION" ;;
     kwok) echo "$cache/kwok-$KWOK_VERSION" ;;
+    kserve) echo "$cache/kserve-$KSERVE_VERSION" ;;
     actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
@@ -109,6 +111,28 @@ build_etcd() {
 build_kwok() {
   (cd "$here/go/kwok" && go build -o "$1/bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
   kwok_stages "$1"
+}
+
+build_kserve() {
+  # The manager (cmd/manager: InferenceService, TrainedModel and InferenceGraph controllers and
+  # KServe's admission webhooks) built with the committed wrapper go.mod, which repeats KServe's
+  # own `replace sigs.k8s.io/controller-runtime => v0.19.7` (a dependency's replace does not apply
+  # to the module that requires it; KEDA's API types need 0.19). Beside it, from the same module
+  # zip: the official CRDs (config/crd/full), the default inferenceservice-config ConfigMap, the
+  # manager's ClusterRole and its webhook configurations.
+  local out="$1/bin" share="$1/share" mod="github.com/kserve/kserve" dir
+  if ! (cd "$here/go/kserve" && go build -o "$out/kserve-manager" -ldflags "-s -w" "$mod/cmd/manager"); then
+    log "  kserve: the manager did not build (a dependency refused by the module proxy is named above)"
+    return 1
+  fi
+  dir="$(cd "$here/go/kserve" && GOFLAGS=-mod=mod go mod download -json "$mod@v$KSERVE_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$share/crds"
+  cp "$dir"/config/crd/full/serving.kserve.io_*.yaml "$share/crds/"
+  cp "$dir/config/configmap/inferenceservice.yaml" "$share/inferenceservice-config.yaml"
+  cp "$dir/config/rbac/role.yaml" "$share/manager-role.yaml"
+  cp "$dir/config/webhook/manifests.yaml" "$share/webhooks.yaml"
+  chmod -R u+w "$share"
 }
 
 build_actionlint() {

@@ -1,14 +1,19 @@
-"""Bootstrap a fresh local plane from the repository's own manifests.
+"""Bootstrap a fresh local plane from the repository's own manifests and KServe's.
 
 Applies deploy/kubernetes (namespace, service accounts, RBAC for both workload APIs; the
-optional read-only Roles bound to the viewer identity only), our
-structural InferenceService CRD, the simulated GPU nodes, and the worker Secret with a random
-value that is never printed. Idempotent: server-side apply as ``infercrane-bootstrap``; an
+optional read-only Roles bound to the viewer identity only), KServe's official CRDs, its
+``inferenceservice-config`` ConfigMap (Standard mode, no Istio, no Ingress objects) and its own
+ClusterRole bound to the manager's identity -- all taken from the pinned KServe module by
+``tools/build.sh kserve`` -- the simulated GPU nodes, and the worker Secret with a random value
+that is never printed. Once the KServe manager serves, its webhook configurations are registered
+with the manager's loopback URL. Idempotent: server-side apply as ``infercrane-bootstrap``; an
 existing Secret is left as it is. Operations layer.
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from lightkube import ApiError, Client, codecs
 from lightkube.config.kubeconfig import KubeConfig
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Node, Secret
 
 from infercrane.config import code_root
@@ -101,8 +107,8 @@ def run(plane: Plane, nodes_file: Path) -> None:
     client = admin_client(plane)
     root = code_root()
     docs = [d for rel in MANIFESTS for d in yaml.safe_load_all((root / rel).read_text()) if d]
-    crd = yaml.safe_load((Path(__file__).parent / "crds" / "inferenceservice.yaml").read_text())
-    _apply_all(client, [docs[0], crd])
+    _apply_all(client, [docs[0]])
+    install_kserve(client)
     _wait_namespace(client, NAMESPACE)
     _apply_all(client, docs[1:])
     roles = [
@@ -137,6 +143,69 @@ def run(plane: Plane, nodes_file: Path) -> None:
             "stringData": {"api-key": random_secret()},
         }
         client.create(codecs.from_dict(secret))
+
+
+def kserve_share() -> Path:
+    """The KServe files ``tools/build.sh kserve`` took from the module zip, beside the manager."""
+    from infercrane.local.plane import PlaneError, find_tool
+
+    share = find_tool("kserve-manager").parent.parent / "share"
+    if not (share / "crds").is_dir():
+        raise PlaneError(f"KServe's CRDs are missing from {share}.\n    fix: run `tools/build.sh kserve`")
+    return share
+
+
+def kserve_config(share: Path) -> dict[str, Any]:
+    """KServe's default ``inferenceservice-config``, set to the Standard (raw Deployment) mode
+    without Istio virtual hosts or Ingress objects (the plane has neither Istio nor an ingress)."""
+    cm: dict[str, Any] = yaml.safe_load((share / "inferenceservice-config.yaml").read_text())
+    ingress = json.loads(cm["data"]["ingress"])
+    ingress |= {"disableIstioVirtualHost": True, "disableIngressCreation": True}
+    cm["data"] |= {"ingress": json.dumps(ingress), "deploy": json.dumps({"defaultDeploymentMode": "Standard"})}
+    return cm
+
+
+def install_kserve(client: Client) -> None:
+    from infercrane.local.plane import KSERVE_NAMESPACE, KSERVE_USER
+
+    share = kserve_share()
+    crds = [yaml.safe_load(f.read_text()) for f in sorted((share / "crds").glob("*.yaml"))]
+    role = yaml.safe_load((share / "manager-role.yaml").read_text())
+    binding = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "kserve-manager-rolebinding", "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KSERVE_USER}],
+    }
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KSERVE_NAMESPACE}}
+    _apply_all(client, [*crds, namespace, role, binding])
+    _wait_namespace(client, KSERVE_NAMESPACE)
+    _apply_all(client, [kserve_config(share)])
+    for crd in crds:  # the manager's informers need every kind served before it starts
+        _wait_established(client, crd["metadata"]["name"])
+
+
+def register_kserve_webhooks(plane: Plane, port: int) -> None:
+    """KServe's own webhook configurations, each pointed at the manager's loopback URL (the
+    plane's API server runs outside any cluster network, so a Service reference cannot reach it),
+    trusting the plane's CA. Re-applied at every start: the port changes."""
+    ca = base64.b64encode((plane.pki_dir / "ca.crt").read_bytes()).decode()
+    docs = [d for d in yaml.safe_load_all((kserve_share() / "webhooks.yaml").read_text()) if d]
+    for d in docs:
+        d["metadata"].pop("creationTimestamp", None)
+        for hook in d["webhooks"]:
+            path = hook["clientConfig"]["service"]["path"]
+            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
+    _apply_all(admin_client(plane), docs)
+
+
+def _wait_established(client: Client, name: str) -> None:
+    for _ in range(100):
+        status = client.get(CustomResourceDefinition, name).status
+        if status and any(c.type == "Established" and c.status == "True" for c in status.conditions or []):
+            return
+        time.sleep(0.1)
 
 
 def _wait_namespace(client: Client, name: str) -> None:

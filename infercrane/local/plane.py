@@ -1,5 +1,6 @@
 """The embedded local control plane: etcd, kube-apiserver (TLS, RBAC), controller-manager,
-scheduler and kwok with simulated GPU nodes, on loopback only.
+scheduler, kwok with simulated GPU nodes and the KServe manager (Standard mode, its webhooks
+served with local certificates), on loopback only.
 
 State, certificates, logs and the kubeconfig live in one directory (default
 ``<project>/.infercrane/local``). ``start`` is idempotent (a running plane is reused; a stopped
@@ -47,7 +48,10 @@ BOOTSTRAP_MANAGER: Final = "infercrane-bootstrap"
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 SERVICE_CIDR: Final = "10.96.0.0/16"
 START_TIMEOUT_SECONDS: Final = 90
-COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
+COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kserve-manager")
+# The KServe manager's own identity (client certificate), bound to KServe's own ClusterRole.
+KSERVE_USER: Final = "kserve-controller-manager"
+KSERVE_NAMESPACE: Final = "kserve"
 HERE: Final = Path(__file__).resolve().parent
 
 
@@ -180,17 +184,29 @@ class Plane:
         tools = {name: find_tool(name) for name in COMPONENTS}
         self.state.mkdir(parents=True, exist_ok=True)
         self.logs.mkdir(exist_ok=True)
-        ports = {"etcd": _free_port(), "etcd_peer": _free_port(), "apiserver": _free_port(), "kwok": _free_port()}
+        ports = {
+            "etcd": _free_port(),
+            "etcd_peer": _free_port(),
+            "apiserver": _free_port(),
+            "kwok": _free_port(),
+            "kserve_webhook": _free_port(),
+            "kserve_probe": _free_port(),
+        }
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
         record: dict[str, Any] = {"ports": ports, "processes": {}}
         self._record.write_text(json.dumps(record))
 
-        def launch(name: str, args: list[str]) -> None:
+        def launch(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
             exe = str(tools[name])
             with (self.logs / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
                 proc = subprocess.Popen(
-                    [exe, *args], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True
+                    [exe, *args],
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    start_new_session=True,
+                    env={**os.environ, **env} if env else None,
                 )
             self._children[name] = proc
             record["processes"][name] = {"pid": proc.pid, "exe": exe}
@@ -281,6 +297,31 @@ class Plane:
             raise PlaneError(
                 f"bootstrapping the local plane failed: {exc}\n    fix: check the nodes file and deploy/ manifests"
             ) from None
+        # KServe's manager: its CRDs, ConfigMap and ClusterRole are in place (bootstrap); it serves
+        # its admission webhooks with a certificate of the plane's CA, from $TMPDIR/k8s-webhook-server.
+        certs = k / "kserve" / "k8s-webhook-server" / "serving-certs"
+        certs.mkdir(parents=True, exist_ok=True)
+        shutil.copy(p / "kserve-webhook.crt", certs / "tls.crt")
+        shutil.copy(p / "kserve-webhook.key", certs / "tls.key")
+        launch(
+            "kserve-manager",
+            [
+                "--metrics-addr=0",
+                f"--health-probe-addr=127.0.0.1:{ports['kserve_probe']}",
+                f"--webhook-port={ports['kserve_webhook']}",
+                "--leader-elect=false",
+            ],
+            env={
+                "KUBECONFIG": str(k / "kserve-manager.kubeconfig"),
+                "TMPDIR": str(k / "kserve"),
+                "POD_NAMESPACE": KSERVE_NAMESPACE,
+            },
+        )
+        self._wait(lambda: self._get(f"http://127.0.0.1:{ports['kserve_probe']}/readyz", 1.0) == 200, "the KServe manager", began)
+        try:
+            bootstrap.register_kserve_webhooks(self, ports["kserve_webhook"])
+        except ApiError as exc:
+            raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from None
         dead = self._exited_children()
         if dead:
             raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
@@ -323,6 +364,11 @@ class Plane:
         ca.issue("controller-manager", "system:kube-controller-manager")
         ca.issue("scheduler", "system:kube-scheduler")
         pki.service_account_keys(p)
+        self._write_kserve_pki(ca)
+
+    def _write_kserve_pki(self, ca: pki.CA) -> None:
+        ca.issue("kserve-manager", KSERVE_USER)
+        ca.issue("kserve-webhook", "kserve-webhook-server", dns=("localhost",), ips=("127.0.0.1",), server=True)
 
     def _write_kubeconfigs(self, port: int) -> None:
         server = f"https://127.0.0.1:{port}"
@@ -347,6 +393,8 @@ class Plane:
 
         if not (p / "viewer.crt").is_file():  # a plane created before the viewer identity existed
             pki.CA.load_or_create(p).issue("viewer", VIEWER_USER)
+        if not (p / "kserve-webhook.crt").is_file():  # a plane created before KServe ran on it
+            self._write_kserve_pki(pki.CA.load_or_create(p))
         users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin", "infercrane-viewer": "viewer"}
         contexts = {CONTEXT: "infercrane-deployer", ADMIN_CONTEXT: "infercrane-admin", VIEWER_CONTEXT: "infercrane-viewer"}
         extra = self._read_identities()
@@ -355,7 +403,7 @@ class Plane:
         # InferCrane never uses a current-context (every stack names its context); a person's
         # kubectl does: the read-only viewer, so `kubectl get pods -n infercrane-system` just works.
         self._write_yaml(self.kubeconfig, doc(users, contexts, VIEWER_CONTEXT))
-        for stem in ("admin", "controller-manager", "scheduler"):
+        for stem in ("admin", "controller-manager", "scheduler", "kserve-manager"):
             self._write_yaml(self.state / f"{stem}.kubeconfig", doc({stem: stem}, {stem: stem}, stem))
 
     def _read_identities(self) -> list[str]:

@@ -1,0 +1,110 @@
+"""KServe mode on the real KServe controller (the pinned release's manager, official CRDs and
+webhooks, Standard mode) on the local plane, deploying as the restricted identity bound to exactly
+the shipped Roles: InferenceService to Ready on the right GPU node, waited for by ``pulumi up``
+(plain and via the CLI), inspected, refused with KServe's and the scheduler's reasons when no node
+carries the GPU, and destroyed with KServe's children."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Node, Pod, Service
+
+from infercrane import naming
+from infercrane.cluster import InferenceService
+from infercrane.readiness import inference_service_verdict
+from tests.integration.conftest import Project, get_or_none, replica, wait_for
+from tests.integration.test_cli_ops import cli
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+
+
+def _isvc(admin: Client, name: str) -> dict[str, object]:
+    obj = admin.get(InferenceService, name, namespace=NS)
+    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+
+
+def test_an_inference_service_is_reconciled_by_kserve_to_ready_on_the_requested_gpu_and_destroyed_with_its_children(
+    project: Project, admin: Client
+) -> None:
+    key = "it-kserve-r0"
+    name = naming.object_name(key)
+    project.stack("itkserve", [replica(key)], workloadApi="kserve")
+
+    r = cli(project, "deploy", "--stack", "itkserve")
+    assert r.returncode == 0, r.stderr[-3000:]
+    # `deploy` returned: KServe has already reported Ready for the applied generation.
+    isvc = _isvc(admin, name)
+    assert inference_service_verdict(isvc, 1).state == "ready", isvc.get("status")
+    assert isvc["status"]["deploymentMode"] == "Standard"  # type: ignore[index]
+    # KServe made the predictor's Deployment and Service; its pod runs on an L40S node.
+    predictor = admin.get(Deployment, f"{name}-predictor", namespace=NS)
+    assert any(ref.kind == "InferenceService" and ref.name == name for ref in predictor.metadata.ownerReferences or [])
+    assert get_or_none(admin, Service, f"{name}-predictor") is not None
+    (pod,) = admin.list(Pod, namespace=NS, labels={"serving.kserve.io/inferenceservice": name})
+    node = admin.get(Node, pod.spec.nodeName)
+    assert node.metadata.labels["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+
+    r = cli(project, "inspect", "--stack", "itkserve", "--json")
+    assert r.returncode == 0, r.stderr
+    (rec,) = json.loads(r.stdout)["replicas"]
+    assert rec["state"] == "ready"
+    (obj,) = rec["objects"]
+    assert {"type": "Ready", "status": "True"} in [{"type": c["type"], "status": c["status"]} for c in obj["conditions"]]
+    assert rec["endpoint"] == isvc["status"]["address"]["url"] == f"http://{name}-predictor.{NS}.svc.cluster.local"  # type: ignore[index]
+
+    r = cli(project, "plan", "--stack", "itkserve", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stdout + r.stderr[-2000:]
+
+    r = cli(project, "destroy", "--stack", "itkserve")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "zero objects owned by stack itkserve remain" in r.stdout
+    assert get_or_none(admin, InferenceService, name) is None
+    # Only the parent was deleted by us; KServe's children go with it (owner references).
+    wait_for(lambda: get_or_none(admin, Deployment, f"{name}-predictor") is None, "KServe's Deployment to go", timeout=60)
+    wait_for(lambda: get_or_none(admin, Service, f"{name}-predictor") is None, "KServe's Service to go", timeout=60)
+
+
+def test_plain_pulumi_up_waits_for_kserve_ready(project: Project, admin: Client) -> None:
+    from infercrane.stack import engine_env
+
+    key = "it-kserve-plain-r0"
+    name = naming.object_name(key)
+    project.stack("itkplain", [replica(key)], workloadApi="kserve")
+    env = dict(os.environ) | engine_env("itkplain", project.root)
+
+    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["pulumi", *args, "--stack", "itkplain", "--non-interactive"],
+            cwd=project.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    assert pulumi("stack", "init").returncode == 0
+    r = pulumi("up", "--yes")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "readiness: 1/1 ready" in r.stdout
+    assert inference_service_verdict(_isvc(admin, name), 1).state == "ready"
+    assert pulumi("destroy", "--yes").returncode == 0
+
+
+def test_an_inference_service_for_a_gpu_no_node_carries_fails_within_budget_with_the_reasons(
+    project: Project, admin: Client
+) -> None:
+    key = "it-kserve-b200-r0"
+    project.stack("itkb200", [replica(key, gpu="NVIDIA-B200", startupBudgetSeconds=60)], workloadApi="kserve")
+    r = cli(project, "deploy", "--stack", "itkb200")
+    assert r.returncode == 1, r.stdout + r.stderr[-3000:]
+    assert "1 of 1 replica(s) not ready" in r.stderr
+    assert "not ready within its startup budget + margin; last seen: Ready=False" in r.stderr
+    assert "FailedScheduling" in r.stderr and "Traceback" not in r.stderr
+    assert cli(project, "destroy", "--stack", "itkb200").returncode == 0
