@@ -20,8 +20,10 @@ tools:
 	tools/build.sh
 
 ## demo: the main job -- local control plane, pulumi preview + up on stack "local", evidence
+##       (`make demo STACK=local-kserve`: the same in KServe mode, on the KServe manager of the plane)
+STACK ?= local
 demo: venv tools
-	$(PY) -m infercrane demo
+	$(PY) -m infercrane demo --stack $(STACK)
 
 ## lint: layering contracts, ruff, mypy --strict
 lint: venv

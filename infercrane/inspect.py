@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lightkube import ApiError, Client
+from lightkube import ApiError, Client, operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane import cluster, naming, readiness
@@ -59,11 +59,21 @@ def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[st
         raise cluster.unreachable(exc, t) from None
 
 
+def _pod_owner_label(config: InferCraneConfig) -> str:
+    """The pod label naming the replica: ours on our Deployments' pods, KServe's on the pods it makes."""
+    return naming.KSERVE_ISVC_LABEL if config.kubernetes.workload_api == "kserve" else naming.LABEL_INSTANCE
+
+
 def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
     """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
     t = config.kubernetes
+    selector: dict[str, Any] = (
+        {naming.KSERVE_ISVC_LABEL: operators.exists()}
+        if t.workload_api == "kserve"
+        else {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+    )
     try:
-        return [_dict(p) for p in client.list(Pod, namespace=t.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})]
+        return [_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
     except ApiError as exc:
         if exc.status.code == 403:
             return None
@@ -121,7 +131,7 @@ def inspect(
         items = _list(client, cluster.resource_for({"kind": kind}), config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
         live[kind] = {o["metadata"]["name"]: o for o in items}
     pod_client = pod_client or client
-    pods = _pods(pod_client, config) if t.workload_api == "deployment" else []
+    pods = _pods(pod_client, config)
     node_gpu = _node_gpus(pod_client, t.gpu_product_label) if pods and read_nodes else {}
     out: list[dict[str, Any]] = []
     for r in config.replicas:
@@ -158,7 +168,7 @@ def inspect(
         if pods is not None:
             replica_pods = []
             for pod in pods:
-                if (pod["metadata"].get("labels") or {}).get(naming.LABEL_INSTANCE) != name:
+                if (pod["metadata"].get("labels") or {}).get(_pod_owner_label(config)) != name:
                     continue
                 node = (pod.get("spec") or {}).get("nodeName")
                 phase = (pod.get("status") or {}).get("phase")
@@ -212,11 +222,13 @@ def render_text(records: list[dict[str, Any]]) -> str:
             mgrs = ", ".join(
                 f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
             )
-            extra = (
-                ""
-                if o["kind"] == "Service"
-                else (f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}")
-            )
+            if o["kind"] == "Service":
+                extra = ""
+            elif o["kind"] == "InferenceService":  # KServe's conditions, as it reports them
+                conditions = " ".join(f"{c['type']}={c['status']}" for c in o["conditions"])
+                extra = f" generation {o['generation']}/{o['observedGeneration']} {conditions}"
+            else:
+                extra = f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}"
             out.append(f"  {o['kind']:<17} {o['name']}{extra}")
             out.append(f"  {'':<17} field managers: {mgrs}")
         for p in rec["pods"] or []:

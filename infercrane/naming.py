@@ -29,6 +29,7 @@ ANNOTATION_KEY: Final = "infercrane.dev/external-key"
 ANNOTATION_CONTRACT: Final = "infercrane.dev/provider-contract"
 ANNOTATION_INTENT: Final = "infercrane.dev/intent-hash"
 ANNOTATION_STACK: Final = "infercrane.dev/stack"
+KSERVE_ISVC_LABEL: Final = "serving.kserve.io/inferenceservice"  # KServe labels the pods it makes with their parent
 KSERVE_DEPLOYMENT_MODE: Final = "serving.kserve.io/deploymentMode"
 
 # pulumi-kubernetes annotations.

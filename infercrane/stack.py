@@ -26,6 +26,7 @@ from infercrane.errors import InferCraneError
 # The local stack's passphrase protects no secret (the stack has none); other stacks need
 # PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
 LOCAL_PASSPHRASE: Final = "infercrane-local"
+LOCAL_STACKS: Final = ("local", "local-kserve")
 
 
 class EngineError(InferCraneError):
@@ -86,7 +87,7 @@ def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = 
         "PULUMI_HOME": str(home),
     }
     if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
-        if stack == "local":
+        if stack in LOCAL_STACKS:
             env["PULUMI_CONFIG_PASSPHRASE"] = LOCAL_PASSPHRASE
     env.update(extra or {})
     if env["PULUMI_BACKEND_URL"].startswith("file://"):

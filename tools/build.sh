@@ -10,7 +10,7 @@
 # interrupted build never leaves a half-filled entry. Entries already present are reused; a tool
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
-# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok kserve actionlint
+# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint
 #   --print-path   print the PATH entries for the built tools (one per line) and exit
 set -euo pipefail
 
@@ -18,7 +18,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok kserve actionlint)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint)
 
 entry() {
   case "$1" in
@@ -28,6 +28,7 @@ entry() {
     etcd) echo "$cache/etcd-$ETCD_VERSION" ;;
     kwok) echo "$cache/kwok-$KWOK_VERSION" ;;
     kserve) echo "$cache/kserve-$KSERVE_VERSION" ;;
+    gateway-api) echo "$cache/gateway-api-$GATEWAY_API_VERSION" ;;
     actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
@@ -133,6 +134,17 @@ build_kserve() {
   cp "$dir/config/rbac/role.yaml" "$share/manager-role.yaml"
   cp "$dir/config/webhook/manifests.yaml" "$share/webhooks.yaml"
   chmod -R u+w "$share"
+}
+
+build_gateway_api() {
+  # Nothing to build: the official standard-channel CRDs from the pinned module zip (go.sum in
+  # the wrapper module pins their hash). bin/ stays empty; share/crds is what the tests apply.
+  local dir
+  dir="$(cd "$here/go/gateway-api" && go mod download -json "sigs.k8s.io/gateway-api@v$GATEWAY_API_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$1/bin" "$1/share/crds"
+  cp "$dir"/config/crd/standard/gateway.networking.k8s.io_*.yaml "$1/share/crds/"
+  chmod -R u+w "$1/share"
 }
 
 build_actionlint() {

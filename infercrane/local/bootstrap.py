@@ -179,11 +179,32 @@ def install_kserve(client: Client) -> None:
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KSERVE_USER}],
     }
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KSERVE_NAMESPACE}}
-    _apply_all(client, [*crds, namespace, role, binding])
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(crds)) as pool:
+        list(pool.map(lambda crd: _apply_crd(client, crd), crds))
+    _apply_all(client, [namespace, role, binding])
     _wait_namespace(client, KSERVE_NAMESPACE)
     _apply_all(client, [kserve_config(share)])
     for crd in crds:  # the manager's informers need every kind served before it starts
         _wait_established(client, crd["metadata"]["name"])
+
+
+def _apply_crd(client: Client, crd: dict[str, Any]) -> None:
+    """Server-side apply of one CRD as raw JSON: KServe's InferenceService CRD is 1 MB of schema,
+    which lightkube's typed models take seconds to build and parse; the API server needs none."""
+    from infercrane.local.plane import BOOTSTRAP_MANAGER
+
+    gc = client._client
+    url = f"{gc._client.base_url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
+    req = gc._client.build_request(
+        "PATCH",
+        url,
+        content=json.dumps(crd),
+        params={"fieldManager": BOOTSTRAP_MANAGER},
+        headers={"Content-Type": "application/apply-patch+yaml"},
+    )
+    gc.raise_for_status(gc.send(req))  # type: ignore[no-untyped-call]
 
 
 def register_kserve_webhooks(plane: Plane, port: int) -> None:

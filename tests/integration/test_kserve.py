@@ -108,3 +108,44 @@ def test_an_inference_service_for_a_gpu_no_node_carries_fails_within_budget_with
     assert "not ready within its startup budget + margin; last seen: Ready=False" in r.stderr
     assert "FailedScheduling" in r.stderr and "Traceback" not in r.stderr
     assert cli(project, "destroy", "--stack", "itkb200").returncode == 0
+
+
+def test_the_httproute_placeholder_is_valid_against_the_official_gateway_api_crds(project: Project, admin: Client) -> None:
+    """deploy/kubernetes/gateway-api/httproute.yaml, placeholders substituted, passes a strict
+    server-side dry run against the Gateway API CRDs of the pinned module; left unsubstituted it
+    is refused (the check can fail)."""
+    import time
+
+    import yaml
+    from lightkube import codecs
+    from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+
+    from infercrane.local.plane import tool_dirs
+    from tests.integration.conftest import ROOT, kubectl
+
+    crds = next(d.parent / "share" / "crds" for d in tool_dirs() if d.parent.name.startswith("gateway-api-"))
+    assert crds.is_dir(), "run tools/build.sh gateway-api"
+    for name in ("gatewayclasses", "gateways", "httproutes"):
+        doc = yaml.safe_load((crds / f"gateway.networking.k8s.io_{name}.yaml").read_text())
+        admin.apply(codecs.from_dict(doc), field_manager="infercrane-bootstrap")
+    deadline = time.monotonic() + 30
+    while not any(
+        c.type == "Established" and c.status == "True"
+        for c in (admin.get(CustomResourceDefinition, "httproutes.gateway.networking.k8s.io").status.conditions or [])
+    ):
+        assert time.monotonic() < deadline, "the HTTPRoute CRD never became established"
+        time.sleep(0.2)
+
+    placeholder = (ROOT / "deploy" / "kubernetes" / "gateway-api" / "httproute.yaml").read_text()
+    route = (
+        placeholder.replace("REPLACE_WITH_GATEWAY_NAMESPACE", "infercrane-system")  # before its prefix _NAME
+        .replace("REPLACE_WITH_GATEWAY_NAME", "infercrane-gateway-public")
+        .replace("REPLACE_WITH_HOSTNAME", "llm.example.com")
+    )
+    assert not __import__("re").search(r"REPLACE_WITH_[A-Z]", route)
+    dry_run = ("apply", "--server-side", "--dry-run=server", "--validate=strict", "--field-manager=infercrane-check", "-f", "-")
+    r = kubectl(project.plane, *dry_run, stdin=route)
+    assert r.returncode == 0, r.stderr
+    assert "httproute.gateway.networking.k8s.io/infercrane serverside-applied (server dry run)" in r.stdout
+    r = kubectl(project.plane, *dry_run, stdin=placeholder)
+    assert r.returncode != 0 and "REPLACE_WITH_HOSTNAME" in r.stderr, r.stdout + r.stderr
