@@ -11,7 +11,8 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -21,6 +22,7 @@ from infercrane.manifests import render_checked, to_yaml
 
 if TYPE_CHECKING:
     from infercrane.operations import ReplicaAction
+    from infercrane.progress import ProgressView
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -74,6 +76,7 @@ def _parser() -> argparse.ArgumentParser:
         sp.add_argument("--engine", choices=["vllm", "sglang"])
         sp.add_argument("--key", help="durable replica key (default: <name>-r0)")
         sp.add_argument("--json", action="store_true")
+        sp.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
         return sp
 
     pl = with_intent(
@@ -90,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     i.add_argument("--json", action="store_true")
     de = with_stack(sub.add_parser("destroy", help="pulumi destroy, then prove zero owned objects remain"))
     de.add_argument("--json", action="store_true")
+    de.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
     tk = with_stack(sub.add_parser("takeover", help="bring the original adapter's objects under this stack (no restart)"))
     tk.add_argument("--dry-run", action="store_true", help="check every object, change nothing")
     tk.add_argument("--json", action="store_true")
@@ -213,11 +217,25 @@ class _Usage(Exception):
     pass
 
 
-def _printer(args: argparse.Namespace) -> Callable[[str], None] | None:
-    """Stream Pulumi's progress to stderr, unless the command prints JSON."""
-    if getattr(args, "json", False):
-        return None
-    return lambda line: print(f"  | {line.rstrip()}", file=sys.stderr, flush=True)
+@contextmanager
+def _progress(args: argparse.Namespace, op: str, total: int, children: int = 1) -> Iterator[ProgressView]:
+    """The progress view of one long command (infercrane.progress): a live line on a terminal,
+    plain lines otherwise, JSON events with --json; Pulumi's full log in a file named here, or
+    also on stderr with --verbose."""
+    from infercrane.progress import ProgressView, log_path
+
+    mode = "json" if args.json else ("live" if sys.stderr.isatty() else "lines")
+    path = log_path(cfg.project_root(), args.stack, op)
+    with path.open("w", encoding="utf-8") as log:
+        if not args.json:
+            print(f"pulumi log: {cfg.display_path(path)}", file=sys.stderr, flush=True)
+        view = ProgressView(op, total, stream=sys.stderr, mode=mode, children_per_replica=children, log=log, echo=args.verbose)
+        outcome = "failed"
+        try:
+            yield view
+            outcome = "done"
+        finally:
+            view.close(outcome)
 
 
 def _actions_table(actions: list[ReplicaAction], words: dict[str, str]) -> None:
@@ -233,9 +251,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     replica = _intent(args)
     with operations.project_with_intent(args.stack, replica) as project_dir:
         config = cfg.load_stack(args.stack, project_dir=project_dir)
-        result = operations.plan(
-            Engine(args.stack, project_dir=project_dir), config, on_output=_printer(args), full=args.full_preview
-        )
+        with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+            result = operations.plan(
+                Engine(args.stack, project_dir=project_dir),
+                config,
+                on_output=view.on_output,
+                on_event=view.on_event,
+                full=args.full_preview,
+            )
+            view.checked(len(config.replicas))
     actions = result.actions
     pending = any(a.action != "same" for a in actions)
     if args.json:
@@ -269,7 +293,8 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         key = args.idempotency_key or operations.new_idempotency_key()
         if not args.idempotency_key:
             print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
-        result = operations.deploy(Engine(args.stack), config, key, on_output=_printer(args))
+        with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+            result = operations.deploy(Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event)
     except InferCraneError as exc:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
         # inside it, applied nothing: the stack file is put back as it was.
@@ -323,7 +348,15 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     from infercrane.stack import Engine
 
     config = cfg.load_stack(args.stack)
-    result = teardown.destroy(Engine(args.stack), config, cluster.client(config.kubernetes), on_output=_printer(args))
+    with _progress(args, "destroy", 0) as view:
+        result = teardown.destroy(
+            Engine(args.stack),
+            config,
+            cluster.client(config.kubernetes),
+            on_output=view.on_output,
+            on_deleted=view.deleted,
+            on_remaining=view.remaining,
+        )
     left, refused = result.remaining, result.refused
     if args.json:
         print(

@@ -7,7 +7,9 @@ Operations layer.
 
 from __future__ import annotations
 
+import sys
 import time
+from typing import IO
 
 from infercrane import cluster
 from infercrane import config as cfg
@@ -15,11 +17,15 @@ from infercrane.errors import InferCraneError
 from infercrane.inspect import inspect, render_text
 from infercrane.local.plane import Plane
 from infercrane.operations import describe_changes
+from infercrane.progress import ProgressView, log_path
 from infercrane.stack import Engine
 
 
-def _line(text: str) -> None:
-    print(f"  | {text.rstrip()}", flush=True)
+def _view(op: str, total: int, kinds: int, log: IO[str]) -> ProgressView:
+    """The same progress line as the CLI's: live on a terminal, plain lines otherwise."""
+    return ProgressView(
+        op, total, stream=sys.stdout, mode="live" if sys.stdout.isatty() else "lines", children_per_replica=kinds, log=log
+    )
 
 
 def run(stack: str = "local") -> int:
@@ -30,11 +36,22 @@ def run(stack: str = "local") -> int:
         plane.start()
         config = cfg.load_stack(stack)
         engine = Engine(stack)
-        print(f"== pulumi preview --stack {stack}")
-        pre = engine.preview(on_output=_line, suppress_outputs=True)
-        print(f"preview: {describe_changes(pre.change_summary)}")
-        print(f"== pulumi up --stack {stack}")
-        up = engine.up(on_output=_line, suppress_outputs=True)
+        replicas, kinds = len(config.replicas), len(config.kubernetes.object_kinds)
+        log = log_path(cfg.project_root(), stack, "demo")
+        print(f"== pulumi preview --stack {stack}  (Pulumi's full log: {cfg.display_path(log)})")
+        with log.open("w", encoding="utf-8") as sink:
+            view = _view("plan", replicas, kinds, sink)
+            pre = engine.preview(on_output=view.on_output, on_event=view.on_event, suppress_outputs=True)
+            view.checked(replicas)
+            view.close("done")
+            print(f"preview: {describe_changes(pre.change_summary)}")
+            print(f"== pulumi up --stack {stack}")
+            view, outcome = _view("deploy", replicas, kinds, sink), "failed"
+            try:
+                up = engine.up(on_output=view.on_output, on_event=view.on_event, suppress_outputs=True)
+                outcome = "done"
+            finally:
+                view.close(outcome)
         print(f"up: {up.summary.result}: {describe_changes(up.summary.resource_changes, done=True)}")
         from infercrane.local.plane import VIEWER_CONTEXT
 

@@ -85,6 +85,17 @@ def _op_class(op: str) -> str:
     return "same"
 
 
+def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None] | None) -> Callable[[EngineEvent], None]:
+    if second is None:
+        return first
+
+    def both(event: EngineEvent) -> None:
+        first(event)
+        second(event)
+
+    return both
+
+
 class EventCollector:
     """Collects per-slot operations from engine events."""
 
@@ -246,6 +257,7 @@ def deploy(
     config: cfg.InferCraneConfig,
     key: str,
     on_output: Callable[[str], None] | None = None,
+    on_event: Callable[[EngineEvent], None] | None = None,
 ) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring).
 
@@ -269,13 +281,13 @@ def deploy(
     if record:
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
     for note in resolve_pending_creates(engine, config, state):
-        (on_output or (lambda m: print(m, file=sys.stderr)))(note)
+        print(note, file=sys.stderr, flush=True)  # a note for the person, not for the log file
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     program.deploy_record = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}
     collector = EventCollector()
     refresh = needs_refresh(config, engine.stack_name)
     try:
-        engine.up(on_output=on_output, on_event=collector, refresh=refresh)
+        engine.up(on_output=on_output, on_event=_both(collector, on_event), refresh=refresh)
     except InferCraneError as exc:
         # Refused by the program's own checks inside the update: nothing was applied.
         exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
@@ -309,7 +321,12 @@ def proven_no_op(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, A
 
 
 def plan(
-    engine: Engine, config: cfg.InferCraneConfig, on_output: Callable[[str], None] | None = None, *, full: bool = False
+    engine: Engine,
+    config: cfg.InferCraneConfig,
+    on_output: Callable[[str], None] | None = None,
+    *,
+    full: bool = False,
+    on_event: Callable[[EngineEvent], None] | None = None,
 ) -> PlanResult:
     """The plan of a stack. When the state and the live objects prove there is nothing to do
     (:func:`proven_no_op`), every replica is ``same`` without an engine run (as fast as ``kubectl
@@ -332,5 +349,5 @@ def plan(
     if not why:
         return PlanResult(summarize(config, EventCollector(), stack_id), "state+live")
     collector = EventCollector()
-    engine.preview(on_output=on_output, on_event=collector, refresh=bool(report is not None and report.drift))
+    engine.preview(on_output=on_output, on_event=_both(collector, on_event), refresh=bool(report is not None and report.drift))
     return PlanResult(summarize(config, collector, stack_id), "pulumi preview", why)

@@ -105,10 +105,10 @@ def await_readiness(components: list[ReplicaComponent], config: cfg.InferCraneCo
     from infercrane import cluster, readiness
 
     def report(p: readiness.Progress) -> None:
-        why = sorted(set(p.waiting.values()))
+        why = p.summary()
         pulumi.log.info(
             f"readiness: {p.ready}/{p.total} ready after {p.elapsed:.0f}s; waiting on {len(p.waiting)}"
-            + (f" ({why[0]}{'; …' if len(why) > 1 else ''})" if why else "")
+            + (f" ({why})" if why else "")
         )
 
     waiter = readiness.FleetWaiter(cluster.client(t), t, t.object_kinds[0], report=report)

@@ -17,6 +17,7 @@ replica available. Live-cluster layer: lightkube only, never pulumi.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,20 @@ class Progress:
     total: int
     waiting: dict[str, str]
     elapsed: float
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # name -> its newest Warning Events
+
+    def summary(self) -> str:
+        """Why the waiting ones wait, in a few words: the commonest warnings by reason
+        (``FailedScheduling on 2``), else the commonest status reason."""
+        from collections import Counter
+
+        reasons = Counter(
+            lines[-1].split(":", 1)[0] for lines in self.warnings.values() if lines and not lines[-1].startswith("(")
+        )
+        if reasons:
+            return ", ".join(f"{reason} on {n}" for reason, n in reasons.most_common(2))
+        common = Counter(self.waiting.values()).most_common(1)
+        return common[0][0] if common else ""
 
 
 class FleetWaiter:
@@ -216,7 +231,9 @@ class FleetWaiter:
                     self._resolve(name, Verdict("failed", reason + "".join(f"\n      {w}" for w in why.get(name, []))))
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now
-                self._report(self.progress())
+                snapshot = self.progress()
+                warnings = await asyncio.to_thread(self.warnings, list(snapshot.waiting))  # one Events LIST
+                self._report(dataclasses.replace(snapshot, warnings=warnings))
             if self._waited:
                 await asyncio.sleep(self._poll)
 
@@ -268,9 +285,11 @@ def wait_gone(
     *,
     timeout: float,
     poll_seconds: float = 0.5,
+    report: Callable[[int], None] | None = None,
 ) -> list[str]:
     """Wait until every ``(kind, name) -> uid`` is gone (or replaced by another uid); one LIST per
-    kind per tick. Returns ``Kind/name`` of what is still there after ``timeout``."""
+    kind per tick (``report`` gets the count still there after each). Returns ``Kind/name`` of
+    what is still there after ``timeout``."""
     left = dict(objects)
     deadline = time.monotonic() + timeout
     while left:
@@ -289,6 +308,8 @@ def wait_gone(
             for (k, name), uid in list(left.items()):
                 if k == kind and live.get(name) != uid:
                     del left[(k, name)]
+        if report:
+            report(len(left))
         if not left or time.monotonic() >= deadline:
             break
         time.sleep(poll_seconds)

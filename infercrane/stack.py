@@ -109,13 +109,19 @@ class Engine:
     def backend_url(self) -> str:
         return engine_env(self.stack_name, self.project_dir, self.env)["PULUMI_BACKEND_URL"]
 
-    def _options(self) -> auto.LocalWorkspaceOptions:
+    def check_passphrase(self) -> dict[str, str]:
+        """The engine's environment; raises when the stack's secrets passphrase is missing (before
+        a command changes anything, not halfway through it)."""
         env = engine_env(self.stack_name, self.project_dir, self.env)
-        if not any(k in {**os.environ, **env} for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
+        if not any(env.get(k) or os.environ.get(k) for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
             raise EngineError(
                 f"stack {self.stack_name!r} needs its secrets passphrase.\n"
                 "    fix: export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret"
             )
+        return env
+
+    def _options(self) -> auto.LocalWorkspaceOptions:
+        env = self.check_passphrase()
         return auto.LocalWorkspaceOptions(
             work_dir=str(self.project_dir),
             env_vars=env,
@@ -154,7 +160,7 @@ class Engine:
         from infercrane import program
 
         for note in clear_stale_locks(self.stack_name, self.stack.workspace.env_vars):
-            (kw.get("on_output") or _stderr)(note)
+            _stderr(note)  # a note for the person, not for the log file
         program.last_error = None
         try:
             return getattr(self.stack, op)(color="never", **kw)

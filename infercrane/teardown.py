@@ -64,9 +64,15 @@ def destroy(
     config: cfg.InferCraneConfig,
     client: Client,
     on_output: Callable[[str], None] | None = None,
+    *,
+    on_deleted: Callable[[int, int], None] | None = None,
+    on_remaining: Callable[[int], None] | None = None,
 ) -> DestroyResult:
+    """See the module docstring. ``on_deleted(done, total)`` after each accepted DELETE,
+    ``on_remaining(count)`` after each LIST of the wait (for a progress line)."""
     t = config.kubernetes
     stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
+    engine.check_passphrase()  # the state will be cleared: refuse now, not after the deletes
     live: dict[tuple[str, str], dict[str, Any]] = {}
     targets: dict[tuple[str, str], str] = {}  # (kind, name) -> uid
     outcomes: list[tuple[tuple[str, str], str | None]] = []
@@ -92,7 +98,10 @@ def destroy(
             if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
         }
         targets.update(owned)
-        outcomes.extend(pool.map(delete, owned.items()))
+        for outcome in pool.map(delete, owned.items()):
+            outcomes.append(outcome)
+            if on_deleted:
+                on_deleted(sum(why is None for _, why in outcomes), len(targets))
 
     def read_then_clear() -> dict[str, Any]:
         recorded = engine.state()
@@ -120,7 +129,7 @@ def destroy(
             result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
     if on_output:
         on_output(f"deleted {len(targets)} owned object(s); waiting until they are gone")
-    left = readiness.wait_gone(client, t, targets, timeout=GONE_TIMEOUT_SECONDS)
+    left = readiness.wait_gone(client, t, targets, timeout=GONE_TIMEOUT_SECONDS, report=on_remaining)
     if left:
         raise ClusterError(
             f"{len(left)} owned object(s) still present {GONE_TIMEOUT_SECONDS:.0f} s after deletion: {', '.join(left)}\n"

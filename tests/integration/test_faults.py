@@ -117,3 +117,14 @@ def test_a_pending_create_whose_object_is_now_foreign_is_refused_with_nothing_ap
     assert engine.state().get("pending_operations"), "the state is left as it was"
     assert admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.resourceVersion == version
     admin.delete(Service, name, namespace=NS)
+
+
+def test_destroy_without_the_passphrase_is_refused_before_anything_is_deleted(project: Project, admin: Client) -> None:
+    key = "it-nopass-r0"
+    project.stack("itnopass", [replica(key)])
+    assert cli(project, "deploy", "--stack", "itnopass").returncode == 0
+    r = cli(project, "destroy", "--stack", "itnopass", env={"PULUMI_CONFIG_PASSPHRASE": ""})
+    assert r.returncode == 1
+    assert "stack 'itnopass' needs its secrets passphrase" in r.stderr and "Traceback" not in r.stderr
+    assert get_or_none(admin, Deployment, naming.object_name(key)) is not None  # nothing deleted
+    assert cli(project, "destroy", "--stack", "itnopass").returncode == 0

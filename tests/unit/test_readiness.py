@@ -164,3 +164,19 @@ def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
     assert text.startswith("the Kubernetes API stopped answering while 2 of 3 replica(s) were not yet ready: cannot reach")
     assert text.count("cannot reach") == 1
     assert "rerun the same command with the same --idempotency-key" in text
+
+
+def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reason() -> None:
+    from infercrane.readiness import Progress
+
+    p = Progress(
+        3,
+        7,
+        {"a": "0 of 1 updated replica(s) available", "b": "0 of 1 updated replica(s) available", "c": "x", "d": "y"},
+        20.0,
+        warnings={"a": ["FailedScheduling: 0/3 nodes"], "b": ["BackOff: x", "FailedScheduling: 0/3 nodes"], "c": ["BackOff: y"]},
+    )
+    assert p.summary() == "FailedScheduling on 2, BackOff on 1"
+    assert Progress(0, 2, {"a": "r", "b": "r"}, 1.0).summary() == "r"
+    no_rights = {"a": ["(Events not readable by this identity: Forbidden; grant …)"]}
+    assert Progress(0, 1, {"a": "r"}, 1.0, warnings=no_rights).summary() == "r"
