@@ -146,3 +146,58 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 60, interval:
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+L40S_NODES = ("kwok-l40s-0", "kwok-l40s-1")
+
+
+def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: str, idempotency_key: str) -> None:
+    """Run ``deploy`` of ``stack`` (one replica ``key``) as a CI job would, and SIGKILL its whole
+    process group once the Deployment is applied and the deploy is waiting for readiness (no
+    L40S node may take the pod meanwhile: they are cordoned, and uncordoned afterwards)."""
+    import signal
+    import sys
+
+    from lightkube.resources.apps_v1 import Deployment
+
+    from infercrane import naming
+
+    for node in L40S_NODES:
+        assert kubectl(project.plane, "cordon", node).returncode == 0
+    try:
+        env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "infercrane", "deploy", "--stack", stack, "--idempotency-key", idempotency_key],
+            cwd=project.root,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        name = naming.object_name(key)
+        wait_for(lambda: get_or_none(admin, Deployment, name), "the Deployment to be applied", timeout=120)
+        time.sleep(2)  # inside the readiness wait
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        for node in L40S_NODES:
+            kubectl(project.plane, "uncordon", node)
+
+
+def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the Automation API."""
+    from infercrane.stack import engine_env
+
+    env = dict(os.environ) | engine_env(stack, project.root)
+
+    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["pulumi", *args, "--stack", stack, "--non-interactive"],
+            cwd=project.root,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    return pulumi

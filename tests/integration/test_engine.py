@@ -11,7 +11,7 @@ from lightkube.resources.core_v1 import Node, Pod, Service
 
 from infercrane import naming
 from infercrane.errors import PreflightRefused
-from tests.integration.conftest import Project, foreign_apply, get_or_none, kubectl, replica, wait_for
+from tests.integration.conftest import Project, foreign_apply, get_or_none, kubectl, plain_pulumi, replica, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -128,25 +128,10 @@ spec:
 
 def test_plain_pulumi_cli_runs_the_program_and_its_preflight(project: Project, admin: Client) -> None:
     """`pulumi up` / `pulumi preview` from a shell (stand-in language host), not the Automation API."""
-    import os
-    import subprocess
-
-    from infercrane.stack import engine_env
-
     key = "it-plain-r0"
     name = naming.object_name(key)
     project.stack("itplain", [replica(key)])
-    env = dict(os.environ) | engine_env("itplain", project.root)
-
-    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["pulumi", *args, "--stack", "itplain", "--non-interactive"],
-            cwd=project.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    pulumi = plain_pulumi(project, "itplain")
 
     assert pulumi("stack", "init").returncode == 0
     r = pulumi("up", "--yes")

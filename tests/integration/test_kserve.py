@@ -7,8 +7,6 @@ carries the GPU, and destroyed with KServe's children."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 from lightkube import Client
@@ -18,7 +16,7 @@ from lightkube.resources.core_v1 import Node, Pod, Service
 from infercrane import naming
 from infercrane.cluster import InferenceService
 from infercrane.readiness import inference_service_verdict
-from tests.integration.conftest import Project, get_or_none, replica, wait_for
+from tests.integration.conftest import Project, get_or_none, plain_pulumi, replica, wait_for
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
@@ -72,22 +70,10 @@ def test_an_inference_service_is_reconciled_by_kserve_to_ready_on_the_requested_
 
 
 def test_plain_pulumi_up_waits_for_kserve_ready(project: Project, admin: Client) -> None:
-    from infercrane.stack import engine_env
-
     key = "it-kserve-plain-r0"
     name = naming.object_name(key)
     project.stack("itkplain", [replica(key)], workloadApi="kserve")
-    env = dict(os.environ) | engine_env("itkplain", project.root)
-
-    def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["pulumi", *args, "--stack", "itkplain", "--non-interactive"],
-            cwd=project.root,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+    pulumi = plain_pulumi(project, "itkplain")
 
     assert pulumi("stack", "init").returncode == 0
     r = pulumi("up", "--yes")

@@ -11,12 +11,9 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import socket
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -28,12 +25,11 @@ from lightkube.resources.apps_v1 import Deployment
 from infercrane import backend as locks
 from infercrane import naming
 from infercrane.readiness import deployment_verdict
-from tests.integration.conftest import ROOT, Project, get_or_none, kubectl, replica, wait_for
+from tests.integration.conftest import Project, kill_deploy_while_waiting, replica
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
-L40S_NODES = ("kwok-l40s-0", "kwok-l40s-1")
 INSTALL_HINT = "install PostgreSQL's server (Debian: `apt-get install postgresql`); the tests start their own on loopback"
 
 
@@ -93,27 +89,9 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     engine = shared.stack("itpgkilled", [replica(key)])
     store = locks.store_for(postgres)
     assert store is not None
-    for node in L40S_NODES:  # nothing may serve yet: the deploy is still waiting when killed
-        assert kubectl(shared.plane, "cordon", node).returncode == 0
-    try:
-        env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(shared.root), "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "infercrane", "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9"],
-            cwd=shared.root,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for(lambda: get_or_none(admin, Deployment, name), "the Deployment to be applied", timeout=120)
-        time.sleep(2)  # inside the readiness wait
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        left = store.locks("infercrane", "itpgkilled")
-        assert len(left) == 1 and left[0].host == socket.gethostname(), left
-    finally:
-        for node in L40S_NODES:
-            kubectl(shared.plane, "uncordon", node)
+    kill_deploy_while_waiting(shared, admin, "itpgkilled", key, "ci-run-9")
+    left = store.locks("infercrane", "itpgkilled")
+    assert len(left) == 1 and left[0].host == socket.gethostname(), left
     assert not (shared.root / ".infercrane" / "pulumi-state").exists(), "the state must live in PostgreSQL only"
 
     r = cli(shared, "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9")
