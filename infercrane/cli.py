@@ -263,7 +263,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     actions = result.actions
     pending = any(a.action != "same" for a in actions)
     if args.json:
-        doc = {"stack": args.stack, "changesPending": pending, "basis": result.basis, "replicas": [a.__dict__ for a in actions]}
+        doc = {
+            "stack": args.stack,
+            "changesPending": pending,
+            "basis": result.basis,
+            "whyPreview": result.why_preview,
+            "replicas": [a.__dict__ for a in actions],
+        }
         print(json.dumps(doc, indent=2))
     else:
         print(f"plan for stack {args.stack}:")

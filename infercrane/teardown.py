@@ -11,7 +11,7 @@ replicas). ``pulumi destroy`` is not used; instead:
    change) alike; decoys (our label without our exact annotations, another stack's) are never
    touched; a state object whose live namesake lacks our ownership (replaced by a foreign
    object) is refused, named and left untouched;
-3. meanwhile the state is read (one ``pulumi stack export``) and cleared (``pulumi state delete
+3. meanwhile the state is read (from the backend directly, see ``infercrane.backend``) and cleared (``pulumi state delete
    --all``: one process, no provider, no program). Destroy finds our objects by their ownership,
    never by the state, so clearing it first loses nothing: an object whose DELETE fails, or that
    a killed run did not reach, is still ours and is deleted by the next run (and a ``deploy``

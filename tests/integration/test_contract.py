@@ -103,6 +103,7 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     doc = json.loads(r.stdout)
     assert {p["key"]: p["action"] for p in doc["replicas"]} == {keys[0]: "create", keys[1]: "update"}
     assert doc["basis"] == "pulumi preview"
+    assert any("2 live object(s) missing or different" in why for why in doc["whyPreview"]), doc["whyPreview"]
 
     r = cli(project, "deploy", "--stack", "itdrift")
     assert r.returncode == 0, r.stderr
