@@ -4,7 +4,8 @@
 ``.json.gz``): ``{"version": 3, "checkpoint": {"latest": <deployment>}}`` -- the deployment that
 ``pulumi stack export`` prints, with secrets left encrypted. Reading it here takes milliseconds,
 where a ``pulumi stack export`` process takes 0.4-1 s at 200 objects; any other layout or version
-returns None and the caller runs ``pulumi stack export``.
+(the legacy layout without projects, another checkpoint version) returns None and the caller
+runs ``pulumi stack export``.
 
 **Locks.**
 Every update writes a lock ``.pulumi/locks/organization/<project>/<stack>/<uuid>.json`` holding
@@ -66,6 +67,9 @@ def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] 
     version, both forms present): the caller asks ``pulumi stack export``."""
     import gzip
 
+    meta = store.read(".pulumi/meta.yaml")  # project-scoped layout is version 1; older is not read here
+    if meta is None or meta.split(b"#", 1)[0].strip() != b"version: 1":
+        return None
     base = f".pulumi/stacks/{project}/{stack}.json"
     plain, packed = store.read(base), store.read(base + ".gz")
     if plain is not None and packed is not None:

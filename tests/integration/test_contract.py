@@ -16,7 +16,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
-from infercrane import cluster, naming, preflight
+from infercrane import backend, cluster, naming, preflight
 from infercrane import config as cfg
 from infercrane.errors import NotReady, PreflightRefused
 from infercrane.manifests import render_checked
@@ -68,7 +68,8 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     # The state read from the file backend directly is what `pulumi stack export` prints.
     engine = Engine("itdrift", project_dir=project.root)
     exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itdrift"]).stdout
-    assert engine.state() == json.loads(exported)["deployment"]
+    store = backend.store_for(engine.backend_url())
+    assert store is not None and backend.checkpoint(store, "infercrane", "itdrift") == json.loads(exported)["deployment"]
     # Nothing to do: proven by the state and a live dry run, and Pulumi's own preview agrees.
     r = cli(project, "plan", "--stack", "itdrift", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stderr

@@ -22,8 +22,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 
-from infercrane import backend as locks
-from infercrane import naming
+from infercrane import backend, naming
 from infercrane.readiness import deployment_verdict
 from tests.integration.conftest import Project, kill_deploy_while_waiting, replica
 from tests.integration.test_cli_ops import cli
@@ -87,7 +86,7 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     key = "it-pg-killed-r0"
     name = naming.object_name(key)
     engine = shared.stack("itpgkilled", [replica(key)])
-    store = locks.store_for(postgres)
+    store = backend.store_for(postgres)
     assert store is not None
     kill_deploy_while_waiting(shared, admin, "itpgkilled", key, "ci-run-9")
     left = store.locks("infercrane", "itpgkilled")
@@ -104,7 +103,7 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     assert r.returncode == 0 and "already applied at" in r.stdout
     # The state read from PostgreSQL directly is what `pulumi stack export` prints.
     exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itpgkilled"]).stdout
-    assert engine.state() == json.loads(exported)["deployment"]
+    assert backend.checkpoint(store, "infercrane", "itpgkilled") == json.loads(exported)["deployment"]
     r = cli(shared, "plan", "--stack", "itpgkilled", "--json")
     assert r.returncode == 0 and '"basis": "state+live"' in r.stdout, r.stderr[-2000:]
     assert cli(shared, "destroy", "--stack", "itpgkilled").returncode == 0

@@ -163,8 +163,12 @@ def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulu
 
     store = backend.FileBackend(tmp_path)
     stacks = tmp_path / ".pulumi" / "stacks" / "infercrane"
-    assert backend.checkpoint(store, "infercrane", "dev") == {}  # no stack yet: an empty state
+    assert backend.checkpoint(store, "infercrane", "dev") is None  # no backend yet: `pulumi stack export` says
     stacks.mkdir(parents=True)
+    (tmp_path / ".pulumi" / "meta.yaml").write_text("version: 0\n")
+    assert backend.checkpoint(store, "infercrane", "dev") is None  # the legacy layout: left to pulumi
+    (tmp_path / ".pulumi" / "meta.yaml").write_text("version: 1\n")
+    assert backend.checkpoint(store, "infercrane", "dev") == {}  # no stack yet: an empty state
     latest = {"resources": [{"urn": "u", "type": "pulumi:pulumi:Stack"}]}
     (stacks / "dev.json").write_text(json.dumps({"version": 3, "checkpoint": {"stack": "dev", "latest": latest}}))
     assert backend.checkpoint(store, "infercrane", "dev") == latest
