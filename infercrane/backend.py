@@ -21,8 +21,8 @@ its content is unchanged.
 
 Backends: a local directory (``file://``) and PostgreSQL (``postgres://``, the table Pulumi's
 PostgreSQL backend keeps: ``key`` = ``<database>/<path>``, ``data`` = ``{"data": <base64 of the
-blob>}``). Others
-(cloud buckets) are read by nobody here: their locks are explained, not cleared. Engine layer.
+blob>}``). Others (cloud buckets) are not read here: their checkpoints come from ``pulumi stack
+export``, and their locks are explained, not cleared. Engine layer.
 """
 
 from __future__ import annotations
