@@ -91,7 +91,9 @@ def _parser() -> argparse.ArgumentParser:
     dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
     i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
     i.add_argument("--json", action="store_true")
-    de = with_stack(sub.add_parser("destroy", help="delete exactly this stack's objects, clear its state, prove zero owned objects remain"))
+    de = with_stack(
+        sub.add_parser("destroy", help="delete exactly this stack's objects, clear its state, prove zero owned objects remain")
+    )
     de.add_argument("--json", action="store_true")
     de.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
     tk = with_stack(sub.add_parser("takeover", help="bring the original adapter's objects under this stack (no restart)"))
