@@ -169,7 +169,12 @@ def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> dict[st
         headers={"Content-Type": "application/apply-patch+yaml"},
         params={"fieldManager": naming.FIELD_MANAGER, "force": "false", "dryRun": "All", "fieldValidation": "Strict"},
     )
-    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    return as_dict(obj)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A lightkube object (typed resource or generic) as a plain dict."""
+    return dict(obj.to_dict() if hasattr(obj, "to_dict") else obj)
 
 
 def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str) -> bool:
@@ -211,7 +216,7 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
         except TRANSPORT_ERRORS as exc:
             raise unreachable(exc, target) from None
         for obj in items:
-            raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+            raw = as_dict(obj)
             out[(kind, raw["metadata"]["name"])] = raw
     return out
 

@@ -20,10 +20,6 @@ from infercrane.errors import ClusterError
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
-def _dict(obj: Any) -> dict[str, Any]:
-    return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-
-
 def object_state(kind: str, obj: dict[str, Any]) -> str:
     """ready / provisioning for one live workload object (Services are ready when present).
 
@@ -52,7 +48,7 @@ def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[st
     """One LIST in the target namespace; API errors become ClusterError (403: which right, which file)."""
     t = config.kubernetes
     try:
-        return [_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
+        return [cluster.as_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
     except ApiError as exc:
         raise ClusterError(cluster.describe_api_error(exc, action=f"list {res.__name__}s", target=t)) from None
     except cluster.TRANSPORT_ERRORS as exc:
@@ -73,7 +69,7 @@ def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | No
         else {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
     )
     try:
-        return [_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
+        return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
     except ApiError as exc:
         if exc.status.code == 403:
             return None
@@ -86,7 +82,8 @@ def _node_gpus(client: Client, label: str) -> dict[str, str]:
     """Node name -> GPU product label, or {} without the optional node reader."""
     try:
         return {
-            _dict(n)["metadata"]["name"]: (_dict(n)["metadata"].get("labels") or {}).get(label, "") for n in client.list(Node)
+            cluster.as_dict(n)["metadata"]["name"]: (cluster.as_dict(n)["metadata"].get("labels") or {}).get(label, "")
+            for n in client.list(Node)
         }
     except (ApiError, *cluster.TRANSPORT_ERRORS):
         return {}

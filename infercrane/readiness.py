@@ -172,7 +172,7 @@ class FleetWaiter:
         )
         out = {}
         for obj in items:
-            raw = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+            raw = cluster.as_dict(obj)
             out[raw["metadata"]["name"]] = raw
         return out
 
@@ -283,34 +283,37 @@ def wait_gone(
     target: KubernetesTarget,
     objects: Mapping[tuple[str, str], str],
     *,
+    kinds: Iterable[str] = (),
     timeout: float,
     poll_seconds: float = 0.5,
     report: Callable[[int], None] | None = None,
-) -> list[str]:
+) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
     """Wait until every ``(kind, name) -> uid`` is gone (or replaced by another uid); one LIST per
-    kind per tick (``report`` gets the count still there after each). Returns ``Kind/name`` of
-    what is still there after ``timeout``."""
+    kind per tick -- the objects' kinds and ``kinds`` -- of the objects carrying our managed-by
+    label (``report`` gets the count still there after each). Returns ``Kind/name`` of what is
+    still there after ``timeout`` and the last tick's listing, ``(kind, name) -> object``: the
+    caller's proof of what remains, without another round of LISTs."""
     left = dict(objects)
+    every = sorted(set(kinds) | {k for k, _ in left})
     deadline = time.monotonic() + timeout
-    while left:
-        for kind in sorted({k for k, _ in left}):
-            res = cluster.resource_for({"kind": kind})
+    while True:
+        listing: dict[tuple[str, str], dict[str, Any]] = {}
+        for kind in every:
             try:
-                live = {
-                    o.metadata.name: o.metadata.uid
-                    for o in client.list(res, namespace=target.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
-                }
+                items = client.list(
+                    cluster.resource_for({"kind": kind}),
+                    namespace=target.namespace,
+                    labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
+                )
+                listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
             except ApiError as exc:
-                if exc.status.code == 404:  # the kind is no longer served: nothing of it remains
-                    live = {}
-                else:
+                if exc.status.code != 404:  # 404: the kind is no longer served, nothing of it remains
                     raise
-            for (k, name), uid in list(left.items()):
-                if k == kind and live.get(name) != uid:
-                    del left[(k, name)]
+        for ref, uid in list(left.items()):
+            if (listing.get(ref) or {}).get("metadata", {}).get("uid") != uid:
+                del left[ref]
         if report:
             report(len(left))
         if not left or time.monotonic() >= deadline:
-            break
+            return sorted(f"{k}/{n}" for k, n in left), listing
         time.sleep(poll_seconds)
-    return sorted(f"{k}/{n}" for k, n in left)

@@ -14,14 +14,27 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
-from typing import Any, Final, cast
-
-from pulumi import automation as auto
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.backend import clear_stale_locks
 from infercrane.config import project_root
 from infercrane.errors import InferCraneError
+
+if TYPE_CHECKING:
+    from pulumi import automation as auto
+
+
+@cache
+def _auto() -> ModuleType:
+    """The Automation API, imported on first use: ``destroy`` and the proven ``plan`` never run an
+    engine operation, and ``pulumi``'s import (~0.2 s) would sit on their critical path."""
+    from pulumi import automation
+
+    return automation
+
 
 # The local stack's passphrase protects no secret (the stack has none); other stacks need
 # PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
@@ -122,11 +135,12 @@ class Engine:
 
     def _options(self) -> auto.LocalWorkspaceOptions:
         env = self.check_passphrase()
-        return auto.LocalWorkspaceOptions(
+        options: auto.LocalWorkspaceOptions = _auto().LocalWorkspaceOptions(
             work_dir=str(self.project_dir),
             env_vars=env,
-            pulumi_command=auto.PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
+            pulumi_command=_auto().PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
         )
+        return options
 
     @property
     def stack(self) -> auto.Stack:
@@ -135,10 +149,10 @@ class Engine:
             from infercrane import program
 
             try:
-                self._stack = auto.create_or_select_stack(
+                self._stack = _auto().create_or_select_stack(
                     stack_name=self.stack_name, project_name="infercrane", program=program.main, opts=self._options()
                 )
-            except auto.CommandError as exc:
+            except _auto().CommandError as exc:
                 raise translate(exc, self.stack_name) from None
         return self._stack
 
@@ -147,10 +161,10 @@ class Engine:
         """The project's workspace, without selecting or creating the stack (no program, no
         ``stack select`` process): for reading and editing the state."""
         if self._stack is not None:
-            return cast(auto.LocalWorkspace, self._stack.workspace)
+            return cast("auto.LocalWorkspace", self._stack.workspace)
         if self._workspace is None:
             opts = self._options()
-            self._workspace = auto.LocalWorkspace(
+            self._workspace = _auto().LocalWorkspace(
                 work_dir=opts.work_dir, env_vars=opts.env_vars, pulumi_command=opts.pulumi_command
             )
         return self._workspace
@@ -164,7 +178,7 @@ class Engine:
         program.last_error = None
         try:
             return getattr(self.stack, op)(color="never", **kw)
-        except auto.CommandError as exc:
+        except _auto().CommandError as exc:
             if program.last_error is not None:
                 raise program.last_error from None
             raise translate(exc, self.stack_name) from None
@@ -214,7 +228,7 @@ class Engine:
                 return latest
         try:
             out = self.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", self.stack_name])
-        except auto.CommandError as exc:
+        except _auto().CommandError as exc:
             if f"no stack named '{self.stack_name}' found" in str(exc):
                 return {}
             raise translate(exc, self.stack_name) from None
@@ -227,21 +241,21 @@ class Engine:
             _stderr(note)
         try:
             self.workspace._run_pulumi_cmd_sync(["state", "delete", "--all", "--yes", "--stack", self.stack_name])
-        except auto.CommandError as exc:
+        except _auto().CommandError as exc:
             raise translate(exc, self.stack_name) from None
 
     def history(self) -> list[auto.UpdateSummary]:
         """The stack's update history, newest first (``pulumi stack history``)."""
         try:
             return list(self.stack.history())
-        except auto.CommandError as exc:
+        except _auto().CommandError as exc:
             raise translate(exc, self.stack_name) from None
 
     def state_delete(self, urn: str) -> None:
         """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
         try:
             self.workspace._run_pulumi_cmd_sync(["state", "delete", urn, "--yes", "--stack", self.stack_name])
-        except auto.CommandError as exc:
+        except _auto().CommandError as exc:
             raise translate(exc, self.stack_name) from None
 
     def outputs(self) -> dict[str, Any]:
@@ -270,12 +284,12 @@ API_LOST_MARKERS: Final = (
 def translate(exc: auto.CommandError, stack: str) -> EngineError:
     """Turn an Automation API failure into one message with the next step."""
     text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
-    if isinstance(exc, auto.ConcurrentUpdateError) or "the stack is currently locked" in text:
+    if isinstance(exc, _auto().ConcurrentUpdateError) or "the stack is currently locked" in text:
         return EngineError(
             f"stack {stack!r} is locked by another update (a live process, or one on another host).\n"
             f"    fix: wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry"
         )
-    if isinstance(exc, auto.StackNotFoundError):
+    if isinstance(exc, _auto().StackNotFoundError):
         return EngineError(
             f"stack {stack!r} does not exist in this backend.\n    fix: run `infercrane deploy --stack {stack}` to create it"
         )

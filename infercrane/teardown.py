@@ -16,8 +16,9 @@ replicas). ``pulumi destroy`` is not used; instead:
    never by the state, so clearing it first loses nothing: an object whose DELETE fails, or that
    a killed run did not reach, is still ours and is deleted by the next run (and a ``deploy``
    adopts it again after its preflight);
-4. the deleted objects are awaited with one LIST per kind per tick until every one is gone, and
-   zero remaining owned objects is proven with one more LIST.
+4. the deleted objects are awaited with one LIST per kind per tick until every one is gone; the
+   last tick's LIST (every kind of the stack's, our managed-by label: a superset of what the
+   stack owns) proves that zero owned objects remain.
 
 Operations layer.
 """
@@ -129,13 +130,19 @@ def destroy(
             result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
     if on_output:
         on_output(f"deleted {len(targets)} owned object(s); waiting until they are gone")
-    left = readiness.wait_gone(client, t, targets, timeout=GONE_TIMEOUT_SECONDS, report=on_remaining)
+    # The wait's last LIST (every kind of the stack's and the deleted objects', our managed-by label)
+    # is also the proof: no owned object of this stack remains -- no second round of LISTs.
+    left, listing = readiness.wait_gone(
+        client, t, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=on_remaining
+    )
     if left:
         raise ClusterError(
             f"{len(left)} owned object(s) still present {GONE_TIMEOUT_SECONDS:.0f} s after deletion: {', '.join(left)}\n"
             "    fix: look for finalizers on them (`kubectl get -o yaml`), then run destroy again"
         )
-    from infercrane.inventory import owned_objects
-
-    result.remaining = owned_objects(client, config, engine.stack_name)
+    result.remaining = sorted(
+        f"{kind}/{name}"
+        for (kind, name), obj in listing.items()
+        if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
+    )
     return result
