@@ -1,3 +1,3 @@
-from infercrane.program import main
+from infercrane.shell.program import main
 
 main()

@@ -14,9 +14,11 @@ import statistics
 import subprocess
 import time
 
-from infercrane import config as cfg
-from infercrane import doctor
-from infercrane.local.plane import CONTEXT, Plane, find_tool
+from infercrane.live import doctor
+from infercrane.local.layout import CONTEXT
+from infercrane.local.plane import Plane
+from infercrane.project import stackfile
+from infercrane.project.tools import find_tool
 
 
 def main() -> None:
@@ -25,7 +27,7 @@ def main() -> None:
     args = ap.parse_args()
     plane = Plane.default()
     plane.start(progress=lambda m: None)
-    config = cfg.load_stack("local", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(plane.kubeconfig)})
+    config = stackfile.load_stack("local", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(plane.kubeconfig)})
     checks = [c[:3] for c in doctor.access_checks(config) if c[3] != "optional"]
     kubectl = str(find_tool("kubectl"))
     ns = config.kubernetes.namespace

@@ -39,12 +39,14 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from infercrane import config as cfg  # noqa: E402
-from infercrane import naming  # noqa: E402
-from infercrane.cluster import client as make_client  # noqa: E402
-from infercrane.local.plane import ADMIN_CONTEXT, CONTEXT, Plane, find_tool  # noqa: E402
-from infercrane.manifests import render_checked, to_yaml  # noqa: E402
-from infercrane.stack import engine_env  # noqa: E402
+from infercrane.core import naming  # noqa: E402
+from infercrane.core.manifests import render_checked, to_yaml  # noqa: E402
+from infercrane.engine.workspace import engine_env  # noqa: E402
+from infercrane.live.cluster import client as make_client  # noqa: E402
+from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
+from infercrane.local.plane import Plane  # noqa: E402
+from infercrane.project.stackfile import load_stack  # noqa: E402
+from infercrane.project.tools import find_tool  # noqa: E402
 
 DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
 NS = "infercrane-system"
@@ -78,7 +80,7 @@ def write_stack(project: Path, stack: str, prefix: str, replicas: int, kubeconfi
 
 
 def manifests(project: Path, stack: str) -> list[dict[str, Any]]:
-    config = cfg.load_stack(stack, project_dir=project, env={})
+    config = load_stack(stack, project_dir=project, env={})
     return [m for r in render_checked(config, stack) for m in r.manifests]
 
 
@@ -86,18 +88,18 @@ class Lister:
     """Counts our objects and ready Deployments with one LIST per kind (as the restricted identity)."""
 
     def __init__(self, project: Path, stack: str) -> None:
-        self.config = cfg.load_stack(stack, project_dir=project, env={})
+        self.config = load_stack(stack, project_dir=project, env={})
         self.client = make_client(self.config.kubernetes)
         self.names = {naming.object_name(r.key) for r in self.config.replicas}
 
     def _ours(self, kind: str) -> list[Any]:
-        from infercrane.cluster import resource_for
+        from infercrane.live.cluster import resource_for
 
         items = self.client.list(resource_for({"kind": kind}), namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
         return [o for o in items if o.metadata.name in self.names]
 
     def ready(self) -> int:
-        from infercrane.readiness import deployment_verdict
+        from infercrane.live.readiness import deployment_verdict
 
         return sum(deployment_verdict(o.to_dict(), 1).state == "ready" for o in self._ours("Deployment"))
 
@@ -133,7 +135,9 @@ def bench_kubectl(plane: Plane, project: Path, n: int) -> dict[str, float]:
         lister.until(lambda: lister.ready() == n)
 
     out["deploy"], _ = timed(deploy)
-    out["plan"], _ = timed(lambda: run([*kubectl, "diff", "--server-side", f"--field-manager={naming.FIELD_MANAGER}", "-f", str(d)]))
+    out["plan"], _ = timed(
+        lambda: run([*kubectl, "diff", "--server-side", f"--field-manager={naming.FIELD_MANAGER}", "-f", str(d)])
+    )
 
     def destroy() -> None:
         run([*kubectl, "delete", "--wait=false", "-f", str(d)])
@@ -143,7 +147,7 @@ def bench_kubectl(plane: Plane, project: Path, n: int) -> dict[str, float]:
     return out
 
 
-PLAIN_PROGRAM = '''
+PLAIN_PROGRAM = """
 import yaml, pulumi, pulumi_kubernetes as k8s
 docs = list(yaml.safe_load_all(open("manifests.yaml")))
 cfg = pulumi.Config("bench")
@@ -154,7 +158,7 @@ for m in docs:
     cls = {{"Deployment": k8s.apps.v1.Deployment, "Service": k8s.core.v1.Service}}[m["kind"]]
     cls(m["metadata"]["name"] + "-" + m["kind"].lower(), metadata=m["metadata"], spec=m["spec"],
         opts=pulumi.ResourceOptions(provider=provider))
-'''
+"""
 
 
 def bench_plain(plane: Plane, project: Path, n: int) -> dict[str, float]:
@@ -176,7 +180,7 @@ def bench_plain(plane: Plane, project: Path, n: int) -> dict[str, float]:
             os.chdir(cwd)
 
     env = engine_env("plain", plain) | {"PULUMI_CONFIG_PASSPHRASE": "bench"}
-    from infercrane.stack import pulumi_root
+    from infercrane.engine.workspace import pulumi_root
 
     stack = auto.create_or_select_stack(
         stack_name="plain",
@@ -267,12 +271,18 @@ def main() -> None:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
     k, p, i = results["kubectl"], results["plain pulumi-kubernetes"], results["infercrane"]
-    print(f"fleet benchmark: {n} replicas = {2 * n} objects; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(
+        f"fleet benchmark: {n} replicas = {2 * n} objects; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    )
     print("| phase | kubectl | plain pulumi-kubernetes | infercrane | ours / kubectl | ours / plain |")
     print("|---|---|---|---|---|---|")
     for phase, label in (("deploy", "deploy to all ready"), ("plan", "no-op plan"), ("destroy", "destroy to zero objects")):
-        print(f"| {label} | {k[phase]:.1f} s | {p[phase]:.1f} s | {i[phase]:.1f} s | {i[phase] / k[phase]:.2f}x | {i[phase] / p[phase]:.2f}x |")
-    print(f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | {i['plan-full'] / k['plan']:.2f}x | {i['plan-full'] / p['plan']:.2f}x |")
+        print(
+            f"| {label} | {k[phase]:.1f} s | {p[phase]:.1f} s | {i[phase]:.1f} s | {i[phase] / k[phase]:.2f}x | {i[phase] / p[phase]:.2f}x |"
+        )
+    print(
+        f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | {i['plan-full'] / k['plan']:.2f}x | {i['plan-full'] / p['plan']:.2f}x |"
+    )
     print(f"| inspect | | | {i['inspect']:.1f} s | | |")
     print(f"| CLI start-up + stack file (validate) | | | {i['startup']:.2f} s | | |")
     print(f"render + guards per replica: {render[100]:.0f} µs at 100, {render[1000]:.0f} µs at 1,000 replicas")

@@ -7,7 +7,7 @@ ClusterRole bound to the manager's identity -- all taken from the pinned KServe 
 ``tools/build.sh kserve`` -- the simulated GPU nodes, and the worker Secret with a random value
 that is never printed. Once the KServe manager serves, its webhook configurations are registered
 with the manager's loopback URL. Idempotent: server-side apply as ``infercrane-bootstrap``; an
-existing Secret is left as it is. Operations layer.
+existing Secret is left as it is. Local-plane layer.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import base64
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from lightkube import ApiError, Client, codecs
@@ -24,10 +24,17 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Node, Secret
 
-from infercrane.config import code_root
-
-if TYPE_CHECKING:
-    from infercrane.local.plane import Plane
+from infercrane.core.errors import PlaneError
+from infercrane.local.layout import (
+    ADMIN_CONTEXT,
+    BOOTSTRAP_MANAGER,
+    KSERVE_NAMESPACE,
+    KSERVE_USER,
+    NAMESPACE,
+    VIEWER_USER,
+    random_secret,
+)
+from infercrane.project.paths import code_root
 
 MANIFESTS = (
     "deploy/kubernetes/base/namespace.yaml",
@@ -64,10 +71,9 @@ def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:
     return out
 
 
-def admin_client(plane: Plane) -> Client:
-    from infercrane.local.plane import ADMIN_CONTEXT
+def admin_client(kubeconfig: Path) -> Client:
 
-    return Client(config=KubeConfig.from_file(plane.kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
+    return Client(config=KubeConfig.from_file(kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
 
 
 def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
@@ -95,16 +101,14 @@ def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
-    from infercrane.local.plane import BOOTSTRAP_MANAGER
 
     for d in docs:
         client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER)
 
 
-def run(plane: Plane, nodes_file: Path) -> None:
-    from infercrane.local.plane import NAMESPACE, VIEWER_USER, random_secret
+def run(kubeconfig: Path, nodes_file: Path) -> None:
 
-    client = admin_client(plane)
+    client = admin_client(kubeconfig)
     root = code_root()
     docs = [d for rel in MANIFESTS for d in yaml.safe_load_all((root / rel).read_text()) if d]
     _apply_all(client, [docs[0]])
@@ -147,11 +151,11 @@ def run(plane: Plane, nodes_file: Path) -> None:
 
 def kserve_share() -> Path:
     """The KServe files ``tools/build.sh kserve`` took from the module zip, beside the manager."""
-    from infercrane.local.plane import PlaneError, find_tool
+    from infercrane.project.tools import find_tool
 
     share = find_tool("kserve-manager").parent.parent / "share"
     if not (share / "crds").is_dir():
-        raise PlaneError(f"KServe's CRDs are missing from {share}.\n    fix: run `tools/build.sh kserve`")
+        raise PlaneError(f"KServe's CRDs are missing from {share}.", fix="run `tools/build.sh kserve`")
     return share
 
 
@@ -166,7 +170,6 @@ def kserve_config(share: Path) -> dict[str, Any]:
 
 
 def install_kserve(client: Client) -> None:
-    from infercrane.local.plane import KSERVE_NAMESPACE, KSERVE_USER
 
     share = kserve_share()
     crds = [yaml.safe_load(f.read_text()) for f in sorted((share / "crds").glob("*.yaml"))]
@@ -193,7 +196,6 @@ def install_kserve(client: Client) -> None:
 def _apply_crd(client: Client, crd: dict[str, Any]) -> None:
     """Server-side apply of one CRD as raw JSON: KServe's InferenceService CRD is 1 MB of schema,
     which lightkube's typed models take seconds to build and parse; the API server needs none."""
-    from infercrane.local.plane import BOOTSTRAP_MANAGER
 
     gc = client._client
     url = f"{gc._client.base_url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
@@ -207,18 +209,18 @@ def _apply_crd(client: Client, crd: dict[str, Any]) -> None:
     gc.raise_for_status(gc.send(req))  # type: ignore[no-untyped-call]
 
 
-def register_kserve_webhooks(plane: Plane, port: int) -> None:
+def register_kserve_webhooks(kubeconfig: Path, ca_file: Path, port: int) -> None:
     """KServe's own webhook configurations, each pointed at the manager's loopback URL (the
     plane's API server runs outside any cluster network, so a Service reference cannot reach it),
     trusting the plane's CA. Re-applied at every start: the port changes."""
-    ca = base64.b64encode((plane.pki_dir / "ca.crt").read_bytes()).decode()
+    ca = base64.b64encode(ca_file.read_bytes()).decode()
     docs = [d for d in yaml.safe_load_all((kserve_share() / "webhooks.yaml").read_text()) if d]
     for d in docs:
         d["metadata"].pop("creationTimestamp", None)
         for hook in d["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
             hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-    _apply_all(admin_client(plane), docs)
+    _apply_all(admin_client(kubeconfig), docs)
 
 
 def _wait_established(client: Client, name: str) -> None:

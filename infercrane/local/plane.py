@@ -8,21 +8,15 @@ one restarts on its kept etcd data), ``stop`` ends only the processes this modul
 pids and executables are recorded), ``reset`` wipes the state. Contexts in the kubeconfig:
 ``infercrane-local`` (the restricted deployer bound to exactly the shipped Roles),
 ``infercrane-local-viewer`` (read-only: the optional pod and node readers) and ``infercrane-local-admin``.
-Operations layer.
+Local-plane layer.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
-import secrets
 import shutil
-import signal
-import socket
 import ssl
-import subprocess
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,72 +25,33 @@ from typing import Any, Final
 import yaml
 from lightkube import ApiError
 
-from infercrane.config import code_root, project_root
-from infercrane.errors import InferCraneError
+from infercrane.core.errors import PlaneError
 from infercrane.local import pki
+from infercrane.local.layout import (
+    ADMIN_CONTEXT,
+    CLUSTER,
+    COMPONENTS,
+    CONTEXT,
+    DEPLOYER_GROUPS,
+    DEPLOYER_USER,
+    KSERVE_NAMESPACE,
+    KSERVE_USER,
+    KWOK_NODE_ANNOTATION,
+    NAMESPACE,
+    SERVICE_CIDR,
+    START_TIMEOUT_SECONDS,
+    VIEWER_CONTEXT,
+    VIEWER_USER,
+)
+from infercrane.local.supervise import Supervisor, alive, free_port, port_open, read_record, stop_recorded
+from infercrane.project.paths import project_root
+from infercrane.project.tools import find_tool
 
-CONTEXT: Final = "infercrane-local"
-ADMIN_CONTEXT: Final = "infercrane-local-admin"
-# Read-only evidence identity: the optional pod and node readers, nothing else (demo placement).
-VIEWER_CONTEXT: Final = "infercrane-local-viewer"
-VIEWER_USER: Final = "infercrane-local-viewer"
-CLUSTER: Final = "infercrane-local"
-NAMESPACE: Final = "infercrane-system"
-DEPLOYER_USER: Final = "system:serviceaccount:infercrane-system:infercrane-control-plane"
-DEPLOYER_GROUPS: Final = ("system:serviceaccounts", "system:serviceaccounts:infercrane-system")
-BOOTSTRAP_MANAGER: Final = "infercrane-bootstrap"
-KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
-SERVICE_CIDR: Final = "10.96.0.0/16"
-START_TIMEOUT_SECONDS: Final = 90
-COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kserve-manager")
-# The KServe manager's own identity (client certificate), bound to KServe's own ClusterRole.
-KSERVE_USER: Final = "kserve-controller-manager"
-KSERVE_NAMESPACE: Final = "kserve"
 HERE: Final = Path(__file__).resolve().parent
-
-
-class PlaneError(InferCraneError):
-    """The local control plane could not be started, checked or stopped."""
 
 
 def default_state_dir() -> Path:
     return Path(os.environ.get("INFERCRANE_LOCAL_DIR") or project_root() / ".infercrane" / "local")
-
-
-@functools.cache
-def tool_dirs() -> tuple[Path, ...]:
-    """The cache entries of the pinned tools (tools/build.sh owns the layout; asked once)."""
-    script = code_root() / "tools" / "build.sh"
-    out = subprocess.run(["bash", str(script), "--print-path"], capture_output=True, text=True, check=True).stdout
-    return tuple(Path(line) for line in out.splitlines() if line)
-
-
-def find_tool(name: str) -> Path:
-    for d in tool_dirs():
-        if (d / name).is_file():
-            return d / name
-    raise PlaneError(
-        f"{name} is not built yet.\n    fix: run `tools/build.sh` (or `make tools`); the first build takes tens of minutes"
-    )
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _alive(pid: int, exe: str) -> bool:
-    """Is ``pid`` a live process running ``exe``? (never another process that reused the pid)
-
-    Reads the ``/proc/<pid>/exe`` link, which names the executable from ``exec`` on; the cmdline
-    is not used: it can read empty for a live process (seen for most reads right after Popen)."""
-    try:
-        running = os.readlink(f"/proc/{pid}/exe")
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state != "Z" and running == os.path.realpath(exe)
 
 
 @dataclass
@@ -127,15 +82,12 @@ class Plane:
         return self.state / "plane.json"
 
     def _read_record(self) -> dict[str, Any]:
-        try:
-            return dict(json.loads(self._record.read_text()))
-        except (OSError, ValueError):
-            return {}
+        return read_record(self._record)
 
     # -- status --------------------------------------------------------------------------------
     def processes(self) -> dict[str, bool]:
         rec = self._read_record()
-        return {name: _alive(p["pid"], p["exe"]) for name, p in rec.get("processes", {}).items()}
+        return {name: alive(p["pid"], p["exe"]) for name, p in rec.get("processes", {}).items()}
 
     def api_ready(self, timeout: float = 2.0) -> bool:
         rec = self._read_record()
@@ -179,38 +131,31 @@ class Plane:
             progress(f"local plane already running ({self.status()['apiserver']})")
             return self.status()
         self.stop(quiet=True)
-        self._children: dict[str, subprocess.Popen[bytes]] = {}
-        began = time.monotonic()
         tools = {name: find_tool(name) for name in COMPONENTS}
         self.state.mkdir(parents=True, exist_ok=True)
-        self.logs.mkdir(exist_ok=True)
         ports = {
-            "etcd": _free_port(),
-            "etcd_peer": _free_port(),
-            "apiserver": _free_port(),
-            "kwok": _free_port(),
-            "kserve_webhook": _free_port(),
-            "kserve_probe": _free_port(),
+            "etcd": free_port(),
+            "etcd_peer": free_port(),
+            "apiserver": free_port(),
+            "kwok": free_port(),
+            "kserve_webhook": free_port(),
+            "kserve_probe": free_port(),
         }
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
-        record: dict[str, Any] = {"ports": ports, "processes": {}}
-        self._record.write_text(json.dumps(record))
+        run = Supervisor(self._record, self.logs, {"ports": ports}, START_TIMEOUT_SECONDS)
+        try:
+            self._start(run, tools, ports, nodes_file)
+        except BaseException:
+            run.rollback()  # a failed start leaves nothing running (etcd's data and the PKI stay)
+            raise
+        run.release()
+        progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
+        return self.status()
 
+    def _start(self, run: Supervisor, tools: dict[str, Path], ports: dict[str, int], nodes_file: Path | None) -> None:
         def launch(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-            exe = str(tools[name])
-            with (self.logs / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
-                proc = subprocess.Popen(
-                    [exe, *args],
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    stdin=subprocess.DEVNULL,
-                    start_new_session=True,
-                    env={**os.environ, **env} if env else None,
-                )
-            self._children[name] = proc
-            record["processes"][name] = {"pid": proc.pid, "exe": exe}
-            self._record.write_text(json.dumps(record, indent=2))
+            run.launch(name, tools[name], args, env)
 
         p, k = self.pki_dir, self.state
         etcd_url = f"http://127.0.0.1:{ports['etcd']}"
@@ -229,7 +174,7 @@ class Plane:
                 "--log-level=warn",
             ],
         )
-        self._wait(lambda: self._port_open(ports["etcd"]), "etcd", began)
+        run.wait(lambda: port_open(ports["etcd"]), "etcd")
         launch(
             "kube-apiserver",
             [
@@ -251,7 +196,7 @@ class Plane:
                 "--v=0",
             ],
         )
-        self._wait(self.api_ready, "kube-apiserver /readyz", began)
+        run.wait(self.api_ready, "kube-apiserver /readyz")
         launch(
             "kube-controller-manager",
             [
@@ -271,7 +216,7 @@ class Plane:
         )
         stages = tools["kwok"].parent.parent / "etc" / "stages.yaml"
         if not stages.is_file():
-            raise PlaneError(f"kwok stages {stages} are missing.\n    fix: run `tools/build.sh kwok`")
+            raise PlaneError(f"kwok stages {stages} are missing.", fix="run `tools/build.sh kwok`")
         launch(
             "kwok",
             [
@@ -287,15 +232,15 @@ class Plane:
         from infercrane.local import bootstrap
 
         try:
-            bootstrap.run(self, nodes_file or HERE / "nodes.yaml")
+            bootstrap.run(self.kubeconfig, nodes_file or HERE / "nodes.yaml")
         except ApiError as exc:
             raise PlaneError(
-                f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).\n"
-                f"    fix: see {self.logs}; `python -m infercrane local reset` then `local start` starts from scratch"
+                f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).",
+                fix=f"see {self.logs}; `python -m infercrane local reset` then `local start` starts from scratch",
             ) from None
         except (OSError, yaml.YAMLError) as exc:
             raise PlaneError(
-                f"bootstrapping the local plane failed: {exc}\n    fix: check the nodes file and deploy/ manifests"
+                f"bootstrapping the local plane failed: {exc}", fix="check the nodes file and deploy/ manifests"
             ) from None
         # KServe's manager: its CRDs, ConfigMap and ClusterRole are in place (bootstrap); it serves
         # its admission webhooks with a certificate of the plane's CA, from $TMPDIR/k8s-webhook-server.
@@ -317,34 +262,12 @@ class Plane:
                 "POD_NAMESPACE": KSERVE_NAMESPACE,
             },
         )
-        self._wait(lambda: self._get(f"http://127.0.0.1:{ports['kserve_probe']}/readyz", 1.0) == 200, "the KServe manager", began)
+        run.wait(lambda: self._get(f"http://127.0.0.1:{ports['kserve_probe']}/readyz", 1.0) == 200, "the KServe manager")
         try:
-            bootstrap.register_kserve_webhooks(self, ports["kserve_webhook"])
+            bootstrap.register_kserve_webhooks(self.kubeconfig, self.pki_dir / "ca.crt", ports["kserve_webhook"])
         except ApiError as exc:
             raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from None
-        dead = self._exited_children()
-        if dead:
-            raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
-        progress(f"local plane ready in {time.monotonic() - began:.1f}s: context {CONTEXT} in {self.kubeconfig}")
-        return self.status()
-
-    def _port_open(self, port: int) -> bool:
-        with socket.socket() as s:
-            s.settimeout(0.5)
-            return s.connect_ex(("127.0.0.1", port)) == 0
-
-    def _exited_children(self) -> list[str]:
-        """Components started by this start() that have exited (asked of the child itself)."""
-        return [n for n, p in getattr(self, "_children", {}).items() if p.poll() is not None]
-
-    def _wait(self, check: Any, what: str, began: float) -> None:
-        while not check():
-            dead = self._exited_children()
-            if dead:
-                raise PlaneError(f"{dead[0]} exited during start; see {self.logs / (dead[0] + '.log')}")
-            if time.monotonic() - began > START_TIMEOUT_SECONDS:
-                raise PlaneError(f"timed out waiting for {what}; see {self.logs}")
-            time.sleep(0.2)
+        run.check()
 
     def _write_pki(self) -> None:
         p = self.pki_dir
@@ -428,23 +351,7 @@ class Plane:
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
         """End the plane's own processes (verified by pid and executable). Returns what was stopped."""
-        rec = self._read_record()
-        stopped = []
-        for name in reversed(COMPONENTS):
-            p = rec.get("processes", {}).get(name)
-            if p and _alive(p["pid"], p["exe"]):
-                os.kill(p["pid"], signal.SIGTERM)
-                stopped.append(name)
-        deadline = time.monotonic() + 15
-        for name in stopped:
-            p = rec["processes"][name]
-            while _alive(p["pid"], p["exe"]) and time.monotonic() < deadline:
-                time.sleep(0.1)
-            if _alive(p["pid"], p["exe"]):
-                os.kill(p["pid"], signal.SIGKILL)
-        if rec:
-            rec["processes"] = {}
-            self._record.write_text(json.dumps(rec, indent=2))
+        stopped = stop_recorded(self._record, reversed(COMPONENTS))
         if not quiet:
             progress(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return stopped
@@ -452,8 +359,3 @@ class Plane:
     def reset(self) -> None:
         self.stop(quiet=True)
         shutil.rmtree(self.state, ignore_errors=True)
-
-
-def random_secret() -> str:
-    """A fresh worker key; written to the Secret, never printed or logged."""
-    return secrets.token_urlsafe(32)

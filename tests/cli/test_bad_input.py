@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import run
+from tests.conftest import CliRunner
 
 INTENT = ["Qwen/Qwen3-32B", "--name", "qwen32", "--cloud", "kubernetes", "--gpu", "NVIDIA-L40S"]
 
@@ -17,45 +17,47 @@ def stack_file(root: Path, stack: str = "dev") -> Path:
 
 
 @pytest.mark.parametrize("command", ["deploy", "plan"])
-def test_intent_on_a_missing_stack_file_names_the_real_file(project: Path, command: str) -> None:
-    r = run(command, *INTENT, "--stack", "nosuch", cwd=project)
+def test_intent_on_a_missing_stack_file_names_the_real_file(cli: CliRunner, scratch_project: Path, command: str) -> None:
+    r = cli(command, *INTENT, "--stack", "nosuch", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "stacks/Pulumi.nosuch.yaml: stack file not found" in r.stderr
     assert "infercrane-plan-" not in r.stderr  # never a temporary copy's path
-    assert not stack_file(project, "nosuch").exists()
+    assert not stack_file(scratch_project, "nosuch").exists()
 
 
 @pytest.mark.parametrize("command", ["deploy", "plan"])
-def test_intent_on_malformed_yaml_is_refused_and_the_file_kept(project: Path, command: str) -> None:
-    path = stack_file(project)
+def test_intent_on_malformed_yaml_is_refused_and_the_file_kept(cli: CliRunner, scratch_project: Path, command: str) -> None:
+    path = stack_file(scratch_project)
     path.write_text("config:\n  infercrane:kubernetes: [unclosed\n")
-    r = run(command, *INTENT, "--stack", "dev", cwd=project)
+    r = cli(command, *INTENT, "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "stacks/Pulumi.dev.yaml:" in r.stderr and "is not valid YAML" in r.stderr
     assert path.read_text() == "config:\n  infercrane:kubernetes: [unclosed\n"
 
 
 @pytest.mark.parametrize("count", ["0", "17"])
-def test_an_out_of_range_gpu_count_is_refused_like_the_same_value_in_a_file(project: Path, count: str) -> None:
-    before = stack_file(project).read_text()
-    r = run("deploy", *INTENT, "--gpu-count", count, "--stack", "dev", cwd=project)
+def test_an_out_of_range_gpu_count_is_refused_like_the_same_value_in_a_file(
+    cli: CliRunner, scratch_project: Path, count: str
+) -> None:
+    before = stack_file(scratch_project).read_text()
+    r = cli("deploy", *INTENT, "--gpu-count", count, "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "infercrane:replicas[" in r.stderr and "gpuCount" in r.stderr
-    assert stack_file(project).read_text() == before
+    assert stack_file(scratch_project).read_text() == before
 
 
-def test_intent_flags_without_model_are_a_usage_error(project: Path) -> None:
-    r = run("plan", "--cloud", "aws", "--stack", "dev", cwd=project)
+def test_intent_flags_without_model_are_a_usage_error(cli: CliRunner, scratch_project: Path) -> None:
+    r = cli("plan", "--cloud", "aws", "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 2
     assert "--cloud describe a replica intent and need MODEL" in r.stderr
 
 
-def test_deploy_model_refused_before_applying_restores_the_stack_file(project: Path) -> None:
+def test_deploy_model_refused_before_applying_restores_the_stack_file(cli: CliRunner, scratch_project: Path) -> None:
     # The local stack's kubeconfig does not exist in this scratch project: the deploy is refused
     # before any `pulumi` process starts, so the intent written first is taken back.
-    path = stack_file(project, "local")
+    path = stack_file(scratch_project, "local")
     before = path.read_text()
-    r = run("deploy", *INTENT, "--stack", "local", cwd=project)
+    r = cli("deploy", *INTENT, "--stack", "local", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "stacks/Pulumi.local.yaml: replica qwen32-r0 added" in r.stderr
     assert "stack file stacks/Pulumi.local.yaml restored: the intent was not applied" in r.stderr
@@ -77,8 +79,10 @@ DUPLICATE = "config:\n  infercrane:kubernetes:\n    context: a\n    context: b\n
     ids=["duplicate-key", "numeric-key", "null-key", "misspelt-config", "deep-nesting"],
 )
 @pytest.mark.parametrize("command", ["validate", "render", "plan"])
-def test_every_command_gives_a_broken_file_the_same_verdict(project: Path, text: str, expected: str, command: str) -> None:
-    stack_file(project).write_text(text)
-    r = run(command, "--stack", "dev", cwd=project)
+def test_every_command_gives_a_broken_file_the_same_verdict(
+    cli: CliRunner, scratch_project: Path, text: str, expected: str, command: str
+) -> None:
+    stack_file(scratch_project).write_text(text)
+    r = cli(command, "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert expected in r.stderr

@@ -1,4 +1,5 @@
-"""CLI tier: ``python -m infercrane`` as a user runs it (subprocess), offline commands."""
+"""CLI tier, offline commands: in-process (``main(argv)``) for parsing, messages and output; the
+entry point itself once more as a user runs it (``python -m infercrane`` in a new interpreter)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import CliRunner
+
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = ["local", "dev", "staging", "prod"]
 
 
-def run(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def run_as_user(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("INFERCRANE_") and k != "PULUMI_K8S_ENABLE_PATCH_FORCE"}
     base["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
@@ -21,24 +24,24 @@ def run(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subp
     )
 
 
-def edit(project: Path, stack: str, old: str, new: str) -> None:
-    path = project / "stacks" / f"Pulumi.{stack}.yaml"
+def edit(scratch_project: Path, stack: str, old: str, new: str) -> None:
+    path = scratch_project / "stacks" / f"Pulumi.{stack}.yaml"
     text = path.read_text()
     assert old in text
     path.write_text(text.replace(old, new, 1))
 
 
 @pytest.mark.parametrize("stack", STACKS)
-def test_every_shipped_stack_validates(stack: str) -> None:
-    r = run("validate", "--stack", stack)
+def test_every_shipped_stack_validates(cli: CliRunner, stack: str) -> None:
+    r = cli("validate", "--stack", stack)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"stack {stack}: valid (")
 
 
-def test_broken_stack_exits_1_naming_file_and_key_path_without_traceback(project: Path) -> None:
-    edit(project, "dev", "namespace: infercrane-dev", "namespace: Infercrane_Dev")
-    edit(project, "dev", "gpu: NVIDIA-L40S", "gpu: L40S")
-    r = run("validate", "--stack", "dev", cwd=project)
+def test_broken_stack_exits_1_naming_file_and_key_path_without_traceback(cli: CliRunner, scratch_project: Path) -> None:
+    edit(scratch_project, "dev", "namespace: infercrane-dev", "namespace: Infercrane_Dev")
+    edit(scratch_project, "dev", "gpu: NVIDIA-L40S", "gpu: L40S")
+    r = cli("validate", "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1
     assert "Traceback" not in r.stderr
     assert "error: invalid InferCrane configuration (2 problem(s)); nothing was applied:" in r.stderr
@@ -46,9 +49,9 @@ def test_broken_stack_exits_1_naming_file_and_key_path_without_traceback(project
     assert "- stacks/Pulumi.dev.yaml: infercrane:replicas[0].gpu (replica 'qwen-kubernetes-rev-1-r0'): GPU 'L40S'" in r.stderr
 
 
-def test_validate_json_lists_problems(project: Path) -> None:
-    edit(project, "dev", "context: gpu-dev", "context: ''")
-    r = run("validate", "--stack", "dev", "--json", cwd=project)
+def test_validate_json_lists_problems(cli: CliRunner, scratch_project: Path) -> None:
+    edit(scratch_project, "dev", "context: gpu-dev", "context: ''")
+    r = cli("validate", "--stack", "dev", "--json", cwd=scratch_project)
     assert r.returncode == 1
     import json
 
@@ -56,14 +59,14 @@ def test_validate_json_lists_problems(project: Path) -> None:
     assert doc["ok"] is False and doc["problems"][0].startswith("stacks/Pulumi.dev.yaml: infercrane:kubernetes.context:")
 
 
-def test_render_local_equals_golden() -> None:
-    r = run("render", "--stack", "local")
+def test_render_local_equals_golden(cli: CliRunner) -> None:
+    r = cli("render", "--stack", "local")
     assert r.returncode == 0, r.stderr
     assert r.stdout == (ROOT / "tests" / "golden" / "expected" / "local.yaml").read_text()
 
 
-def test_render_out_writes_one_file_per_object(tmp_path: Path) -> None:
-    r = run("render", "--stack", "local", "--out", str(tmp_path / "out"))
+def test_render_out_writes_one_file_per_object(cli: CliRunner, tmp_path: Path) -> None:
+    r = cli("render", "--stack", "local", "--out", str(tmp_path / "out"))
     assert r.returncode == 0, r.stderr
     assert len(list((tmp_path / "out").glob("*.yaml"))) == 4
 
@@ -76,40 +79,52 @@ def test_render_out_writes_one_file_per_object(tmp_path: Path) -> None:
     ],
     ids=["tag", "placeholder"],
 )
-def test_render_refuses_mutable_or_placeholder_image(project: Path, image: str, reason: str) -> None:
-    text = (project / "stacks" / "Pulumi.local.yaml").read_text()
+def test_render_refuses_mutable_or_placeholder_image(cli: CliRunner, scratch_project: Path, image: str, reason: str) -> None:
+    text = (scratch_project / "stacks" / "Pulumi.local.yaml").read_text()
     digest_line = next(line for line in text.splitlines() if "imageDigest:" in line)
-    edit(project, "local", digest_line, f"    imageDigest: {image}")
-    r = run("render", "--stack", "local", cwd=project)
+    edit(scratch_project, "local", digest_line, f"    imageDigest: {image}")
+    r = cli("render", "--stack", "local", cwd=scratch_project)
     assert r.returncode == 1 and r.stdout == ""
     assert f"infercrane:kubernetes.imageDigest: image '{image}' {reason}" in r.stderr
 
 
-def test_render_refuses_patch_force_setting(project: Path) -> None:
-    path = project / "stacks" / "Pulumi.local.yaml"
+def test_render_refuses_patch_force_setting(cli: CliRunner, scratch_project: Path) -> None:
+    path = scratch_project / "stacks" / "Pulumi.local.yaml"
     path.write_text(path.read_text() + '  kubernetes:enablePatchForce: "true"\n')
-    r = run("render", "--stack", "local", cwd=project)
+    r = cli("render", "--stack", "local", cwd=scratch_project)
     assert r.returncode == 1
     assert "stacks/Pulumi.local.yaml: kubernetes:enablePatchForce: is set" in r.stderr
 
 
-def test_render_refuses_patch_force_environment() -> None:
-    r = run("render", "--stack", "local", env={"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"})
+def test_render_refuses_patch_force_environment(cli: CliRunner) -> None:
+    r = cli("render", "--stack", "local", env={"PULUMI_K8S_ENABLE_PATCH_FORCE": "true"})
     assert r.returncode == 1
     assert "PULUMI_K8S_ENABLE_PATCH_FORCE (environment): asks pulumi-kubernetes to force field-manager conflicts" in r.stderr
 
 
-def test_environment_variable_overrides_stack_file() -> None:
-    r = run("render", "--stack", "local", env={"INFERCRANE_KUBERNETES_NAMESPACE": "team-x"})
+def test_environment_variable_overrides_stack_file(cli: CliRunner) -> None:
+    r = cli("render", "--stack", "local", env={"INFERCRANE_KUBERNETES_NAMESPACE": "team-x"})
     assert r.returncode == 0 and "namespace: team-x" in r.stdout and "namespace: infercrane-system" not in r.stdout
 
 
-def test_missing_stack_file_is_a_clear_error() -> None:
-    r = run("validate", "--stack", "nope")
+def test_missing_stack_file_is_a_clear_error(cli: CliRunner) -> None:
+    r = cli("validate", "--stack", "nope")
     assert r.returncode == 1
     assert "stacks/Pulumi.nope.yaml: stack file not found" in r.stderr
 
 
-def test_usage_error_exits_2() -> None:
-    r = run("frobnicate")
+def test_usage_error_exits_2(cli: CliRunner) -> None:
+    r = cli("frobnicate")
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_python_m_infercrane_validates_and_renders_as_a_user_runs_it() -> None:
+    r = run_as_user("validate", "--stack", "dev")
+    assert r.returncode == 0 and r.stdout.startswith("stack dev: valid ("), r.stderr
+    r = run_as_user("render", "--stack", "local")
+    assert r.returncode == 0 and r.stdout == (ROOT / "tests" / "golden" / "expected" / "local.yaml").read_text()
+
+
+def test_python_m_infercrane_usage_error_exits_2_with_argparse_usage() -> None:
+    r = run_as_user("frobnicate")
+    assert r.returncode == 2 and r.stderr.startswith("usage: infercrane") and "invalid choice" in r.stderr

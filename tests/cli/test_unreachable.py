@@ -9,10 +9,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane import config as cfg
-from infercrane import preflight
-from infercrane.errors import ClusterError
-from infercrane.manifests import render_checked
+from infercrane.core import config as cfg
+from infercrane.core import loading
+from infercrane.core.errors import ClusterError
+from infercrane.core.manifests import render_checked
+from infercrane.live import preflight
+from infercrane.project import stackfile
+from tests.conftest import CliRunner
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,8 +42,8 @@ def local_config(tmp_path: Path, *, server: str | None, context: str) -> cfg.Inf
             }
         )
     )
-    values = cfg.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
-    return cfg.load(values, source="stacks/Pulumi.local.yaml", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
+    values = stackfile.read_stack_values(ROOT / "stacks" / "Pulumi.local.yaml")
+    return loading.load(values, source="stacks/Pulumi.local.yaml", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(kubeconfig)})
 
 
 def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Path) -> None:
@@ -64,11 +67,11 @@ def test_missing_context_lists_the_ones_there(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command", ["inspect", "doctor"])
-def test_live_commands_against_a_closed_port_say_cannot_reach_without_a_traceback(tmp_path: Path, command: str) -> None:
-    from tests.cli.test_cli import run
-
+def test_live_commands_against_a_closed_port_say_cannot_reach_without_a_traceback(
+    cli: CliRunner, tmp_path: Path, command: str
+) -> None:
     local_config(tmp_path, server=f"https://127.0.0.1:{closed_port()}", context="infercrane-local")
     args = [command, "--stack", "local"] + (["--kubernetes"] if command == "doctor" else [])
-    r = run(*args, env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(tmp_path / "kubeconfig")})
+    r = cli(*args, env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(tmp_path / "kubeconfig")})
     assert r.returncode == 1 and "Traceback" not in r.stderr + r.stdout
     assert "cannot reach the Kubernetes API of context 'infercrane-local'" in r.stderr + r.stdout

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercrane import config as cfg
-from infercrane.manifests import render_checked, to_yaml
+from infercrane.core import loading
+from infercrane.core.manifests import render_checked, to_yaml
+from infercrane.project import stackfile
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -19,5 +20,5 @@ def case_files() -> dict[str, Path]:
 
 
 def render_case(name: str, path: Path) -> str:
-    config = cfg.load(cfg.read_stack_values(path), source=path.name, env={})
+    config = loading.load(stackfile.read_stack_values(path), source=path.name, env={})
     return to_yaml([m for r in render_checked(config, name) for m in r.manifests])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,9 +20,10 @@ import pytest
 import yaml
 from lightkube import ApiError, Client
 
+from infercrane.engine.workspace import Engine
 from infercrane.local.bootstrap import admin_client
-from infercrane.local.plane import Plane, find_tool
-from infercrane.stack import Engine
+from infercrane.local.plane import Plane
+from infercrane.project.tools import find_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
@@ -43,7 +45,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
 
 @pytest.fixture(scope="session")
 def admin(plane: Plane) -> Client:
-    return admin_client(plane)
+    return admin_client(plane.kubeconfig)
 
 
 @pytest.fixture(scope="session")
@@ -74,8 +76,8 @@ class Project:
         from lightkube.resources.core_v1 import Service
         from lightkube.types import CascadeType
 
-        from infercrane import naming
-        from infercrane.cluster import InferenceService
+        from infercrane.core import naming
+        from infercrane.live.cluster import InferenceService
 
         ours = {f"infercrane/{s}" for s in self.stacks}
         for res in (Deployment, Service, InferenceService):
@@ -160,7 +162,7 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
 
     from lightkube.resources.apps_v1 import Deployment
 
-    from infercrane import naming
+    from infercrane.core import naming
 
     for node in L40S_NODES:
         assert kubectl(project.plane, "cordon", node).returncode == 0
@@ -186,7 +188,7 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
 
 def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the Automation API."""
-    from infercrane.stack import engine_env
+    from infercrane.engine.workspace import engine_env
 
     env = dict(os.environ) | engine_env(stack, project.root)
 
@@ -201,3 +203,49 @@ def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.Compl
         )
 
     return pulumi
+
+
+def cli(project: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``python -m infercrane ARGS`` in ``project``, as a user or a CI job runs it (a new process)."""
+    base = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
+    return subprocess.run(
+        [sys.executable, "-m", "infercrane", *args],
+        cwd=project.root,
+        env=base | (env or {}),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.fixture
+def identity(plane: Plane, admin: Client) -> Iterator[Callable[[str, list[dict[str, Any]]], str]]:
+    """A restricted identity: ``identity(name, rules)`` binds a new user to a Role of exactly
+    ``rules`` in the namespace and returns its kubeconfig context (``name``). Removed after the test."""
+    from lightkube import codecs
+    from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+
+    made: list[str] = []
+
+    def make(name: str, rules: list[dict[str, Any]]) -> str:
+        meta = {"name": name, "namespace": "infercrane-system"}
+        role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules}
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": meta,
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": f"{name}-user"}],
+        }
+        admin.apply(codecs.from_dict(role), field_manager="it")
+        admin.apply(codecs.from_dict(binding), field_manager="it")
+        made.append(name)
+        return plane.add_identity(name, f"{name}-user")
+
+    yield make
+    for name in made:
+        for res in (RoleBinding, Role):
+            try:
+                admin.delete(res, name, namespace="infercrane-system")
+            except ApiError:
+                pass

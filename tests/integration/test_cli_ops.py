@@ -3,33 +3,18 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from lightkube import Client, codecs
-from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
-from infercrane import naming
-from tests.integration.conftest import ROOT, Project, replica
+from infercrane.core import naming
+from tests.integration.conftest import Project, cli, replica
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
-
-
-def cli(project: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "infercrane", *args],
-        cwd=project.root,
-        env=base | (env or {}),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
 
 
 def as_json(r: subprocess.CompletedProcess[str]) -> Any:
@@ -65,112 +50,76 @@ def test_doctor_reads_gpu_capacity_with_the_optional_node_reader(project: Projec
     assert checks["can list pods"]["status"] == "pass"
 
 
-def test_doctor_fails_naming_the_missing_verb(project: Project, admin: Client) -> None:
-    rules = [
-        {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "create", "patch", "delete", "watch"]},
-        {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
-    ]
-    admin.apply(
-        codecs.from_dict(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "Role",
-                "metadata": {"name": "it-no-delete", "namespace": NS},
-                "rules": rules,
-            }
-        ),
-        field_manager="it",
+def test_doctor_fails_naming_the_missing_verb(project: Project, identity: Callable[..., str]) -> None:
+    context = identity(
+        "it-no-delete",
+        [
+            {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": ["get", "list", "create", "patch", "delete", "watch"]},
+            {"apiGroups": [""], "resources": ["services"], "verbs": ["get", "list", "create", "patch"]},
+        ],
     )
-    admin.apply(
-        codecs.from_dict(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "it-no-delete", "namespace": NS},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "it-no-delete"},
-                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "it-no-delete-user"}],
-            }
-        ),
-        field_manager="it",
-    )
-    project.plane.add_identity("it-no-delete", "it-no-delete-user")
-    project.stack("itdoctor2", [replica("it-doctor2-r0")], context="it-no-delete")
+    project.stack("itdoctor2", [replica("it-doctor2-r0")], context=context)
     r = cli(project, "doctor", "--kubernetes", "--stack", "itdoctor2")
     assert r.returncode == 1
     assert "[fail] can delete services: in namespace infercrane-system" in r.stdout
     assert "hint: apply deploy/kubernetes/base/provider-rbac.yaml" in r.stdout
     assert "[pass] can delete deployments.apps" in r.stdout
-    admin.delete(RoleBinding, "it-no-delete", namespace=NS)
-    admin.delete(Role, "it-no-delete", namespace=NS)
 
 
-def test_plan_exit_codes_deploy_retry_key_reuse_inspect_and_destroy(project: Project) -> None:
-    key = "it-cli-r0"
-    project.stack("itcli", [replica(key)])
-    stack_file = project.root / "stacks" / "Pulumi.itcli.yaml"
-
-    r = cli(project, "plan", "--stack", "itcli")
+def test_plan_exits_3_listing_creates_and_a_command_line_intent_is_planned_without_writing(project: Project) -> None:
+    project.stack("itcliplan", [replica("it-cliplan-r0")])
+    stack_file = project.root / "stacks" / "Pulumi.itcliplan.yaml"
+    r = cli(project, "plan", "--stack", "itcliplan")
     assert r.returncode == 3, r.stderr
-    assert (
-        "create" in r.stdout and "key it-cli-r0" in r.stdout and "gpu NVIDIA-L40S" in r.stdout and "changes pending" in r.stdout
-    )
-
+    assert all(s in r.stdout for s in ("create", "key it-cliplan-r0", "gpu NVIDIA-L40S", "changes pending"))
     before = stack_file.read_text()
-    r = cli(
-        project,
-        "plan",
-        "Qwen/Qwen3-32B",
-        "--name",
-        "qwen32",
-        "--cloud",
-        "kubernetes",
-        "--gpu",
-        "NVIDIA-H100-80GB-HBM3",
-        "--json",
-        "--stack",
-        "itcli",
-    )
+    intent = ["Qwen/Qwen3-32B", "--name", "qwen32", "--cloud", "kubernetes", "--gpu", "NVIDIA-H100-80GB-HBM3"]
+    r = cli(project, "plan", *intent, "--json", "--stack", "itcliplan")
     assert r.returncode == 3, r.stderr
     planned = {p["key"]: p for p in as_json(r)["replicas"]}
     assert planned["qwen32-r0"]["action"] == "create" and planned["qwen32-r0"]["gpu"] == "NVIDIA-H100-80GB-HBM3"
     assert stack_file.read_text() == before
 
+
+def test_a_deploy_retried_with_its_key_replays_and_the_key_is_refused_for_a_new_intent(project: Project) -> None:
+    project.stack("itcli", [replica("it-cli-r0")])
+    stack_file = project.root / "stacks" / "Pulumi.itcli.yaml"
     r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
     assert r.returncode == 0, r.stderr
     assert "deploy it-first: succeeded" in r.stdout and "created" in r.stdout
-
     r = cli(project, "plan", "--stack", "itcli")
     assert r.returncode == 0 and "no changes" in r.stdout
-
     r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
     assert r.returncode == 0 and "already applied at" in r.stdout and "nothing changed" in r.stdout
-
+    before = stack_file.read_text()
     stack_file.write_text(before.replace("Qwen/Qwen3-8B", "Qwen/Qwen3-14B"))
     r = cli(project, "deploy", "--stack", "itcli", "--idempotency-key", "it-first")
     assert r.returncode == 1
     assert "idempotency key 'it-first' was used at" in r.stderr and "for a different intent" in r.stderr
-    stack_file.write_text(before)
+    assert cli(project, "destroy", "--stack", "itcli").returncode == 0
 
-    r = cli(project, "deploy", "--stack", "itcli")
+
+def test_deploy_without_a_key_prints_one_then_inspect_and_destroy_report_as_the_shipped_role(project: Project) -> None:
+    key = "it-clinokey-r0"
+    project.stack("itclinokey", [replica(key)])
+    r = cli(project, "deploy", "--stack", "itclinokey")
     assert r.returncode == 0 and "idempotency key: deploy-" in r.stderr
-
-    r = cli(project, "inspect", "--stack", "itcli", "--json")
+    r = cli(project, "inspect", "--stack", "itclinokey", "--json")
     assert r.returncode == 0, r.stderr
     (rec,) = as_json(r)["replicas"]
     assert rec["state"] == "ready" and rec["key"] == key
     assert rec["pods"] is None  # the shipped Role reads no Pod
     dep = next(o for o in rec["objects"] if o["kind"] == "Deployment")
     assert dep["generation"] == dep["observedGeneration"] and naming.FIELD_MANAGER in {m["manager"] for m in dep["managers"]}
-    r = cli(project, "inspect", "--stack", "itcli")
+    r = cli(project, "inspect", "--stack", "itclinokey")
     assert r.returncode == 0 and "Traceback" not in r.stderr
     assert (
         "pods: not shown (this identity may not read pods; optional: apply deploy/kubernetes/optional/pod-reader.yaml)"
         in r.stdout
     )
-
-    r = cli(project, "destroy", "--stack", "itcli")
+    r = cli(project, "destroy", "--stack", "itclinokey")
     assert r.returncode == 0, r.stderr
-    assert "destroy: zero objects owned by stack itcli remain in namespace infercrane-system" in r.stdout
+    assert "destroy: zero objects owned by stack itclinokey remain in namespace infercrane-system" in r.stdout
 
 
 def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
@@ -203,7 +152,7 @@ def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
 
 
 def test_a_persons_kubectl_works_on_the_plane_without_naming_a_context(project: Project) -> None:
-    from infercrane.local.plane import find_tool
+    from infercrane.project.tools import find_tool
 
     r = subprocess.run(
         [str(find_tool("kubectl")), f"--kubeconfig={project.plane.kubeconfig}", "get", "pods", "-n", NS],

@@ -16,11 +16,14 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
-from infercrane import backend, cluster, naming, preflight
-from infercrane import config as cfg
-from infercrane.errors import NotReady, PreflightRefused
-from infercrane.manifests import render_checked
-from infercrane.stack import Engine
+from infercrane.core import config as cfg
+from infercrane.core import naming
+from infercrane.core.errors import NotReady, PreflightRefused
+from infercrane.core.manifests import render_checked
+from infercrane.engine import backend
+from infercrane.engine.workspace import Engine
+from infercrane.live import cluster, preflight
+from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
@@ -29,7 +32,7 @@ NS = "infercrane-system"
 
 
 def load(project: Project, stack: str) -> cfg.InferCraneConfig:
-    return cfg.load_stack(stack, project_dir=project.root)
+    return stackfile.load_stack(stack, project_dir=project.root)
 
 
 def test_up_waits_for_ready_and_refresh_reports_no_drift(project: Project, admin: Client) -> None:
@@ -67,9 +70,9 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     assert cli(project, "deploy", "--stack", "itdrift").returncode == 0
     # The state read from the file backend directly is what `pulumi stack export` prints.
     engine = Engine("itdrift", project_dir=project.root)
-    exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itdrift"]).stdout
+    exported = engine.export()
     store = backend.store_for(engine.backend_url())
-    assert store is not None and backend.checkpoint(store, "infercrane", "itdrift") == json.loads(exported)["deployment"]
+    assert store is not None and backend.checkpoint(store, "infercrane", "itdrift") == exported
     # Nothing to do: proven by the state and a live dry run, and Pulumi's own preview agrees.
     r = cli(project, "plan", "--stack", "itdrift", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stderr

@@ -9,8 +9,8 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod, Service
 
-from infercrane import naming
-from infercrane.errors import PreflightRefused
+from infercrane.core import naming
+from infercrane.core.errors import PreflightRefused
 from tests.integration.conftest import Project, foreign_apply, get_or_none, kubectl, plain_pulumi, replica, wait_for
 
 pytestmark = pytest.mark.integration

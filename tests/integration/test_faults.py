@@ -11,9 +11,9 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
-from infercrane import naming
-from infercrane.readiness import deployment_verdict
-from infercrane.stack import Engine
+from infercrane.core import naming
+from infercrane.engine.workspace import Engine
+from infercrane.live.readiness import deployment_verdict
 from tests.integration.conftest import Project, get_or_none, kill_deploy_while_waiting, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
@@ -46,7 +46,7 @@ def _interrupt_create(engine: Engine, type_token: str) -> str:
     Creates take milliseconds, so a kill cannot be timed into one reliably, and ``pulumi stack
     import`` drops pending operations; the file backend's checkpoint is edited in its own format
     (``.pulumi/stacks/<project>/<stack>.json``: ``checkpoint.latest`` is the deployment)."""
-    backend = Path(dict(engine.workspace.env_vars)["PULUMI_BACKEND_URL"].removeprefix("file://"))
+    backend = Path(engine.backend_url().removeprefix("file://"))
     path = backend / ".pulumi" / "stacks" / "infercrane" / f"{engine.stack_name}.json"
     doc = json.loads(path.read_text())
     latest = doc["checkpoint"]["latest"]

@@ -13,9 +13,9 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod, Service
 
-from infercrane import naming
-from infercrane.cluster import InferenceService
-from infercrane.readiness import inference_service_verdict
+from infercrane.core import naming
+from infercrane.live.cluster import InferenceService
+from infercrane.live.readiness import inference_service_verdict
 from tests.integration.conftest import Project, get_or_none, plain_pulumi, replica, wait_for
 from tests.integration.test_cli_ops import cli
 
@@ -106,7 +106,7 @@ def test_the_httproute_placeholder_is_valid_against_the_official_gateway_api_crd
     from lightkube import codecs
     from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-    from infercrane.local.plane import tool_dirs
+    from infercrane.project.tools import tool_dirs
     from tests.integration.conftest import ROOT, kubectl
 
     crds = next(d.parent / "share" / "crds" for d in tool_dirs() if d.parent.name.startswith("gateway-api-"))

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
-from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
-from infercrane import config as cfg
-from infercrane import naming
-from infercrane.cluster import InferenceService
-from infercrane.errors import ClusterError, InferCraneError
-from infercrane.inspect import inspect
-from tests.integration.conftest import ROOT, Project, get_or_none, replica
+from infercrane.core import naming
+from infercrane.core.errors import ClusterError
+from infercrane.live.cluster import InferenceService
+from infercrane.live.inspect import inspect
+from infercrane.project import stackfile
+from tests.integration.conftest import ROOT, Project, cli, get_or_none, replica, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -39,7 +42,7 @@ def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Proj
     engine.up()
     admin.delete(Service, name, namespace=NS)
     assert get_or_none(admin, Service, name) is None
-    config = cfg.load_stack("itrepair", project_dir=project.root)
+    config = stackfile.load_stack("itrepair", project_dir=project.root)
     (rec,) = inspect(config, admin)
     assert rec["state"] == "degraded"
     assert {"kind": "Service", "name": name, "present": False} in rec["objects"]
@@ -58,12 +61,12 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
     code = (
         "import json, sys\n"
         "from pathlib import Path\n"
-        "from infercrane.stack import Engine\n"
-        "from infercrane import config as cfg\n"
-        "from infercrane.inspect import inspect\n"
-        "from infercrane.cluster import client\n"
+        "from infercrane.engine.workspace import Engine\n"
+        "from infercrane.project import stackfile\n"
+        "from infercrane.live.inspect import inspect\n"
+        "from infercrane.live.cluster import client\n"
         f"e = Engine('itrestart', project_dir=Path({str(project.root)!r}))\n"
-        "c = cfg.load_stack('itrestart', project_dir=e.project_dir)\n"
+        "c = stackfile.load_stack('itrestart', project_dir=e.project_dir)\n"
         "print(json.dumps({'outputs': e.outputs(), 'inspect': inspect(c, client(c.kubernetes), read_nodes=False)}))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
@@ -112,52 +115,57 @@ def test_kserve_mode_applies_one_inference_service(project: Project, admin: Clie
     assert get_or_none(admin, InferenceService, name) is None
 
 
-def test_identity_without_patch_is_refused_with_a_clear_message(project: Project, admin: Client) -> None:
-    from lightkube import codecs
-
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {"name": "it-no-patch", "namespace": NS},
-        "rules": [
-            {"apiGroups": ["apps", ""], "resources": ["deployments", "services"], "verbs": ["get", "list", "create", "delete"]}
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": "it-no-patch", "namespace": NS},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "it-no-patch"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "it-no-patch-user"}],
-    }
-    admin.apply(codecs.from_dict(role), field_manager="it")
-    admin.apply(codecs.from_dict(binding), field_manager="it")
-    project.plane.add_identity("it-no-patch", "it-no-patch-user")
-    engine = project.stack("itnopatch", [replica("it-nopatch-r0")], context="it-no-patch")
+def test_identity_without_patch_is_refused_with_a_clear_message(project: Project, identity: Callable[..., str]) -> None:
+    context = identity(
+        "it-no-patch",
+        [{"apiGroups": ["apps", ""], "resources": ["deployments", "services"], "verbs": ["get", "list", "create", "delete"]}],
+    )
+    engine = project.stack("itnopatch", [replica("it-nopatch-r0")], context=context)
     with pytest.raises(ClusterError) as exc:
         engine.preview()
     text = str(exc.value)
     assert "forbidden for the identity of context 'it-no-patch'" in text
     assert 'cannot patch resource "deployments"' in text
     assert "fix: bind deploy/kubernetes/base/provider-rbac.yaml" in text
-    admin.delete(RoleBinding, "it-no-patch", namespace=NS)
-    admin.delete(Role, "it-no-patch", namespace=NS)
 
 
 def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: Project, admin: Client) -> None:
+    """A replica of a GPU no node carries: its pod stays Pending and inspect reports it
+    provisioning with the scheduler's reason. The deploy is stopped once that is visible rather
+    than after the startup budget: that ``deploy`` then fails naming the reason within budget +
+    margin is proven by test_contract's B200 replica."""
     key = "it-nogpu-r0"
     name = naming.object_name(key)
-    engine = project.stack("itnogpu", [replica(key, gpu="NVIDIA-A100-SXM4-80GB", startupBudgetSeconds=60)])
-    with pytest.raises(InferCraneError) as exc:
-        engine.up()
-    assert "didn't match Pod's node affinity/selector" in str(exc.value)
-    config = cfg.load_stack("itnogpu", project_dir=project.root)
-    (rec,) = inspect(config, admin)
+    project.stack("itnogpu", [replica(key, gpu="NVIDIA-A100-SXM4-80GB")])
+    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "infercrane", "deploy", "--stack", "itnogpu"],
+        cwd=project.root,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    config = stackfile.load_stack("itnogpu", project_dir=project.root)
+    try:
+
+        def pending_with_reason() -> dict[str, Any] | None:
+            recs = inspect(config, admin) if get_or_none(admin, Deployment, name) else []
+            pods = (recs[0]["pods"] or []) if recs else []
+            if pods and any("FailedScheduling" in r or "Unschedulable" in r for r in pods[0]["reasons"]):
+                return dict(recs[0])
+            return None
+
+        rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
+        assert proc.poll() is None, "deploy must still be waiting within the startup budget"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
     assert rec["state"] == "provisioning"
     (pod,) = rec["pods"]
     assert pod["phase"] == "Pending" and pod["node"] is None
-    assert any("FailedScheduling" in r or "Unschedulable" in r for r in pod["reasons"]), pod["reasons"]
-    engine.destroy()
+    assert any("didn't match Pod's node affinity/selector" in r for r in pod["reasons"]), pod["reasons"]
+    assert cli(project, "destroy", "--stack", "itnogpu").returncode == 0
     assert get_or_none(admin, Deployment, name) is None
 
 

@@ -22,10 +22,10 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
-from infercrane import naming
+from infercrane.core import naming
+from infercrane.live.readiness import API_GRACE_SECONDS, deployment_verdict
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
-from infercrane.readiness import API_GRACE_SECONDS, deployment_verdict
 from tests.integration.conftest import ROOT, Project, wait_for
 from tests.integration.conftest import replica as make_replica
 
@@ -82,7 +82,7 @@ def _ours(admin: Client, stack: str) -> list[str]:
 def _converges(project: Project, stack: str, key: str, keys: list[str]) -> None:
     r = _run(project, "deploy", "--stack", stack, "--idempotency-key", key)
     assert r.returncode == 0, r.stderr[-3000:]
-    admin = admin_client(project.plane)
+    admin = admin_client(project.plane.kubeconfig)
 
     def ready(k: str) -> bool:
         dep = admin.get(Deployment, naming.object_name(k), namespace=NS)
@@ -103,7 +103,7 @@ def test_a_control_plane_lost_mid_deploy_fails_bounded_without_traceback_and_the
     stack = f"itlost-{component.split('-')[-1]}"
     keys = [f"it-lost-{component[:4]}-r{i}" for i in range(3)]
     outage.stack(stack, [make_replica(k) for k in keys])
-    admin = admin_client(outage.plane)
+    admin = admin_client(outage.plane.kubeconfig)
     proc = _cli(outage, "deploy", "--stack", stack, "--idempotency-key", "ci-run-7")
     wait_for(lambda: _ours(admin, stack), "the first object applied", timeout=180, interval=0.1)
     _kill(outage.plane, component)
@@ -120,7 +120,7 @@ def test_a_control_plane_lost_mid_deploy_fails_bounded_without_traceback_and_the
     _converges(outage, stack, "ci-run-7", keys)
     r = _run(outage, "destroy", "--stack", stack)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert _ours(admin_client(outage.plane), stack) == []
+    assert _ours(admin_client(outage.plane.kubeconfig), stack) == []
 
 
 def test_a_destroy_killed_midway_is_rerun_and_leaves_zero_objects_and_an_empty_state(outage: Project) -> None:
@@ -129,7 +129,7 @@ def test_a_destroy_killed_midway_is_rerun_and_leaves_zero_objects_and_an_empty_s
     engine = outage.stack(stack, [make_replica(k) for k in keys])
     r = _run(outage, "deploy", "--stack", stack)
     assert r.returncode == 0, r.stderr[-3000:]
-    admin = admin_client(outage.plane)
+    admin = admin_client(outage.plane.kubeconfig)
     before = len(_ours(admin, stack))
     assert before == 6
     proc = _cli(outage, "destroy", "--stack", stack)

@@ -7,8 +7,8 @@ import yaml
 from lightkube import Client, codecs
 from lightkube.resources.apps_v1 import Deployment
 
-from infercrane import naming
-from infercrane.config import code_root
+from infercrane.core import naming
+from infercrane.project.paths import code_root
 from tests.integration.conftest import Project, foreign_apply, kubectl, replica
 from tests.integration.test_cli_ops import cli
 

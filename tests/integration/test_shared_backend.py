@@ -7,7 +7,6 @@ both hold it."""
 from __future__ import annotations
 
 import glob
-import json
 import os
 import pwd
 import shutil
@@ -22,8 +21,9 @@ import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 
-from infercrane import backend, naming
-from infercrane.readiness import deployment_verdict
+from infercrane.core import naming
+from infercrane.engine import backend
+from infercrane.live.readiness import deployment_verdict
 from tests.integration.conftest import Project, kill_deploy_while_waiting, replica
 from tests.integration.test_cli_ops import cli
 
@@ -102,8 +102,8 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     r = cli(shared, "deploy", "--stack", "itpgkilled", "--idempotency-key", "ci-run-9")
     assert r.returncode == 0 and "already applied at" in r.stdout
     # The state read from PostgreSQL directly is what `pulumi stack export` prints.
-    exported = engine.workspace._run_pulumi_cmd_sync(["stack", "export", "--stack", "itpgkilled"]).stdout
-    assert backend.checkpoint(store, "infercrane", "itpgkilled") == json.loads(exported)["deployment"]
+    exported = engine.export()
+    assert backend.checkpoint(store, "infercrane", "itpgkilled") == exported
     r = cli(shared, "plan", "--stack", "itpgkilled", "--json")
     assert r.returncode == 0 and '"basis": "state+live"' in r.stdout, r.stderr[-2000:]
     assert cli(shared, "destroy", "--stack", "itpgkilled").returncode == 0

@@ -12,10 +12,10 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
-from infercrane import config as cfg
-from infercrane import naming
-from infercrane.manifests import render_checked
-from infercrane.readiness import deployment_verdict
+from infercrane.core import naming
+from infercrane.core.manifests import render_checked
+from infercrane.live.readiness import deployment_verdict
+from infercrane.project import stackfile
 from tests.integration.conftest import Project, kubectl, replica, wait_for
 from tests.integration.test_cli_ops import cli
 
@@ -26,7 +26,7 @@ NS = "infercrane-system"
 def apply_as_original_adapter(project: Project, stack: str) -> None:
     """``kubectl apply --server-side --field-manager=infercrane-provider-v1``, as the original adapter
     applies: the seed's labels and annotations, no stack annotation, no Pulumi annotations."""
-    config = cfg.load_stack(stack, project_dir=project.root)
+    config = stackfile.load_stack(stack, project_dir=project.root)
     for m in [copy.deepcopy(m) for r in render_checked(config, stack) for m in r.manifests]:
         ann = m["metadata"]["annotations"]
         for k in [k for k in ann if k == naming.ANNOTATION_STACK or k.startswith("pulumi.com/")]:

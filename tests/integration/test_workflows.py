@@ -6,7 +6,7 @@ import subprocess
 
 import yaml
 
-from infercrane.local.plane import find_tool
+from infercrane.project.tools import find_tool
 from tests.integration.conftest import ROOT
 
 

@@ -14,7 +14,9 @@ import pulumi
 import pytest
 import yaml
 
-from infercrane import config as cfg
+from infercrane.core import config as cfg
+from infercrane.core import loading
+from infercrane.project import paths, stackfile
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,17 +47,17 @@ def normalise(value: Any) -> Any:
 def run_program(stack: str, values: dict[str, Any] | None = None) -> tuple[Recorder, dict[str, Any]]:
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="infercrane", stack=stack, preview=False)
-    values = values if values is not None else cfg.read_stack_values(cfg.stack_file(stack, ROOT))
+    values = values if values is not None else stackfile.read_stack_values(paths.stack_file(stack, ROOT))
     pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
     outputs: dict[str, Any] = {}
 
-    from infercrane import program
+    from infercrane.shell import program
 
     @pulumi.runtime.test
     def go() -> pulumi.Output[Any]:
         comps = program.build(
-            cfg.load(program.stack_values(), source=f"stacks/Pulumi.{stack}.yaml"),
-            f"infercrane/{stack}",
+            loading.load(program.stack_values(), source=f"stacks/Pulumi.{stack}.yaml", env={}),
+            stack,
             preflight=not program.running_under_mocks(),
         )
         urns = [o.urn for c in comps for o in c.objects]
@@ -127,7 +129,7 @@ def test_inputs_equal_golden_manifests(stack: str) -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_kserve_mode_registers_custom_resource() -> None:
-    values = cfg.read_stack_values(ROOT / "tests" / "golden" / "cases" / "kserve.yaml")
+    values = stackfile.read_stack_values(ROOT / "tests" / "golden" / "cases" / "kserve.yaml")
     rec, _ = run_program("kserve", values)
     (isvc,) = by_type(rec, "kubernetes:serving.kserve.io/v1beta1:InferenceService")
     assert normalise(isvc.inputs)["spec"]["predictor"]["minReplicas"] == 1
@@ -136,12 +138,12 @@ def test_kserve_mode_registers_custom_resource() -> None:
 
 @pytest.mark.usefixtures("clean_env")
 def test_bad_config_registers_nothing() -> None:
-    values = cfg.read_stack_values(cfg.stack_file("local", ROOT))
+    values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
     values["infercrane:kubernetes"] = dict(values["infercrane:kubernetes"], imageDigest="vllm/vllm-openai:latest")
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
     pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
-    from infercrane import program
+    from infercrane.shell import program
 
     with pytest.raises(pulumi.RunError) as exc:
         program.main()
@@ -152,7 +154,7 @@ def test_bad_config_registers_nothing() -> None:
 
 
 def test_recreate_rollout_deletes_before_replacing() -> None:
-    from infercrane.components import child_options
+    from infercrane.shell.components import child_options
 
     class Dummy:
         pass
@@ -168,11 +170,13 @@ def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> Non
     program must register exactly those URNs, types and inputs, and the provider those inputs."""
     from importlib.metadata import version
 
-    from infercrane import naming, urns
-    from infercrane.render import render_all
+    from infercrane.core import naming, urns
+    from infercrane.core.render import render_all
 
     rec, _ = run_program(stack)
-    config = cfg.load(cfg.read_stack_values(cfg.stack_file(stack, ROOT)), source=f"stacks/Pulumi.{stack}.yaml")
+    config = loading.load(
+        stackfile.read_stack_values(paths.stack_file(stack, ROOT)), source=f"stacks/Pulumi.{stack}.yaml", env={}
+    )
     provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
     expected = urns.registrations(stack, render_all(config, naming.stack_identity("infercrane", stack)), provider)
     prefix = f"urn:pulumi:{stack}::infercrane::"

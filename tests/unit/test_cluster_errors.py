@@ -4,11 +4,11 @@ import pytest
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from infercrane import config
-from infercrane.cluster import describe_api_error
+from infercrane.core import loading
+from infercrane.live.cluster import describe_api_error
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
-TARGET = config.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes
+TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes
 
 
 @pytest.mark.parametrize(
@@ -40,7 +40,7 @@ def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_i
 
     import httpx2
 
-    from infercrane import cluster
+    from infercrane.live import cluster
 
     calls = []
 

@@ -6,20 +6,22 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from infercrane import config
-from infercrane.errors import ConfigError
+from infercrane.core import loading
+from infercrane.core.errors import ConfigError
+from infercrane.core.intent import intent
+from infercrane.project import stackfile
 
 SRC = "stacks/Pulumi.dev.yaml"
 
 
 def problems(values: dict[str, Any], env: dict[str, str] | None = None) -> list[str]:
     with pytest.raises(ConfigError) as exc:
-        config.load(values, source=SRC, env=env or {})
+        loading.load(values, source=SRC, env=env or {})
     return [p.render() for p in exc.value.problems]
 
 
 def test_minimal_config_gets_seed_defaults(values: dict[str, Any]) -> None:
-    c = config.load(values, source=SRC, env={})
+    c = loading.load(values, source=SRC, env={})
     t = c.kubernetes
     assert (t.namespace, t.workload_api, t.service_account) == ("infercrane-system", "deployment", "infercrane-runtime")
     assert (t.worker_secret.name, t.worker_secret.key) == ("infercrane-worker", "api-key")
@@ -29,7 +31,7 @@ def test_minimal_config_gets_seed_defaults(values: dict[str, Any]) -> None:
 
 
 def test_config_is_frozen(values: dict[str, Any]) -> None:
-    c = config.load(values, source=SRC, env={})
+    c = loading.load(values, source=SRC, env={})
     with pytest.raises(ValidationError, match="frozen"):
         c.kubernetes.namespace = "other"  # type: ignore[misc]
 
@@ -52,7 +54,7 @@ def test_missing_target_reports_context_and_digest_together() -> None:
 
 def test_environment_overrides_field_by_field(values: dict[str, Any]) -> None:
     env = {"INFERCRANE_KUBERNETES_NAMESPACE": "team-b", "INFERCRANE_KUBERNETES_WORKER_SECRET_KEY": "token"}
-    c = config.load(values, source=SRC, env=env)
+    c = loading.load(values, source=SRC, env=env)
     assert c.kubernetes.namespace == "team-b"
     assert c.kubernetes.worker_secret.key == "token"
     assert c.kubernetes.worker_secret.name == "infercrane-worker"
@@ -62,7 +64,7 @@ def test_environment_overrides_field_by_field(values: dict[str, Any]) -> None:
 def test_environment_alone_can_supply_the_target(values: dict[str, Any]) -> None:
     del values["infercrane:kubernetes"]
     env = {"INFERCRANE_KUBERNETES_CONTEXT": "prod", "INFERCRANE_KUBERNETES_IMAGE_DIGEST": "x/y@sha256:" + "b" * 64}
-    assert config.load(values, source=SRC, env=env).kubernetes.context == "prod"
+    assert loading.load(values, source=SRC, env=env).kubernetes.context == "prod"
 
 
 def test_bad_environment_value_names_the_variable(values: dict[str, Any]) -> None:
@@ -142,7 +144,7 @@ def test_unknown_gpu_lists_known_values(values: dict[str, Any]) -> None:
 def test_gpu_table_extends_from_config(values: dict[str, Any]) -> None:
     values["infercrane:kubernetes"]["gpuProducts"] = ["NVIDIA-RTX-PRO-6000"]
     values["infercrane:replicas"][0]["gpu"] = "NVIDIA-RTX-PRO-6000"
-    assert config.load(values, source=SRC, env={}).replicas[0].gpu == "NVIDIA-RTX-PRO-6000"
+    assert loading.load(values, source=SRC, env={}).replicas[0].gpu == "NVIDIA-RTX-PRO-6000"
 
 
 def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
@@ -216,27 +218,27 @@ def test_replicas_must_be_a_list(values: dict[str, Any]) -> None:
 
 
 def test_intent_hash_changes_with_replica_and_target_not_context(values: dict[str, Any]) -> None:
-    base = config.load(values, source=SRC, env={})
-    h = base.intent(base.replicas[0])
+    base = loading.load(values, source=SRC, env={})
+    h = intent(base, base.replicas[0])
     assert h.startswith("sha256:") and len(h) == 71
-    other_ctx = config.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_CONTEXT": "elsewhere"})
-    assert other_ctx.intent(other_ctx.replicas[0]) == h
-    other_ns = config.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_NAMESPACE": "other"})
-    assert other_ns.intent(other_ns.replicas[0]) != h
+    other_ctx = loading.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_CONTEXT": "elsewhere"})
+    assert intent(other_ctx, other_ctx.replicas[0]) == h
+    other_ns = loading.load(values, source=SRC, env={"INFERCRANE_KUBERNETES_NAMESPACE": "other"})
+    assert intent(other_ns, other_ns.replicas[0]) != h
     values["infercrane:replicas"][0]["modelRevision"] = "abc"
-    rev = config.load(values, source=SRC, env={})
-    assert rev.intent(rev.replicas[0]) != h
+    rev = loading.load(values, source=SRC, env={})
+    assert intent(rev, rev.replicas[0]) != h
 
 
 def test_broken_yaml_names_file_and_line(tmp_path) -> None:  # type: ignore[no-untyped-def]
     p = tmp_path / "Pulumi.bad.yaml"
     p.write_text("config:\n  infercrane:kubernetes: {context: x\n", encoding="utf-8")
     with pytest.raises(ConfigError) as exc:
-        config.read_stack_values(p)
+        stackfile.read_stack_values(p)
     assert "is not valid YAML" in str(exc.value) and "Pulumi.bad.yaml:" in str(exc.value)
 
 
 def test_missing_stack_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError) as exc:
-        config.read_stack_values(tmp_path / "Pulumi.nope.yaml")
+        stackfile.read_stack_values(tmp_path / "Pulumi.nope.yaml")
     assert "stack file not found" in str(exc.value)

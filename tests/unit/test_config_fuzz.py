@@ -10,8 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane import config as cfg
-from infercrane.errors import ConfigError
+from infercrane.core import config as cfg
+from infercrane.core import loading
+from infercrane.core.errors import ConfigError
+from infercrane.project import stackfile
 
 KEYS = [
     "config",
@@ -96,8 +98,8 @@ def test_random_documents_give_a_config_or_a_config_error(tmp_path: Path, seed: 
     for case in range(100):
         path.write_text(document(rng), encoding="utf-8")
         try:
-            values = cfg.read_stack_values(path)
-            result = cfg.load(values, source="stacks/Pulumi.fuzz.yaml", env={})
+            values = stackfile.read_stack_values(path)
+            result = loading.load(values, source="stacks/Pulumi.fuzz.yaml", env={})
         except ConfigError:
             continue
         except Exception as exc:  # noqa: BLE001 - the finding

@@ -150,7 +150,7 @@ def test_optional_roles_are_read_only_and_never_touch_secrets(path: Path) -> Non
 
 def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
     """doctor's required rights are the shipped Roles' rules; its optional ones the optional files'."""
-    from infercrane import doctor
+    from infercrane.live import doctor
 
     def granted(paths: list[Path], kinds: tuple[str, ...]) -> dict[str, set[tuple[str, str, str]]]:
         out: dict[str, set[tuple[str, str, str]]] = {}

@@ -8,7 +8,7 @@ import pytest
 from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
-from infercrane.stack import translate
+from infercrane.engine.workspace import translate
 
 
 def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.CommandError:
@@ -94,7 +94,7 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
     import subprocess
     import sys
 
-    from infercrane.backend import clear_stale_locks
+    from infercrane.engine.backend import clear_stale_locks
 
     fake_pulumi = tmp_path / "pulumi"  # a live process whose name is pulumi
     fake_pulumi.symlink_to(shutil.which("sleep") or "/bin/sleep")
@@ -133,7 +133,7 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
 def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layout() -> None:
     import ssl
 
-    from infercrane import backend as locks
+    from infercrane.engine import backend as locks
 
     assert isinstance(locks.store_for("file:///var/state"), locks.FileBackend)
     assert locks.store_for("s3://bucket/state") is None  # explained by the "locked" message, never cleared
@@ -159,7 +159,7 @@ def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulu
     import gzip
     import json
 
-    from infercrane import backend
+    from infercrane.engine import backend
 
     store = backend.FileBackend(tmp_path)
     stacks = tmp_path / ".pulumi" / "stacks" / "infercrane"

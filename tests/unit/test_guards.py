@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from infercrane import config, guards
-from infercrane.render import render_all
+from infercrane.core import guards, loading
+from infercrane.core.render import render_all
 
 Mutator = Callable[[dict[str, Any]], None]
 
 
 def _dep(values: dict[str, Any]) -> dict[str, Any]:
-    c = config.load(values, source="s", env={})
+    c = loading.load(values, source="s", env={})
     return copy.deepcopy(render_all(c, "infercrane/dev")[0].manifests[0])
 
 

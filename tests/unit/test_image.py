@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane.image import digest_problem
+from infercrane.core.image import digest_problem
 
 HEX = "0123456789abcdef" * 4
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from infercrane.inspect import object_state, render_text, replica_state
+from infercrane.live.inspect import object_state, render_text, replica_state
 
 AVAILABLE = {"replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}
 

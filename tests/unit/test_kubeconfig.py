@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane import cluster
-from infercrane.config import KubernetesTarget
-from infercrane.errors import ClusterError
+from infercrane.core.config import KubernetesTarget
+from infercrane.core.errors import ClusterError
+from infercrane.live import cluster
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from infercrane import naming
+from infercrane.core import naming
 
 
 def test_name_is_prefix_plus_24_hex_of_sha256_of_key() -> None:

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from infercrane import config
-from infercrane.operations import EventCollector, _op_class, summarize
-from infercrane.urns import slot_of
+from infercrane.core import loading
+from infercrane.core.urns import slot_of
+from infercrane.engine.operations import EventCollector, _op_class, summarize
 
 STACK = "urn:pulumi:dev::infercrane::"
 
@@ -44,10 +44,10 @@ def test_engine_ops_fold_into_action_classes(op: str, cls: str) -> None:
 
 
 def test_summary_per_replica_with_removed_slot(values: dict[str, Any]) -> None:
-    c = config.load(values, source="s", env={})
+    c = loading.load(values, source="s", env={})
     col = EventCollector()
     col.ops = {"qwen-kubernetes-0": {"same", "update"}, "old-0": {"delete"}}
-    (kept, removed) = summarize(c, col, "infercrane/dev")
+    (kept, removed) = summarize(c, col, "dev")
     assert (kept.slot, kept.action, kept.key, kept.gpu) == (
         "qwen-kubernetes-0",
         "update",
@@ -59,10 +59,10 @@ def test_summary_per_replica_with_removed_slot(values: dict[str, Any]) -> None:
 
 
 def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
-    c = config.load(values, source="s", env={})
+    c = loading.load(values, source="s", env={})
     col = EventCollector()
     col.ops = {"qwen-kubernetes-0": {"same", "replace", "create"}}
-    assert summarize(c, col, "infercrane/dev")[0].action == "replace"
+    assert summarize(c, col, "dev")[0].action == "replace"
 
 
 @pytest.mark.parametrize(
@@ -78,7 +78,7 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     ids=["create", "mixed", "done", "done-mixed", "empty", "unknown-op"],
 )
 def test_change_summaries_read_as_words_not_reprs(counts: dict[str, int], done: bool, text: str) -> None:
-    from infercrane.operations import describe_changes
+    from infercrane.engine.operations import describe_changes
 
     assert describe_changes(counts, done=done) == text
 
@@ -86,6 +86,6 @@ def test_change_summaries_read_as_words_not_reprs(counts: dict[str, int], done: 
 def test_change_summaries_accept_the_automation_apis_op_types() -> None:
     from pulumi.automation import OpType
 
-    from infercrane.operations import describe_changes
+    from infercrane.engine.operations import describe_changes
 
     assert describe_changes({OpType.CREATE: 8, OpType.SAME: 1}) == "8 to create, 1 unchanged"

@@ -7,7 +7,7 @@ import json
 from types import SimpleNamespace
 from typing import Any
 
-from infercrane.progress import ProgressView
+from infercrane.cli.progress import ProgressView
 
 STACK = "urn:pulumi:dev::infercrane::infercrane:index:Replica"
 

@@ -5,14 +5,17 @@ from pathlib import Path
 
 import pytest
 
-from infercrane import config as cfg
-from infercrane import promote
+from infercrane.cli import output
+from infercrane.core import config as cfg
+from infercrane.core import loading
+from infercrane.core import promotion as promote
+from infercrane.project import stackfile
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def load(path: Path) -> cfg.InferCraneConfig:
-    return cfg.load(cfg.read_stack_values(path), source=path.name, env={})
+    return loading.load(stackfile.read_stack_values(path), source=path.name, env={})
 
 
 @pytest.fixture
@@ -40,7 +43,7 @@ def test_diff_lists_only_bundle_fields(stacks: tuple[Path, Path]) -> None:
         ("qwen-kubernetes-rev-1-r0", "gpuCount"),
         ("qwen-kubernetes-rev-1-r0", "image"),
     ]
-    text = promote.render_diff(changes, "dev", "staging")
+    text = output.promotion_diff(changes, "dev", "staging")
     assert (
         "qwen-kubernetes-rev-1-r0: modelRevision: '9c925d64d72725edaf899c6cb9c377fd0709d9c5' -> 'abcdef1111111111111111111111111111111111'"
         in text
@@ -50,7 +53,7 @@ def test_diff_lists_only_bundle_fields(stacks: tuple[Path, Path]) -> None:
 def test_apply_copies_bundle_keeps_target_fields_and_comments(stacks: tuple[Path, Path]) -> None:
     dev, staging = stacks
     before = load(staging)
-    promote.apply(staging, load(dev), before, None)
+    stackfile.write_bundles(staging, load(dev), before, None)
     after = load(staging)
     text = staging.read_text()
     assert text.startswith('# Environment stack "staging"')
@@ -72,13 +75,13 @@ def test_new_replica_is_added_with_its_name(stacks: tuple[Path, Path], tmp_path:
     dev.write_text(dev.read_text() + "    - key: extra-r0\n      model: m/x\n      name: extra\n      gpu: NVIDIA-L4\n")
     changes = promote.diff(load(dev), load(staging), ["extra-r0"])
     assert changes[0].field == "(replica)"
-    promote.apply(staging, load(dev), load(staging), ["extra-r0"])
+    stackfile.write_bundles(staging, load(dev), load(staging), ["extra-r0"])
     extra = next(r for r in load(staging).replicas if r.key == "extra-r0")
     assert (extra.name, extra.gpu, extra.model) == ("extra", "NVIDIA-L4", "m/x")
 
 
 def test_bundle_the_target_would_reject_is_not_written(stacks: tuple[Path, Path]) -> None:
-    from infercrane.errors import ConfigError
+    from infercrane.core.errors import ConfigError
 
     dev, staging = stacks
     text = dev.read_text().replace(
@@ -87,6 +90,6 @@ def test_bundle_the_target_would_reject_is_not_written(stacks: tuple[Path, Path]
     dev.write_text(text.replace("gpu: NVIDIA-L40S", "gpu: NVIDIA-RTX-PRO-6000", 1))
     before = staging.read_text()
     with pytest.raises(ConfigError, match="GPU 'NVIDIA-RTX-PRO-6000' is not a known product-label value"):
-        promote.apply(staging, load(dev), load(staging), None)
+        stackfile.write_bundles(staging, load(dev), load(staging), None)
     assert staging.read_text() == before
     assert not list(staging.parent.glob("*.tmp"))

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infercrane.config import KubernetesTarget
-from infercrane.readiness import FleetWaiter, Verdict, deployment_verdict, inference_service_verdict
+from infercrane.core.config import KubernetesTarget
+from infercrane.live.readiness import FleetWaiter, Verdict, deployment_verdict, inference_service_verdict
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 
@@ -157,7 +157,7 @@ def test_unreachable_api_fails_after_the_grace_period_not_the_budget() -> None:
 
 
 def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
-    from infercrane.errors import NotReady
+    from infercrane.core.errors import NotReady
 
     reason = "cannot reach the Kubernetes API of context 'c': ConnectError: refused (for 30 s while waiting for readiness)"
     text = str(NotReady([("k0", "n0", reason), ("k1", "n1", reason)], 3, api_lost=True))
@@ -167,7 +167,7 @@ def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
 
 
 def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reason() -> None:
-    from infercrane.readiness import Progress
+    from infercrane.live.readiness import Progress
 
     p = Progress(
         3,

@@ -4,16 +4,16 @@ from typing import Any
 
 import pytest
 
-from infercrane import config, naming
-from infercrane.render import render_all
-from infercrane.render.engines import command_and_args
+from infercrane.core import loading, naming
+from infercrane.core.engines import command_and_args
+from infercrane.core.render import render_all
 
 STACK = "infercrane/dev"
 
 
 def render(values: dict[str, Any], **replica: Any) -> list[dict[str, Any]]:
     values["infercrane:replicas"][0].update(replica)
-    c = config.load(values, source="s", env={})
+    c = loading.load(values, source="s", env={})
     return list(render_all(c, STACK)[0].manifests)
 
 
@@ -80,7 +80,7 @@ def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[
 def test_engine_flags(values: dict[str, Any], engine: str, count: int, revision: str | None, expected_tail: list[str]) -> None:
     r = values["infercrane:replicas"][0] | {"engine": engine, "gpuCount": count, "modelRevision": revision}
     values["infercrane:replicas"][0] = r
-    replica = config.load(values, source="s", env={}).replicas[0]
+    replica = loading.load(values, source="s", env={}).replicas[0]
     command, args = command_and_args(replica)
     model_flag = "--model-path" if engine == "sglang" else "--model"
     assert args[:2] == [model_flag, "Qwen/Qwen3-8B"]
@@ -101,10 +101,6 @@ def test_kserve_renders_one_inference_service(values: dict[str, Any]) -> None:
     assert pred["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
 
 
-def test_render_is_deterministic(values: dict[str, Any]) -> None:
-    assert render(values) == render(values)
-
-
 def test_replica_image_overrides_default(values: dict[str, Any]) -> None:
     img = "lmsysorg/sglang@sha256:" + "c" * 64
     dep, _ = render(values, image=img)
@@ -112,7 +108,7 @@ def test_replica_image_overrides_default(values: dict[str, Any]) -> None:
 
 
 def test_pulumi_waits_for_nothing_and_deletes_deployments_in_the_background(values: dict[str, Any]) -> None:
-    """The program waits (infercrane.readiness), not pulumi-kubernetes' per-object informers that need
+    """The program waits (infercrane.live.readiness), not pulumi-kubernetes' per-object informers that need
     Pod reads; a plain `pulumi destroy` returns with the Deployment gone, not still terminating."""
     dep, svc = render(values)
     assert dep["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"

@@ -8,13 +8,12 @@ from typing import Any
 
 import pytest
 
-from infercrane import config as cfg
-from infercrane import naming, urns
-from infercrane.render import render_all
+from infercrane.core import loading, naming, urns
+from infercrane.core.render import render_all
 
 
 def _expected(values: dict[str, Any]) -> list[urns.Registration]:
-    config = cfg.load(values, source="stacks/Pulumi.dev.yaml")
+    config = loading.load(values, source="stacks/Pulumi.dev.yaml", env={})
     provider = urns.provider_inputs(config.kubernetes, "4.25.0")
     return urns.registrations("dev", render_all(config, naming.stack_identity("infercrane", "dev")), provider)
 

@@ -1,0 +1,256 @@
+"""The commands: each reads its inputs, calls the layers, and prints what :mod:`~infercrane.cli.output`
+formats from the typed result. Exit codes: 0 ok; 1 failure (bad config, refused, cluster error);
+2 usage error; 3 changes pending (``plan``). The Pulumi engine and the cluster are imported per
+command (a ``validate`` never loads them). CLI layer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+from infercrane.cli import output
+from infercrane.cli.parser import replica_intent
+from infercrane.core.errors import ConfigError, InferCraneError
+from infercrane.core.manifests import render_checked, to_yaml
+from infercrane.project import paths, stackfile
+
+if TYPE_CHECKING:
+    from infercrane.cli.progress import ProgressView
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_CHANGES_PENDING: Final = 3
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    try:
+        config = stackfile.load_stack(args.stack)
+        rendered = render_checked(config, args.stack)
+    except InferCraneError as exc:
+        if args.json:
+            problems = [p.render() for p in exc.problems] if isinstance(exc, ConfigError) else [str(exc)]
+            print(output.validate_failed(args.stack, problems))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(output.validate_ok(args.stack, config, rendered, as_doc=args.json))
+    return EXIT_OK
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    try:
+        config = stackfile.load_stack(args.stack)
+        rendered = render_checked(config, args.stack)
+    except InferCraneError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    manifests = [m for r in rendered for m in r.manifests]
+    if args.out is None:
+        sys.stdout.write(to_yaml(manifests))
+        return EXIT_OK
+    args.out.mkdir(parents=True, exist_ok=True)
+    for m in manifests:
+        path = args.out / f"{m['metadata']['name']}-{m['kind'].lower()}.yaml"
+        path.write_text(to_yaml([m]), encoding="utf-8")
+        print(path)
+    return EXIT_OK
+
+
+def cmd_local(args: argparse.Namespace) -> int:
+    from infercrane.local.plane import Plane
+
+    plane = Plane.default()
+    if args.local_command == "start":
+        plane.start(nodes_file=args.nodes)
+    elif args.local_command == "stop":
+        plane.stop()
+    elif args.local_command == "reset":
+        plane.reset()
+        print(f"removed {plane.state}")
+    elif args.local_command == "status":
+        st = plane.status()
+        print(output.local_status(st, as_doc=args.json))
+        return EXIT_OK if st["running"] else EXIT_FAILED
+    elif args.local_command == "env":
+        from infercrane.engine.workspace import engine_env
+        from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT, VIEWER_CONTEXT
+
+        print(f"# contexts in {plane.kubeconfig}:")
+        print(f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)")
+        print(f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only pods and nodes")
+        print(f"#   {ADMIN_CONTEXT}: cluster admin (bootstrap, out-of-band edits)")
+        env = engine_env("local", paths.project_root())
+        env["KUBECONFIG"] = str(plane.kubeconfig)
+        for k, v in env.items():
+            if k == "PULUMI_CONFIG_PASSPHRASE":
+                print("# stack local's passphrase protects no secret; other stacks need your own")
+            print(f"export {k}={shlex.quote(v)}")
+    return EXIT_OK
+
+
+@contextmanager
+def _progress(args: argparse.Namespace, op: str, total: int, children: int = 1) -> Iterator[ProgressView]:
+    """The progress view of one long command (infercrane.cli.progress): a live line on a terminal,
+    plain lines otherwise, JSON events with --json; Pulumi's full log in a file named here, or
+    also on stderr with --verbose."""
+    from infercrane.cli.progress import ProgressView, log_path
+
+    mode = "json" if args.json else ("live" if sys.stderr.isatty() else "lines")
+    path = log_path(paths.project_root(), args.stack, op)
+    with path.open("w", encoding="utf-8") as log:
+        if not args.json:
+            print(f"pulumi log: {paths.display_path(path)}", file=sys.stderr, flush=True)
+        view = ProgressView(op, total, stream=sys.stderr, mode=mode, children_per_replica=children, log=log, echo=args.verbose)
+        outcome = "failed"
+        try:
+            yield view
+            outcome = "done"
+        finally:
+            view.close(outcome)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from infercrane.engine import operations
+    from infercrane.engine.workspace import Engine
+
+    replica = replica_intent(args)
+    with operations.project_with_intent(args.stack, replica) as project_dir:
+        config = stackfile.load_stack(args.stack, project_dir=project_dir)
+        with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+            result = operations.plan(
+                Engine(args.stack, project_dir=project_dir),
+                config,
+                on_output=view.on_output,
+                on_event=view.on_event,
+                full=args.full_preview,
+            )
+            view.checked(len(config.replicas))
+    print(output.plan(args.stack, result, as_doc=args.json))
+    return EXIT_CHANGES_PENDING if result.changes_pending else EXIT_OK
+
+
+def cmd_deploy(args: argparse.Namespace) -> int:
+    from infercrane.engine import operations
+    from infercrane.engine.workspace import Engine
+    from infercrane.project.stackfile import upsert_replica
+
+    replica = replica_intent(args)
+    path = paths.stack_file(args.stack)
+    before: str | None = None
+    if replica is not None:
+        stackfile.read_stack_values(path)  # missing or malformed: one clear error, nothing written
+        before = path.read_text(encoding="utf-8")
+        change = upsert_replica(path, replica, stackfile.check_stack_file(path))  # invalid: file untouched
+        print(f"stack file {paths.display_path(path)}: replica {replica['key']} {change}", file=sys.stderr)
+    try:
+        config = stackfile.load_stack(args.stack)
+        key = args.idempotency_key or operations.new_idempotency_key()
+        if not args.idempotency_key:
+            print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
+        with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+            result = operations.deploy(Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event)
+    except InferCraneError as exc:
+        # Anything raised before `pulumi up` started, or a refusal by the program's own checks
+        # inside it, applied nothing: the stack file is put back as it was.
+        if before is not None and getattr(exc, "applied_nothing", True):
+            path.write_text(before, encoding="utf-8")
+            print(f"stack file {paths.display_path(path)} restored: the intent was not applied", file=sys.stderr)
+        elif before is not None:
+            print(
+                f"note: the intent stays in {paths.display_path(path)}: the update started and may have applied part of it; "
+                "deploy again (same --idempotency-key) to converge",
+                file=sys.stderr,
+            )
+        raise
+    print(output.deploy(args.stack, result, as_doc=args.json))
+    return EXIT_OK
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from infercrane.live import cluster
+    from infercrane.live.inspect import inspect
+
+    config = stackfile.load_stack(args.stack)
+    records = inspect(config, cluster.client(config.kubernetes), stack=args.stack)
+    print(output.inspect(args.stack, records, as_doc=args.json))
+    return EXIT_OK
+
+
+def cmd_destroy(args: argparse.Namespace) -> int:
+    from infercrane.engine import teardown
+    from infercrane.engine.workspace import Engine
+    from infercrane.live import cluster
+
+    config = stackfile.load_stack(args.stack)
+    with _progress(args, "destroy", 0) as view:
+        result = teardown.destroy(
+            Engine(args.stack),
+            config,
+            cluster.client(config.kubernetes),
+            on_output=view.on_output,
+            on_deleted=view.deleted,
+            on_remaining=view.remaining,
+        )
+    print(output.destroy(args.stack, config.kubernetes.namespace, result, as_doc=args.json))
+    return EXIT_FAILED if result.remaining or result.refused else EXIT_OK
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from infercrane.live import doctor
+
+    config = stackfile.load_stack(args.stack)
+    checks = doctor.run(config)
+    failed = sum(c.status == doctor.FAIL for c in checks)
+    print(output.doctor(args.stack, checks, failed, as_doc=args.json))
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_promote(args: argparse.Namespace) -> int:
+    from infercrane.core import promotion as promote
+    from infercrane.engine import promotion as gate
+
+    source = stackfile.load_stack(args.source)
+    target = stackfile.load_stack(args.target)
+    changes = promote.diff(source, target, args.replica)
+    print(output.promotion_diff(changes, args.source, args.target))
+    if not changes or args.dry_run:
+        return EXIT_OK
+    gate.check_healthy(args.source, source, args.replica)
+    stackfile.write_bundles(paths.stack_file(args.target), source, target, args.replica)
+    print(f"wrote {paths.display_path(paths.stack_file(args.target))}; deploy it with `infercrane deploy --stack {args.target}`")
+    return EXIT_OK
+
+
+def cmd_takeover(args: argparse.Namespace) -> int:
+    from infercrane.live import cluster, takeover
+
+    config = stackfile.load_stack(args.stack)
+    result = takeover.takeover(config, cluster.client(config.kubernetes), args.stack, dry_run=args.dry_run)
+    print(output.takeover(args.stack, result, dry_run=args.dry_run, as_doc=args.json))
+    return EXIT_OK
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from infercrane.cli import demo
+
+    return demo.run(args.stack)
+
+
+COMMANDS: Final = {
+    "validate": cmd_validate,
+    "render": cmd_render,
+    "local": cmd_local,
+    "demo": cmd_demo,
+    "doctor": cmd_doctor,
+    "plan": cmd_plan,
+    "deploy": cmd_deploy,
+    "inspect": cmd_inspect,
+    "destroy": cmd_destroy,
+    "promote": cmd_promote,
+    "takeover": cmd_takeover,
+}

@@ -1,0 +1,180 @@
+"""Everything the CLI prints on stdout, formatted in one place from the layers' typed results.
+
+Each function takes a result (dataclasses of the engine and live layers, the validated config)
+and returns the text for a person or the JSON document for a machine (``--json``): the same
+facts, keys in camelCase. Notes for the person during a command go to stderr elsewhere (progress).
+CLI layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.promotion import Change
+    from infercrane.core.render import RenderedReplica
+    from infercrane.engine.operations import DeployResult, PlanResult, ReplicaAction
+    from infercrane.engine.teardown import DestroyResult
+    from infercrane.live.doctor import Check
+    from infercrane.live.takeover import TakeoverResult
+
+
+def camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def as_json(value: Any) -> Any:
+    """A result as plain JSON data: dataclasses by field (camelCase keys), recursively."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {camel(f.name): as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): as_json(v) for k, v in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return [as_json(v) for v in value]
+    return value
+
+
+def dumps(doc: Mapping[str, Any]) -> str:
+    return json.dumps(as_json(doc), indent=2)
+
+
+# -- validate ---------------------------------------------------------------------------------
+def validate_ok(stack: str, config: InferCraneConfig, rendered: Sequence[RenderedReplica], *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps({"ok": True, "stack": stack, "replicas": [r.replica.key for r in rendered]})
+    n = sum(len(r.manifests) for r in rendered)
+    return f"stack {stack}: valid ({len(rendered)} replica(s), {n} object(s), workload API {config.kubernetes.workload_api})"
+
+
+def validate_failed(stack: str, problems: Sequence[str]) -> str:
+    return dumps({"ok": False, "stack": stack, "problems": list(problems)})
+
+
+# -- plan / deploy -----------------------------------------------------------------------------
+# Engine operation names as a person reads them.
+PLAN_WORDS = {"create": "create", "update": "configure", "same": "unchanged", "replace": "replace", "delete": "delete"}
+DONE_WORDS = {"create": "created", "update": "configured", "same": "unchanged", "replace": "replaced", "delete": "deleted"}
+
+
+def actions_table(actions: Sequence[ReplicaAction], words: Mapping[str, str]) -> list[str]:
+    lines = []
+    for a in actions:
+        key = a.key or "(removed from config)"
+        lines.append(f"  {words[a.action]:<11} {a.slot:<24} key {key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
+    return lines
+
+
+def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
+    pending = result.changes_pending
+    if as_doc:
+        return dumps(
+            {
+                "stack": stack,
+                "changesPending": pending,
+                "basis": result.basis,
+                "whyPreview": result.why_preview,
+                "replicas": result.actions,
+            }
+        )
+    lines = [f"plan for stack {stack}:", *actions_table(result.actions, PLAN_WORDS)]
+    if result.basis == "state+live":
+        lines.append("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
+    else:
+        lines.append("changes pending" if pending else "no changes")
+    return "\n".join(lines)
+
+
+def deploy(stack: str, result: DeployResult, *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps(
+            {
+                "stack": stack,
+                "idempotencyKey": result.key,
+                "status": result.status,
+                "intent": result.intent,
+                "recordedAt": result.recorded_at,
+                "replicas": result.actions,
+            }
+        )
+    if result.status == "replayed":
+        return f"deploy {result.key}: already applied at {result.recorded_at} with the same intent; nothing changed"
+    return "\n".join([f"deploy {result.key}: succeeded at {result.recorded_at}", *actions_table(result.actions, DONE_WORDS)])
+
+
+# -- inspect / destroy / doctor / takeover ------------------------------------------------------
+def inspect(stack: str, records: list[dict[str, Any]], *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps({"stack": stack, "replicas": list(records)})
+    from infercrane.live.inspect import render_text
+
+    return render_text(records)
+
+
+def destroy(stack: str, namespace: str, result: DestroyResult, *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps(
+            {
+                "stack": stack,
+                "deleted": result.deleted,
+                "orphansDeleted": result.orphans,
+                "refused": result.refused,
+                "remaining": result.remaining,
+            }
+        )
+    lines = []
+    if result.orphans:
+        lines.append(f"deleted {len(result.orphans)} owned object(s) missing from the state: {', '.join(result.orphans)}")
+    lines += [f"refused: {r}; left untouched and dropped from the stack's state" for r in result.refused]
+    if result.remaining:
+        lines.append(f"destroy finished but {len(result.remaining)} owned object(s) remain: {', '.join(result.remaining)}")
+    else:
+        lines.append(f"destroy: zero objects owned by stack {stack} remain in namespace {namespace}")
+    return "\n".join(lines)
+
+
+def doctor(stack: str, checks: Sequence[Check], failed: int, *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps({"stack": stack, "ok": not failed, "checks": list(checks)})
+    lines = [f"  [{c.status}] {c.name}: {c.detail}" + (f"\n         hint: {c.hint}" if c.hint else "") for c in checks]
+    lines.append(
+        f"doctor: {len(checks) - failed}/{len(checks)} checks passed or warned" + ("" if not failed else f"; {failed} failed")
+    )
+    return "\n".join(lines)
+
+
+def takeover(stack: str, result: TakeoverResult, *, dry_run: bool, as_doc: bool) -> str:
+    if as_doc:
+        return dumps({"stack": stack, "dryRun": dry_run, **as_json(result)})
+    verb = "would take over" if dry_run else "took over"
+    lines = [f"{verb} {len(result.taken)} object(s) for stack {stack}: {', '.join(result.taken) or 'none'}"]
+    if result.already:
+        lines.append(f"already this stack's: {', '.join(result.already)}")
+    if result.missing:
+        lines.append(f"not in the cluster (deploy creates them): {', '.join(result.missing)}")
+    if result.taken and not dry_run:
+        lines.append(f"next: `infercrane deploy --stack {stack}` applies to them (pods roll only where the template differs)")
+    return "\n".join(lines)
+
+
+# -- promote / local ------------------------------------------------------------------------------
+def promotion_diff(changes: Sequence[Change], source: str, target: str) -> str:
+    if not changes:
+        return f"promote {source} -> {target}: nothing to change (the bundles are already equal)"
+    lines = [f"promote {source} -> {target}:"]
+    for c in changes:
+        lines.append(f"  {c.key}: {c.field}: {c.old!r} -> {c.new!r}" if c.field != "(replica)" else f"  {c.key}: new replica")
+    return "\n".join(lines)
+
+
+def local_status(status: Mapping[str, Any], *, as_doc: bool) -> str:
+    if as_doc:
+        return dumps(status)
+    state = "running" if status["running"] else "not running"
+    lines = [f"local plane {state}; kubeconfig {status['kubeconfig']} (contexts {status['context']}, {status['adminContext']})"]
+    lines += [f"  {name}: {'up' if up else 'down'}" for name, up in status["processes"].items()]
+    return "\n".join(lines)

@@ -1,0 +1,185 @@
+"""What a person sees during a long ``deploy``, ``plan`` or ``destroy``: one progress line.
+
+``applied 100/100 · ready 63/100 · waiting on 37 (Pending: FailedScheduling …) · 41 s`` -- fed
+by the engine's structured events (a replica is *applied* when every object of it has its
+outputs; *ready* comes from the program's readiness lines, which the engine relays as
+diagnostics) and, for ``destroy``, by the deletion wait. Three ways to show it:
+
+- on a terminal, one line updated in place (rich's ``Live``), and a final line;
+- otherwise (CI logs), a plain line whenever the counts change, at most every 10 s, and a final line;
+- with ``--json``, one JSON object per event on stderr (stdout keeps the command's result).
+
+Pulumi's own log goes to a file the command names (``.infercrane/logs/…``), or to stderr with
+``--verbose``. CLI layer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final
+
+from infercrane.core.urns import slot_of
+
+READINESS_LINE: Final = re.compile(r"readiness: (\d+)/(\d+) ready(?: after \d+s; waiting on (\d+)(?: \((.*)\))?)?")
+PLAIN_EVERY_SECONDS: Final = 10.0
+
+
+@dataclass
+class Counts:
+    op: str  # deploy | plan | destroy
+    total: int  # replicas (deploy, plan) or objects (destroy)
+    applied: set[str] = field(default_factory=set)  # slots whose objects all have outputs
+    objects_done: dict[str, int] = field(default_factory=dict)
+    ready: int = 0
+    waiting_on: int | None = None
+    why: str = ""
+    deleted: int = 0
+    remaining: int | None = None
+    began: float = field(default_factory=time.monotonic)
+
+    def line(self, now: float | None = None) -> str:
+        elapsed = f"{(now or time.monotonic()) - self.began:.0f} s"
+        if self.op == "destroy":
+            parts = [f"deleted {self.deleted}/{self.total}"]
+            if self.remaining is not None:
+                parts.append(f"remaining {self.remaining}")
+        elif self.op == "plan":
+            parts = [f"checked {len(self.applied)}/{self.total}"]
+        else:
+            parts = [f"applied {len(self.applied)}/{self.total}", f"ready {self.ready}/{self.total}"]
+            if self.waiting_on:
+                parts.append(f"waiting on {self.waiting_on}" + (f" ({self.why})" if self.why else ""))
+        return " · ".join([*parts, elapsed])
+
+
+class ProgressView:
+    """Receives engine events and output lines; shows :class:`Counts` as the mode says."""
+
+    def __init__(
+        self,
+        op: str,
+        total: int,
+        *,
+        stream: IO[str],
+        mode: str,  # live | lines | json
+        children_per_replica: int = 1,
+        log: IO[str] | None = None,
+        echo: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.counts = Counts(op, total, began=clock())
+        self.stream, self.mode, self.log, self.echo, self.clock = stream, mode, log, echo, clock
+        self.children = children_per_replica
+        self._lock = threading.Lock()
+        self._last_plain = ""
+        self._last_plain_at = -PLAIN_EVERY_SECONDS
+        self._live: Any = None
+        if mode == "live":
+            from rich.console import Console
+            from rich.live import Live
+            from rich.text import Text
+
+            console = Console(file=stream, force_terminal=True)
+            self._live = Live(get_renderable=lambda: Text(self.counts.line(self.clock())), console=console, refresh_per_second=4)
+            self._live.start()
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def on_output(self, line: str) -> None:
+        """One line of Pulumi's own log: to the log file, to stderr with --verbose, and parsed
+        for the program's readiness lines."""
+        if self.log is not None:
+            self.log.write(line if line.endswith("\n") else line + "\n")
+        if self.echo:
+            self._write(f"  | {line.rstrip()}")
+        m = READINESS_LINE.search(line)
+        if m:
+            with self._lock:
+                self.counts.ready = int(m.group(1))
+                self.counts.waiting_on = int(m.group(3)) if m.group(3) else 0
+                self.counts.why = m.group(4) or ""
+            self._changed("readiness")
+
+    def on_event(self, event: Any) -> None:
+        """An Automation API engine event: a child object's outputs mark progress of its replica."""
+        out = getattr(event, "res_outputs_event", None)
+        meta = getattr(out, "metadata", None)
+        if meta is None or "$" not in str(meta.urn):  # components and the provider are not objects
+            return
+        slot = slot_of(str(meta.urn))
+        if slot is None:
+            return
+        with self._lock:
+            done = self.counts.objects_done.get(slot, 0) + 1
+            self.counts.objects_done[slot] = done
+            if done >= self.children:
+                self.counts.applied.add(slot)
+        self._changed("applied")
+
+    def checked(self, count: int) -> None:
+        """Every replica planned (the plan's result is in)."""
+        with self._lock:
+            self.counts.applied = {f"#{i}" for i in range(count)}
+        self._changed("checked")
+
+    def deleted(self, done: int, total: int) -> None:
+        with self._lock:
+            self.counts.deleted, self.counts.total = done, total
+        self._changed("deleted")
+
+    def remaining(self, count: int) -> None:
+        with self._lock:
+            self.counts.remaining = count
+        self._changed("remaining")
+
+    # -- output ---------------------------------------------------------------------------------
+    def _write(self, text: str) -> None:
+        if self._live is not None:
+            self._live.console.print(text, markup=False, highlight=False)
+        else:
+            self.stream.write(text + "\n")
+            self.stream.flush()
+
+    def _changed(self, what: str) -> None:
+        if self.mode == "json":
+            c = self.counts
+            event = {"event": what, "op": c.op, "total": c.total, "elapsed": round(self.clock() - c.began, 1)}
+            if c.op == "destroy":
+                event |= {"deleted": c.deleted, "remaining": c.remaining}
+            elif c.op == "plan":
+                event |= {"checked": len(c.applied)}
+            else:
+                event |= {"applied": len(c.applied), "ready": c.ready, "waitingOn": c.waiting_on, "why": c.why or None}
+            self._write(json.dumps(event))
+        elif self.mode == "lines":
+            now = self.clock()
+            line = self.counts.line(now)
+            body = line.rsplit(" · ", 1)[0]
+            if body != self._last_plain and now - self._last_plain_at >= PLAIN_EVERY_SECONDS:
+                self._last_plain, self._last_plain_at = body, now
+                self._write(line)
+
+    def close(self, outcome: str) -> None:
+        """The final line (``done`` / ``failed``), whatever the mode."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self.mode == "json":
+            self._write(
+                json.dumps({"event": outcome, "op": self.counts.op, "elapsed": round(self.clock() - self.counts.began, 1)})
+            )
+        else:
+            self._write(f"{self.counts.op} {outcome}: {self.counts.line(self.clock())}")
+
+
+def log_path(root: Path, stack: str, op: str) -> Path:
+    """Where the full Pulumi log of one command goes (kept, one file per command)."""
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    path = root / ".infercrane" / "logs" / f"{stack}-{op}-{stamp}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path

@@ -1,0 +1,222 @@
+"""The typed, frozen configuration schema: ``infercrane:kubernetes`` (the target) and ``infercrane:replicas``.
+
+Models only -- every field with its rule and description; reading and merging values is
+:mod:`infercrane.core.loading`, the intent hash :mod:`infercrane.core.intent`. Pure core.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic.alias_generators import to_camel
+
+from infercrane.core import gpu, image, naming
+from infercrane.core.engines import ENGINES, SECRET_FLAGS
+from infercrane.core.kinds import WORKLOAD_KINDS
+
+PROJECT: Final = "infercrane"
+KEY_TARGET: Final = "infercrane:kubernetes"
+KEY_REPLICAS: Final = "infercrane:replicas"
+
+DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
+QUALIFIED_NAME_RE: Final = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+QUANTITY_RE: Final = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
+
+
+# INFERCRANE_KUBERNETES_* variable -> path inside infercrane:kubernetes. Same names as the seed.
+ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "INFERCRANE_KUBERNETES_CONTEXT": ("context",),
+    "INFERCRANE_KUBERNETES_NAMESPACE": ("namespace",),
+    "INFERCRANE_KUBERNETES_WORKLOAD_API": ("workloadApi",),
+    "INFERCRANE_KUBERNETES_SERVICE_ACCOUNT": ("serviceAccount",),
+    "INFERCRANE_KUBERNETES_WORKER_SECRET_NAME": ("workerSecret", "name"),
+    "INFERCRANE_KUBERNETES_WORKER_SECRET_KEY": ("workerSecret", "key"),
+    "INFERCRANE_KUBERNETES_IMAGE_DIGEST": ("imageDigest",),
+    "INFERCRANE_KUBERNETES_GPU_RESOURCE": ("gpuResource",),
+    "INFERCRANE_KUBERNETES_GPU_PRODUCT_LABEL": ("gpuProductLabel",),
+    "INFERCRANE_KUBERNETES_KUBECONFIG": ("kubeconfig",),
+}
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, str_strip_whitespace=False
+    )
+
+
+def _dns_label(value: str) -> str:
+    if not DNS_LABEL_RE.match(value):
+        raise ValueError(f"{value!r} is not a DNS label")
+    return value
+
+
+class WorkerSecret(_Frozen):
+    """The Secret holding the worker API key. Only referenced; its value is never read."""
+
+    name: str = Field("infercrane-worker", description="Secret name (DNS label), in the target namespace.")
+    key: str = Field("api-key", description="Data key inside the Secret.")
+
+    _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        if not SECRET_KEY_RE.match(v):
+            raise ValueError(f"{v!r} is not a valid Secret data key")
+        return v
+
+
+class KubernetesTarget(_Frozen):
+    """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*``."""
+
+    context: str = Field(description="kubeconfig context, always explicit; never the current-context.")
+    namespace: str = Field("infercrane-system", description="Namespace of every object (DNS label).")
+    workload_api: Literal["deployment", "kserve"] = Field(
+        "deployment", description="deployment: Deployment + Service; kserve: one InferenceService."
+    )
+    service_account: str = Field("infercrane-runtime", description="Runtime service account (token not mounted).")
+    worker_secret: WorkerSecret = Field(default_factory=lambda: WorkerSecret.model_validate({}))
+    image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
+    gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
+    gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
+    gpu_products: tuple[str, ...] = Field((), description="Extra accepted product-label values.")
+    gpu_toleration_key: str = Field("nvidia.com/gpu", description="Taint key tolerated (NoSchedule) by GPU pods.")
+    kserve_deployment_mode: Literal["Standard", "RawDeployment"] = Field(
+        "Standard", description="KServe deploymentMode annotation; RawDeployment for controllers <= 0.15."
+    )
+    rollout: Literal["recreate", "surge"] = Field(
+        "recreate",
+        description="When a slot's replica key changes: recreate deletes the old objects before creating the "
+        "new ones (scarce GPUs never deadlock); surge creates first.",
+    )
+    kubeconfig: str | None = Field(None, description="kubeconfig file; default: $KUBECONFIG or ~/.kube/config.")
+
+    @property
+    def object_kinds(self) -> tuple[str, ...]:
+        """The kinds of object each replica has under this workload API."""
+        return WORKLOAD_KINDS[self.workload_api]
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, v: str) -> str:
+        if not v or v != v.strip() or any(c.isspace() for c in v):
+            raise ValueError(f"context {v!r} is empty or contains whitespace")
+        return v
+
+    _labels = field_validator("namespace", "service_account")(classmethod(lambda cls, v: _dns_label(v)))
+
+    @field_validator("image_digest")
+    @classmethod
+    def _digest(cls, v: str) -> str:
+        problem = image.digest_problem(v)
+        if problem:
+            raise ValueError(problem)
+        return v
+
+    @field_validator("gpu_resource", "gpu_product_label", "gpu_toleration_key")
+    @classmethod
+    def _qualified(cls, v: str) -> str:
+        if not QUALIFIED_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a qualified Kubernetes name")
+        return v
+
+    @field_validator("gpu_products")
+    @classmethod
+    def _products(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [p for p in v if not gpu.LABEL_VALUE_RE.match(p)]
+        if bad:
+            raise ValueError(f"{bad!r} are not valid label values")
+        return v
+
+
+class Replica(_Frozen):
+    """One durable replica intent: one Deployment + Service, or one InferenceService."""
+
+    key: Annotated[str, Field(min_length=1, max_length=253, description="Durable replica key; names derive from it.")]
+    model: Annotated[str, Field(min_length=1, description="Model id served, e.g. Qwen/Qwen3-8B.")]
+    name: str = Field(description="Logical endpoint and served model name (DNS label).")
+    gpu: str = Field(description="Product-label value, e.g. NVIDIA-L40S; never substituted.")
+    gpu_count: int = Field(1, ge=1, le=16, description="GPUs per replica; > 1 sets tensor parallelism.")
+    model_revision: str | None = Field(None, description="Pinned model revision (commit); passed as --revision.")
+    image: str | None = Field(None, description="Per-replica image (digest); default: kubernetes.imageDigest.")
+    engine: Literal["vllm", "sglang"] = Field("vllm", description="Inference engine: sets command and flags.")
+    port: int = Field(8000, ge=1024, le=65535, description="Container and Service port named http.")
+    args: tuple[str, ...] = Field((), description="Extra engine flags (never --api-key, never managed flags).")
+    startup_budget_seconds: int = Field(
+        1800, ge=60, le=86400, description="Seconds a model may take to load: sizes the startup probe and progress deadline."
+    )
+    shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
+    cloud: Literal["kubernetes"] = Field("kubernetes", description="Always kubernetes for this provider.")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str) -> str:
+        if v != v.strip() or any(not c.isprintable() for c in v):
+            raise ValueError(f"key {v!r} has surrounding whitespace or unprintable characters")
+        return v
+
+    _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
+
+    @field_validator("model_revision", mode="before")
+    @classmethod
+    def _revision(cls, v: object) -> object:
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            raise ValueError(f'{v!r} was read as a number by YAML; quote it: modelRevision: "{v}"')
+        return v
+
+    @field_validator("image")
+    @classmethod
+    def _image(cls, v: str | None) -> str | None:
+        if v is not None:
+            problem = image.digest_problem(v)
+            if problem:
+                raise ValueError(problem)
+        return v
+
+    @field_validator("gpu")
+    @classmethod
+    def _gpu(cls, v: str, info: ValidationInfo) -> str:
+        extra = tuple((info.context or {}).get("gpu_products", ()))
+        problem = gpu.gpu_problem(v, extra)
+        if problem:
+            raise ValueError(f"{problem}; known: {gpu.known_list(extra)}")
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        if not QUANTITY_RE.match(v):
+            raise ValueError(f"{v!r} is not a Kubernetes quantity")
+        return v
+
+    @field_validator("args")
+    @classmethod
+    def _args(cls, v: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        engine = info.data.get("engine", "vllm")
+        bad = []
+        for a in v:
+            flag = a.split("=", 1)[0]
+            if flag in SECRET_FLAGS:
+                bad.append(f"{flag} would put a secret in the process arguments (the key comes from the Secret)")
+            elif engine in ENGINES and flag in ENGINES[engine].managed_flags:
+                bad.append(f"{flag} is set by InferCrane from the replica fields")
+        if bad:
+            raise ValueError("; ".join(bad))
+        return v
+
+    @property
+    def object_name(self) -> str:
+        return naming.object_name(self.key)
+
+
+class InferCraneConfig(_Frozen):
+    """The whole validated configuration of one stack."""
+
+    kubernetes: KubernetesTarget
+    replicas: tuple[Replica, ...] = ()
+
+    def image_for(self, replica: Replica) -> str:
+        return replica.image or self.kubernetes.image_digest

@@ -1,0 +1,54 @@
+"""Inference engines: how each is started -- explicit ``command`` (never the image ENTRYPOINT),
+its model and tensor-parallel flags, the flags InferCrane manages itself.
+
+The argv never carries the API key: vLLM reads ``VLLM_API_KEY`` from the environment, which comes
+from a Secret reference. Pure core.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from infercrane.core.config import Replica
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """How one inference engine is started: the command and the flags that differ per engine."""
+
+    command: tuple[str, ...]
+    model_flag: str
+    tensor_parallel_flag: str
+    # vLLM's --served-model-name takes several names (the first is reported and used in metrics);
+    # SGLang's takes one string, so there the model is served under the endpoint name only.
+    several_served_names: bool = False
+
+    @property
+    def managed_flags(self) -> tuple[str, ...]:
+        """Flags InferCrane renders itself; user args may not repeat them."""
+        return (self.model_flag, "--host", "--port", "--served-model-name", "--revision", self.tensor_parallel_flag)
+
+
+ENGINES: Final = {
+    "vllm": EngineSpec(
+        ("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size", several_served_names=True
+    ),
+    "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size"),
+}
+SECRET_FLAGS: Final = ("--api-key",)
+
+
+def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
+    """The container ``command`` and ``args`` for the replica's engine."""
+    r, e = replica, ENGINES[replica.engine]
+    # Clients of the original adapter send the model id ("model": "Qwen/Qwen3-8B"); serve it under
+    # both names where the engine allows several, the endpoint name first.
+    served = [r.name, r.model] if e.several_served_names and r.model != r.name else [r.name]
+    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served]
+    if r.model_revision:
+        args += ["--revision", r.model_revision]
+    if r.gpu_count > 1:
+        args += [e.tensor_parallel_flag, str(r.gpu_count)]
+    return list(e.command), args + list(r.args)

@@ -1,0 +1,144 @@
+"""The small error hierarchy of InferCrane.
+
+Every user-facing failure is one of these. Each carries a message that says what is wrong, where
+(stack file and config path, variable, or object) and how to fix it, so the CLI and the Pulumi
+program can print it without a traceback. Pure core: every error class of the package lives here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the input: where it is, what is wrong, how to fix it."""
+
+    where: str
+    what: str
+    fix: str = ""
+
+    def render(self) -> str:
+        return with_fix(f"{self.where}: {self.what}", self.fix)
+
+
+def with_fix(message: str, fix: str | None) -> str:
+    """The one shape of every user-facing message: what is wrong (and where), then how to fix it."""
+    return f"{message}\n    fix: {fix}" if fix else message
+
+
+class UsageError(Exception):
+    """The command-line arguments contradict each other (exit 2, not 1); the message says which
+    and how to call instead."""
+
+
+class InferCraneError(Exception):
+    """Base class: a failure whose message is safe and useful to show as is (the CLI exits 1).
+    ``fix`` says how to fix it; it is rendered after the message by :func:`with_fix`."""
+
+    def __init__(self, message: str, *, fix: str | None = None) -> None:
+        self.fix = fix
+        super().__init__(with_fix(message, fix))
+
+
+class ToolNotFound(InferCraneError):
+    """A real tool (the Pulumi CLI, a control-plane binary) is neither built nor installed."""
+
+
+class EngineError(InferCraneError):
+    """The Pulumi engine failed; the message says what happened and what to do next."""
+
+
+class PlaneError(InferCraneError):
+    """The local control plane could not be started, checked or stopped."""
+
+
+class TakeoverRefused(InferCraneError):
+    """Some live object is not exactly the original adapter's for its key; nothing was changed."""
+
+
+class IdempotencyConflict(InferCraneError):
+    """The idempotency key was already used for a different intent."""
+
+
+class PromotionRefused(InferCraneError):
+    """The source environment is not in a state that may be promoted; nothing was written."""
+
+
+class ConfigError(InferCraneError):
+    """The stack configuration (file or INFERCRANE_KUBERNETES_* variables) is invalid."""
+
+    def __init__(self, problems: list[Problem], source: str) -> None:
+        self.problems = problems
+        self.source = source
+        lines = [f"invalid InferCrane configuration ({len(problems)} problem(s)); nothing was applied:"]
+        lines += [f"- {p.render()}" for p in problems]
+        super().__init__("\n".join(lines))
+
+
+class GuardError(InferCraneError):
+    """A rendered manifest breaks one of the safety rules (defence in depth)."""
+
+    def __init__(self, violations: list[str]) -> None:
+        self.violations = violations
+        body = "\n".join(f"- {v}" for v in violations)
+        super().__init__(f"rendered manifests break InferCrane's safety rules; nothing was applied:\n{body}")
+
+
+class ClusterError(InferCraneError):
+    """The cluster could not be reached or answered with an error we cannot act on."""
+
+
+class PreflightRefused(InferCraneError):
+    """The live preflight found conflicts or foreign objects; nothing was applied."""
+
+    def __init__(self, ownership: list[str], conflicts: list[str], invalid: list[str] | None = None) -> None:
+        self.ownership = ownership
+        self.conflicts = conflicts
+        self.invalid = invalid or []
+        parts = ["preflight refused the change; nothing was applied."]
+        if ownership:
+            parts.append("Ownership errors:\n" + "\n".join(f"- {o}" for o in ownership))
+            parts.append(
+                "hint: InferCrane never adopts an object it does not own. Rename or delete the foreign "
+                "object yourself, or change the replica key."
+            )
+        if conflicts:
+            parts.append("Field-manager conflicts:\n" + "\n".join(f"- {c}" for c in conflicts))
+            parts.append(
+                "hint: InferCrane never forces a conflict. Remove the other manager's fields (or give them "
+                "back with `kubectl apply --server-side` from a manifest without them), or stop the "
+                "controller that owns them, then retry."
+            )
+        if self.invalid:
+            parts.append("Strict server-side validation:\n" + "\n".join(f"- {i}" for i in self.invalid))
+            parts.append(
+                "hint: the API server does not know a field InferCrane renders (an older Kubernetes or KServe "
+                "schema?). Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers."
+            )
+        super().__init__("\n".join(parts))
+
+
+class NotReady(InferCraneError):
+    """Applied, but some replicas did not become ready (each with its reason)."""
+
+    def __init__(self, failures: list[tuple[str, str, str]], total: int, *, api_lost: bool = False) -> None:
+        self.failures = failures
+        if api_lost:  # one cause for all: say it once, with how to resume
+            super().__init__(
+                f"the Kubernetes API stopped answering while {len(failures)} of {total} replica(s) were not yet ready: "
+                f"{failures[0][2]}; what was applied carries this stack's ownership and is picked up again.",
+                fix="bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
+                "then rerun the same command with the same --idempotency-key",
+            )
+            return
+        lines = [f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:"]
+        lines += [f"- replica {key} ({name}): {reason}" for key, name, reason in failures]
+        if any("FailedScheduling" in reason for _, _, reason in failures):
+            fix = (
+                "use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
+                "product label), free GPUs, or add nodes; InferCrane never substitutes the GPU"
+            )
+        else:
+            fix = "see `infercrane inspect` for each replica's conditions, then deploy again"
+        super().__init__("\n".join(lines), fix=fix)

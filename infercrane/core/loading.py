@@ -1,0 +1,122 @@
+"""Validate a stack's values, once, at the edge, all-or-nothing.
+
+:func:`load` merges the stack file's ``infercrane:*`` values with the ``INFERCRANE_KUBERNETES_*``
+variables (passed in, field by field), validates everything, and either returns a frozen
+:class:`~infercrane.core.config.InferCraneConfig` or raises one
+:class:`~infercrane.core.errors.ConfigError` listing every problem with where it came from
+(stack file + key path, or variable) and how to fix it (:mod:`~infercrane.core.problems`).
+Pure core: values and environment are arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import ValidationError
+
+from infercrane.core import naming
+from infercrane.core.config import ENV_FIELDS, KEY_REPLICAS, KEY_TARGET, PROJECT, InferCraneConfig
+from infercrane.core.errors import ConfigError, Problem
+from infercrane.core.problems import problem_from
+
+FORBIDDEN_STACK_KEYS: Final = {
+    "kubernetes:enablePatchForce": "InferCrane never forces a field-manager conflict; remove this key",
+}
+
+
+def load(
+    values: Mapping[str, Any],
+    *,
+    source: str,
+    env: Mapping[str, str],
+) -> InferCraneConfig:
+    """Validate a stack's config map (``infercrane:*`` keys) merged with the environment.
+
+    ``source`` names the stack file in messages. Raises ConfigError listing every problem; returns a
+    frozen config otherwise. Never reads the cluster.
+    """
+    env = dict(env)
+    problems: list[Problem] = []
+
+    for key, why in FORBIDDEN_STACK_KEYS.items():
+        if key in values:
+            problems.append(Problem(f"{source}: {key}", "is set", why))
+    for key in values:
+        if key.startswith(f"{PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS):
+            problems.append(Problem(f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET} or {KEY_REPLICAS}"))
+    if env.get(naming.PATCH_FORCE_ENV, "").strip().lower() not in ("", "false", "0"):
+        problems.append(
+            Problem(
+                f"{naming.PATCH_FORCE_ENV} (environment)",
+                "asks pulumi-kubernetes to force field-manager conflicts",
+                f"unset {naming.PATCH_FORCE_ENV}; InferCrane never forces a conflict",
+            )
+        )
+
+    target_raw = values.get(KEY_TARGET)
+    if target_raw is None:
+        target_raw = {}
+    if not isinstance(target_raw, Mapping):
+        problems.append(Problem(f"{source}: {KEY_TARGET}", "must be a map", "see stacks/Pulumi.dev.yaml for the shape"))
+        target_raw = {}
+    target = _deep_copy(target_raw)
+    from_env: dict[tuple[str, ...], str] = {}
+    for var, path in ENV_FIELDS.items():
+        if var in env:
+            _set_path(target, path, env[var])
+            from_env[path] = var
+
+    replicas_raw = values.get(KEY_REPLICAS)
+    if replicas_raw is None:
+        replicas_raw = []
+    if not isinstance(replicas_raw, list):
+        problems.append(
+            Problem(f"{source}: {KEY_REPLICAS}", "must be a list of replica intents", "write one '- key: …' entry per replica")
+        )
+        replicas_raw = []
+
+    extra_products = target.get("gpuProducts") if isinstance(target.get("gpuProducts"), list) else []
+    data = {"kubernetes": target, "replicas": replicas_raw}
+    config: InferCraneConfig | None = None
+    try:
+        config = InferCraneConfig.model_validate(data, context={"gpu_products": tuple(map(str, extra_products))})
+    except ValidationError as exc:
+        for err in exc.errors():
+            problems.append(problem_from(err, source=source, replicas=replicas_raw, from_env=from_env))
+
+    seen: dict[str, int] = {}
+    for i, r in enumerate(replicas_raw):
+        if isinstance(r, Mapping) and isinstance(r.get("key"), str):
+            if r["key"] in seen:
+                problems.append(
+                    Problem(
+                        f"{source}: {KEY_REPLICAS}[{i}].key",
+                        f"duplicate replica key {r['key']!r} (also at [{seen[r['key']]}])",
+                        "every replica needs its own durable key",
+                    )
+                )
+            seen.setdefault(r["key"], i)
+
+    if problems or config is None:
+        raise ConfigError(problems, source)
+    return config
+
+
+def _set_path(target: dict[str, Any], path: tuple[str, ...], value: str) -> None:
+    node = target
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[path[-1]] = value
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value

@@ -1,0 +1,38 @@
+"""Offline rendering for the CLI and the golden tests: the same path the program takes.
+
+Config -> render -> guards, and YAML out. Pure (no pulumi, no cluster).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from infercrane.core import guards, naming
+from infercrane.core.config import PROJECT, InferCraneConfig
+from infercrane.core.errors import GuardError
+from infercrane.core.render import RenderedReplica, render_all
+
+
+def render_checked(config: InferCraneConfig, stack: str) -> list[RenderedReplica]:
+    """Render every replica for ``stack`` and apply the guards (GuardError on any violation)."""
+    rendered = render_all(config, naming.stack_identity(PROJECT, stack))
+    t = config.kubernetes
+    violations = guards.check_all(
+        [m for r in rendered for m in r.manifests], gpu_resource=t.gpu_resource, gpu_label=t.gpu_product_label
+    )
+    if violations:
+        raise GuardError(violations)
+    return rendered
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, no aliases, keys in render order."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def to_yaml(manifests: list[dict[str, Any]]) -> str:
+    return yaml.dump_all(manifests, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)

@@ -1,0 +1,100 @@
+"""pydantic's validation errors as InferCrane problems: where (stack file and key path, or the
+variable the value came from), what, and how to fix it -- one :class:`Problem` per error, worded
+for a person (no pydantic jargon). Pure core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from infercrane.core import image
+from infercrane.core.config import ENV_FIELDS, KEY_REPLICAS, KEY_TARGET
+from infercrane.core.errors import Problem
+
+# How to fix a bad value, by field (alias). The message itself names the bad value.
+FIX: Final[dict[str, str]] = {
+    "context": "name a context of your kubeconfig explicitly (InferCrane never uses the current-context)",
+    "namespace": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
+    "workloadApi": "use 'deployment' or 'kserve'",
+    "serviceAccount": "use a DNS label, e.g. infercrane-runtime",
+    "name": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
+    "workerSecret.key": "use letters, digits, '-', '_' and '.' only",
+    "key": "use 1-253 printable characters without surrounding whitespace; keep it durable",
+    "model": "name the model to serve, e.g. Qwen/Qwen3-8B",
+    "imageDigest": f"pin the image by digest: {image.EXAMPLE} (e.g. from `crane digest` or your registry)",
+    "image": f"pin the image by digest: {image.EXAMPLE}",
+    "gpuResource": "use an extended resource name such as nvidia.com/gpu",
+    "gpuProductLabel": "use a node label key such as nvidia.com/gpu.product",
+    "gpu": "use a product-label value exactly as your nodes carry it, or add it to infercrane:kubernetes.gpuProducts",
+    "gpuCount": "use a whole number of GPUs from 1 to 16",
+    "port": "use a port from 1024 to 65535",
+    "startupBudgetSeconds": "use seconds from 60 to 86400; size it to the model's load time",
+    "engine": "use 'vllm' or 'sglang'",
+    "args": "remove flags that InferCrane sets itself or that would carry a secret",
+    "cloud": "use 'kubernetes' (or leave it out)",
+    "kserveDeploymentMode": "use 'Standard' (KServe >= 0.16) or 'RawDeployment' (older controllers)",
+    "rollout": "use 'recreate' (default: scarce GPUs never deadlock) or 'surge'",
+    "shmSize": "use a Kubernetes quantity such as 8Gi",
+}
+
+
+def problem_from(err: Any, *, source: str, replicas: list[Any], from_env: dict[tuple[str, ...], str]) -> Problem:
+    loc: tuple[Any, ...] = tuple(err["loc"])
+    # pydantic reports aliases in loc (alias generator); map the top-level name back to the stack key.
+    top, rest = loc[0], loc[1:]
+    msg = str(err["msg"]).removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = "is required"
+    elif err["type"] == "extra_forbidden":
+        msg = "is not a known setting"
+    elif err["type"] == "literal_error":
+        msg = f"{err.get('input')!r} is not allowed: {msg.removeprefix('Input should be ')}"
+    elif "input" in err and err["type"] not in ("value_error",) and not isinstance(err.get("input"), (dict, list)):
+        msg = f"{err['input']!r}: {msg}"
+    fix = _fix_for(loc)
+    if err["type"] == "extra_forbidden":
+        fix = "remove it or check its spelling (keys are camelCase)"
+    if top == "kubernetes":
+        path = tuple(str(p) for p in rest)
+        if path in from_env:
+            var = from_env[path]
+            if err["type"] == "missing":
+                msg = "is required"
+            return Problem(f"{var} (environment)", msg, fix)
+        where = f"{source}: {KEY_TARGET}" + (f".{_loc_text(rest)}" if rest else "")
+        if err["type"] == "missing" and len(path) == 1:
+            env_var = next((v for v, p in ENV_FIELDS.items() if p == path), None)
+            if env_var:
+                fix = f"set {KEY_TARGET}.{path[0]} in {source} or {env_var}; " + fix
+        return Problem(where, msg, fix)
+    where = f"{source}: {KEY_REPLICAS}"
+    if rest and isinstance(rest[0], int):
+        where += f"[{rest[0]}]"
+        tail = rest[1:]
+        if tail:
+            where += "." + _loc_text(tail)
+        r = replicas[rest[0]] if rest[0] < len(replicas) else None
+        if isinstance(r, Mapping) and isinstance(r.get("key"), str):
+            where += f" (replica {r['key']!r})"
+    return Problem(where, msg, fix)
+
+
+def _loc_text(loc: tuple[Any, ...]) -> str:
+    text = ""
+    for part in loc:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        else:
+            text += ("." if text else "") + str(part)
+    return text
+
+
+def _fix_for(loc: tuple[Any, ...]) -> str:
+    names = [p for p in loc if isinstance(p, str)]
+    if len(names) >= 2 and ".".join(names[-2:]) in FIX:
+        return FIX[".".join(names[-2:])]
+    for part in reversed(loc):
+        if isinstance(part, str) and part in FIX:
+            return FIX[part]
+    return ""

@@ -1,0 +1,56 @@
+"""Promote release bundles between environment stacks (dev -> staging -> prod).
+
+A release bundle is what was tested: the image digest, model and model revision, engine and its
+args, GPU value and count. ``promote`` copies exactly that, per replica key, into the target stack
+file (comments kept) and never touches target fields (context, namespace, secret, ...). It refuses
+unless the source stack's last update succeeded and every source replica is ready
+(:mod:`infercrane.engine.promotion`), and it never resolves a tag: bundles carry digests only
+(the config rules refuse anything else). Pure core: bundles and their diff.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from infercrane.core import config as cfg
+from infercrane.core.errors import PromotionRefused
+
+BUNDLE_FIELDS: Final = ("model", "modelRevision", "engine", "args", "gpu", "gpuCount")
+
+
+@dataclass(frozen=True)
+class Change:
+    key: str
+    field: str
+    old: Any
+    new: Any
+
+
+def bundle(config: cfg.InferCraneConfig, replica: cfg.Replica) -> dict[str, Any]:
+    """The release bundle of one replica (wire names), the image resolved to its digest."""
+    data = replica.model_dump(by_alias=True, mode="json")
+    out = {f: data[f] for f in BUNDLE_FIELDS}
+    out["image"] = config.image_for(replica)
+    return out
+
+
+def diff(source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[str] | None) -> list[Change]:
+    """Field-by-field changes the promotion would make to the target, in source order."""
+    wanted = [r for r in source.replicas if keys is None or r.key in keys]
+    missing = sorted(set(keys or []) - {r.key for r in source.replicas})
+    if missing:
+        raise PromotionRefused(f"replica key(s) {', '.join(missing)} are not in the source stack; nothing was written")
+    by_key = {r.key: r for r in target.replicas}
+    changes = []
+    for r in wanted:
+        new = bundle(source, r)
+        old = bundle(target, by_key[r.key]) if r.key in by_key else dict.fromkeys(new)
+        if r.key not in by_key:
+            changes.append(Change(r.key, "(replica)", None, "added"))
+        changes += [Change(r.key, f, old[f], new[f]) for f in new if old[f] != new[f]]
+    return changes
+
+
+def field_name(alias: str) -> str:
+    return next(n for n, f in cfg.Replica.model_fields.items() if f.alias == alias or n == alias)

@@ -1,0 +1,48 @@
+"""Pure rendering: a replica intent becomes plain manifest dicts, exactly what the program applies.
+
+Kubernetes wire names (camelCase), deterministic output (same config -> same dicts, key order
+included), no pulumi and no Kubernetes client. The Pulumi shell passes these dicts through
+unchanged, the CLI's ``render`` prints them, and the golden tests freeze them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from infercrane.core import naming
+from infercrane.core.config import InferCraneConfig, Replica
+from infercrane.core.intent import intent as replica_intent
+from infercrane.core.render.workloads import deployment, inference_service, service
+
+Manifest = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderedReplica:
+    """The manifests of one replica, with the facts the outputs need."""
+
+    replica: Replica
+    name: str
+    intent: str
+    manifests: tuple[Manifest, ...]
+    endpoint: str
+
+
+def render_replica(config: InferCraneConfig, replica: Replica, stack: str) -> RenderedReplica:
+    """Render one replica's objects for the stack identity ``stack`` (``project/stack``)."""
+    intent = replica_intent(config, replica)
+    t = config.kubernetes
+    name = naming.object_name(replica.key)
+    if t.workload_api == "kserve":
+        manifests: tuple[Manifest, ...] = (inference_service(config, replica, intent, stack),)
+        endpoint = f"http://{name}-predictor.{t.namespace}.svc.cluster.local"
+    else:
+        manifests = (deployment(config, replica, intent, stack), service(config, replica, intent, stack))
+        endpoint = f"http://{name}.{t.namespace}.svc:{replica.port}"
+    return RenderedReplica(replica=replica, name=name, intent=intent, manifests=manifests, endpoint=endpoint)
+
+
+def render_all(config: InferCraneConfig, stack: str) -> list[RenderedReplica]:
+    """Render every replica of the stack, in config order."""
+    return [render_replica(config, r, stack) for r in config.replicas]

@@ -1,0 +1,159 @@
+"""Deployment, Service and InferenceService manifests for one replica (the DESIGN.md contracts).
+
+Deployment: one replica, Recreate (a surge would need twice the GPUs), progress deadline and
+startup probe sized from the startup budget, explicit engine command, key only by Secret
+reference, GPU limits = requests, product-label nodeSelector, GPU toleration, in-memory /dev/shm,
+no privilege escalation, no automounted token. Pure core.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from infercrane.core import naming
+from infercrane.core.config import InferCraneConfig, Replica
+from infercrane.core.engines import command_and_args
+from infercrane.core.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+
+HEALTH_PATH = "/health"
+STARTUP_PERIOD_SECONDS = 10
+READINESS = {"periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 12}
+LIVENESS = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
+TERMINATION_GRACE_SECONDS = 30
+CONTAINER_NAME = "runtime"
+KSERVE_CONTAINER_NAME = "kserve-container"
+SHM_VOLUME = "dshm"
+
+
+def _metadata(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    return {
+        "name": naming.object_name(replica.key),
+        "namespace": config.kubernetes.namespace,
+        "labels": naming.labels(replica.key),
+        "annotations": {
+            **naming.ownership_annotations(replica.key, intent, stack),
+            naming.PULUMI_FIELD_MANAGER: naming.FIELD_MANAGER,
+        },
+    }
+
+
+def _probe(port_name: str, **timing: int) -> dict[str, Any]:
+    return {"httpGet": {"path": HEALTH_PATH, "port": port_name}, **timing}
+
+
+def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
+    t = config.kubernetes
+    command, args = command_and_args(replica)
+    gpus = {t.gpu_resource: str(replica.gpu_count)}
+    secret_ref = {"secretKeyRef": {"name": t.worker_secret.name, "key": t.worker_secret.key}}
+    return {
+        "name": name,
+        "image": config.image_for(replica),
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "args": args,
+        "env": [
+            {"name": naming.WORKER_KEY_ENV, "valueFrom": secret_ref},
+            {"name": naming.VLLM_KEY_ENV, "valueFrom": secret_ref},
+        ],
+        "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
+        "startupProbe": _probe(
+            "http",
+            periodSeconds=STARTUP_PERIOD_SECONDS,
+            timeoutSeconds=2,
+            failureThreshold=math.ceil(replica.startup_budget_seconds / STARTUP_PERIOD_SECONDS),
+        ),
+        "readinessProbe": _probe("http", **READINESS),
+        "livenessProbe": _probe("http", **LIVENESS),
+        "resources": {"limits": dict(gpus), "requests": dict(gpus)},
+        "securityContext": {"allowPrivilegeEscalation": False},
+        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+    }
+
+
+def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
+    t = config.kubernetes
+    return {
+        "serviceAccountName": t.service_account,
+        "automountServiceAccountToken": False,
+        "nodeSelector": {t.gpu_product_label: replica.gpu},
+        "tolerations": [{"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"}],
+    }
+
+
+def _volumes(replica: Replica) -> list[dict[str, Any]]:
+    return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
+
+
+def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    meta = _metadata(config, replica, intent, stack)
+    # pulumi-kubernetes' own await watches ReplicaSets and Pods (rights the seed's Role does not
+    # grant) with informers per object; the program waits instead, for the whole stack with one
+    # LIST per tick (infercrane.live.readiness). skipAwait also keeps refresh to a plain GET.
+    meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
+    # With skipAwait Pulumi does not wait for a deletion, and its default (foreground) keeps the
+    # Deployment until its pods are gone: plain `pulumi destroy` would return with it still there.
+    # Background (kubectl's default, and infercrane destroy's) removes the object at once; the
+    # garbage collector removes its ReplicaSets and Pods after.
+    meta["annotations"][naming.PULUMI_DELETION_PROPAGATION] = "background"
+    return {
+        "apiVersion": DEPLOYMENT.api_version,
+        "kind": DEPLOYMENT.name,
+        "metadata": meta,
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": naming.selector(replica.key)},
+            "strategy": {"type": "Recreate"},
+            "progressDeadlineSeconds": replica.startup_budget_seconds,
+            "revisionHistoryLimit": 3,
+            "template": {
+                "metadata": {
+                    "labels": naming.labels(replica.key),
+                    "annotations": {naming.ANNOTATION_KEY: replica.key, naming.ANNOTATION_INTENT: intent},
+                },
+                "spec": {
+                    **_pod_placement(config, replica),
+                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+                    "containers": [_container(config, replica, CONTAINER_NAME)],
+                    "volumes": _volumes(replica),
+                },
+            },
+        },
+    }
+
+
+def service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    meta = _metadata(config, replica, intent, stack)
+    # Readiness is the Deployment's (available replicas); waiting again for the Service's
+    # endpoints would only repeat it and needs extra read rights.
+    meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
+    return {
+        "apiVersion": SERVICE.api_version,
+        "kind": SERVICE.name,
+        "metadata": meta,
+        "spec": {
+            "type": "ClusterIP",
+            "selector": naming.selector(replica.key),
+            "ports": [{"name": "http", "port": replica.port, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def inference_service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    meta = _metadata(config, replica, intent, stack)
+    meta["annotations"][naming.KSERVE_DEPLOYMENT_MODE] = config.kubernetes.kserve_deployment_mode
+    return {
+        "apiVersion": INFERENCE_SERVICE.api_version,
+        "kind": INFERENCE_SERVICE.name,
+        "metadata": meta,
+        "spec": {
+            "predictor": {
+                "minReplicas": 1,
+                "maxReplicas": 1,
+                **_pod_placement(config, replica),
+                "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
+                "volumes": _volumes(replica),
+            }
+        },
+    }

@@ -1,0 +1,115 @@
+"""How the program names what it registers with Pulumi: one home for the component type, the
+child names, the Kubernetes type tokens and the URNs built from them.
+
+The program registers, per stack: one explicit provider, one ``infercrane:index:Replica``
+component per replica *slot* (``<endpoint name>-<ordinal>``), and under each component its
+rendered objects, named ``<slot>-<kind>``. The components, the engine-event summary, ``destroy``
+and the state-proven plan all read these names from here. Pure core.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from infercrane.core.config import KubernetesTarget
+from infercrane.core.kinds import KINDS
+from infercrane.core.render import RenderedReplica
+
+PROJECT: Final = "infercrane"
+COMPONENT_TYPE: Final = "infercrane:index:Replica"
+PROVIDER_TYPE: Final = "pulumi:providers:kubernetes"
+PROVIDER_NAME: Final = "infercrane"
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
+
+# Kubernetes kind -> the provider's type token, and the suffix of the child's logical name.
+TYPE_TOKENS: Final = {name: kind.type_token for name, kind in KINDS.items()}
+KIND_OF_TOKEN: Final = {token: kind for kind, token in TYPE_TOKENS.items()}
+CHILD_SUFFIXES: Final = {name: kind.child_suffix for name, kind in KINDS.items()}
+
+
+def slots(rendered: Sequence[RenderedReplica]) -> list[str]:
+    """Logical name per replica: ``<endpoint name>-<ordinal within that endpoint>``, in config order."""
+    seen: dict[str, int] = defaultdict(int)
+    out = []
+    for r in rendered:
+        out.append(f"{r.replica.name}-{seen[r.replica.name]}")
+        seen[r.replica.name] += 1
+    return out
+
+
+def child_name(slot: str, kind: str) -> str:
+    return f"{slot}-{CHILD_SUFFIXES[kind]}"
+
+
+def slot_of(urn: str) -> str | None:
+    """The replica slot of a component or child URN (``…::infercrane:index:Replica…::<name>``)."""
+    if f"::{COMPONENT_TYPE}" not in urn:
+        return None
+    name = urn.rsplit("::", 1)[1]
+    for suffix in CHILD_SUFFIXES.values():
+        if name.endswith(f"-{suffix}"):
+            return name[: -len(suffix) - 1]
+    return name
+
+
+def provider_inputs(target: KubernetesTarget, sdk_version: str) -> dict[str, Any]:
+    """The inputs the state records for the one explicit provider (``provider.make_provider``):
+    explicit context and namespace, SSA on, the kubeconfig path only when configured, and the
+    pulumi-kubernetes SDK's version."""
+    inputs = {"context": target.context, "enableServerSideApply": "true", "namespace": target.namespace, "version": sdk_version}
+    if target.kubeconfig is not None:
+        inputs["kubeconfig"] = target.kubeconfig
+    return inputs
+
+
+def _urn(stack: str, type_path: str, name: str) -> str:
+    return f"urn:pulumi:{stack}::{PROJECT}::{type_path}::{name}"
+
+
+@dataclass(frozen=True)
+class Registration:
+    """One resource the program registers: its URN, type and (for custom resources) inputs."""
+
+    urn: str
+    type: str
+    inputs: Mapping[str, Any] | None  # None: a component (no inputs recorded)
+
+
+def registrations(stack: str, rendered: Sequence[RenderedReplica], provider_inputs: Mapping[str, Any]) -> list[Registration]:
+    """Everything one run of the program registers for ``rendered``, in order (the root Stack
+    resource excluded): the provider, then per slot the component and its objects."""
+    out = [Registration(_urn(stack, PROVIDER_TYPE, PROVIDER_NAME), PROVIDER_TYPE, provider_inputs)]
+    for slot, r in zip(slots(rendered), rendered, strict=True):
+        out.append(Registration(_urn(stack, COMPONENT_TYPE, slot), COMPONENT_TYPE, None))
+        for m in r.manifests:
+            token = TYPE_TOKENS[m["kind"]]
+            out.append(Registration(_urn(stack, f"{COMPONENT_TYPE}${token}", child_name(slot, m["kind"])), token, m))
+    return out
+
+
+def state_matches(state: Mapping[str, Any], expected: Sequence[Registration]) -> list[str]:
+    """Why a stack's checkpoint (``pulumi stack export``) is *not* exactly what ``expected`` would
+    leave: pending operations, a resource missing or extra, or inputs that differ. Empty when
+    the checkpoint records exactly these resources with exactly these inputs -- then a
+    ``pulumi preview`` of the same program has nothing to change unless a live object drifted."""
+    reasons: list[str] = []
+    if state.get("pending_operations"):
+        reasons.append(f"{len(state['pending_operations'])} pending operation(s) in the state")
+    recorded = {str(r.get("urn")): r for r in state.get("resources") or [] if r.get("type") != STACK_TYPE}
+    for reg in expected:
+        res = recorded.pop(reg.urn, None)
+        if res is None:
+            reasons.append(f"{reg.urn}: not in the state")
+        elif res.get("type") != reg.type or res.get("delete"):
+            reasons.append(f"{reg.urn}: recorded as {res.get('type')}{' (pending delete)' if res.get('delete') else ''}")
+        elif reg.inputs is not None and _inputs(res) != dict(reg.inputs):
+            reasons.append(f"{reg.urn}: recorded inputs differ")
+    reasons.extend(f"{urn}: in the state, not in the config" for urn in sorted(recorded))
+    return reasons
+
+
+def _inputs(resource: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in (resource.get("inputs") or {}).items() if k != "__internal"}

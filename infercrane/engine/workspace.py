@@ -1,0 +1,349 @@
+"""The real Pulumi engine, driven through the Automation API on *the* program.
+
+The program is :func:`infercrane.shell.program.main` -- the same function ``__main__.py`` calls --
+run by the Python SDK's in-process language server (the Go ``pulumi-language-python`` host is
+not served by the module proxy here; see docs/engine.md). Project settings and stack files come
+from the project directory (``Pulumi.yaml``, ``stacks/``); state lives in a local file backend.
+Engine layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, cast
+
+from infercrane.core.errors import EngineError
+from infercrane.engine.backend import clear_stale_locks
+from infercrane.project.paths import project_root
+from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
+
+if TYPE_CHECKING:
+    from pulumi import automation as auto
+
+
+@cache
+def _auto() -> ModuleType:
+    """The Automation API, imported on first use: ``destroy`` and the proven ``plan`` never run an
+    engine operation, and ``pulumi``'s import (~0.2 s) would sit on their critical path."""
+    from pulumi import automation
+
+    return automation
+
+
+# The local stack's passphrase protects no secret (the stack has none); other stacks need
+# PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
+LOCAL_PASSPHRASE: Final = "infercrane-local"
+LOCAL_STACKS: Final = ("local", "local-kserve")
+
+
+def pulumi_root() -> Path:
+    """The Pulumi CLI's installation root (``<root>/bin/pulumi``): the checkout's pinned build, else
+    the ``pulumi`` on PATH."""
+    pulumi = find_tool("pulumi").resolve()
+    if pulumi.parent.name != "bin":
+        raise EngineError(
+            f"the Pulumi CLI at {pulumi} is not in a bin/ directory of an installation.",
+            fix="install Pulumi with its installer (or put <root>/bin on PATH)",
+        )
+    return pulumi.parent.parent
+
+
+PROVIDER_BINARY: Final = "pulumi-resource-kubernetes"
+
+
+def install_provider_plugin(pulumi_home: Path) -> bool:
+    """Install the pinned provider binary into PULUMI_HOME's plugin cache (once), so the engine
+    uses it as a regular plugin of the SDK's version instead of an "ambient" one from PATH.
+    Returns False (and the caller keeps the provider on PATH) if the install fails or this is not
+    a checkout with the pinned build (an installed package uses the platform's own plugins)."""
+    import subprocess
+    from importlib.metadata import version
+
+    provider = pinned_tool(PROVIDER_BINARY)
+    if provider is None:
+        return False
+    sdk_version = version("pulumi-kubernetes")
+    installed = pulumi_home / "plugins" / f"resource-kubernetes-v{sdk_version}" / PROVIDER_BINARY
+    if installed.is_file():
+        return True
+    cmd = [
+        str(find_tool("pulumi")),
+        "plugin",
+        "install",
+        "resource",
+        "kubernetes",
+        f"v{sdk_version}",
+        "--file",
+        str(provider),
+    ]
+    env = dict(os.environ) | {"PULUMI_HOME": str(pulumi_home), "PULUMI_SKIP_UPDATE_CHECK": "true"}
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    return done.returncode == 0 and installed.is_file()
+
+
+def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Environment of the Pulumi CLI and its plugins: pinned tools first, no downloads, file backend."""
+    home = Path(os.environ.get("PULUMI_HOME") or project_dir / ".infercrane" / "pulumi-home")
+    dirs = list(tool_dirs())
+    if install_provider_plugin(home):
+        dirs = [d for d in dirs if not (d / PROVIDER_BINARY).exists()]
+    env = {
+        "PATH": os.pathsep.join([*(str(d) for d in dirs), os.environ.get("PATH", "")]),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
+        "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL") or (project_dir / ".infercrane" / "pulumi-state").as_uri(),
+        "PULUMI_HOME": str(home),
+    }
+    if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
+        if stack in LOCAL_STACKS:
+            env["PULUMI_CONFIG_PASSPHRASE"] = LOCAL_PASSPHRASE
+    env.update(extra or {})
+    if env["PULUMI_BACKEND_URL"].startswith("file://"):
+        Path(env["PULUMI_BACKEND_URL"].removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+@dataclass
+class Engine:
+    """One stack of the project, ready for preview/up/refresh/destroy."""
+
+    stack_name: str
+    project_dir: Path = field(default_factory=project_root)
+    env: Mapping[str, str] | None = None
+    _stack: auto.Stack | None = None
+
+    def backend_url(self) -> str:
+        return engine_env(self.stack_name, self.project_dir, self.env)["PULUMI_BACKEND_URL"]
+
+    def check_passphrase(self) -> dict[str, str]:
+        """The engine's environment; raises when the stack's secrets passphrase is missing (before
+        a command changes anything, not halfway through it)."""
+        env = engine_env(self.stack_name, self.project_dir, self.env)
+        if not any(env.get(k) or os.environ.get(k) for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
+            raise EngineError(
+                f"stack {self.stack_name!r} needs its secrets passphrase.",
+                fix="export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret",
+            )
+        return env
+
+    def _options(self) -> auto.LocalWorkspaceOptions:
+        env = self.check_passphrase()
+        options: auto.LocalWorkspaceOptions = _auto().LocalWorkspaceOptions(
+            work_dir=str(self.project_dir),
+            env_vars=env,
+            pulumi_command=_auto().PulumiCommand(root=str(pulumi_root()), skip_version_check=True),
+        )
+        return options
+
+    @property
+    def stack(self) -> auto.Stack:
+        """The stack, selected (created if new) with the program attached: for engine operations."""
+        if self._stack is None:
+            from infercrane.shell import program
+
+            try:
+                channel = program.Channel()
+                self._stack = _auto().create_or_select_stack(
+                    stack_name=self.stack_name,
+                    project_name="infercrane",
+                    program=functools.partial(program.main, channel),
+                    opts=self._options(),
+                )
+                self._channel = channel
+            except _auto().CommandError as exc:
+                raise translate(exc, self.stack_name) from None
+        return self._stack
+
+    def _run(self, op: str, deploy_record: dict[str, Any] | None = None, **kw: Any) -> Any:
+        """Run one Automation API operation; map failures to typed, user-facing errors (the
+        program's own, passed back on its channel, else the engine's translated)."""
+        stack = self.stack
+        for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
+            _stderr(note)  # a note for the person, not for the log file
+        channel = self._channel
+        channel.deploy_record, channel.error = deploy_record, None
+        try:
+            return getattr(stack, op)(color="never", **kw)
+        except _auto().CommandError as exc:
+            if channel.error is not None:
+                raise channel.error from None
+            raise translate(exc, self.stack_name) from None
+        finally:
+            channel.deploy_record = None
+
+    def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
+        """``pulumi preview``: the program runs its preflight; nothing is changed."""
+        result: auto.PreviewResult = self._run("preview", on_output=on_output, **kw)
+        return result
+
+    def up(
+        self,
+        on_output: Callable[[str], None] | None = None,
+        *,
+        deploy_record: dict[str, Any] | None = None,
+        **kw: Any,
+    ) -> auto.UpResult:
+        """``pulumi up``; ``deploy_record`` (``infercrane deploy``) is exported by the program as
+        the stack output ``deploys``."""
+        result: auto.UpResult = self._run("up", deploy_record, on_output=on_output, **kw)
+        return result
+
+    def refresh(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.RefreshResult:
+        result: auto.RefreshResult = self._run("refresh", on_output=on_output, **kw)
+        return result
+
+    def destroy(
+        self, on_output: Callable[[str], None] | None = None, *, skip_checkpoints: bool = False, **kw: Any
+    ) -> auto.DestroyResult:
+        """``pulumi destroy``. ``skip_checkpoints``: write the state once at the end instead of after
+        every step (PULUMI_SKIP_CHECKPOINTS) -- for a destroy whose objects are already deleted and
+        proven gone, where an interrupted run only leaves the old state and is safe to repeat."""
+        env = cast(dict[str, str], self.stack.workspace.env_vars)  # LocalWorkspace keeps a dict
+        if skip_checkpoints:
+            env["PULUMI_SKIP_CHECKPOINTS"] = "true"
+        try:
+            result: auto.DestroyResult = self._run("destroy", on_output=on_output, **kw)
+        finally:
+            env.pop("PULUMI_SKIP_CHECKPOINTS", None)
+        return result
+
+    def state(self) -> dict[str, Any]:
+        """The stack's checkpoint (secrets left encrypted): resources, outputs, pending operations.
+        A stack that does not exist yet has an empty one. Read from the backend directly when it
+        is a local directory or PostgreSQL (milliseconds, see :mod:`infercrane.engine.backend`), else
+        with one ``pulumi stack export``."""
+        from infercrane.engine import backend
+
+        store = backend.store_for(self.backend_url())
+        if store is not None:
+            try:
+                latest = backend.checkpoint(store, "infercrane", self.stack_name)
+            except Exception:  # noqa: BLE001 - unreadable here: pulumi reads it (and reports why)
+                latest = None
+            if latest is not None:
+                return latest
+        return self.export()
+
+    def export(self) -> dict[str, Any]:
+        """The checkpoint as ``pulumi stack export`` prints it (empty for a stack that does not exist)."""
+        done = self._cli("stack", "export", check=False)
+        if done.returncode != 0:
+            if f"no stack named '{self.stack_name}' found" in done.stderr:
+                return {}
+            raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
+        return dict(json.loads(done.stdout).get("deployment") or {})
+
+    def clear_state(self, recorded: Mapping[str, Any]) -> None:
+        """Drop every resource from the state without touching the cluster: for ``destroy``,
+        which deletes by ownership, never by the state. ``recorded`` is the checkpoint just read
+        (:meth:`state`); what is imported is the same with no resources and no pending operations
+        -- what ``pulumi state delete --all`` leaves, for less (alone, at 200 objects: 0.27 s
+        instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md)."""
+        for note in clear_stale_locks(self.stack_name, engine_env(self.stack_name, self.project_dir, self.env)):
+            _stderr(note)
+        empty = {k: v for k, v in recorded.items() if k not in ("resources", "pending_operations")} | {"resources": []}
+        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:
+            json.dump({"version": 3, "deployment": empty}, fh)
+            fh.flush()
+            self._cli("stack", "import", "--file", fh.name)
+
+    def _cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        """One Pulumi CLI command on this stack outside the Automation API (no program, no
+        ``pulumi version`` probe, no SDK import): state bookkeeping. Failures: EngineError."""
+        env = {**os.environ, **self.check_passphrase()}
+        cmd = [str(find_tool("pulumi")), *args, "--stack", self.stack_name, "--non-interactive"]
+        done = subprocess.run(cmd, cwd=self.project_dir, env=env, capture_output=True, text=True, check=False)
+        if check and done.returncode != 0:
+            raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
+        return done
+
+    def history(self) -> list[auto.UpdateSummary]:
+        """The stack's update history, newest first (``pulumi stack history``)."""
+        try:
+            return list(self.stack.history())
+        except _auto().CommandError as exc:
+            raise translate(exc, self.stack_name) from None
+
+    def state_delete(self, urn: str) -> None:
+        """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
+        self._cli("state", "delete", urn, "--yes")
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self.stack.outputs().items()}
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+# What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
+API_LOST_MARKERS: Final = (
+    "cluster is unreachable",
+    "connection refused",
+    "connection reset by peer",
+    "unexpected eof",
+    "i/o timeout",
+    "tls handshake timeout",
+    "context deadline exceeded",
+    "etcdserver:",
+    "the server is currently unable to handle the request",
+    "timeout: request did not complete",
+)
+
+
+def translate(exc: auto.CommandError, stack: str) -> EngineError:
+    """Turn an Automation API failure into one message with the next step."""
+    text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
+    if isinstance(exc, _auto().ConcurrentUpdateError):
+        return translate_text("the stack is currently locked", stack)
+    if isinstance(exc, _auto().StackNotFoundError):
+        return translate_text(f"no stack named '{stack}' found", stack)
+    return translate_text(text, stack)
+
+
+def translate_text(text: str, stack: str) -> EngineError:
+    """Turn the Pulumi CLI's output of a failed command into one message with the next step."""
+    if "the stack is currently locked" in text:
+        return EngineError(
+            f"stack {stack!r} is locked by another update (a live process, or one on another host).",
+            fix=f"wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry",
+        )
+    if f"no stack named '{stack}' found" in text:
+        return EngineError(
+            f"stack {stack!r} does not exist in this backend.", fix=f"run `infercrane deploy --stack {stack}` to create it"
+        )
+    if any(marker in text.lower() for marker in API_LOST_MARKERS):
+        return EngineError(
+            f"the Kubernetes API stopped answering during the update of stack {stack!r}; what was applied "
+            "carries this stack's ownership and is picked up again.",
+            fix="bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
+            "then rerun the same command with the same --idempotency-key",
+        )
+    if "Server-Side Apply field conflict" in text:
+        return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
+    if "forbidden" in text.lower():
+        return EngineError(
+            f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
+            fix="bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity",
+        )
+    if "passphrase" in text.lower():
+        return EngineError(
+            f"the secrets passphrase of stack {stack!r} is missing or wrong.", fix="export PULUMI_CONFIG_PASSPHRASE"
+        )
+    return EngineError(f"pulumi failed for stack {stack!r}:\n{_tail(text)}")
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    body = [line for line in text.strip().splitlines() if line.strip()]
+    return "\n".join(body[-lines:])

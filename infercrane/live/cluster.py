@@ -1,0 +1,258 @@
+"""The one Kubernetes client factory: explicit kubeconfig context and namespace, always.
+
+Live-cluster layer. Never uses or changes the kubeconfig's current-context; never reads a Secret.
+Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says what to do next.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import httpx2
+from lightkube import ApiError, Client
+from lightkube.config.kubeconfig import KubeConfig
+from lightkube.generic_resource import create_namespaced_resource
+
+from infercrane.core import naming
+from infercrane.core.config import KubernetesTarget
+from infercrane.core.errors import ClusterError, with_fix
+from infercrane.core.kinds import INFERENCE_SERVICE
+from infercrane.project.paths import project_root
+
+T = TypeVar("T")
+REQUEST_TIMEOUT_SECONDS: Final = 10.0  # an unreachable cluster fails fast instead of hanging
+
+InferenceService = create_namespaced_resource(
+    INFERENCE_SERVICE.group, INFERENCE_SERVICE.version, INFERENCE_SERVICE.name, INFERENCE_SERVICE.plural
+)
+
+
+def kubeconfig_paths(target: KubernetesTarget, env: Mapping[str, str] | None = None) -> list[Path]:
+    """The kubeconfig files: the stack's setting, else every $KUBECONFIG entry, else ~/.kube/config."""
+    env = os.environ if env is None else env
+    if target.kubeconfig:
+        path = Path(target.kubeconfig).expanduser()
+        # A relative path is relative to the project directory (where Pulumi runs the provider).
+        return [path if path.is_absolute() else project_root() / path]
+    listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
+    return listed or [Path.home() / ".kube" / "config"]
+
+
+_FILE_FIELDS: Final = {
+    "cluster": ("certificate-authority",),
+    "user": ("client-certificate", "client-key", "tokenFile"),
+}
+
+
+def merged_kubeconfig(paths: list[Path]) -> dict[str, Any]:
+    """Merge kubeconfig files the way kubectl and the Pulumi provider do: for each cluster, user
+    and context name, the first file that defines it wins; missing files are skipped; relative
+    certificate paths are resolved against the file that names them."""
+    import yaml
+
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+    for path in paths:
+        if not path.is_file():
+            continue
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(doc, dict):
+            raise ValueError(f"{path} is not a kubeconfig map")
+        for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
+            seen = {item["name"] for item in merged[section]}
+            for item in doc.get(section) or []:
+                if item.get("name") in seen:
+                    continue
+                body = dict(item.get(inner) or {})
+                for key in _FILE_FIELDS.get(inner, ()):
+                    if body.get(key) and not Path(body[key]).expanduser().is_absolute():
+                        body[key] = str(path.parent / body[key])
+                merged[section].append({"name": item.get("name"), inner: body})
+    return merged
+
+
+def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) -> Client:
+    """A lightkube client bound to ``target.context`` and ``target.namespace`` (field manager ours)."""
+    paths = kubeconfig_paths(target, env)
+    shown = os.pathsep.join(str(p) for p in paths)
+    if not any(p.is_file() for p in paths):
+        raise ClusterError(
+            f"kubeconfig {shown} does not exist (context {target.context!r}).",
+            fix="set KUBECONFIG or infercrane:kubernetes.kubeconfig; for the local plane run "
+            '`python -m infercrane local start` and `eval "$(python -m infercrane local env)"`',
+        )
+    try:
+        kc = KubeConfig.from_dict(merged_kubeconfig(paths))
+    except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
+        raise ClusterError(f"kubeconfig {shown} cannot be read: {exc}") from None
+    if target.context not in kc.contexts:
+        known = ", ".join(sorted(kc.contexts)) or "none"
+        raise ClusterError(
+            f"context {target.context!r} is not in kubeconfig {shown} (contexts: {known}).",
+            fix="set infercrane:kubernetes.context to one of them; InferCrane never uses the current-context",
+        )
+    single = kc.get(context_name=target.context)
+    return Client(
+        config=single,
+        namespace=target.namespace,
+        field_manager=naming.FIELD_MANAGER,
+        timeout=httpx2.Timeout(REQUEST_TIMEOUT_SECONDS),
+        trust_env=False,
+    )
+
+
+def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) -> str:
+    """One line for an API error, with the next step for the common codes."""
+    code = exc.status.code
+    msg = exc.status.message or str(exc)
+    if code == 403:
+        return with_fix(
+            f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
+            "bind deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) to this identity",
+        )
+    if code == 401:
+        return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"
+    if code == 404 and "namespaces" in msg:
+        return with_fix(
+            f"{action}: namespace {target.namespace!r} does not exist",
+            "kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)",
+        )
+    if code == 404 and "could not find the requested resource" in msg:
+        return with_fix(
+            f"{action}: the API server does not serve this kind ({msg})",
+            "for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment",
+        )
+    return f"{action}: {msg} (HTTP {code})"
+
+
+def unreachable(exc: Exception, target: KubernetesTarget) -> ClusterError:
+    return ClusterError(
+        f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}",
+        fix="check the cluster is up and the context is right (`python -m infercrane doctor --kubernetes`);"
+        " for the local plane: `python -m infercrane local status`",
+    )
+
+
+TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
+
+
+def resource_for(manifest: Mapping[str, Any]) -> Any:
+    """The lightkube resource class of a rendered manifest's kind."""
+    from lightkube.resources.apps_v1 import Deployment
+    from lightkube.resources.core_v1 import Service
+
+    return {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}[manifest["kind"]]
+
+
+def raw_get(client: Client, path: str) -> dict[str, Any]:
+    """GET a non-resource path (``/version``). lightkube has no public call for these; this uses
+    its configured HTTP client (same TLS, credentials and timeout)."""
+    resp = client._client._client.get(path)
+    if resp.status_code >= 400:
+        raise ClusterError(f"GET {path}: HTTP {resp.status_code}")
+    return dict(resp.json())
+
+
+def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Server-side apply as a dry run, as our field manager, force off, ``fieldValidation=Strict``.
+
+    The equivalent of ``kubectl apply --server-side --dry-run=server --validate=strict
+    --field-manager=infercrane-provider-v1`` (no --force-conflicts). lightkube's ``apply`` has no
+    field-validation parameter, so this goes through its request layer with the same client.
+    Raises ApiError: 409 for a conflict (causes name the other manager and field), 400/422 for
+    an unknown or duplicate field (the message names it). Returns the object as it would be."""
+    meta = manifest["metadata"]
+    obj = client._client.request(
+        "patch",
+        res=resource_for(manifest),
+        name=meta["name"],
+        namespace=meta.get("namespace"),
+        obj=dict(manifest),
+        headers={"Content-Type": "application/apply-patch+yaml"},
+        params={"fieldManager": naming.FIELD_MANAGER, "force": "false", "dryRun": "All", "fieldValidation": "Strict"},
+    )
+    return as_dict(obj)
+
+
+def as_dict(obj: Any) -> dict[str, Any]:
+    """A lightkube object (typed resource or generic) as a plain dict."""
+    return dict(obj.to_dict() if hasattr(obj, "to_dict") else obj)
+
+
+def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str) -> bool:
+    """DELETE one object only if it is still the object we checked (``preconditions.uid``), with
+    background propagation (the garbage collector removes its ReplicaSets/Pods, as kubectl does).
+    Returns False when it is already gone; raises ApiError 409 when the uid no longer matches."""
+    import json
+
+    gc = client._client
+    br = gc.prepare_request("delete", res=resource_for({"kind": kind}), name=name, namespace=namespace)
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "preconditions": {"uid": uid}}
+    req = gc._client.build_request("DELETE", br.url, content=json.dumps(body), headers={"Content-Type": "application/json"})
+    resp = gc.send(req)
+    if resp.status_code == 404:
+        return False
+    gc.raise_for_status(resp)  # type: ignore[no-untyped-call]
+    return True
+
+
+def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every object of ``kinds`` in the target namespace -- ours or not, a foreign one may carry our
+    name -- keyed by ``(kind, name)``: one LIST per kind, retried while the server says 429/503.
+    A kind the server does not serve (no KServe) has no objects. Other failures: ClusterError."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for kind in sorted(set(kinds)):
+        res = resource_for({"kind": kind})
+
+        def list_kind(res: Any = res) -> list[Any]:
+            return list(client.list(res, namespace=target.namespace))
+
+        try:
+            items = retrying(list_kind)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                continue
+            raise ClusterError(
+                describe_api_error(exc, action=f"list {kind}s in namespace {target.namespace}", target=target)
+            ) from None
+        except TRANSPORT_ERRORS as exc:
+            raise unreachable(exc, target) from None
+        for obj in items:
+            raw = as_dict(obj)
+            out[(kind, raw["metadata"]["name"])] = raw
+    return out
+
+
+RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change
+
+
+def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -> T:
+    """``call()``, retried with doubling delays (about 8 s in all) while the API server answers
+    429/503 -- it says "come back shortly" (after a CRD update its storage re-initializes) -- or
+    while a connection cannot be set up (a refused connect or a failed TLS handshake sends no
+    request, so repeating it is always safe; seen once under load on 2 shared cores). An API
+    server that stays unreachable still fails, after those ~8 s."""
+    import time
+
+    for attempt in range(attempts):
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status.code not in RETRYABLE_CODES or attempt == attempts - 1:
+                raise
+            time.sleep(delay * 2**attempt)
+        except httpx2.ConnectError as exc:
+            import ssl
+
+            causes: list[BaseException] = []
+            cause: BaseException | None = exc
+            while cause is not None and len(causes) < 8:  # httpx2 -> httpcore2 -> the OS or TLS error
+                causes.append(cause)
+                cause = cause.__cause__ or cause.__context__
+            final = any(isinstance(c, ssl.SSLCertVerificationError | ConnectionRefusedError) for c in causes)
+            if attempt == attempts - 1 or final:
+                raise
+            time.sleep(delay * 2**attempt)
+    raise AssertionError("unreachable")

@@ -1,0 +1,207 @@
+"""``doctor --kubernetes``: read-only checks that the target can take this stack.
+
+API reachable (version) through the explicit context; the KServe API in kserve mode; one
+SelfSubjectAccessReview per right of the shipped Role (the seed's rights fail when missing; the
+Events read warns) and of the optional pod reader (reported as optional), in the namespace; namespace and service account present; allocatable GPUs
+per product label against what the replicas request. Checks run concurrently; each passes,
+warns or fails with a hint. Creates no workload (a SelfSubjectAccessReview is not stored).
+Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import Final
+
+from lightkube import ApiError, Client
+from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
+from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
+from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
+
+from infercrane.core.config import InferCraneConfig
+from infercrane.live import cluster
+
+PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
+SEED_VERBS: Final = ("get", "list", "create", "patch", "delete")
+# (group, resource) the program applies, per workload API: the seed's rights are these x SEED_VERBS.
+WORKLOAD_RESOURCES: Final = {
+    "deployment": (("apps", "deployments"), ("", "services")),
+    "kserve": (("serving.kserve.io", "inferenceservices"),),
+}
+# The shipped Role of each workload API (deploy/kubernetes/{base,kserve}/provider-rbac.yaml).
+SHIPPED_ROLES: Final = {"deployment": "infercrane-provider-deployment", "kserve": "infercrane-provider-kserve"}
+# Read rights the shipped Role adds to the seed's: a failed deploy quotes the scheduler's Events.
+SHIPPED_EXTRA: Final = {"deployment": (("get", "", "events"), ("list", "", "events")), "kserve": ()}
+# Optional reads (deploy/kubernetes/optional/pod-reader.yaml): inspect's pod -> node -> GPU evidence.
+OPTIONAL_RIGHTS: Final = (("get", "", "pods"), ("list", "", "pods"))
+OPTIONAL_FILE: Final = "deploy/kubernetes/optional/pod-reader.yaml"
+
+
+def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
+    """The seed's rights: (verb, group, resource) every command needs in the namespace."""
+    return [(v, g, r) for g, r in WORKLOAD_RESOURCES[workload_api] for v in SEED_VERBS]
+
+
+def shipped_extra_rights(workload_api: str) -> list[tuple[str, str, str]]:
+    return list(SHIPPED_EXTRA[workload_api])
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str
+    detail: str
+    hint: str = ""
+
+
+def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
+    """Every (verb, group, resource, need) to review: need is required / shipped / optional."""
+    api = config.kubernetes.workload_api
+    need = [(v, g, r, "required") for v, g, r in required_rights(api)]
+    need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
+    if api == "deployment":
+        need += [(v, g, r, "optional") for v, g, r in OPTIONAL_RIGHTS]
+    return need
+
+
+def _can(client: Client, namespace: str, verb: str, group: str, resource: str, need: str = "required") -> Check:
+    review = SelfSubjectAccessReview(
+        spec=SelfSubjectAccessReviewSpec(
+            resourceAttributes=ResourceAttributes(namespace=namespace, verb=verb, group=group, resource=resource)
+        )
+    )
+    res = client.create(review)
+    allowed = bool(res.status and res.status.allowed)
+    full = f"{resource}.{group}" if group else resource
+    name = f"can {verb} {full}"
+    if need == "optional":
+        if allowed:
+            return Check(name, PASS, f"in namespace {namespace} (optional: inspect shows pods)")
+        return Check(
+            name,
+            OPTIONAL,
+            "not granted (optional: inspect cannot show pods and their nodes)",
+            f"apply {OPTIONAL_FILE} if you want them",
+        )
+    if allowed:
+        return Check(name, PASS, f"in namespace {namespace}")
+    fix = "apply deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) bound to this identity"
+    if need == "shipped":
+        return Check(
+            name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix
+        )
+    return Check(name, FAIL, f"in namespace {namespace}", fix)
+
+
+def _api(client: Client, config: InferCraneConfig) -> Check:
+    version = cluster.raw_get(client, "/version")
+    return Check("API reachable", PASS, f"context {config.kubernetes.context}: Kubernetes {version.get('gitVersion', '?')}")
+
+
+def _kserve(client: Client, config: InferCraneConfig) -> Check:
+    try:
+        list(client.list(cluster.InferenceService, namespace=config.kubernetes.namespace))
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return Check(
+                "KServe API",
+                FAIL,
+                "serving.kserve.io/v1beta1 is not served",
+                "install KServe (Standard mode) or use workloadApi: deployment",
+            )
+        raise
+    return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
+
+
+def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str) -> Check:
+    """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, WARN when forbidden."""
+    try:
+        read()
+    except ApiError as exc:
+        if exc.status.code == 404:
+            return Check(name, FAIL, f"{what} does not exist", fix)
+        if exc.status.code == 403:
+            return Check(name, WARN, forbidden)
+        raise
+    return Check(name, PASS, f"{what} exists")
+
+
+def _namespace(client: Client, config: InferCraneConfig) -> Check:
+    ns = config.kubernetes.namespace
+    return _exists(
+        "namespace",
+        lambda: client.get(Namespace, ns),
+        f"namespace {ns}",
+        "kubectl apply -f deploy/kubernetes/base/namespace.yaml",
+        f"cannot read namespace {ns} (no cluster-scoped read; expected)",
+    )
+
+
+def _service_account(client: Client, config: InferCraneConfig) -> Check:
+    t = config.kubernetes
+    return _exists(
+        "runtime service account",
+        lambda: client.get(ServiceAccount, t.service_account, namespace=t.namespace),
+        f"service account {t.service_account}",
+        "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
+        "cannot read service accounts with this identity",
+    )
+
+
+def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
+    t = config.kubernetes
+    want: Counter[str] = Counter()
+    for r in config.replicas:
+        want[r.gpu] += r.gpu_count
+    try:
+        nodes = list(client.list(Node))
+    except ApiError as exc:
+        if exc.status.code == 403:
+            return Check(
+                "GPU capacity",
+                WARN,
+                "cannot list nodes (cluster-scoped read)",
+                "grant the optional node reader (docs/rbac.md) to check capacity",
+            )
+        raise
+    have: Counter[str] = Counter()
+    for n in nodes:
+        label = ((n.metadata.labels if n.metadata else None) or {}).get(t.gpu_product_label)
+        alloc = (n.status.allocatable or {}) if n.status else {}
+        if label and t.gpu_resource in alloc:
+            have[label] += int(str(alloc[t.gpu_resource]))
+    short = {g: (need, have.get(g, 0)) for g, need in want.items() if have.get(g, 0) < need}
+    detail = ", ".join(f"{g}: {n} requested / {have.get(g, 0)} allocatable" for g, n in sorted(want.items())) or "no replicas"
+    if short:
+        return Check("GPU capacity", WARN, detail, "pods for the short GPU values will stay Pending: add nodes or lower gpuCount")
+    return Check("GPU capacity", PASS, detail)
+
+
+def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
+    """All checks, concurrently, in a stable order. Never raises for a failed check."""
+    t = config.kubernetes
+    client = client or cluster.client(t)
+    jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(client, config))]
+    if t.workload_api == "kserve":
+        jobs.append(("KServe API", lambda: _kserve(client, config)))
+    jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
+    jobs += [
+        ("namespace", lambda: _namespace(client, config)),
+        ("runtime service account", lambda: _service_account(client, config)),
+        ("GPU capacity", lambda: _gpu_capacity(client, config)),
+    ]
+
+    def guarded(name: str, fn: Callable[[], Check]) -> Check:
+        try:
+            return fn()
+        except ApiError as exc:
+            return Check(name, FAIL, cluster.describe_api_error(exc, action=name, target=t))
+        except cluster.TRANSPORT_ERRORS as exc:
+            return Check(name, FAIL, str(cluster.unreachable(exc, t)))
+
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        return list(pool.map(lambda job: guarded(*job), jobs))

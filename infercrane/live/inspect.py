@@ -1,0 +1,238 @@
+"""Evidence per replica from the live cluster: objects, state, field managers, pod placement.
+
+State follows the DESIGN.md rule: ``ready`` only when ``status.observedGeneration ==
+metadata.generation`` and (Deployment) ``availableReplicas > 0`` / (KServe) condition
+``Ready=True``; ``degraded`` when a replica's object set is incomplete; otherwise
+``provisioning``. A stale observedGeneration is never ready. Read-only. Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from lightkube import ApiError, Client, operators
+from lightkube.resources.core_v1 import Node, Pod
+
+from infercrane.core import naming
+from infercrane.core.config import PROJECT, InferCraneConfig
+from infercrane.core.errors import ClusterError
+from infercrane.live import cluster, readiness
+
+POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
+
+
+def object_state(kind: str, obj: dict[str, Any]) -> str:
+    """ready / provisioning for one live workload object (Services are ready when present).
+
+    The same rule the readiness wait uses (:mod:`infercrane.live.readiness`), so ``inspect`` and
+    ``deploy`` never disagree about a replica."""
+    if kind == "Service":
+        return "ready"
+    return "ready" if readiness.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
+
+
+def replica_state(expected: list[str], found: dict[str, dict[str, Any]]) -> str:
+    if any(kind not in found for kind in expected):
+        return "degraded"
+    states = [object_state(kind, obj) for kind, obj in found.items()]
+    return "ready" if all(s == "ready" for s in states) else "provisioning"
+
+
+def managers(obj: dict[str, Any]) -> list[dict[str, str]]:
+    return [
+        {"manager": m.get("manager", ""), "operation": m.get("operation", ""), "subresource": m.get("subresource", "")}
+        for m in (obj.get("metadata") or {}).get("managedFields") or []
+    ]
+
+
+def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One LIST in the target namespace; API errors become ClusterError (403: which right, which file)."""
+    t = config.kubernetes
+    try:
+        return [cluster.as_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
+    except ApiError as exc:
+        raise ClusterError(cluster.describe_api_error(exc, action=f"list {res.__name__}s", target=t)) from None
+    except cluster.TRANSPORT_ERRORS as exc:
+        raise cluster.unreachable(exc, t) from None
+
+
+def _pod_owner_label(config: InferCraneConfig) -> str:
+    """The pod label naming the replica: ours on our Deployments' pods, KServe's on the pods it makes."""
+    return naming.KSERVE_ISVC_LABEL if config.kubernetes.workload_api == "kserve" else naming.LABEL_INSTANCE
+
+
+def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
+    """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
+    t = config.kubernetes
+    selector: dict[str, Any] = (
+        {naming.KSERVE_ISVC_LABEL: operators.exists()}
+        if t.workload_api == "kserve"
+        else {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+    )
+    try:
+        return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
+    except ApiError as exc:
+        if exc.status.code == 403:
+            return None
+        raise ClusterError(cluster.describe_api_error(exc, action="list pods", target=t)) from None
+    except cluster.TRANSPORT_ERRORS as exc:
+        raise cluster.unreachable(exc, t) from None
+
+
+def _node_gpus(client: Client, label: str) -> dict[str, str]:
+    """Node name -> GPU product label, or {} without the optional node reader."""
+    try:
+        return {
+            cluster.as_dict(n)["metadata"]["name"]: (cluster.as_dict(n)["metadata"].get("labels") or {}).get(label, "")
+            for n in client.list(Node)
+        }
+    except (ApiError, *cluster.TRANSPORT_ERRORS):
+        return {}
+
+
+def pod_condition_reasons(pod: dict[str, Any]) -> list[str]:
+    """Why a pod is not running, from its own PodScheduled condition."""
+    out = []
+    for c in (pod.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            reason = "FailedScheduling" if c.get("reason") == "Unschedulable" else c.get("reason")
+            out.append(f"{reason}: {c.get('message')}")
+    return out
+
+
+def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | None) -> list[str]:
+    """Why ``obj`` is not this stack's (any stack's, when ``stack_id`` is None)."""
+    stack = stack_id or str((obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_STACK, ""))
+    return naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack)
+
+
+def inspect(
+    config: InferCraneConfig,
+    client: Client,
+    *,
+    stack: str | None = None,
+    read_nodes: bool = True,
+    pod_client: Client | None = None,
+) -> list[dict[str, Any]]:
+    """One evidence record per configured replica, from one LIST per kind (never a GET per object).
+
+    Pods are read only when the identity may (the optional pod reader); Events explain a replica
+    that is not ready either way. An object with our name but not our exact ownership is shown
+    as not owned, never counted as ours. ``pod_client`` (default ``client``) reads pods and nodes:
+    e.g. a separate read-only identity, so the deploying one keeps exactly the shipped Role."""
+    t = config.kubernetes
+    ns = t.namespace
+    kinds = list(t.object_kinds)
+    stack_id = naming.stack_identity(PROJECT, stack) if stack else None
+    live: dict[str, dict[str, dict[str, Any]]] = {}
+    for kind in kinds:
+        items = _list(client, cluster.resource_for({"kind": kind}), config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
+        live[kind] = {o["metadata"]["name"]: o for o in items}
+    pod_client = pod_client or client
+    pods = _pods(pod_client, config)
+    node_gpu = _node_gpus(pod_client, t.gpu_product_label) if pods and read_nodes else {}
+    out: list[dict[str, Any]] = []
+    for r in config.replicas:
+        name = naming.object_name(r.key)
+        found: dict[str, dict[str, Any]] = {}
+        objects: list[dict[str, Any]] = []
+        for kind in kinds:
+            obj = live[kind].get(name)
+            foreign = [] if obj is None else _not_owned(obj, r.key, ns, stack_id)
+            if obj is None or foreign:
+                objects.append({"kind": kind, "name": name, "present": False} | ({"notOwned": foreign} if foreign else {}))
+                continue
+            found[kind] = obj
+            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+            objects.append(
+                {
+                    "kind": kind,
+                    "name": name,
+                    "present": True,
+                    "uid": meta.get("uid"),
+                    "generation": meta.get("generation"),
+                    "observedGeneration": status.get("observedGeneration"),
+                    "availableReplicas": status.get("availableReplicas"),
+                    "readyReplicas": status.get("readyReplicas"),
+                    "conditions": [
+                        {"type": c.get("type"), "status": c.get("status"), "reason": c.get("reason"), "message": c.get("message")}
+                        for c in status.get("conditions") or []
+                    ],
+                    "state": object_state(kind, obj),
+                    "managers": managers(obj),
+                }
+            )
+        replica_pods: list[dict[str, Any]] | None = None
+        if pods is not None:
+            replica_pods = []
+            for pod in pods:
+                if (pod["metadata"].get("labels") or {}).get(_pod_owner_label(config)) != name:
+                    continue
+                node = (pod.get("spec") or {}).get("nodeName")
+                phase = (pod.get("status") or {}).get("phase")
+                replica_pods.append(
+                    {
+                        "name": pod["metadata"]["name"],
+                        "phase": phase,
+                        "node": node,
+                        "nodeGpu": node_gpu.get(node or "") if node_gpu else None,
+                        "reasons": pod_condition_reasons(pod) if phase == "Pending" else [],
+                    }
+                )
+        endpoint = None
+        state = replica_state(kinds, found)
+        if state == "ready" and "Service" in found:
+            endpoint = f"http://{name}.{ns}.svc:{r.port}"
+        elif state == "ready" and "InferenceService" in found:
+            st = found["InferenceService"].get("status") or {}
+            endpoint = ((st.get("address") or {}).get("url")) or st.get("url")
+        out.append(
+            {
+                "key": r.key,
+                "name": name,
+                "endpointName": r.name,
+                "gpu": r.gpu,
+                "gpuLabel": t.gpu_product_label,
+                "state": state,
+                "objects": objects,
+                "pods": replica_pods,
+                "reasons": [],
+                "endpoint": endpoint,
+            }
+        )
+    not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
+    warnings = readiness.pod_warnings(client, t, not_ready)
+    for rec in out:
+        rec["reasons"] = warnings.get(rec["name"], [])
+    return out
+
+
+def render_text(records: list[dict[str, Any]]) -> str:
+    """The human-readable form of :func:`inspect`'s records (``--json`` prints them as they are)."""
+    out = []
+    for rec in records:
+        out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
+        for o in rec["objects"]:
+            if not o["present"]:
+                why = f"  NOT OWNED: {'; '.join(o['notOwned'])}" if o.get("notOwned") else "  MISSING"
+                out.append(f"  {o['kind']:<17} {o['name']}{why}")
+                continue
+            mgrs = ", ".join(
+                f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
+            )
+            if o["kind"] == "Service":
+                extra = ""
+            elif o["kind"] == "InferenceService":  # KServe's conditions, as it reports them
+                conditions = " ".join(f"{c['type']}={c['status']}" for c in o["conditions"])
+                extra = f" generation {o['generation']}/{o['observedGeneration']} {conditions}"
+            else:
+                extra = f" generation {o['generation']}/{o['observedGeneration']} available {o['availableReplicas']}"
+            out.append(f"  {o['kind']:<17} {o['name']}{extra}")
+            out.append(f"  {'':<17} field managers: {mgrs}")
+        for p in rec["pods"] or []:
+            out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
+            out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
+        out += [f"  {'':<17} {reason}" for reason in rec.get("reasons") or []]
+    if any(rec["pods"] is None for rec in records):
+        out.append(f"pods: not shown (this identity may not read pods; optional: apply {POD_READER})")
+    return "\n".join(out)

@@ -1,0 +1,40 @@
+"""Where the project is: its root (``Pulumi.yaml``, ``stacks/``), the checkout this package runs
+from, stack file paths and how paths are shown to people. Project-files layer.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+
+def stack_file(stack: str, project_dir: Path | None = None) -> Path:
+    return (project_dir or project_root()) / "stacks" / f"Pulumi.{stack}.yaml"
+
+
+def code_root() -> Path:
+    """The checkout this package runs from (tools/, deploy/ live there)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def project_root() -> Path:
+    """The Pulumi project directory: $INFERCRANE_PROJECT_DIR, else the current directory when it
+    holds this project's Pulumi.yaml, else the directory this package was installed from."""
+    if os.environ.get("INFERCRANE_PROJECT_DIR"):
+        return Path(os.environ["INFERCRANE_PROJECT_DIR"]).resolve()
+    cwd = Path.cwd()
+    pulumi_yaml = cwd / "Pulumi.yaml"
+    if pulumi_yaml.is_file() and re.search(r"(?m)^name:\s*infercrane\s*$", pulumi_yaml.read_text(encoding="utf-8")):
+        return cwd
+    return Path(__file__).resolve().parents[2]
+
+
+def display_path(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        try:
+            return str(path.resolve().relative_to(project_root()))
+        except ValueError:
+            return str(path)

@@ -1,0 +1,44 @@
+"""Where the real tools are: the pinned builds of this checkout first, then ``PATH``.
+
+In a checkout, ``tools/build.sh`` builds the pinned Pulumi CLI, provider plugin, control plane
+and kwok into a cache outside the repository and prints its entries (asked once per process).
+An installed package has no ``tools/``: it uses what the platform team installed -- ``pulumi`` on
+``PATH`` and the Kubernetes provider plugin in ``PULUMI_HOME`` (or on ``PATH``). Project-files layer.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+
+from infercrane.core.errors import ToolNotFound
+from infercrane.project.paths import code_root
+
+
+@functools.cache
+def tool_dirs() -> tuple[Path, ...]:
+    """The cache entries of this checkout's pinned tools; none for an installed package."""
+    script = code_root() / "tools" / "build.sh"
+    if not script.is_file():
+        return ()
+    out = subprocess.run(["bash", str(script), "--print-path"], capture_output=True, text=True, check=True).stdout
+    return tuple(Path(line) for line in out.splitlines() if line)
+
+
+def pinned_tool(name: str) -> Path | None:
+    """``name`` from this checkout's pinned builds, if built."""
+    return next((d / name for d in tool_dirs() if (d / name).is_file()), None)
+
+
+def find_tool(name: str) -> Path:
+    """``name``: the checkout's pinned build, else the first on ``PATH``."""
+    found = pinned_tool(name) or shutil.which(name)
+    if found:
+        return Path(found)
+    if (code_root() / "tools" / "build.sh").is_file():
+        fix = "run `tools/build.sh` (or `make tools`); the first build takes tens of minutes"
+    else:
+        fix = f"install {name} and put it on PATH"
+    raise ToolNotFound(f"{name} is not built or installed.", fix=f"{fix}")

@@ -1,0 +1,2 @@
+"""The thin Pulumi shell: one explicit provider, one component per replica, and the program that
+validates, renders, guards, preflights, registers, exports and waits."""

@@ -1,0 +1,73 @@
+"""Supervision of the local plane's processes: liveness by pid and executable, fail-fast waits,
+roll-back of a failed start, no file descriptor left open in the parent."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from infercrane.core.errors import PlaneError
+from infercrane.local.supervise import Supervisor, alive, read_record
+
+
+def test_a_process_is_alive_from_the_first_moment_and_dead_after_it_exits() -> None:
+    exe = shutil.which("sleep")
+    assert exe
+    for _ in range(50):  # the old cmdline check read an empty cmdline for most fresh processes
+        proc = subprocess.Popen([exe, "30"])
+        try:
+            assert alive(proc.pid, exe)
+        finally:
+            proc.kill()
+            proc.wait()
+        assert not alive(proc.pid, exe)
+
+
+def test_another_executable_under_the_same_pid_is_not_ours() -> None:
+    proc = subprocess.Popen([shutil.which("sleep") or "sleep", "30"])
+    try:
+        assert not alive(proc.pid, shutil.which("cat") or "/bin/cat")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def _exe(name: str) -> Path:
+    found = shutil.which(name)
+    assert found, name
+    return Path(found)
+
+
+def test_a_start_that_fails_is_rolled_back_leaving_nothing_running(tmp_path: Path) -> None:
+    record = tmp_path / "plane.json"
+    run = Supervisor(record, tmp_path / "logs", {"ports": {"x": 1}}, timeout=30)
+    run.launch("sleeper", _exe("sleep"), ["60"])
+    run.launch("quitter", _exe("false"), [])
+    with pytest.raises(PlaneError, match=r"quitter exited during start; see .*quitter\.log"):
+        run.wait(lambda: False, "something that never comes")
+    sleeper = read_record(record)["processes"]["sleeper"]
+    assert alive(sleeper["pid"], sleeper["exe"])
+    assert run.rollback() == ["sleeper"]
+    assert not alive(sleeper["pid"], sleeper["exe"])
+    assert read_record(record) == {"ports": {"x": 1}, "processes": {}}
+
+
+def test_a_wait_that_runs_out_of_time_names_what_it_waited_for(tmp_path: Path) -> None:
+    run = Supervisor(tmp_path / "plane.json", tmp_path / "logs", {}, timeout=0.3)
+    with pytest.raises(PlaneError, match="timed out waiting for the API server"):
+        run.wait(lambda: False, "the API server")
+
+
+def test_launched_processes_log_to_their_own_file_and_the_parent_keeps_no_descriptor(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    run = Supervisor(tmp_path / "plane.json", logs, {}, timeout=30)
+    run.launch("echo", _exe("sh"), ["-c", "echo hello from the child"])
+    run.children["echo"].wait()
+    assert (logs / "echo.log").read_text() == "hello from the child\n"
+    open_files = {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")}
+    assert str(logs / "echo.log") not in open_files
+    run.release()
