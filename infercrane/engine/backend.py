@@ -56,6 +56,7 @@ class BackendStore(Protocol):
     def locks(self, project: str, stack: str) -> list[Lock]: ...
     def remove(self, lock: Lock) -> None: ...
     def read(self, key: str) -> bytes | None: ...
+    def read_many(self, keys: list[str]) -> dict[str, bytes | None]: ...
 
 
 CHECKPOINT_VERSION: Final = 3
@@ -67,11 +68,11 @@ def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] 
     version, both forms present): the caller asks ``pulumi stack export``."""
     import gzip
 
-    meta = store.read(".pulumi/meta.yaml")  # project-scoped layout is version 1; older is not read here
-    if meta is None or meta.split(b"#", 1)[0].strip() != b"version: 1":
-        return None
     base = f".pulumi/stacks/{project}/{stack}.json"
-    plain, packed = store.read(base), store.read(base + ".gz")
+    blobs = store.read_many([".pulumi/meta.yaml", base, base + ".gz"])  # one round trip
+    meta, plain, packed = blobs[".pulumi/meta.yaml"], blobs[base], blobs[base + ".gz"]
+    if meta is None or meta.split(b"#", 1)[0].strip() != b"version: 1":
+        return None  # project-scoped layout is version 1; older is not read here
     if plain is not None and packed is not None:
         return None
     raw = plain if plain is not None else (gzip.decompress(packed) if packed is not None else None)
@@ -118,6 +119,9 @@ class FileBackend:
             return (self.root / key).read_bytes()
         except FileNotFoundError:
             return None
+
+    def read_many(self, keys: list[str]) -> dict[str, bytes | None]:
+        return {key: self.read(key) for key in keys}
 
     def remove(self, lock: Lock) -> None:
         path = self.root / lock.key
@@ -185,11 +189,21 @@ class PostgresBackend:
         return out
 
     def read(self, key: str) -> bytes | None:
+        return self.read_many([key])[key]
+
+    def read_many(self, keys: list[str]) -> dict[str, bytes | None]:
+        """Several blobs over one connection and one query (absent keys: None)."""
+        out: dict[str, bytes | None] = dict.fromkeys(keys)
         with self._connection() as conn:
             if not conn.run("SELECT to_regclass(:t)::text", t=self.table)[0][0]:
-                return None
-            rows = conn.run(f"SELECT data::text FROM {self.table} WHERE key = :k", k=self.prefix + key)
-        return base64.b64decode(json.loads(rows[0][0])["data"]) if rows else None
+                return out  # no state stored yet
+            rows = conn.run(
+                f"SELECT key, data::text FROM {self.table} WHERE key = ANY(CAST(:ks AS text[]))",
+                ks=[self.prefix + k for k in keys],
+            )
+        for key, data in rows:
+            out[str(key).removeprefix(self.prefix)] = base64.b64decode(json.loads(data)["data"])
+        return out
 
     def remove(self, lock: Lock) -> None:
         with self._connection() as conn:
