@@ -7,7 +7,6 @@ command (a ``validate`` never loads them). CLI layer.
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -78,18 +77,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         return EXIT_OK if st["running"] else EXIT_FAILED
     elif args.local_command == "env":
         from infercrane.engine.workspace import engine_env
-        from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT, VIEWER_CONTEXT
 
-        print(f"# contexts in {plane.kubeconfig}:")
-        print(f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)")
-        print(f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only pods and nodes")
-        print(f"#   {ADMIN_CONTEXT}: cluster admin (bootstrap, out-of-band edits)")
-        env = engine_env("local", paths.project_root())
-        env["KUBECONFIG"] = str(plane.kubeconfig)
-        for k, v in env.items():
-            if k == "PULUMI_CONFIG_PASSPHRASE":
-                print("# stack local's passphrase protects no secret; other stacks need your own")
-            print(f"export {k}={shlex.quote(v)}")
+        env = engine_env("local", paths.project_root()) | {"KUBECONFIG": str(plane.kubeconfig)}
+        print(output.local_env(str(plane.kubeconfig), env))
     return EXIT_OK
 
 

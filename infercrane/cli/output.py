@@ -178,3 +178,22 @@ def local_status(status: Mapping[str, Any], *, as_doc: bool) -> str:
     lines = [f"local plane {state}; kubeconfig {status['kubeconfig']} (contexts {status['context']}, {status['adminContext']})"]
     lines += [f"  {name}: {'up' if up else 'down'}" for name, up in status["processes"].items()]
     return "\n".join(lines)
+
+
+def local_env(kubeconfig: str, env: Mapping[str, str]) -> str:
+    """Shell exports for the local plane (``eval "$(infercrane local env)"``), with the contexts explained."""
+    import shlex
+
+    from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT, VIEWER_CONTEXT
+
+    lines = [
+        f"# contexts in {kubeconfig}:",
+        f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)",
+        f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only pods and nodes",
+        f"#   {ADMIN_CONTEXT}: cluster admin (bootstrap, out-of-band edits)",
+    ]
+    for k, v in env.items():
+        if k == "PULUMI_CONFIG_PASSPHRASE":
+            lines.append("# stack local's passphrase protects no secret; other stacks need your own")
+        lines.append(f"export {k}={shlex.quote(v)}")
+    return "\n".join(lines)
