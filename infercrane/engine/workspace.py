@@ -123,19 +123,24 @@ class Engine:
     env: Mapping[str, str] | None = None
     _stack: auto.Stack | None = None
 
+    @functools.cached_property
+    def engine_env(self) -> dict[str, str]:
+        """The environment of this stack's ``pulumi`` processes (:func:`engine_env`), worked out once."""
+        return engine_env(self.stack_name, self.project_dir, self.env)
+
     def backend_url(self) -> str:
-        return engine_env(self.stack_name, self.project_dir, self.env)["PULUMI_BACKEND_URL"]
+        return self.engine_env["PULUMI_BACKEND_URL"]
 
     def check_passphrase(self) -> dict[str, str]:
         """The engine's environment; raises when the stack's secrets passphrase is missing (before
         a command changes anything, not halfway through it)."""
-        env = engine_env(self.stack_name, self.project_dir, self.env)
+        env = self.engine_env
         if not any(env.get(k) or os.environ.get(k) for k in ("PULUMI_CONFIG_PASSPHRASE", "PULUMI_CONFIG_PASSPHRASE_FILE")):
             raise EngineError(
                 f"stack {self.stack_name!r} needs its secrets passphrase.",
                 fix="export PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE); in CI, from a secret",
             )
-        return env
+        return dict(env)  # a copy: the workspace adds variables to its own
 
     def _options(self) -> auto.LocalWorkspaceOptions:
         env = self.check_passphrase()
@@ -250,7 +255,7 @@ class Engine:
         (:meth:`state`); what is imported is the same with no resources and no pending operations
         -- what ``pulumi state delete --all`` leaves, for less (alone, at 200 objects: 0.27 s
         instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md)."""
-        for note in clear_stale_locks(self.stack_name, engine_env(self.stack_name, self.project_dir, self.env)):
+        for note in clear_stale_locks(self.stack_name, self.engine_env):
             _stderr(note)
         empty = {k: v for k, v in recorded.items() if k not in ("resources", "pending_operations")} | {"resources": []}
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:

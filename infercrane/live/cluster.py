@@ -7,7 +7,7 @@ Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -228,12 +228,20 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
 RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change
 
 
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and what it was raised from (httpx2 -> httpcore2 -> the OS or TLS error)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        yield seen
+        seen = seen.__cause__ or seen.__context__
+
+
 def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -> T:
     """``call()``, retried with doubling delays (about 8 s in all) while the API server answers
     429/503 -- it says "come back shortly" (after a CRD update its storage re-initializes) -- or
-    while a connection cannot be set up (a refused connect or a failed TLS handshake sends no
-    request, so repeating it is always safe; seen once under load on 2 shared cores). An API
-    server that stays unreachable still fails, after those ~8 s."""
+    while a TLS handshake fails (it sends no request, so repeating it is always safe; seen once
+    under load on 2 shared cores). A refused connection -- nothing listens there -- and a
+    certificate that does not verify fail at once."""
     import time
 
     for attempt in range(attempts):
@@ -246,12 +254,7 @@ def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -
         except httpx2.ConnectError as exc:
             import ssl
 
-            causes: list[BaseException] = []
-            cause: BaseException | None = exc
-            while cause is not None and len(causes) < 8:  # httpx2 -> httpcore2 -> the OS or TLS error
-                causes.append(cause)
-                cause = cause.__cause__ or cause.__context__
-            final = any(isinstance(c, ssl.SSLCertVerificationError | ConnectionRefusedError) for c in causes)
+            final = any(isinstance(c, ssl.SSLCertVerificationError | ConnectionRefusedError) for c in _causes(exc))
             if attempt == attempts - 1 or final:
                 raise
             time.sleep(delay * 2**attempt)

@@ -135,8 +135,8 @@ class Supervisor:
         return stopped
 
     def release(self) -> None:
-        """Forget the children (they run on in their own sessions; ``stop`` ends them by record)."""
+        """Forget the children (they run on in their own sessions; ``stop`` ends them by record),
+        reaping those that have exited."""
         for proc in self.children.values():
-            if proc.poll() is not None:
-                proc.wait()
+            proc.poll()
         self.children.clear()

@@ -158,7 +158,6 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
     process group once the Deployment is applied and the deploy is waiting for readiness (no
     L40S node may take the pod meanwhile: they are cordoned, and uncordoned afterwards)."""
     import signal
-    import sys
 
     from lightkube.resources.apps_v1 import Deployment
 
@@ -167,15 +166,7 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
     for node in L40S_NODES:
         assert kubectl(project.plane, "cordon", node).returncode == 0
     try:
-        env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "infercrane", "deploy", "--stack", stack, "--idempotency-key", idempotency_key],
-            cwd=project.root,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
+        proc = start_cli(project, "deploy", "--stack", stack, "--idempotency-key", idempotency_key)
         name = naming.object_name(key)
         wait_for(lambda: get_or_none(admin, Deployment, name), "the Deployment to be applied", timeout=120)
         time.sleep(2)  # inside the readiness wait
@@ -205,16 +196,34 @@ def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.Compl
     return pulumi
 
 
+def _cli_env(project: Project) -> dict[str, str]:
+    return dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
+
+
 def cli(project: Project, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """``python -m infercrane ARGS`` in ``project``, as a user or a CI job runs it (a new process)."""
-    base = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
     return subprocess.run(
         [sys.executable, "-m", "infercrane", *args],
         cwd=project.root,
-        env=base | (env or {}),
+        env=_cli_env(project) | (env or {}),
         capture_output=True,
         text=True,
         timeout=600,
+    )
+
+
+def start_cli(project: Project, *args: str, capture: bool = False) -> subprocess.Popen[str]:
+    """``python -m infercrane ARGS`` started in its own process group (to be killed as a CI
+    runner kills a job: ``os.killpg``); output captured as text, or discarded."""
+    stream = subprocess.PIPE if capture else subprocess.DEVNULL
+    return subprocess.Popen(
+        [sys.executable, "-m", "infercrane", *args],
+        cwd=project.root,
+        env=_cli_env(project),
+        stdout=stream,
+        stderr=stream,
+        text=True,
+        start_new_session=True,
     )
 
 

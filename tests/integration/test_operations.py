@@ -20,7 +20,7 @@ from infercrane.core.errors import ClusterError
 from infercrane.live.cluster import InferenceService
 from infercrane.live.inspect import inspect
 from infercrane.project import stackfile
-from tests.integration.conftest import ROOT, Project, cli, get_or_none, replica, wait_for
+from tests.integration.conftest import ROOT, Project, cli, get_or_none, replica, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -137,15 +137,7 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     key = "it-nogpu-r0"
     name = naming.object_name(key)
     project.stack("itnogpu", [replica(key, gpu="NVIDIA-A100-SXM4-80GB")])
-    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "infercrane", "deploy", "--stack", "itnogpu"],
-        cwd=project.root,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    proc = start_cli(project, "deploy", "--stack", "itnogpu")
     config = stackfile.load_stack("itnogpu", project_dir=project.root)
     try:
 

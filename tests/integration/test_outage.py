@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,7 +25,7 @@ from infercrane.core import naming
 from infercrane.live.readiness import API_GRACE_SECONDS, deployment_verdict
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
-from tests.integration.conftest import ROOT, Project, wait_for
+from tests.integration.conftest import Project, start_cli, wait_for
 from tests.integration.conftest import replica as make_replica
 
 pytestmark = pytest.mark.integration
@@ -51,21 +50,8 @@ def _kill(plane: Plane, component: str) -> None:
     os.kill(pid, signal.SIGKILL)
 
 
-def _cli(project: Project, *args: str) -> subprocess.Popen[str]:
-    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen(
-        [sys.executable, "-m", "infercrane", *args],
-        cwd=project.root,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-
-
 def _run(project: Project, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    proc = _cli(project, *args)
+    proc = start_cli(project, *args, capture=True)
     out, err = proc.communicate(timeout=timeout)
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
@@ -104,7 +90,7 @@ def test_a_control_plane_lost_mid_deploy_fails_bounded_without_traceback_and_the
     keys = [f"it-lost-{component[:4]}-r{i}" for i in range(3)]
     outage.stack(stack, [make_replica(k) for k in keys])
     admin = admin_client(outage.plane.kubeconfig)
-    proc = _cli(outage, "deploy", "--stack", stack, "--idempotency-key", "ci-run-7")
+    proc = start_cli(outage, "deploy", "--stack", stack, "--idempotency-key", "ci-run-7", capture=True)
     wait_for(lambda: _ours(admin, stack), "the first object applied", timeout=180, interval=0.1)
     _kill(outage.plane, component)
     lost = time.monotonic()
@@ -132,7 +118,7 @@ def test_a_destroy_killed_midway_is_rerun_and_leaves_zero_objects_and_an_empty_s
     admin = admin_client(outage.plane.kubeconfig)
     before = len(_ours(admin, stack))
     assert before == 6
-    proc = _cli(outage, "destroy", "--stack", stack)
+    proc = start_cli(outage, "destroy", "--stack", stack, capture=True)
     wait_for(lambda: len(_ours(admin, stack)) < before, "the first object deleted", timeout=60, interval=0.01)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()

@@ -63,3 +63,22 @@ def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_i
     with pytest.raises(httpx2.ConnectError):
         cluster.retrying(wrong_ca, delay=0.001)
     assert len(calls) == 1
+
+
+def test_a_refused_connection_fails_at_once_without_retrying() -> None:
+    import httpx2
+
+    from infercrane.live import cluster
+
+    calls = []
+
+    def refused() -> str:
+        calls.append(1)
+        try:
+            raise ConnectionRefusedError(111, "Connection refused")
+        except ConnectionRefusedError as cause:
+            raise httpx2.ConnectError("[Errno 111] Connection refused") from cause
+
+    with pytest.raises(httpx2.ConnectError):
+        cluster.retrying(refused, delay=0.001)
+    assert len(calls) == 1

@@ -180,3 +180,63 @@ def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reaso
     assert Progress(0, 2, {"a": "r", "b": "r"}, 1.0).summary() == "r"
     no_rights = {"a": ["(Events not readable by this identity: Forbidden; grant …)"]}
     assert Progress(0, 1, {"a": "r"}, 1.0, warnings=no_rights).summary() == "r"
+
+
+class Listed:
+    """A listed object: attribute access for the name, ``to_dict`` for the rest."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.raw = raw
+        self.metadata = type("Meta", (), {"name": raw["metadata"]["name"], "uid": raw["metadata"]["uid"]})()
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.raw
+
+
+class ByKind:
+    """LIST answers per kind, a snapshot per tick (the last one repeats)."""
+
+    def __init__(self, ticks: list[dict[str, list[dict[str, Any]]]]) -> None:
+        self.ticks, self.calls = ticks, 0
+
+    def list(self, res: Any, namespace: str | None = None, labels: Any = None) -> list[Listed]:
+        tick = self.ticks[min(self.calls // 2, len(self.ticks) - 1)]
+        self.calls += 1
+        return [Listed(o) for o in tick.get(res.__name__, [])]
+
+
+def obj(name: str, uid: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "uid": uid, "labels": {"app.kubernetes.io/managed-by": "infercrane"}}}
+
+
+def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None:
+    from infercrane.live.readiness import wait_gone
+
+    leftover = obj("infercrane-other", "u-9")  # not deleted by this run: the proof must show it
+    client = ByKind(
+        [
+            {"Deployment": [obj("infercrane-a", "u-1")], "Service": [obj("infercrane-a", "u-2"), leftover]},
+            {"Deployment": [], "Service": [leftover]},
+        ]
+    )
+    seen: list[int] = []
+    left, listing = wait_gone(
+        client,  # type: ignore[arg-type]
+        target(),
+        {("Deployment", "infercrane-a"): "u-1", ("Service", "infercrane-a"): "u-2"},
+        kinds=("Deployment", "Service"),
+        timeout=60,
+        poll_seconds=0.001,
+        report=seen.append,
+    )
+    assert left == [] and seen == [2, 0]
+    assert listing == {("Service", "infercrane-other"): leftover}
+    assert client.calls == 4  # one LIST per kind per tick, no extra round for the proof
+
+
+def test_an_object_replaced_under_the_same_name_counts_as_gone() -> None:
+    from infercrane.live.readiness import wait_gone
+
+    client = ByKind([{"Deployment": [obj("infercrane-a", "new-uid")]}])
+    left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
+    assert left == []
