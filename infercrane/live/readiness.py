@@ -247,8 +247,15 @@ class FleetWaiter:
         return pod_warnings(self._client, self._target, names)
 
 
-def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str]) -> dict[str, list[str]]:
-    """Warning Events in the namespace about each replica's objects or pods, by replica name.
+#: Whose warnings say most about why a replica is not ready: its pods, then what creates them.
+#: An autoscaler's metric warnings (KServe's HPA without a metrics API) come every 15 s and must
+#: not push a pod's FailedScheduling out of the few lines shown.
+_WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2}
+
+
+def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
+    """Warning Events in the namespace about each replica's objects or pods, by replica name: one
+    line per kind and reason (its newest message), at most ``limit``, pods' first, oldest first.
 
     Pods are never read: an Event names its object, and a replica's pods are named
     ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
@@ -266,17 +273,20 @@ def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str])
     except cluster.TRANSPORT_ERRORS:
         return {}
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-    out: dict[str, list[str]] = {}
-    for e in events:
-        involved = str((e.get("involvedObject") or {}).get("name") or "")
+    newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
+    for order, e in enumerate(events):
+        involved = e.get("involvedObject") or {}
+        name, kind = str(involved.get("name") or ""), str(involved.get("kind") or "")
         for n in wanted:
-            if involved == n or involved.startswith(n + "-"):
+            if name == n or name.startswith(n + "-"):
                 line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
-                seen = out.setdefault(n, [])
-                if line in seen:
-                    seen.remove(line)
-                seen.append(line)
-    return {n: lines[-3:] for n, lines in out.items()}
+                rank = _WARNING_RANK.get(kind, len(_WARNING_RANK))
+                newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
+    out: dict[str, list[str]] = {}
+    for n, by_reason in newest.items():
+        kept = sorted(by_reason.values())[:limit]  # best rank, then newest
+        out[n] = [line for _, _, line in sorted(kept, key=lambda k: -k[1])]
+    return out
 
 
 def wait_gone(

@@ -240,3 +240,51 @@ def test_an_object_replaced_under_the_same_name_counts_as_gone() -> None:
     client = ByKind([{"Deployment": [obj("infercrane-a", "new-uid")]}])
     left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
     assert left == []
+
+
+class EventList:
+    """Answers the one Events LIST ``pod_warnings`` makes."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        self.events = events
+
+    def list(self, res: Any, namespace: str | None = None, fields: Any = None) -> list[Any]:
+        assert res.__name__ == "Event" and fields == {"type": "Warning"}
+        return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in self.events]
+
+
+def event(kind: str, name: str, reason: str, message: str, at: int) -> dict[str, Any]:
+    return {
+        "involvedObject": {"kind": kind, "name": name},
+        "reason": reason,
+        "message": message,
+        "lastTimestamp": f"2026-11-30T10:00:{at:02d}Z",
+    }
+
+
+def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() -> None:
+    """KServe's HPA warns every 15 s when no metrics API serves it; those newer lines must not push
+    the pod's FailedScheduling out of the few shown (CI saw exactly that)."""
+    from infercrane.live.readiness import pod_warnings
+
+    isvc = "infercrane-it-kserve-b200-r0"
+    events = [event("Pod", f"{isvc}-predictor-7d9f-abcde", "FailedScheduling", "0/3 nodes are available: old", 1)]
+    events += [event("Pod", f"{isvc}-predictor-7d9f-abcde", "FailedScheduling", "0/3 nodes are   available: new", 2)]
+    events += [event("ReplicaSet", f"{isvc}-predictor-7d9f", "FailedCreate", "quota", 3)]
+    events += [
+        event("HorizontalPodAutoscaler", f"{isvc}-predictor", reason, f"unable to get metrics {i}", 10 + i)
+        for i in range(20)
+        for reason in ("FailedGetResourceMetric", "FailedComputeMetricsReplicas")
+    ]
+    events += [event("Pod", "infercrane-other-r0-1-2", "BackOff", "not ours", 42)]
+    got = pod_warnings(EventList(events), target(), [isvc])  # type: ignore[arg-type]
+    assert got == {
+        isvc: [
+            "FailedScheduling: 0/3 nodes are available: new",
+            "FailedCreate: quota",
+            "FailedComputeMetricsReplicas: unable to get metrics 19",
+        ]
+    }
+    assert pod_warnings(EventList(events), target(), [isvc], limit=1) == {
+        isvc: ["FailedScheduling: 0/3 nodes are available: new"]
+    }
