@@ -113,16 +113,14 @@ class Progress:
     total: int
     waiting: dict[str, str]
     elapsed: float
-    warnings: dict[str, list[str]] = field(default_factory=dict)  # name -> its newest Warning Events
+    warnings: dict[str, list[str]] = field(default_factory=dict)  # name -> its Warning Events, most telling first
 
     def summary(self) -> str:
-        """Why the waiting ones wait, in a few words: the commonest warnings by reason
-        (``FailedScheduling on 2``), else the commonest status reason."""
+        """Why the waiting ones wait, in a few words: the commonest of each replica's most telling
+        warning by reason (``FailedScheduling on 2``), else the commonest status reason."""
         from collections import Counter
 
-        reasons = Counter(
-            lines[-1].split(":", 1)[0] for lines in self.warnings.values() if lines and not lines[-1].startswith("(")
-        )
+        reasons = Counter(lines[0].split(":", 1)[0] for lines in self.warnings.values() if lines and not lines[0].startswith("("))
         if reasons:
             return ", ".join(f"{reason} on {n}" for reason, n in reasons.most_common(2))
         common = Counter(self.waiting.values()).most_common(1)
@@ -255,7 +253,8 @@ _WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceSe
 
 def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
     """Warning Events in the namespace about each replica's objects or pods, by replica name: one
-    line per kind and reason (its newest message), at most ``limit``, pods' first, oldest first.
+    line per kind and reason (its newest message), at most ``limit``, the most telling first --
+    pods', then their creators', then the rest; newest first within each.
 
     Pods are never read: an Event names its object, and a replica's pods are named
     ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
@@ -282,11 +281,7 @@ def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str],
                 line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
                 rank = _WARNING_RANK.get(kind, len(_WARNING_RANK))
                 newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
-    out: dict[str, list[str]] = {}
-    for n, by_reason in newest.items():
-        kept = sorted(by_reason.values())[:limit]  # best rank, then newest
-        out[n] = [line for _, _, line in sorted(kept, key=lambda k: -k[1])]
-    return out
+    return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
 
 
 def wait_gone(

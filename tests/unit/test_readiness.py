@@ -174,7 +174,7 @@ def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reaso
         7,
         {"a": "0 of 1 updated replica(s) available", "b": "0 of 1 updated replica(s) available", "c": "x", "d": "y"},
         20.0,
-        warnings={"a": ["FailedScheduling: 0/3 nodes"], "b": ["BackOff: x", "FailedScheduling: 0/3 nodes"], "c": ["BackOff: y"]},
+        warnings={"a": ["FailedScheduling: 0/3 nodes"], "b": ["FailedScheduling: 0/3 nodes", "BackOff: x"], "c": ["BackOff: y"]},
     )
     assert p.summary() == "FailedScheduling on 2, BackOff on 1"
     assert Progress(0, 2, {"a": "r", "b": "r"}, 1.0).summary() == "r"
@@ -282,7 +282,7 @@ def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() ->
         isvc: [
             "FailedScheduling: 0/3 nodes are available: new",
             "FailedCreate: quota",
-            "FailedComputeMetricsReplicas: unable to get metrics 19",
+            "FailedComputeMetricsReplicas: unable to get metrics 19",  # the newest of the rest
         ]
     }
     assert pod_warnings(EventList(events), target(), [isvc], limit=1) == {
