@@ -56,21 +56,23 @@ def read_record(path: Path) -> dict[str, Any]:
 
 
 def stop_recorded(record_path: Path, order: Iterable[str], grace: float = STOP_GRACE_SECONDS) -> list[str]:
-    """SIGTERM every recorded process still alive (in ``order``), SIGKILL what remains after
-    ``grace`` seconds, and clear the record. Returns the names that were running."""
+    """Stop every recorded process still alive, one at a time in ``order`` (dependents first):
+    each gets SIGTERM and up to ``grace`` seconds to exit before the next is asked, and SIGKILL if
+    it outlives them. One at a time because a process whose dependency went first can hang in its
+    shutdown (an API server without its etcd waited out the whole grace). Clears the record;
+    returns the names that were running."""
     rec = read_record(record_path)
     procs = rec.get("processes", {})
     stopped = []
     for name in order:
         p = procs.get(name)
-        if p and alive(p["pid"], p["exe"]):
-            os.kill(p["pid"], signal.SIGTERM)
-            stopped.append(name)
-    deadline = time.monotonic() + grace
-    for name in stopped:
-        p = procs[name]
+        if not (p and alive(p["pid"], p["exe"])):
+            continue
+        os.kill(p["pid"], signal.SIGTERM)
+        stopped.append(name)
+        deadline = time.monotonic() + grace
         while alive(p["pid"], p["exe"]) and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.02)
         if alive(p["pid"], p["exe"]):
             os.kill(p["pid"], signal.SIGKILL)
     if rec:

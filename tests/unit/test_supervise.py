@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from infercrane.core.errors import PlaneError
-from infercrane.local.supervise import Supervisor, alive, read_record
+from infercrane.local.supervise import Supervisor, alive, read_record, stop_recorded
 
 
 def test_a_process_is_alive_from_the_first_moment_and_dead_after_it_exits() -> None:
@@ -71,3 +71,28 @@ def test_launched_processes_log_to_their_own_file_and_the_parent_keeps_no_descri
     open_files = {os.path.realpath(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")}
     assert str(logs / "echo.log") not in open_files
     run.release()
+
+
+def test_stop_asks_one_process_at_a_time_so_a_dependent_still_sees_its_dependency(tmp_path: Path) -> None:
+    """Plane order: the API server is stopped while its etcd still runs (stopped together, the
+    API server hung in its shutdown until the grace ran out and it was killed)."""
+    run = Supervisor(tmp_path / "plane.json", tmp_path / "logs", {}, timeout=30)
+    run.launch("dependency", _exe("sleep"), ["60"])
+    dep = run.children["dependency"].pid
+    out, log = tmp_path / "seen", tmp_path / "logs" / "dependent.log"
+    # On SIGTERM the dependent records the dependency's process state (S: running; Z or none: ended).
+    script = f"trap 'cut -d\\  -f3 /proc/{dep}/stat > {out}; exit 0' TERM; echo ready; while :; do sleep 0.2; done"
+    run.launch("dependent", _exe("sh"), ["-c", script])
+    run.wait(lambda: log.read_text() == "ready\n", "the dependent's trap")
+    assert run.rollback() == ["dependent", "dependency"]
+    assert out.read_text() == "S\n"
+
+
+def test_a_process_that_ignores_sigterm_is_killed_after_its_grace(tmp_path: Path) -> None:
+    run = Supervisor(tmp_path / "plane.json", tmp_path / "logs", {}, timeout=30)
+    run.launch("stubborn", _exe("sh"), ["-c", "trap '' TERM; echo ready; while :; do sleep 0.1; done"])
+    run.wait(lambda: (tmp_path / "logs" / "stubborn.log").read_text() == "ready\n", "the trap")
+    stubborn = read_record(tmp_path / "plane.json")["processes"]["stubborn"]
+    assert stop_recorded(tmp_path / "plane.json", ["stubborn"], grace=0.5) == ["stubborn"]
+    run.release()
+    assert not alive(stubborn["pid"], stubborn["exe"])
