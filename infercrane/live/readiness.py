@@ -249,6 +249,7 @@ class FleetWaiter:
 #: An autoscaler's metric warnings (KServe's HPA without a metrics API) come every 15 s and must
 #: not push a pod's FailedScheduling out of the few lines shown.
 _WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2}
+_OTHERS_RANK: Final = 3
 
 
 def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
@@ -279,7 +280,7 @@ def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str],
         for n in wanted:
             if name == n or name.startswith(n + "-"):
                 line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
-                rank = _WARNING_RANK.get(kind, len(_WARNING_RANK))
+                rank = _WARNING_RANK.get(kind, _OTHERS_RANK)
                 newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
     return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
 
