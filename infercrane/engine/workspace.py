@@ -280,10 +280,6 @@ class Engine:
         except _auto().CommandError as exc:
             raise translate(exc, self.stack_name) from None
 
-    def state_delete(self, urn: str) -> None:
-        """Drop one resource from the state without touching the cluster (``pulumi state delete``)."""
-        self._cli("state", "delete", urn, "--yes")
-
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}
 
