@@ -109,17 +109,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from infercrane.engine.workspace import Engine
 
     replica = replica_intent(args)
-    with operations.project_with_intent(args.stack, replica) as project_dir:
-        config = stackfile.load_stack(args.stack, project_dir=project_dir)
-        with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
-            result = operations.plan(
-                Engine(args.stack, project_dir=project_dir),
-                config,
-                on_output=view.on_output,
-                on_event=view.on_event,
-                full=args.full_preview,
-            )
-            view.checked(len(config.replicas))
+    # With MODEL, the program plans the stack's config plus that intent, handed to it directly:
+    # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
+    config = stackfile.load_stack(args.stack) if replica is None else stackfile.load_stack_with(args.stack, replica)
+    with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+        result = operations.plan(
+            Engine(args.stack),
+            config,
+            on_output=view.on_output,
+            on_event=view.on_event,
+            full=args.full_preview,
+        )
+        view.checked(len(config.replicas))
     print(output.plan(args.stack, result, as_doc=args.json))
     return EXIT_CHANGES_PENDING if result.changes_pending else EXIT_OK
 

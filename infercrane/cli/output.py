@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from infercrane.core.config import InferCraneConfig
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
+    from infercrane.core.rollout import Rollout
     from infercrane.engine.operations import DeployResult, PlanResult, ReplicaAction
     from infercrane.engine.teardown import DestroyResult
     from infercrane.live.doctor import Check
@@ -64,9 +65,49 @@ DONE_WORDS = {"create": "created", "update": "configured", "same": "unchanged", 
 def actions_table(actions: Sequence[ReplicaAction], words: Mapping[str, str]) -> list[str]:
     lines = []
     for a in actions:
-        key = a.key or "(removed from config)"
-        lines.append(f"  {words[a.action]:<11} {a.slot:<24} key {key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
+        if a.action == "delete":
+            lines.append(f"  {words[a.action]:<11} key {a.key or '(not in the state)'}  ({a.name}: removed from the config)")
+            continue
+        lines.append(f"  {words[a.action]:<11} key {a.key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
     return lines
+
+
+def rollout_lines(rollout: Rollout | None) -> list[str]:
+    """Per endpoint that changes: its policy, its waves in order, the lowest ready count, the GPUs."""
+    if rollout is None:
+        return []
+    lines = []
+    for e in rollout.endpoints:
+        if not e.waves and not e.deleted_idle and not e.deleted_last and e.ready_before == e.ready_after:
+            continue
+        head = (
+            f"  endpoint {e.endpoint}: {e.ready_before} -> {e.ready_after} replica(s), {len(e.waves)} wave(s) {e.mode} "
+            f"(maxUnavailable {e.max_unavailable}, maxSurge {e.max_surge}); lowest ready {e.lowest_ready}; "
+            f"GPUs {e.gpus_before} -> {e.gpus_after}, peak {e.peak_gpus} ({e.extra_gpus} extra)"
+        )
+        lines.append(head)
+        if e.deleted_idle:
+            lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not serving)")
+        for i, w in enumerate(e.waves, 1):
+            order = "down, then up" if e.mode == "in place" else "up, then down"
+            lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")
+        if e.deleted_last:
+            lines.append(f"    last: delete {', '.join(e.deleted_last)} (no successor)")
+    if lines:
+        lines.insert(0, f"rollout: {len(rollout.steps)} step(s) (`infercrane deploy` runs them; one `pulumi up` runs one)")
+    return lines
+
+
+def rollout_doc(rollout: Rollout | None) -> Any:
+    if rollout is None:
+        return None
+    return {
+        "steps": len(rollout.steps),
+        "endpoints": [
+            {**as_json(e), "waves": [as_json(w) for w in e.waves], "extraGpus": e.extra_gpus, "stepsNeeded": e.steps_needed}
+            for e in rollout.endpoints
+        ],
+    }
 
 
 def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
@@ -79,9 +120,10 @@ def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
                 "basis": result.basis,
                 "whyPreview": result.why_preview,
                 "replicas": result.actions,
+                "rollout": rollout_doc(result.rollout),
             }
         )
-    lines = [f"plan for stack {stack}:", *actions_table(result.actions, PLAN_WORDS)]
+    lines = [f"plan for stack {stack}:", *actions_table(result.actions, PLAN_WORDS), *rollout_lines(result.rollout)]
     if result.basis == "state+live":
         lines.append("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
     else:
@@ -99,11 +141,18 @@ def deploy(stack: str, result: DeployResult, *, as_doc: bool) -> str:
                 "intent": result.intent,
                 "recordedAt": result.recorded_at,
                 "replicas": result.actions,
+                "rollout": rollout_doc(result.rollout),
             }
         )
     if result.status == "replayed":
         return f"deploy {result.key}: already applied at {result.recorded_at} with the same intent; nothing changed"
-    return "\n".join([f"deploy {result.key}: succeeded at {result.recorded_at}", *actions_table(result.actions, DONE_WORDS)])
+    return "\n".join(
+        [
+            f"deploy {result.key}: succeeded at {result.recorded_at}",
+            *actions_table(result.actions, DONE_WORDS),
+            *rollout_lines(result.rollout),
+        ]
+    )
 
 
 # -- inspect / destroy / doctor / takeover ------------------------------------------------------

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from infercrane.core.urns import slot_of
+from infercrane.core.urns import component_of
 
 READINESS_LINE: Final = re.compile(r"readiness: (\d+)/(\d+) ready(?: after \d+s; waiting on (\d+)(?: \((.*)\))?)?")
 PLAIN_EVERY_SECONDS: Final = 10.0
@@ -111,7 +111,7 @@ class ProgressView:
         meta = getattr(out, "metadata", None)
         if meta is None or "$" not in str(meta.urn):  # components and the provider are not objects
             return
-        slot = slot_of(str(meta.urn))
+        slot = component_of(str(meta.urn))
         if slot is None:
             return
         with self._lock:

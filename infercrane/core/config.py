@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from infercrane.core import gpu, image, naming
@@ -19,6 +19,7 @@ from infercrane.core.kinds import WORKLOAD_KINDS
 PROJECT: Final = "infercrane"
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
+KEY_ENDPOINTS: Final = "infercrane:endpoints"
 
 DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
@@ -69,6 +70,48 @@ class WorkerSecret(_Frozen):
         return v
 
 
+LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
+
+
+class RolloutPolicy(_Frozen):
+    """How an endpoint moves to a new intent: in waves, never below its replicas minus
+    ``maxUnavailable`` ready, never above its GPUs plus ``maxSurge`` replicas' worth.
+
+    Counted in replicas of the endpoint. The defaults replace one replica at a time in place:
+    scarce GPUs never deadlock (no surge needs a free GPU set) and the endpoint keeps all but one
+    replica serving. ``maxSurge >= 1`` starts each wave's new replica before its old one stops (the
+    Deployment rolls with ``RollingUpdate``), which needs that many free GPU sets of the product."""
+
+    max_unavailable: StrictInt = Field(1, ge=0, description="Replicas of the endpoint that may be not ready at once.")
+    max_surge: StrictInt = Field(0, ge=0, description="Extra replicas' worth of GPUs a wave may use (0: never more).")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy(cls, v: object) -> object:
+        if isinstance(v, str) and v in LEGACY_ROLLOUT:
+            raise ValueError(f"rollout {v!r} is now a policy: write rollout: {LEGACY_ROLLOUT[v]}")
+        return v
+
+    @model_validator(mode="after")
+    def _progresses(self) -> RolloutPolicy:
+        if self.max_unavailable == 0 and self.max_surge == 0:
+            raise ValueError("maxUnavailable 0 with maxSurge 0 can never replace a replica")
+        return self
+
+
+class RolloutOverride(_Frozen):
+    """An endpoint's own rollout settings; a field left out takes the target's default."""
+
+    max_unavailable: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxUnavailable.")
+    max_surge: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxSurge.")
+
+
+class EndpointSettings(_Frozen):
+    """Settings of one logical endpoint (the replicas sharing a ``name``)."""
+
+    rollout: RolloutOverride = Field(default_factory=lambda: RolloutOverride.model_validate({}))
+
+
 class KubernetesTarget(_Frozen):
     """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*``."""
 
@@ -87,10 +130,9 @@ class KubernetesTarget(_Frozen):
     kserve_deployment_mode: Literal["Standard", "RawDeployment"] = Field(
         "Standard", description="KServe deploymentMode annotation; RawDeployment for controllers <= 0.15."
     )
-    rollout: Literal["recreate", "surge"] = Field(
-        "recreate",
-        description="When a slot's replica key changes: recreate deletes the old objects before creating the "
-        "new ones (scarce GPUs never deadlock); surge creates first.",
+    rollout: RolloutPolicy = Field(
+        default_factory=lambda: RolloutPolicy.model_validate({}),
+        description="Default rollout policy of every endpoint (override per endpoint in infercrane:endpoints).",
     )
     kubeconfig: str | None = Field(None, description="kubeconfig file; default: $KUBECONFIG or ~/.kube/config.")
 
@@ -217,6 +259,18 @@ class InferCraneConfig(_Frozen):
 
     kubernetes: KubernetesTarget
     replicas: tuple[Replica, ...] = ()
+    endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
 
     def image_for(self, replica: Replica) -> str:
         return replica.image or self.kubernetes.image_digest
+
+    def rollout_for(self, endpoint: str) -> RolloutPolicy:
+        """The rollout policy of ``endpoint``: its own settings over the target's default."""
+        base = self.kubernetes.rollout
+        own = self.endpoints.get(endpoint)
+        if own is None:
+            return base
+        return RolloutPolicy(
+            max_unavailable=base.max_unavailable if own.rollout.max_unavailable is None else own.rollout.max_unavailable,
+            max_surge=base.max_surge if own.rollout.max_surge is None else own.rollout.max_surge,
+        )

@@ -142,3 +142,17 @@ class NotReady(InferCraneError):
         else:
             fix = "see `infercrane inspect` for each replica's conditions, then deploy again"
         super().__init__("\n".join(lines), fix=fix)
+
+
+class RolloutRefused(InferCraneError):
+    """One engine run doing the whole change at once would breach an endpoint's rollout policy."""
+
+    def __init__(self, stack: str, breaches: list[str]) -> None:
+        self.breaches = breaches
+        super().__init__(
+            "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied:\n"
+            + "\n".join(f"- {b}" for b in breaches),
+            fix=f"run `infercrane deploy --stack {stack}`: it rolls each endpoint in waves under its policy "
+            "(`infercrane plan` shows them); or raise the endpoint's maxUnavailable / maxSurge if the "
+            "outage or the extra GPUs are acceptable",
+        )

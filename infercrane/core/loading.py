@@ -16,7 +16,7 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from infercrane.core import naming
-from infercrane.core.config import ENV_FIELDS, KEY_REPLICAS, KEY_TARGET, PROJECT, InferCraneConfig
+from infercrane.core.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, PROJECT, InferCraneConfig
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.problems import problem_from
 
@@ -43,8 +43,12 @@ def load(
         if key in values:
             problems.append(Problem(f"{source}: {key}", "is set", why))
     for key in values:
-        if key.startswith(f"{PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS):
-            problems.append(Problem(f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET} or {KEY_REPLICAS}"))
+        if key.startswith(f"{PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS, KEY_ENDPOINTS):
+            problems.append(
+                Problem(
+                    f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET}, {KEY_REPLICAS} or {KEY_ENDPOINTS}"
+                )
+            )
     if env.get(naming.PATCH_FORCE_ENV, "").strip().lower() not in ("", "false", "0"):
         problems.append(
             Problem(
@@ -76,8 +80,19 @@ def load(
         )
         replicas_raw = []
 
+    endpoints_raw = values.get(KEY_ENDPOINTS)
+    if endpoints_raw is None:
+        endpoints_raw = {}
+    if not isinstance(endpoints_raw, Mapping):
+        problems.append(
+            Problem(
+                f"{source}: {KEY_ENDPOINTS}", "must be a map of endpoint name -> settings", "e.g. qwen: {rollout: {maxSurge: 1}}"
+            )
+        )
+        endpoints_raw = {}
+
     extra_products = target.get("gpuProducts") if isinstance(target.get("gpuProducts"), list) else []
-    data = {"kubernetes": target, "replicas": replicas_raw}
+    data = {"kubernetes": target, "replicas": replicas_raw, "endpoints": _deep_copy(endpoints_raw)}
     config: InferCraneConfig | None = None
     try:
         config = InferCraneConfig.model_validate(data, context={"gpu_products": tuple(map(str, extra_products))})
@@ -89,18 +104,59 @@ def load(
     for i, r in enumerate(replicas_raw):
         if isinstance(r, Mapping) and isinstance(r.get("key"), str):
             if r["key"] in seen:
-                problems.append(
-                    Problem(
-                        f"{source}: {KEY_REPLICAS}[{i}].key",
-                        f"duplicate replica key {r['key']!r} (also at [{seen[r['key']]}])",
-                        "every replica needs its own durable key",
+                first = replicas_raw[seen[r["key"]]]
+                if first.get("name") != r.get("name"):
+                    problems.append(
+                        Problem(
+                            f"{source}: {KEY_REPLICAS}[{i}].key",
+                            f"replica key {r['key']!r} is listed under endpoint {first.get('name')!r} (at "
+                            f"[{seen[r['key']]}]) and under endpoint {r.get('name')!r}",
+                            "a key is one replica of one endpoint: keep one entry (to move it, change its name)",
+                        )
                     )
-                )
+                else:
+                    problems.append(
+                        Problem(
+                            f"{source}: {KEY_REPLICAS}[{i}].key",
+                            f"duplicate replica key {r['key']!r} (also at [{seen[r['key']]}])",
+                            "every replica needs its own durable key",
+                        )
+                    )
             seen.setdefault(r["key"], i)
+    if config is not None:
+        problems += _endpoint_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)
     return config
+
+
+def _endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """Endpoint settings that name no endpoint, or whose merged rollout policy can never progress."""
+    problems = []
+    names = {r.name for r in config.replicas}
+    for name in config.endpoints:
+        where = f"{source}: {KEY_ENDPOINTS}.{name}"
+        if name not in names:
+            problems.append(
+                Problem(
+                    where,
+                    f"no replica is named {name!r}",
+                    f"use an endpoint name of {KEY_REPLICAS} ({', '.join(sorted(names)) or 'none'})",
+                )
+            )
+            continue
+        try:
+            config.rollout_for(name)
+        except ValueError:
+            problems.append(
+                Problem(
+                    f"{where}.rollout",
+                    "maxUnavailable 0 with maxSurge 0 (with the target's defaults) can never replace a replica",
+                    "allow one replica down (maxUnavailable: 1) or one extra (maxSurge: 1)",
+                )
+            )
+    return problems
 
 
 def _set_path(target: dict[str, Any], path: tuple[str, ...], value: str) -> None:

@@ -21,6 +21,9 @@ LABEL_NAME: Final = "app.kubernetes.io/name"
 LABEL_INSTANCE: Final = "app.kubernetes.io/instance"
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
 LABEL_KEY_HASH: Final = "infercrane.dev/external-key-hash"
+# On the objects only (not the pod template: moving a replica must not restart it by itself):
+# routing membership, selectable (`-l infercrane.dev/endpoint=qwen`).
+LABEL_ENDPOINT: Final = "infercrane.dev/endpoint"
 APP_NAME: Final = "infercrane-runtime"
 MANAGED_BY: Final = "infercrane"
 

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from infercrane.core import image
-from infercrane.core.config import ENV_FIELDS, KEY_REPLICAS, KEY_TARGET
+from infercrane.core.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
 from infercrane.core.errors import Problem
 
 # How to fix a bad value, by field (alias). The message itself names the bad value.
@@ -34,7 +34,9 @@ FIX: Final[dict[str, str]] = {
     "args": "remove flags that InferCrane sets itself or that would carry a secret",
     "cloud": "use 'kubernetes' (or leave it out)",
     "kserveDeploymentMode": "use 'Standard' (KServe >= 0.16) or 'RawDeployment' (older controllers)",
-    "rollout": "use 'recreate' (default: scarce GPUs never deadlock) or 'surge'",
+    "rollout": "write rollout: {maxUnavailable: 1, maxSurge: 0} (the defaults); at least one of them must be above 0",
+    "maxUnavailable": "use a whole number >= 0 (default 1: one replica of the endpoint down at a time)",
+    "maxSurge": "use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
     "shmSize": "use a Kubernetes quantity such as 8Gi",
 }
 
@@ -68,6 +70,8 @@ def problem_from(err: Any, *, source: str, replicas: list[Any], from_env: dict[t
             if env_var:
                 fix = f"set {KEY_TARGET}.{path[0]} in {source} or {env_var}; " + fix
         return Problem(where, msg, fix)
+    if top == "endpoints":
+        return Problem(f"{source}: {KEY_ENDPOINTS}" + (f".{_loc_text(rest)}" if rest else ""), msg, fix)
     where = f"{source}: {KEY_REPLICAS}"
     if rest and isinstance(rest[0], int):
         where += f"[{rest[0]}]"

@@ -2,9 +2,13 @@
 child names, the Kubernetes type tokens and the URNs built from them.
 
 The program registers, per stack: one explicit provider, one ``infercrane:index:Replica``
-component per replica *slot* (``<endpoint name>-<ordinal>``), and under each component its
-rendered objects, named ``<slot>-<kind>``. The components, the engine-event summary, ``destroy``
-and the state-proven plan all read these names from here. Pure core.
+component per replica, named by its durable key's object name (``infercrane-<24 hex>``, the name of
+its Kubernetes objects too), and under each component its rendered objects, named
+``<component>-<kind>``. Identity is the key: adding, removing or reordering replicas never renames
+another replica's resources. Stacks deployed before this were named by *slot* (``<endpoint
+name>-<ordinal>``); :func:`legacy_slots` gives those names for the aliases that move them without
+a replacement. The components, the engine-event summary, ``destroy`` and the state-proven plan all
+read these names from here. Pure core.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any, Final
 
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.kinds import KINDS
+from infercrane.core.naming import ANNOTATION_KEY, object_name
 from infercrane.core.render import RenderedReplica
 
 PROJECT: Final = "infercrane"
@@ -30,8 +35,9 @@ KIND_OF_TOKEN: Final = {token: kind for kind, token in TYPE_TOKENS.items()}
 CHILD_SUFFIXES: Final = {name: kind.child_suffix for name, kind in KINDS.items()}
 
 
-def slots(rendered: Sequence[RenderedReplica]) -> list[str]:
-    """Logical name per replica: ``<endpoint name>-<ordinal within that endpoint>``, in config order."""
+def legacy_slots(rendered: Sequence[RenderedReplica]) -> list[str]:
+    """The logical name the slot scheme gave each replica: ``<endpoint name>-<ordinal within that
+    endpoint>``, in config order. Only for aliases of stacks deployed under that scheme."""
     seen: dict[str, int] = defaultdict(int)
     out = []
     for r in rendered:
@@ -40,19 +46,51 @@ def slots(rendered: Sequence[RenderedReplica]) -> list[str]:
     return out
 
 
-def child_name(slot: str, kind: str) -> str:
-    return f"{slot}-{CHILD_SUFFIXES[kind]}"
+def child_name(component: str, kind: str) -> str:
+    """A child's logical name: its component's name plus the kind's suffix. The same shape under
+    both schemes, so the SDK's inherited child aliases follow a component's alias."""
+    return f"{component}-{CHILD_SUFFIXES[kind]}"
 
 
-def slot_of(urn: str) -> str | None:
-    """The replica slot of a component or child URN (``…::infercrane:index:Replica…::<name>``)."""
+def component_of(urn: str) -> str | None:
+    """The component name of a component or child URN (``…::infercrane:index:Replica…::<name>``)."""
     if f"::{COMPONENT_TYPE}" not in urn:
         return None
     name = urn.rsplit("::", 1)[1]
+    if f"{COMPONENT_TYPE}$" not in urn:
+        return name
     for suffix in CHILD_SUFFIXES.values():
         if name.endswith(f"-{suffix}"):
             return name[: -len(suffix) - 1]
     return name
+
+
+def legacy_names(state: Mapping[str, Any]) -> dict[str, str]:
+    """Replica key -> the slot name its component has in ``state``, for components still named by
+    slot (recorded by the slot scheme: the component's outputs carry its key)."""
+    out = {}
+    for res in state.get("resources") or []:
+        if res.get("type") != COMPONENT_TYPE:
+            continue
+        name = str(res.get("urn", "")).rsplit("::", 1)[-1]
+        key = (res.get("outputs") or {}).get("key")
+        if isinstance(key, str) and name != object_name(key):
+            out[key] = name
+    return out
+
+
+def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """Replica key -> the manifests the state records for its objects (inputs as applied), in the
+    order they were registered: what holding a replica as it is registers again."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for res in state.get("resources") or []:
+        if res.get("type") not in KIND_OF_TOKEN or res.get("delete"):
+            continue
+        inputs = _inputs(res)
+        key = ((inputs.get("metadata") or {}).get("annotations") or {}).get(ANNOTATION_KEY)
+        if isinstance(key, str):
+            out.setdefault(key, []).append(inputs)
+    return out
 
 
 def provider_inputs(target: KubernetesTarget, sdk_version: str) -> dict[str, Any]:
@@ -80,13 +118,13 @@ class Registration:
 
 def registrations(stack: str, rendered: Sequence[RenderedReplica], provider_inputs: Mapping[str, Any]) -> list[Registration]:
     """Everything one run of the program registers for ``rendered``, in order (the root Stack
-    resource excluded): the provider, then per slot the component and its objects."""
+    resource excluded): the provider, then per replica the component and its objects."""
     out = [Registration(_urn(stack, PROVIDER_TYPE, PROVIDER_NAME), PROVIDER_TYPE, provider_inputs)]
-    for slot, r in zip(slots(rendered), rendered, strict=True):
-        out.append(Registration(_urn(stack, COMPONENT_TYPE, slot), COMPONENT_TYPE, None))
+    for r in rendered:
+        out.append(Registration(_urn(stack, COMPONENT_TYPE, r.name), COMPONENT_TYPE, None))
         for m in r.manifests:
             token = TYPE_TOKENS[m["kind"]]
-            out.append(Registration(_urn(stack, f"{COMPONENT_TYPE}${token}", child_name(slot, m["kind"])), token, m))
+            out.append(Registration(_urn(stack, f"{COMPONENT_TYPE}${token}", child_name(r.name, m["kind"])), token, m))
     return out
 
 

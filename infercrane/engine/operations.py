@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import datetime as dt
 import secrets
-import shutil
 import sys
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from pulumi.automation import EngineEvent, OpType
@@ -27,9 +23,10 @@ from infercrane.core import naming, urns
 from infercrane.core.errors import ClusterError, ConfigError, GuardError, IdempotencyConflict, InferCraneError, PreflightRefused
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
-from infercrane.core.urns import KIND_OF_TOKEN, slot_of, slots
+from infercrane.core.render import RenderedReplica
+from infercrane.core.rollout import Rollout
+from infercrane.core.urns import KIND_OF_TOKEN, component_of
 from infercrane.engine.workspace import Engine
-from infercrane.project import paths, stackfile
 
 # Engine operation names as a person reads them, in the order they are listed.
 CHANGE_WORDS: Final = {
@@ -59,7 +56,7 @@ def describe_changes(counts: Mapping[Any, int] | None, *, done: bool = False) ->
 
 @dataclass
 class ReplicaAction:
-    slot: str
+    name: str  # the replica's object name: its component's logical name
     action: str  # create / update / same / replace / delete (engine vocabulary)
     key: str | None = None
     gpu: str | None = None
@@ -91,7 +88,7 @@ def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], 
 
 
 class EventCollector:
-    """Collects per-slot operations from engine events."""
+    """Collects per-replica operations from engine events (by component name)."""
 
     def __init__(self) -> None:
         self.ops: dict[str, set[str]] = {}
@@ -100,22 +97,28 @@ class EventCollector:
         pre = event.resource_pre_event
         if pre is None or pre.metadata is None:
             return
-        slot = slot_of(pre.metadata.urn)
-        if slot is not None:
-            self.ops.setdefault(slot, set()).add(_op_class(pre.metadata.op))
+        name = component_of(pre.metadata.urn)
+        if name is not None:
+            self.ops.setdefault(name, set()).add(_op_class(pre.metadata.op))
 
 
-def summarize(config: cfg.InferCraneConfig, collector: EventCollector, stack: str) -> list[ReplicaAction]:
-    rendered = render_checked(config, stack)
+def summarize(
+    config: cfg.InferCraneConfig,
+    collector: EventCollector,
+    rendered: Sequence[RenderedReplica],
+    keys: Mapping[str, str] | None = None,
+) -> list[ReplicaAction]:
+    """One action per replica of the config, then one ``delete`` per replica only the engine saw
+    (``keys``: object name -> key, for the replicas the state names)."""
     out = []
     known = set()
-    for slot, r in zip(slots(rendered), rendered, strict=True):
-        known.add(slot)
-        ops = collector.ops.get(slot, {"same"})
+    for r in rendered:
+        known.add(r.name)
+        ops = collector.ops.get(r.name, {"same"})
         action = next((a for a in ("replace", "create", "delete", "update") if a in ops), "same")
         out.append(
             ReplicaAction(
-                slot,
+                r.name,
                 action,
                 key=r.replica.key,
                 gpu=r.replica.gpu,
@@ -123,31 +126,10 @@ def summarize(config: cfg.InferCraneConfig, collector: EventCollector, stack: st
                 objects=[f"{m['kind']}/{m['metadata']['name']}" for m in r.manifests],
             )
         )
-    for slot in sorted(collector.ops):
-        if slot not in known:
-            out.append(ReplicaAction(slot, "delete"))
+    for name in sorted(collector.ops):
+        if name not in known and "delete" in collector.ops[name]:
+            out.append(ReplicaAction(name, "delete", key=(keys or {}).get(name)))
     return out
-
-
-@contextmanager
-def project_with_intent(stack: str, replica: dict[str, Any] | None) -> Iterator[Path]:
-    """The project dir, or a scratch copy whose stack file also holds ``replica`` (for plan MODEL)."""
-    root = paths.project_root()
-    if replica is None:
-        yield root
-        return
-    real = paths.stack_file(stack, root)
-    stackfile.read_stack_values(real)  # missing or malformed: the error names the real file, not a copy
-    tmp = Path(tempfile.mkdtemp(prefix="infercrane-plan-"))
-    try:
-        shutil.copy(root / "Pulumi.yaml", tmp / "Pulumi.yaml")
-        shutil.copytree(root / "stacks", tmp / "stacks")
-        from infercrane.project.stackfile import upsert_replica
-
-        upsert_replica(paths.stack_file(stack, tmp), replica, stackfile.check_stack_file(real))
-        yield tmp
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.
@@ -202,28 +184,27 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     ]
 
 
-def live_check(config: cfg.InferCraneConfig, stack: str) -> Any:
-    """The preflight's report (ownership, conflicts, strict dry run, live vs rendered), or None
-    when it refuses: the program's own preflight then refuses again inside the update, where the
-    refusal is recorded as a failed update (promote's health gate reads the stack's history)."""
+def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica] | None = None) -> Any:
+    """The preflight's report (ownership, conflicts, strict dry run, live vs rendered, what runs),
+    or None when it refuses: the program's own preflight then refuses again inside the update,
+    where the refusal is recorded as a failed update (promote's health gate reads the history)."""
     from infercrane.live import preflight
 
-    manifests = [m for r in render_checked(config, stack) for m in r.manifests]
+    rendered = render_checked(config, stack) if rendered is None else rendered
+    manifests = [m for r in rendered for m in r.manifests]
     try:
         return preflight.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
     except PreflightRefused:
         return None
 
 
-def needs_refresh(config: cfg.InferCraneConfig, stack: str) -> bool:
-    """Whether Pulumi's state may be stale: some live object differs from what the stack renders.
+def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any) -> Rollout | None:
+    """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls)."""
+    if report is None:
+        return None
+    from infercrane.live import membership
 
-    When all are present and unchanged, the state can only differ where applying converges
-    anyway, so ``--refresh`` (one GET per object in Pulumi, seconds at fleet size) is skipped;
-    when an object was deleted or changed out of band, the refresh lets Pulumi see it and ``up``
-    repairs it."""
-    report = live_check(config, stack)
-    return bool(report is not None and report.drift)
+    return membership.plan_rollout(config, rendered, report, naming.stack_identity(cfg.PROJECT, stack))
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -243,6 +224,25 @@ class DeployResult:
     status: str  # succeeded | replayed
     actions: list[ReplicaAction]
     recorded_at: str
+    rollout: Rollout | None = None  # the waves this deploy rolled (None: replayed, or refused)
+
+
+def _note(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)  # a note for the person, not for the log file
+
+
+def describe_step(rollout: Rollout, index: int) -> str:
+    """``step 2/3: qwen wave 2/2 (down a1, up b1)`` -- what one engine run of a rollout does."""
+    first_wave_step = len(rollout.steps) - max(1, rollout.waves)
+    parts = []
+    for e in rollout.endpoints:
+        w = index - first_wave_step
+        if index < first_wave_step and e.replaced_first:
+            parts.append(f"{e.endpoint}: stop {', '.join(e.replaced_first)} first (in place: frees its GPUs)")
+        elif 0 <= w < len(e.waves):
+            wave = e.waves[w]
+            parts.append(f"{e.endpoint} wave {w + 1}/{len(e.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})")
+    return f"rollout step {index + 1}/{len(rollout.steps)}: " + ("; ".join(parts) or "the rest")
 
 
 def deploy(
@@ -251,16 +251,23 @@ def deploy(
     key: str,
     on_output: Callable[[str], None] | None = None,
     on_event: Callable[[EngineEvent], None] | None = None,
+    notes: Callable[[str], None] = _note,
 ) -> DeployResult:
-    """``pulumi up`` guarded by an idempotency key (see module docstring).
+    """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
+
+    The rollout (:mod:`infercrane.core.rollout`) is planned from what runs now; each of its steps
+    is one ``pulumi up`` that holds the replicas not rolled yet exactly as the state records them
+    and waits for the step's replicas before Pulumi deletes the old ones. A failed step stops the
+    rollout with the readiness failure; the old replicas it did not reach keep serving, and the
+    same command again plans from what runs then -- it continues where it stopped.
 
     The record is the stack output ``deploys`` (the last :data:`program.DEPLOY_HISTORY` keys with
-    their intent and time), written by the same ``up`` that applies the change -- so it exists only
-    if that update succeeded, costs no extra engine call, and is gone with the state it describes
-    (a replay never claims a result that no longer stands). Reading it is one ``stack output``."""
+    their intent and time), written by the ``up`` that completes the deploy -- so it exists only
+    if the whole deploy succeeded, costs no extra engine call, and is gone with the state it
+    describes (a replay never claims a result that no longer stands)."""
 
     intent = stack_intent(config)
-    state = engine.state()  # one `pulumi stack export`: the idempotency record and pending operations
+    state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
     if record and record.get("intent") != intent:
@@ -272,18 +279,47 @@ def deploy(
     if record:
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
     for note in resolve_pending_creates(engine, config, state):
-        print(note, file=sys.stderr, flush=True)  # a note for the person, not for the log file
+        notes(note)
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    record_out = {"history": history, "entry": {"key": key, "intent": intent, "at": at}}
     collector = EventCollector()
-    refresh = needs_refresh(config, engine.stack_name)
-    try:
-        engine.up(on_output=on_output, on_event=_both(collector, on_event), refresh=refresh, deploy_record=record_out)
-    except InferCraneError as exc:
-        # Refused by the program's own checks inside the update: nothing was applied.
-        exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
-        raise
-    return DeployResult(key, intent, "succeeded", summarize(config, collector, engine.stack_name), at)
+    stack = engine.stack_name
+    rendered = render_checked(config, stack)
+    report = live_check(config, stack, rendered)
+    rollout = plan_rollout(config, stack, rendered, report)
+    steps = list(rollout.steps) if rollout is not None else [None]
+    names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
+    for index, step in enumerate(steps):
+        last = index == len(steps) - 1
+        if rollout is not None and len(steps) > 1:
+            notes(describe_step(rollout, index))
+        recorded = urns.recorded_objects(state) if step is not None and not last else {}
+        inputs = {
+            "config": config,
+            "driven": True,
+            "legacy": urns.legacy_names(state),
+            "step": None if last else step,
+            "held": {k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
+            "deploy_record": {"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
+        }
+        try:
+            engine.up(
+                on_output=on_output,
+                on_event=_both(collector, on_event),
+                refresh=index == 0 and bool(report is not None and report.drift),
+                inputs=inputs,
+            )
+        except InferCraneError as exc:
+            # Refused by the program's own checks inside the first update: nothing was applied.
+            exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
+            if len(steps) > 1:
+                exc.args = (
+                    f"the rollout stopped at step {index + 1}/{len(steps)}: the old replicas it had not reached keep "
+                    f"serving; fix the cause and deploy again to continue from there.\n{exc.args[0]}",
+                )
+            raise
+        if not last:
+            state = engine.state()
+    return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names), at, rollout)
 
 
 @dataclass
@@ -291,13 +327,16 @@ class PlanResult:
     actions: list[ReplicaAction]
     basis: str  # "state+live" (proven no-op, no engine run) or "pulumi preview"
     why_preview: list[str] = field(default_factory=list)  # why the state+live proof did not hold
+    rollout: Rollout | None = None  # the waves a deploy would roll (None: the preflight refuses)
 
     @property
     def changes_pending(self) -> bool:
         return any(a.action != "same" for a in self.actions)
 
 
-def proven_no_op(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> list[str]:
+def proven_no_op(
+    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
+) -> list[str]:
     """Why a ``pulumi preview`` could have something to do; empty when it cannot.
 
     Nothing to do is proven when (1) the checkpoint records exactly the resources the program
@@ -309,7 +348,7 @@ def proven_no_op(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, A
     from importlib.metadata import version
 
     provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    return urns.state_matches(state, urns.registrations(stack, render_checked(config, stack), provider))
+    return urns.state_matches(state, urns.registrations(stack, rendered, provider))
 
 
 def plan(
@@ -320,25 +359,33 @@ def plan(
     full: bool = False,
     on_event: Callable[[EngineEvent], None] | None = None,
 ) -> PlanResult:
-    """The plan of a stack. When the state and the live objects prove there is nothing to do
-    (:func:`proven_no_op`), every replica is ``same`` without an engine run (as fast as ``kubectl
-    diff``); otherwise -- or with ``full`` -- ``pulumi preview`` computes it (with ``--refresh``
-    when a live object drifted)."""
+    """The plan of a stack for ``config`` (the stack's, or with ``plan MODEL``'s intent added --
+    the program gets it directly, the stack file is never touched). When the state and the live
+    objects prove there is nothing to do (:func:`proven_no_op`), every replica is ``same`` without
+    an engine run (as fast as ``kubectl diff``); otherwise -- or with ``full`` -- ``pulumi
+    preview`` of the end state computes it (with ``--refresh`` when a live object drifted). The
+    rollout's waves come from the live objects either way."""
     from concurrent.futures import ThreadPoolExecutor
 
+    stack = engine.stack_name
+    rendered = render_checked(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
-        reading = None if full else pool.submit(engine.state)  # in parallel with the preflight
-        report = live_check(config, engine.stack_name)
-        state = reading.result() if reading is not None else None
+        reading = pool.submit(engine.state)  # in parallel with the preflight
+        report = live_check(config, stack, rendered)
+        state = reading.result()
+    rollout = plan_rollout(config, stack, rendered, report)
     why: list[str] = ["--full-preview"] if full else []
     if report is None:
         why.append("the preflight refuses")
     elif report.drift:
         why.append(f"{len(report.drift)} live object(s) missing or different: {', '.join(report.drift[:3])}")
-    if state is not None:
-        why += proven_no_op(config, engine.stack_name, state)
+    why += proven_no_op(config, stack, state, rendered)
     if not why:
-        return PlanResult(summarize(config, EventCollector(), engine.stack_name), "state+live")
+        return PlanResult(summarize(config, EventCollector(), rendered), "state+live", rollout=rollout)
     collector = EventCollector()
-    engine.preview(on_output=on_output, on_event=_both(collector, on_event), refresh=bool(report is not None and report.drift))
-    return PlanResult(summarize(config, collector, engine.stack_name), "pulumi preview", why)
+    inputs = {"config": config, "driven": True, "legacy": urns.legacy_names(state)}
+    engine.preview(
+        on_output=on_output, on_event=_both(collector, on_event), refresh=bool(report is not None and report.drift), inputs=inputs
+    )
+    names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
+    return PlanResult(summarize(config, collector, rendered, names), "pulumi preview", why, rollout)

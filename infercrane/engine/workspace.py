@@ -170,14 +170,20 @@ class Engine:
                 raise translate(exc, self.stack_name) from None
         return self._stack
 
-    def _run(self, op: str, deploy_record: dict[str, Any] | None = None, **kw: Any) -> Any:
+    def _run(self, op: str, inputs: Mapping[str, Any] | None = None, **kw: Any) -> Any:
         """Run one Automation API operation; map failures to typed, user-facing errors (the
-        program's own, passed back on its channel, else the engine's translated)."""
+        program's own, passed back on its channel, else the engine's translated). ``inputs`` are
+        :class:`~infercrane.shell.program.Channel` fields for this one run."""
+        from infercrane.shell import program
+
         stack = self.stack
         for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
             _stderr(note)  # a note for the person, not for the log file
         channel = self._channel
-        channel.deploy_record, channel.error = deploy_record, None
+        defaults = program.Channel()
+        for name, value in (inputs or {}).items():
+            setattr(channel, name, value)
+        channel.error = None
         try:
             return getattr(stack, op)(color="never", **kw)
         except _auto().CommandError as exc:
@@ -185,23 +191,22 @@ class Engine:
                 raise channel.error from None
             raise translate(exc, self.stack_name) from None
         finally:
-            channel.deploy_record = None
+            for name in inputs or {}:
+                setattr(channel, name, getattr(defaults, name))
 
-    def preview(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.PreviewResult:
+    def preview(
+        self, on_output: Callable[[str], None] | None = None, *, inputs: Mapping[str, Any] | None = None, **kw: Any
+    ) -> auto.PreviewResult:
         """``pulumi preview``: the program runs its preflight; nothing is changed."""
-        result: auto.PreviewResult = self._run("preview", on_output=on_output, **kw)
+        result: auto.PreviewResult = self._run("preview", inputs, on_output=on_output, **kw)
         return result
 
     def up(
-        self,
-        on_output: Callable[[str], None] | None = None,
-        *,
-        deploy_record: dict[str, Any] | None = None,
-        **kw: Any,
+        self, on_output: Callable[[str], None] | None = None, *, inputs: Mapping[str, Any] | None = None, **kw: Any
     ) -> auto.UpResult:
-        """``pulumi up``; ``deploy_record`` (``infercrane deploy``) is exported by the program as
-        the stack output ``deploys``."""
-        result: auto.UpResult = self._run("up", deploy_record, on_output=on_output, **kw)
+        """``pulumi up``; ``inputs`` for the program (e.g. ``deploy_record``, exported as the stack
+        output ``deploys``; a rollout ``step``)."""
+        result: auto.UpResult = self._run("up", inputs, on_output=on_output, **kw)
         return result
 
     def refresh(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.RefreshResult:

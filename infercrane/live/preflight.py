@@ -60,9 +60,13 @@ def _is_validation_error(exc: ApiError) -> bool:
 
 @dataclass
 class Report:
-    """What the preflight saw: per object ``Kind/name`` -> create / configure / unchanged."""
+    """What the preflight saw: per object ``Kind/name`` -> create / configure / unchanged; the
+    workloads whose pods applying would restart (their pod template changes); and every live
+    object of the listed kinds, keyed by ``(kind, name)`` (ours or not), for the rollout."""
 
     actions: dict[str, str] = field(default_factory=dict)
+    restarts: set[str] = field(default_factory=set)  # object names
+    live: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @property
     def drift(self) -> list[str]:
@@ -75,6 +79,19 @@ _VOLATILE_META: Final = ("managedFields", "resourceVersion", "generation", "uid"
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _VOLATILE_META}
     return {"metadata": meta, "spec": obj.get("spec")}
+
+
+# The part of a workload whose change restarts its pods: the Deployment's pod template, the
+# InferenceService's predictor (KServe rolls its pods on any predictor change).
+POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor"}
+
+
+def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether applying turns ``before`` (live) into ``after`` (the dry run) with other pods."""
+    part = POD_SPEC_PATH.get(str(before.get("kind")))
+    if part is None:
+        return False
+    return bool((before.get("spec") or {}).get(part) != (after.get("spec") or {}).get(part))
 
 
 def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:
@@ -109,7 +126,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     conflicts: list[str] = []
     invalid: list[str] = []
     errors: list[str] = []
-    report = Report()
+    report = Report(live=live)
     for m, (outcome, value) in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"
         if outcome == "transport":
@@ -127,6 +144,8 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         report.actions[ref] = (
             "create" if before is None else ("unchanged" if _comparable(before) == _comparable(value) else "configure")
         )
+        if before is not None and restarts_pods({"kind": m["kind"], **before}, value):
+            report.restarts.add(m["metadata"]["name"])
     if errors:
         raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + "\n".join(f"- {e}" for e in errors))
     if ownership or conflicts or invalid:

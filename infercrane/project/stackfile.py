@@ -104,6 +104,23 @@ def load_stack(stack: str, *, project_dir: Path | None = None, env: Mapping[str,
     return load_values(read_stack_values(path), source=display_path(path), env=os.environ if env is None else env)
 
 
+def load_stack_with(
+    stack: str, replica: Mapping[str, Any], *, project_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> InferCraneConfig:
+    """The stack's config as if ``replica`` were in its file (an entry with the same key updated
+    field by field, else appended) -- validated with the real file's name, the file untouched."""
+    path = stack_file(stack, project_dir)
+    values = read_stack_values(path)
+    entries = [dict(e) if isinstance(e, Mapping) else e for e in (values.get(KEY_REPLICAS) or [])]
+    same = next((e for e in entries if isinstance(e, dict) and e.get("key") == replica["key"]), None)
+    if same is not None:
+        same.update(replica)
+    else:
+        entries.append(dict(replica))
+    values[KEY_REPLICAS] = entries
+    return load_values(values, source=display_path(path), env=os.environ if env is None else env)
+
+
 # --- comment-preserving edits
 
 

@@ -1,29 +1,26 @@
-"""One ``ComponentResource`` per replica; its children are the rendered manifests, unchanged.
+"""One ``ComponentResource`` per replica; its children are the replica's manifests, unchanged.
 
-Children are parented to the component and use the one explicit provider. The component's
-logical name is the replica's *slot* (endpoint name + ordinal), not its key: when a slot's key
-changes, the objects are replaced, and ``rollout`` decides the order (recreate: delete the old
-objects first, so a replacement never needs twice the GPUs). Pulumi shell.
+The component's logical name is the replica's object name, derived from its durable key
+(:mod:`infercrane.core.urns`): the key is the identity in Pulumi as in Kubernetes, so no change of
+the replica list renames -- and so replaces -- another replica's resources. ``legacy`` is the slot
+name a stack deployed under the old scheme gave the replica: an alias moves it without a
+replacement (the children follow through the SDK's inherited aliases; their names keep the
+``<component>-<kind>`` shape). Children are parented to the component and use the one explicit
+provider. Pulumi shell.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane.core.config import InferCraneConfig
-from infercrane.core.render import Manifest, RenderedReplica
 from infercrane.core.urns import COMPONENT_TYPE, child_name
 
 
-def child_options(parent: pulumi.Resource, provider: k8s.Provider, rollout: str) -> pulumi.ResourceOptions:
-    """Options of every child object. ``recreate`` => delete before replace."""
-    return pulumi.ResourceOptions(parent=parent, provider=provider, delete_before_replace=(rollout == "recreate"))
-
-
-def _resource(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
+def _resource(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     kind = manifest["kind"]
     if kind == "Deployment":
         return k8s.apps.v1.Deployment(name, metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
@@ -42,36 +39,26 @@ def _resource(name: str, manifest: Manifest, opts: pulumi.ResourceOptions) -> pu
 
 
 class ReplicaComponent(pulumi.ComponentResource):
-    """The objects of one replica intent and the facts about them (outputs)."""
+    """The objects of one replica and the facts about them (outputs).
+
+    ``manifests`` are what is applied: the rendered ones, or -- for a replica held during a
+    rollout -- exactly the ones the state records, so Pulumi leaves its objects alone."""
 
     def __init__(
         self,
-        slot: str,
-        rendered: RenderedReplica,
-        config: InferCraneConfig,
+        name: str,
+        manifests: Sequence[Mapping[str, Any]],
+        summary: Mapping[str, Any],
         provider: k8s.Provider,
-        opts: pulumi.ResourceOptions | None = None,
+        *,
+        legacy: str | None = None,
     ) -> None:
-        super().__init__(COMPONENT_TYPE, slot, None, opts)
-        child_opts = child_options(self, provider, config.kubernetes.rollout)
-        self.objects = [_resource(child_name(slot, m["kind"]), m, child_opts) for m in rendered.manifests]
+        aliases = [pulumi.Alias(name=legacy)] if legacy else None
+        super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions(aliases=aliases))
+        child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
+        self.objects = [_resource(child_name(name, m["kind"]), m, child_opts) for m in manifests]
         # The object whose status says whether the replica serves (Deployment / InferenceService).
         self.workload = self.objects[0]
-        self.rendered = rendered
-        r = rendered.replica
-        self.summary: dict[str, Any] = {
-            "key": r.key,
-            "slot": slot,
-            "endpointName": r.name,
-            "model": r.model,
-            "modelRevision": r.model_revision,
-            "namespace": config.kubernetes.namespace,
-            "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in rendered.manifests],
-            "endpoint": rendered.endpoint,
-            "intentHash": rendered.intent,
-            "gpu": r.gpu,
-            "gpuCount": r.gpu_count,
-            "image": config.image_for(r),
-            "ids": [o.id for o in self.objects],
-        }
+        self.name = name
+        self.summary: dict[str, Any] = {**summary, "ids": [o.id for o in self.objects]}
         self.register_outputs(self.summary)

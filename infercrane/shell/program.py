@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import os
 from collections import defaultdict
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
@@ -18,9 +19,11 @@ from pulumi.runtime import config as runtime_config
 
 from infercrane.core import config as cfg
 from infercrane.core import loading, naming
-from infercrane.core.errors import InferCraneError, NotReady
+from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused
 from infercrane.core.manifests import render_checked
-from infercrane.core.urns import slots
+from infercrane.core.render import RenderedReplica
+from infercrane.core.rollout import Step, endpoint_of
+from infercrane.core.urns import legacy_slots
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.provider import make_provider
 
@@ -53,9 +56,62 @@ def stack_values() -> dict[str, Any]:
     return values
 
 
-def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool) -> list[ReplicaComponent]:
+def summary_of(r: RenderedReplica, config: cfg.InferCraneConfig) -> dict[str, Any]:
+    """The facts one replica's component records as outputs (and the stack output ``replicas``)."""
+    rep = r.replica
+    return {
+        "key": rep.key,
+        "endpointName": rep.name,
+        "model": rep.model,
+        "modelRevision": rep.model_revision,
+        "namespace": config.kubernetes.namespace,
+        "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in r.manifests],
+        "endpoint": r.endpoint,
+        "intentHash": r.intent,
+        "gpu": rep.gpu,
+        "gpuCount": rep.gpu_count,
+        "image": config.image_for(rep),
+    }
+
+
+def held_summary(key: str, manifests: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
+    """The facts of a replica held as the state records it (a rollout has not reached it yet)."""
+    meta = manifests[0]["metadata"]
+    annotations = meta.get("annotations") or {}
+    return {
+        "key": key,
+        "endpointName": endpoint_of(manifests[0]),
+        "namespace": namespace,
+        "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in manifests],
+        "intentHash": annotations.get(naming.ANNOTATION_INTENT),
+        "held": True,
+    }
+
+
+def check_rollout(config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any) -> None:
+    """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
+    rollout policy (preview only warns), naming the command that rolls it in waves."""
+    from infercrane.live import membership
+
+    plan = membership.plan_rollout(config, rendered, report, naming.stack_identity(cfg.PROJECT, stack))
+    breaches = [
+        f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
+        f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
+        for e in plan.beyond_one_step()
+    ]
+    if breaches:
+        refusal = RolloutRefused(stack, breaches)
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(f"`pulumi up` will refuse: {refusal}")
+        else:
+            raise refusal
+
+
+def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel | None = None) -> list[ReplicaComponent]:
     """Render and guard (the one pipeline, :func:`infercrane.core.manifests.render_checked`), run
-    the live preflight, then register one component per replica slot."""
+    the live preflight, then register one component per replica -- for a rollout step, the
+    step's replicas as rendered and the held ones as the state records them."""
+    channel = channel or Channel()
     rendered = render_checked(config, stack)
     t = config.kubernetes
     if preflight:
@@ -69,8 +125,28 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool) -> list[
                 f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
                 + (" …" if len(drift) > 5 else "")
             )
+        if not channel.driven:
+            check_rollout(config, stack, rendered, report)
     provider = make_provider(t)
-    return [ReplicaComponent(slot, r, config, provider) for slot, r in zip(slots(rendered), rendered, strict=True)]
+    legacy = (
+        channel.legacy
+        if channel.legacy is not None
+        else dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
+    )
+    step = channel.step
+    components = []
+    for r in rendered:
+        key = r.replica.key
+        if step is None or key in step.apply:
+            components.append(ReplicaComponent(r.name, r.manifests, summary_of(r, config), provider, legacy=legacy.get(key)))
+    if step is not None:
+        for key in sorted(step.hold):
+            recorded = channel.held.get(key)
+            if recorded:  # not in the state: Pulumi does not know it, nothing to hold
+                name = naming.object_name(key)
+                summary = held_summary(key, recorded, t.namespace)
+                components.append(ReplicaComponent(name, recorded, summary, provider, legacy=legacy.get(key)))
+    return components
 
 
 DEPLOY_HISTORY: Final = 20
@@ -81,26 +157,42 @@ class Channel:
     """What one in-process caller (the Automation API, :mod:`infercrane.engine.workspace`) and one
     run of the program pass each other -- explicitly, instead of module globals.
 
-    In: ``deploy_record`` -- set by ``infercrane deploy`` for one ``up``: the idempotency history
-    read from the stack's outputs and this deploy's entry. The program exports them as ``deploys``,
-    so the record is written by the update it describes, only if it succeeds.
+    In: ``config`` -- the validated config the caller prepared (``plan MODEL`` adds its intent
+    without touching the stack file); else the program reads the stack's. ``deploy_record`` -- set
+    by ``infercrane deploy``: the idempotency history read from the stack's outputs and, on the
+    run that completes the deploy, this deploy's entry (exported as ``deploys``, so the record is
+    written by the update it describes, only if it succeeds). ``step`` -- one step of a rollout
+    the caller drives (:mod:`infercrane.core.rollout`), with ``held`` the recorded manifests of
+    the replicas it holds; ``driven`` -- the caller rolls in waves, so the program does not refuse
+    a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases.
     Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
     parsing the engine's output."""
 
     deploy_record: dict[str, Any] | None = None
+    config: cfg.InferCraneConfig | None = None
+    step: Step | None = None
+    held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    driven: bool = False
+    legacy: Mapping[str, str] | None = None
     error: InferCraneError | None = None
 
 
 def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig, deploy_record: dict[str, Any] | None) -> None:
-    endpoints: dict[str, list[str]] = defaultdict(list)
+    """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
+    model revision, intent hash) -- every replica this run leaves registered."""
+    endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in components:
-        endpoints[c.summary["endpointName"]].append(c.summary["key"])
+        s = c.summary
+        endpoints[str(s["endpointName"])].append(
+            {"key": s["key"], "modelRevision": s.get("modelRevision"), "intentHash": s.get("intentHash")}
+        )
     pulumi.export("namespace", config.kubernetes.namespace)
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
     pulumi.export("endpoints", dict(endpoints))
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
-        pulumi.export("deploys", [*deploy_record["history"], deploy_record["entry"]][-DEPLOY_HISTORY:])
+        entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
+        pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
 
 
 def await_readiness(
@@ -127,18 +219,18 @@ def await_readiness(
 
     waiter = readiness.FleetWaiter(cluster.client(t), t, t.object_kinds[0], report=report)
 
+    budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
+    components = [c for c in components if not c.summary.get("held")]  # held ones are not rolled by this run
+    if not components:
+        return None
+
     def wait(c: ReplicaComponent) -> pulumi.Output[readiness.Verdict]:
-        budget = c.rendered.replica.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS
         return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
-            lambda meta: waiter.wait(c.rendered.name, int(getattr(meta, "generation", None) or 0), budget)
+            lambda meta: waiter.wait(c.name, int(getattr(meta, "generation", None) or 0), budgets[c.summary["key"]])
         )
 
     def check(verdicts: list[readiness.Verdict]) -> None:
-        failures = [
-            (c.rendered.replica.key, c.rendered.name, v.reason)
-            for c, v in zip(components, verdicts, strict=True)
-            if v.state != "ready"
-        ]
+        failures = [(c.summary["key"], c.name, v.reason) for c, v in zip(components, verdicts, strict=True) if v.state != "ready"]
         if failures:
             lost = all(v.api_lost for v in verdicts if v.state != "ready")
             channel.error = NotReady(failures, len(components), api_lost=lost)
@@ -155,8 +247,8 @@ def main(channel: Channel | None = None) -> None:
     stack = pulumi.get_stack()
     source = f"stacks/Pulumi.{stack}.yaml"
     try:
-        config = loading.load(stack_values(), source=source, env=os.environ)
-        components = build(config, stack, preflight=not running_under_mocks())
+        config = channel.config or loading.load(stack_values(), source=source, env=os.environ)
+        components = build(config, stack, preflight=not running_under_mocks(), channel=channel)
     except InferCraneError as exc:
         channel.error = exc
         raise pulumi.RunError(str(exc)) from None

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from infercrane.core import config as cfg
-from infercrane.core import loading
+from infercrane.core import loading, naming
 from infercrane.project import paths, stackfile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -83,7 +83,9 @@ def test_registers_one_component_per_replica_with_deployment_and_service() -> No
     assert len(by_type(rec, "infercrane:index:Replica")) == 2
     assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2
     assert len(by_type(rec, "kubernetes:core/v1:Service")) == 2
-    assert sorted(r.name for r in by_type(rec, "infercrane:index:Replica")) == ["qwen-kubernetes-0", "qwen-kubernetes-1"]
+    assert sorted(r.name for r in by_type(rec, "infercrane:index:Replica")) == sorted(
+        naming.object_name(k) for k in ("qwen-kubernetes-rev-1-r0", "qwen-kubernetes-rev-1-r1")
+    )
 
 
 @pytest.mark.usefixtures("clean_env")
@@ -151,16 +153,6 @@ def test_bad_config_registers_nothing() -> None:
         exc.value
     )
     assert recorder.resources == []
-
-
-def test_recreate_rollout_deletes_before_replacing() -> None:
-    from infercrane.shell.components import child_options
-
-    class Dummy:
-        pass
-
-    assert child_options(Dummy(), Dummy(), "recreate").delete_before_replace is True  # type: ignore[arg-type]
-    assert child_options(Dummy(), Dummy(), "surge").delete_before_replace is False  # type: ignore[arg-type]
 
 
 @pytest.mark.usefixtures("clean_env")

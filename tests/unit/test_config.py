@@ -25,7 +25,8 @@ def test_minimal_config_gets_seed_defaults(values: dict[str, Any]) -> None:
     t = c.kubernetes
     assert (t.namespace, t.workload_api, t.service_account) == ("infercrane-system", "deployment", "infercrane-runtime")
     assert (t.worker_secret.name, t.worker_secret.key) == ("infercrane-worker", "api-key")
-    assert (t.gpu_resource, t.gpu_product_label, t.rollout) == ("nvidia.com/gpu", "nvidia.com/gpu.product", "recreate")
+    assert (t.gpu_resource, t.gpu_product_label) == ("nvidia.com/gpu", "nvidia.com/gpu.product")
+    assert (t.rollout.max_unavailable, t.rollout.max_surge) == (1, 0)
     r = c.replicas[0]
     assert (r.gpu_count, r.engine, r.port, r.startup_budget_seconds) == (1, "vllm", 8000, 1800)
 
@@ -111,7 +112,8 @@ def test_unknown_keys_are_refused(values: dict[str, Any]) -> None:
     values["infercrane:extra"] = 1
     out = problems(values)
     assert (
-        f"{SRC}: infercrane:extra: is not an InferCrane setting\n    fix: use infercrane:kubernetes or infercrane:replicas" in out
+        f"{SRC}: infercrane:extra: is not an InferCrane setting\n    fix: use infercrane:kubernetes, infercrane:replicas or infercrane:endpoints"
+        in out
     )
     assert any(p.startswith(f"{SRC}: infercrane:kubernetes.namesapce: is not a known setting") for p in out)
     assert any(

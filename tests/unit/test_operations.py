@@ -4,26 +4,31 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading
-from infercrane.core.urns import slot_of
+from infercrane.core import loading, naming
+from infercrane.core.manifests import render_checked
+from infercrane.core.urns import component_of
 from infercrane.engine.operations import EventCollector, _op_class, summarize
 
 STACK = "urn:pulumi:dev::infercrane::"
 
 
 @pytest.mark.parametrize(
-    ("urn", "slot"),
+    ("urn", "component"),
     [
-        (STACK + "infercrane:index:Replica::qwen-0", "qwen-0"),
-        (STACK + "infercrane:index:Replica$kubernetes:apps/v1:Deployment::qwen-0-deployment", "qwen-0"),
+        (STACK + "infercrane:index:Replica::infercrane-0123456789abcdef01234567", "infercrane-0123456789abcdef01234567"),
+        (
+            STACK + "infercrane:index:Replica$kubernetes:apps/v1:Deployment::infercrane-0123456789abcdef01234567-deployment",
+            "infercrane-0123456789abcdef01234567",
+        ),
         (STACK + "infercrane:index:Replica$kubernetes:core/v1:Service::qwen-1-service", "qwen-1"),
+        (STACK + "infercrane:index:Replica::my-service", "my-service"),  # a component is never cut at a suffix
         (STACK + "pulumi:providers:kubernetes::infercrane", None),
         (STACK + "pulumi:pulumi:Stack::infercrane-dev", None),
     ],
-    ids=["component", "deployment", "service", "provider", "stack"],
+    ids=["component", "deployment", "legacy-service", "component-named-like-a-child", "provider", "stack"],
 )
-def test_slot_of_urn(urn: str, slot: str | None) -> None:
-    assert slot_of(urn) == slot
+def test_component_of_urn(urn: str, component: str | None) -> None:
+    assert component_of(urn) == component
 
 
 @pytest.mark.parametrize(
@@ -43,26 +48,23 @@ def test_engine_ops_fold_into_action_classes(op: str, cls: str) -> None:
     assert _op_class(op) == cls
 
 
-def test_summary_per_replica_with_removed_slot(values: dict[str, Any]) -> None:
+def test_summary_per_replica_by_key_identity_with_a_removed_replica(values: dict[str, Any]) -> None:
     c = loading.load(values, source="s", env={})
+    name = naming.object_name("qwen-kubernetes-rev-1-r0")
+    gone = naming.object_name("old-key")
     col = EventCollector()
-    col.ops = {"qwen-kubernetes-0": {"same", "update"}, "old-0": {"delete"}}
-    (kept, removed) = summarize(c, col, "dev")
-    assert (kept.slot, kept.action, kept.key, kept.gpu) == (
-        "qwen-kubernetes-0",
-        "update",
-        "qwen-kubernetes-rev-1-r0",
-        "NVIDIA-L40S",
-    )
-    assert kept.objects[0].startswith("Deployment/infercrane-")
-    assert (removed.slot, removed.action, removed.key) == ("old-0", "delete", None)
+    col.ops = {name: {"same", "update"}, gone: {"delete"}}
+    (kept, removed) = summarize(c, col, render_checked(c, "infercrane/dev"), {gone: "old-key"})
+    assert (kept.name, kept.action, kept.key, kept.gpu) == (name, "update", "qwen-kubernetes-rev-1-r0", "NVIDIA-L40S")
+    assert kept.objects[0] == f"Deployment/{name}"
+    assert (removed.name, removed.action, removed.key) == (gone, "delete", "old-key")
 
 
 def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     c = loading.load(values, source="s", env={})
     col = EventCollector()
-    col.ops = {"qwen-kubernetes-0": {"same", "replace", "create"}}
-    assert summarize(c, col, "dev")[0].action == "replace"
+    col.ops = {naming.object_name("qwen-kubernetes-rev-1-r0"): {"same", "replace", "create"}}
+    assert summarize(c, col, render_checked(c, "infercrane/dev"))[0].action == "replace"
 
 
 @pytest.mark.parametrize(

@@ -57,7 +57,7 @@ def test_startup_budget_sizes_probe_and_progress_deadline(values: dict[str, Any]
 def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[str, Any]) -> None:
     for m in render(values):
         meta = m["metadata"]
-        assert meta["labels"] == naming.labels("qwen-kubernetes-rev-1-r0")
+        assert meta["labels"] == {**naming.labels("qwen-kubernetes-rev-1-r0"), naming.LABEL_ENDPOINT: "qwen-kubernetes"}
         ann = meta["annotations"]
         assert ann["infercrane.dev/external-key"] == "qwen-kubernetes-rev-1-r0"
         assert ann["infercrane.dev/stack"] == STACK

@@ -34,9 +34,9 @@ def test_a_checkpoint_of_exactly_the_registrations_matches(values: dict[str, Any
     expected = _expected(values)
     assert [e.urn for e in expected] == [
         "urn:pulumi:dev::infercrane::pulumi:providers:kubernetes::infercrane",
-        "urn:pulumi:dev::infercrane::infercrane:index:Replica::qwen-kubernetes-0",
-        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:apps/v1:Deployment::qwen-kubernetes-0-deployment",
-        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:core/v1:Service::qwen-kubernetes-0-service",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica::infercrane-935120ec8f148f03a1305f63",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:apps/v1:Deployment::infercrane-935120ec8f148f03a1305f63-deployment",
+        "urn:pulumi:dev::infercrane::infercrane:index:Replica$kubernetes:core/v1:Service::infercrane-935120ec8f148f03a1305f63-service",
     ]
     assert urns.state_matches(_state_of(expected), expected) == []
 
@@ -70,8 +70,8 @@ def _pending_delete(state: dict[str, Any]) -> None:
 @pytest.mark.parametrize(
     ("mutate", "words"),
     [
-        (_mutate_input, "Deployment::qwen-kubernetes-0-deployment: recorded inputs differ"),
-        (_drop_service, "Service::qwen-kubernetes-0-service: not in the state"),
+        (_mutate_input, "Deployment::infercrane-935120ec8f148f03a1305f63-deployment: recorded inputs differ"),
+        (_drop_service, "Service::infercrane-935120ec8f148f03a1305f63-service: not in the state"),
         (_extra_replica, "Replica::gone-0: in the state, not in the config"),
         (_pending, "1 pending operation(s) in the state"),
         (_provider_version, "pulumi:providers:kubernetes::infercrane: recorded inputs differ"),

@@ -1,6 +1,7 @@
 """Deployment, Service and InferenceService manifests for one replica (the DESIGN.md contracts).
 
-Deployment: one replica, Recreate (a surge would need twice the GPUs), progress deadline and
+Deployment: one replica, Recreate (a surge would need twice the GPUs) unless the endpoint's rollout
+policy allows a surge, progress deadline and
 startup probe sized from the startup budget, explicit engine command, key only by Secret
 reference, GPU limits = requests, product-label nodeSelector, GPU toleration, in-memory /dev/shm,
 no privilege escalation, no automounted token. Pure core.
@@ -30,7 +31,7 @@ def _metadata(config: InferCraneConfig, replica: Replica, intent: str, stack: st
     return {
         "name": naming.object_name(replica.key),
         "namespace": config.kubernetes.namespace,
-        "labels": naming.labels(replica.key),
+        "labels": {**naming.labels(replica.key), naming.LABEL_ENDPOINT: replica.name},
         "annotations": {
             **naming.ownership_annotations(replica.key, intent, stack),
             naming.PULUMI_FIELD_MANAGER: naming.FIELD_MANAGER,
@@ -86,6 +87,14 @@ def _volumes(replica: Replica) -> list[dict[str, Any]]:
     return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
 
 
+def _strategy(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
+    """Recreate unless the endpoint may surge: then the new pod starts (on a free GPU set) and the
+    old one stops only once it is ready. Never a surge the policy does not allow."""
+    if config.rollout_for(replica.name).max_surge >= 1:
+        return {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    return {"type": "Recreate"}
+
+
 def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
     meta = _metadata(config, replica, intent, stack)
     # pulumi-kubernetes' own await watches ReplicaSets and Pods (rights the seed's Role does not
@@ -104,7 +113,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
         "spec": {
             "replicas": 1,
             "selector": {"matchLabels": naming.selector(replica.key)},
-            "strategy": {"type": "Recreate"},
+            "strategy": _strategy(config, replica),
             "progressDeadlineSeconds": replica.startup_budget_seconds,
             "revisionHistoryLimit": 3,
             "template": {

@@ -1,0 +1,339 @@
+"""Revision lifecycle: how each endpoint moves from the replicas that run now to the replicas the
+config names, in waves, under its rollout policy -- and the engine runs ("steps") that carry it out.
+
+A replica's identity is its durable key. Per endpoint, comparing what runs (:class:`Member`, read
+from the live objects) with what the config renders (:class:`Target`):
+
+- a key whose pods would not change (same pod template), a new key that replaces nothing, and a
+  key that is not serving anyway cost nothing and are applied in the first step;
+- a serving key whose pod template changes (new image, revision, args, GPU, endpoint name) is an
+  *update*: its pods restart;
+- a new key takes the place of a serving key that leaves the config: a *replacement pair*;
+- serving keys that leave without a new key taking their place (a smaller endpoint) are deleted
+  last, once everything else is ready; keys that leave while not serving are deleted at once.
+
+Updates and replacements are the units of a rollout, rolled ``maxUnavailable`` at a time *in
+place* (the old replica stops, then its successor starts: never more GPUs than the endpoint holds)
+or, with ``maxSurge >= 1``, ``maxSurge`` at a time as a *surge* (the successor starts first and the
+old one stops only once it is ready). An old replica is deleted only after the wave before its own
+is ready, never because a new one failed: a step that fails stops the rollout before its deletions.
+
+Each :class:`Step` is one ``pulumi up``: ``apply`` keys are registered with their new manifests and
+waited for; ``hold`` keys (live, not rolled yet) are registered exactly as the state records them,
+so Pulumi leaves them alone; every other key in the state is deleted at the end of the step, after
+the step's replicas are ready. A change that fits in one step is what a plain ``pulumi up`` may do;
+anything longer needs ``infercrane deploy`` to drive the steps. Pure core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from infercrane.core import naming
+from infercrane.core.config import RolloutPolicy
+
+Mode = Literal["in place", "surge"]
+IN_PLACE: Final = "in place"
+SURGE: Final = "surge"
+
+
+def _containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    spec = obj.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
+    return list((pod or {}).get("containers") or [])
+
+
+def endpoint_of(obj: Mapping[str, Any]) -> str | None:
+    """The endpoint an object serves: its endpoint label, else its first served model name."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(naming.LABEL_ENDPOINT):
+        return str(labels[naming.LABEL_ENDPOINT])
+    for c in _containers(obj)[:1]:
+        args = list(c.get("args") or [])
+        if "--served-model-name" in args[:-1]:
+            return str(args[args.index("--served-model-name") + 1])
+    return None
+
+
+def gpus_of(obj: Mapping[str, Any], gpu_resource: str) -> int:
+    total = 0
+    for c in _containers(obj):
+        value = ((c.get("resources") or {}).get("requests") or {}).get(gpu_resource)
+        try:
+            total += int(str(value)) if value is not None else 0
+        except ValueError:
+            pass
+    return total
+
+
+@dataclass(frozen=True)
+class Member:
+    """A replica that runs now: its live workload object, owned by this stack."""
+
+    key: str
+    endpoint: str
+    ready: bool
+    gpus: int
+
+
+@dataclass(frozen=True)
+class Target:
+    """A replica of the config, and whether applying it restarts a live replica's pods."""
+
+    key: str
+    endpoint: str
+    gpus: int
+    restarts: bool = False
+
+
+@dataclass(frozen=True)
+class Wave:
+    """One wave of an endpoint: ``down`` stop serving (deleted, or restarted in place), ``up`` start
+    and are ready before the next wave begins."""
+
+    down: tuple[str, ...]
+    up: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class EndpointRollout:
+    """What a change does to one endpoint: its waves and the lowest point on the way."""
+
+    endpoint: str
+    max_unavailable: int
+    max_surge: int
+    mode: Mode
+    waves: tuple[Wave, ...]
+    ready_before: int
+    ready_after: int
+    lowest_ready: int
+    gpus_before: int
+    gpus_after: int
+    peak_gpus: int
+    updates: int = 0  # serving replicas whose pods restart
+    replacements: int = 0  # new keys taking serving old keys' places
+    deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
+    replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
+    deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
+
+    @property
+    def steps_needed(self) -> int:
+        """Engine runs this endpoint alone needs: one per wave, and one before the first wave
+        when in place replacements must free their GPUs first."""
+        return (1 if self.replaced_first else 0) + max(1, len(self.waves))
+
+    def all_at_once(self) -> str:
+        """What one engine run doing this endpoint's whole change at once would do to it."""
+        parts = []
+        if self.updates:
+            parts.append(f"{self.updates} serving replica(s) would restart together")
+        if self.replacements:
+            parts.append(f"{self.replacements} new replica(s) would need GPUs beside the ones they replace")
+        return " and ".join(parts)
+
+    @property
+    def extra_gpus(self) -> int:
+        """GPUs above both what the endpoint holds before and after: what a surge borrows."""
+        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
+
+
+@dataclass(frozen=True)
+class Step:
+    """One engine run (see the module docstring)."""
+
+    apply: frozenset[str]
+    hold: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Rollout:
+    endpoints: tuple[EndpointRollout, ...]
+    steps: tuple[Step, ...]
+
+    @property
+    def waves(self) -> int:
+        return max((len(e.waves) for e in self.endpoints), default=0)
+
+    def beyond_one_step(self) -> list[EndpointRollout]:
+        """The endpoints that one engine run doing everything at once would take outside their
+        policy (more replicas down, or more GPUs, than allowed): they need several steps."""
+        return [e for e in self.endpoints if e.steps_needed > 1]
+
+
+@dataclass
+class _Schedule:
+    """One endpoint's plan in its own wave numbers; merged into global steps by :func:`plan`."""
+
+    free: list[str] = field(default_factory=list)  # applied in the first step
+    delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
+    delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
+    waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
+    delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
+    held_until_wave: dict[str, int] = field(default_factory=dict)  # target keys not applied before their wave
+
+
+def _chunks(items: Sequence[tuple[str, str | None]], size: int) -> list[list[tuple[str, str | None]]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def _endpoint(
+    name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy
+) -> tuple[EndpointRollout, _Schedule]:
+    by_key = {m.key: m for m in members}
+    target_keys = {t.key for t in targets}
+    sched = _Schedule()
+    adds = [t for t in targets if t.key not in by_key]
+    updates = [t for t in targets if t.key in by_key and t.restarts and by_key[t.key].ready]
+    sched.free = [t.key for t in targets if t.key in by_key and not (t.restarts and by_key[t.key].ready)]
+    leaving = [m for m in members if m.key not in target_keys]
+    serving_leaving = [m for m in leaving if m.ready]
+    sched.delete_idle = [m.key for m in leaving if not m.ready]
+    pairs = list(zip(adds, serving_leaving, strict=False))
+    sched.free += [t.key for t in adds[len(pairs) :]]
+    sched.delete_last = [m.key for m in serving_leaving[len(pairs) :]]
+
+    mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
+    per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
+    units: list[tuple[str, str | None]] = [(t.key, None) for t in updates] + [(a.key, r.key) for a, r in pairs]
+    chunks = _chunks(units, per_wave)
+    waves = []
+    for i, chunk in enumerate(chunks):
+        ups = [up for up, _ in chunk]
+        replaced = [old for _, old in chunk if old is not None]
+        if mode == SURGE:
+            sched.waves.append((ups, replaced))  # the old ones go once their successors are ready
+        else:
+            following = [old for _, old in chunks[i + 1] if old is not None] if i + 1 < len(chunks) else []
+            sched.waves.append((ups, following))  # the next wave's old ones go once this wave is ready
+            if i == 0:
+                sched.delete_first = replaced
+        # Both modes stop the same replicas and start the same ones; in place stops first, surge starts first.
+        waves.append(Wave(down=tuple([up for up, old in chunk if old is None] + replaced), up=tuple(ups)))
+
+    gpus_of = {m.key: m.gpus for m in members}
+    new_gpus = {t.key: t.gpus for t in targets}
+    ready = {m.key for m in members if m.ready}
+    held = dict(gpus_of)  # key -> GPUs its pods hold now
+    lowest = len(ready)
+    peak = sum(held.values())
+
+    def note() -> None:
+        nonlocal lowest, peak
+        lowest = min(lowest, len(ready))
+        peak = max(peak, sum(held.values()))
+
+    for k in sched.delete_first:
+        ready.discard(k)
+        held.pop(k, None)
+    note()
+    for k in sched.free:
+        held[k] = new_gpus[k]
+        ready.add(k)
+    for k in sched.delete_idle:
+        held.pop(k, None)
+    note()
+    for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
+        if mode == SURGE:
+            for up, old in chunk:
+                held[up if old is not None else f"{up}\0surge"] = new_gpus[up]
+            note()
+            for up, old in chunk:
+                held.pop(f"{up}\0surge", None)
+                held[up] = new_gpus[up]
+                ready.add(up)
+                if old is not None:
+                    ready.discard(old)
+                    held.pop(old, None)
+            note()
+        else:
+            for up, old in chunk:
+                if old is None:
+                    ready.discard(up)
+                    held.pop(up, None)
+            note()
+            for up in ups:
+                held[up] = new_gpus[up]
+                ready.add(up)
+            note()
+            for old in deletions:
+                ready.discard(old)
+                held.pop(old, None)
+            note()
+    for k in sched.delete_last:
+        ready.discard(k)
+        held.pop(k, None)
+    note()
+
+    return (
+        EndpointRollout(
+            endpoint=name,
+            max_unavailable=policy.max_unavailable,
+            max_surge=policy.max_surge,
+            mode=mode,
+            waves=tuple(waves),
+            ready_before=sum(m.ready for m in members),
+            ready_after=len(targets),
+            lowest_ready=lowest,
+            gpus_before=sum(gpus_of.values()),
+            gpus_after=sum(new_gpus.values()),
+            peak_gpus=peak,
+            updates=len(updates),
+            replacements=len(pairs),
+            deleted_idle=tuple(sched.delete_idle),
+            replaced_first=tuple(sched.delete_first),
+            deleted_last=tuple(sched.delete_last),
+        ),
+        sched,
+    )
+
+
+def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Callable[[str], RolloutPolicy]) -> Rollout:
+    """The rollout from ``members`` (what runs) to ``targets`` (the config, in its order).
+
+    A kept key counts for the endpoint the config puts it in; a leaving key for the endpoint it
+    served. Endpoints roll side by side: wave *i* of every endpoint is in the same step."""
+    target_keys = {t.key: t for t in targets}
+    names = list(dict.fromkeys([t.endpoint for t in targets] + [m.endpoint for m in members if m.key not in target_keys]))
+    rollouts: list[EndpointRollout] = []
+    schedules: list[_Schedule] = []
+    for name in names:
+        ts = [t for t in targets if t.endpoint == name]
+        ms = [m for m in members if (target_keys[m.key].endpoint if m.key in target_keys else m.endpoint) == name]
+        if not ts and not ms:
+            continue
+        policy = policy_for(name) if ts else RolloutPolicy.model_validate({})
+        r, s = _endpoint(name, ms, ts, policy)
+        rollouts.append(r)
+        schedules.append(s)
+
+    prep = any(s.delete_first for s in schedules)
+    n_waves = max((len(s.waves) for s in schedules), default=0)
+    n_steps = (1 if prep else 0) + max(1, n_waves)
+    first_wave_step = 1 if prep else 0
+    member_keys = {m.key for m in members}
+
+    # The step at whose end each leaving key is deleted, and the step each target key is applied in.
+    deleted_at: dict[str, int] = {}
+    applied_at: dict[str, int] = {}
+    for s in schedules:
+        for k in s.free:
+            applied_at[k] = 0
+        for k in s.delete_first + s.delete_idle:
+            deleted_at[k] = 0
+        for i, (ups, deletions) in enumerate(s.waves):
+            for k in ups:
+                applied_at[k] = first_wave_step + i
+            for k in deletions:
+                deleted_at[k] = first_wave_step + i
+        for k in s.delete_last:
+            deleted_at[k] = n_steps - 1
+    steps = []
+    for j in range(n_steps):
+        apply = frozenset(k for k in target_keys if applied_at.get(k, 0) <= j)
+        hold = frozenset(
+            k for k in member_keys if (k in target_keys and applied_at.get(k, 0) > j) or (k in deleted_at and deleted_at[k] > j)
+        )
+        steps.append(Step(apply=apply, hold=hold))
+    return Rollout(endpoints=tuple(rollouts), steps=tuple(steps))
