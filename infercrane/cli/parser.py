@@ -39,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     lsub = loc.add_subparsers(dest="local_command", required=True, parser_class=_Parser)
     ls = lsub.add_parser("start", help="start (or reuse) the plane and bootstrap it")
     ls.add_argument("--nodes", type=Path, help="simulated nodes file (default: infercrane/local/nodes.yaml)")
+    ls.add_argument(
+        "--pod-ready-delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="every pod becomes Ready this long after it starts (simulated model load; default 0; kept until the next start)",
+    )
     lsub.add_parser("stop", help="stop the plane's own processes (state is kept)")
     lst = lsub.add_parser("status", help="is it running; where is the kubeconfig")
     lst.add_argument("--json", action="store_true")

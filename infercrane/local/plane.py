@@ -109,6 +109,7 @@ class Plane:
             "context": CONTEXT,
             "adminContext": ADMIN_CONTEXT,
             "apiserver": f"https://127.0.0.1:{rec['ports']['apiserver']}" if rec.get("ports") else None,
+            "podReadyDelaySeconds": rec.get("podReadyDelaySeconds", 0),
             "processes": self.processes(),
         }
 
@@ -125,11 +126,23 @@ class Plane:
             return 0
 
     # -- start ---------------------------------------------------------------------------------
-    def start(self, nodes_file: Path | None = None, progress: Any = print) -> dict[str, Any]:
-        """Start (or reuse) the plane, bootstrap it, and return :meth:`status`."""
+    def start(self, nodes_file: Path | None = None, progress: Any = print, pod_ready_delay: float = 0) -> dict[str, Any]:
+        """Start (or reuse) the plane, bootstrap it, and return :meth:`status`.
+
+        ``pod_ready_delay``: seconds from a pod's start to its Ready condition (simulated model
+        load; kwok's pod-ready Stage delayed), kept until the next start. A running plane is
+        reused as it is, its delay included."""
+        if pod_ready_delay < 0:
+            raise PlaneError(f"--pod-ready-delay {pod_ready_delay:g} is negative.", fix="use seconds >= 0 (default 0)")
         if self.running():
-            progress(f"local plane already running ({self.status()['apiserver']})")
-            return self.status()
+            status = self.status()
+            progress(f"local plane already running ({status['apiserver']})")
+            if status["podReadyDelaySeconds"] != pod_ready_delay:
+                progress(
+                    f"note: it keeps its pod-ready delay of {status['podReadyDelaySeconds']:g} s; "
+                    f"`local stop` then `local start --pod-ready-delay {pod_ready_delay:g}` to change it"
+                )
+            return status
         self.stop(quiet=True)
         tools = {name: find_tool(name) for name in COMPONENTS}
         self.state.mkdir(parents=True, exist_ok=True)
@@ -143,9 +156,11 @@ class Plane:
         }
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
-        run = Supervisor(self._record, self.logs, {"ports": ports}, START_TIMEOUT_SECONDS)
+        run = Supervisor(
+            self._record, self.logs, {"ports": ports, "podReadyDelaySeconds": pod_ready_delay}, START_TIMEOUT_SECONDS
+        )
         try:
-            self._start(run, tools, ports, nodes_file)
+            self._start(run, tools, ports, nodes_file, self._stages(tools["kwok"], pod_ready_delay))
         except BaseException:
             run.rollback()  # a failed start leaves nothing running (etcd's data and the PKI stay)
             raise
@@ -153,7 +168,29 @@ class Plane:
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
         return self.status()
 
-    def _start(self, run: Supervisor, tools: dict[str, Path], ports: dict[str, int], nodes_file: Path | None) -> None:
+    def _stages(self, kwok: Path, pod_ready_delay: float) -> Path:
+        """kwok's stages: the built ones, or -- with a pod-ready delay -- a copy in the plane's state
+        whose ``pod-ready`` Stage waits that long (``spec.delay``), so a pod is Pending, and its
+        Deployment unavailable, for as long as a model would take to load."""
+        built = kwok.parent.parent / "etc" / "stages.yaml"
+        if not built.is_file():
+            raise PlaneError(f"kwok stages {built} are missing.", fix="run `tools/build.sh kwok`")
+        if not pod_ready_delay:
+            return built
+        docs = [d for d in yaml.safe_load_all(built.read_text(encoding="utf-8")) if d]
+        ready = [d for d in docs if d.get("kind") == "Stage" and d.get("metadata", {}).get("name") == "pod-ready"]
+        if len(ready) != 1:
+            raise PlaneError(
+                f"kwok stages {built} have no single pod-ready Stage to delay.", fix="rebuild: `tools/build.sh kwok`"
+            )
+        ready[0]["spec"]["delay"] = {"durationMilliseconds": int(pod_ready_delay * 1000)}
+        delayed = self.state / "kwok-stages.yaml"
+        delayed.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
+        return delayed
+
+    def _start(
+        self, run: Supervisor, tools: dict[str, Path], ports: dict[str, int], nodes_file: Path | None, stages: Path
+    ) -> None:
         def launch(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
             run.launch(name, tools[name], args, env)
 
@@ -214,9 +251,6 @@ class Plane:
             "kube-scheduler",
             [f"--kubeconfig={k / 'scheduler.kubeconfig'}", "--leader-elect=false", "--secure-port=0", "--v=0"],
         )
-        stages = tools["kwok"].parent.parent / "etc" / "stages.yaml"
-        if not stages.is_file():
-            raise PlaneError(f"kwok stages {stages} are missing.", fix="run `tools/build.sh kwok`")
         launch(
             "kwok",
             [

@@ -73,7 +73,9 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc["outputs"]["replicas"][key]["objects"][0]["name"] == naming.object_name(key)
-    assert doc["outputs"]["endpoints"] == {"qwen": [key]}
+    assert doc["outputs"]["endpoints"] == {
+        "qwen": [{"key": key, "modelRevision": None, "intentHash": doc["outputs"]["replicas"][key]["intentHash"]}]
+    }
     (rec,) = doc["inspect"]
     assert rec["state"] == "ready" and rec["endpoint"] == f"http://{naming.object_name(key)}.{NS}.svc:8000"
     engine.destroy()
@@ -161,14 +163,38 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     assert get_or_none(admin, Deployment, name) is None
 
 
-@pytest.mark.parametrize(("rollout", "first"), [("recreate", "delete-replaced"), ("surge", "create-replacement")])
-def test_key_change_replaces_in_the_configured_order(project: Project, admin: Client, rollout: str, first: str) -> None:
+def test_a_key_change_one_engine_run_would_do_with_extra_gpus_is_refused_and_nothing_changes(
+    project: Project, admin: Client
+) -> None:
+    """[a] -> [b] under the default policy (maxSurge 0): a single `pulumi up` would create b beside
+    a (one replica's GPUs more than the endpoint holds); the program refuses and names the command
+    that rolls it (stop a, then start b)."""
+    from infercrane.core.errors import RolloutRefused
+
+    stack = "itorderdefault"
+    engine = project.stack(stack, [replica("it-order-a")])
+    engine.up()
+    before = admin.get(Deployment, naming.object_name("it-order-a"), namespace=NS).metadata.uid
+    engine = project.stack(stack, [replica("it-order-b")])
+    with pytest.raises(RolloutRefused) as exc:
+        engine.up()
+    text = str(exc.value)
+    assert "endpoint qwen rolls in 1 wave(s) under maxUnavailable 1, maxSurge 0" in text, text
+    assert "1 new replica(s) would need GPUs beside the ones they replace" in text
+    assert f"run `infercrane deploy --stack {stack}`" in text
+    assert admin.get(Deployment, naming.object_name("it-order-a"), namespace=NS).metadata.uid == before
+    assert get_or_none(admin, Deployment, naming.object_name("it-order-b")) is None
+    engine.destroy()
+
+
+def test_a_key_change_within_the_surge_allowance_runs_in_one_engine_run_new_first(project: Project, admin: Client) -> None:
     from pulumi.automation import EngineEvent
 
-    stack = f"itorder{rollout}"
-    engine = project.stack(stack, [replica(f"it-{rollout}-a")], rollout=rollout)
+    stack = "itordersurge"
+    surge = {"maxUnavailable": 0, "maxSurge": 1}
+    engine = project.stack(stack, [replica("it-surge-a")], rollout=surge)
     engine.up()
-    engine = project.stack(stack, [replica(f"it-{rollout}-b")], rollout=rollout)
+    engine = project.stack(stack, [replica("it-surge-b")], rollout=surge)
     ops: list[str] = []
 
     def record(event: EngineEvent) -> None:
@@ -177,7 +203,8 @@ def test_key_change_replaces_in_the_configured_order(project: Project, admin: Cl
             ops.append(pre.metadata.op)
 
     engine.up(on_event=record)
-    assert ops[0] == first and {"delete-replaced", "create-replacement"} <= set(ops), ops
-    assert get_or_none(admin, Deployment, naming.object_name(f"it-{rollout}-a")) is None
-    assert get_or_none(admin, Deployment, naming.object_name(f"it-{rollout}-b")) is not None
+    assert ops == ["create", "delete"], ops  # the new one first (and ready), then the old one: never a replace
+    assert get_or_none(admin, Deployment, naming.object_name("it-surge-a")) is None
+    new = admin.get(Deployment, naming.object_name("it-surge-b"), namespace=NS)
+    assert new.spec.strategy.type == "RollingUpdate"
     engine.destroy()

@@ -1,0 +1,396 @@
+"""Revision lifecycle over time, on a plane whose pods take a few seconds to become Ready (kwok's
+pod-ready Stage delayed: simulated model load), so every window a rollout opens is visible.
+
+Through ``infercrane deploy`` (a new process, as a user runs it) as the restricted identity: keys
+are identities (kept replicas keep their uid and pods through a cutover, a reorder, a removal, an
+endpoint rename); an endpoint rolls in waves under its policy, sampled every 0.5 s by a watcher
+(ready pods, GPUs held); a failed wave stops with the old replicas serving and a rerun continues;
+a stack deployed by the slot scheme of the previous release moves without a replacement.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from lightkube import Client
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Pod, Service
+
+from infercrane.core import naming
+from infercrane.local.bootstrap import admin_client
+from infercrane.local.plane import Plane
+from tests.integration.conftest import ROOT, Project, cli, get_or_none
+
+pytestmark = pytest.mark.integration
+NS = "infercrane-system"
+POD_READY_DELAY = 3.0
+NEW_DIGEST = "vllm/vllm-openai@sha256:" + "d" * 64
+# The slot scheme's last release (the landed main before key identity): the migration test runs it.
+SLOT_SCHEME_COMMIT = "784722a"
+
+NODES = {
+    "nodes": [
+        {"name": "kwok-l40s-0", "gpuProduct": "NVIDIA-L40S", "gpus": 4},  # 4 one-GPU replicas: no free GPU
+        {"name": "kwok-h100-0", "gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpus": 5},  # 4 replicas + one free set
+        {"name": "kwok-a100-0", "gpuProduct": "NVIDIA-A100-SXM4-80GB", "gpus": 8},  # the identity tests
+    ]
+}
+
+
+@pytest.fixture(scope="module")
+def slow_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
+    root = tmp_path_factory.mktemp("slow-plane")
+    nodes = root / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump(NODES))
+    p = Plane(root / "state")
+    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=POD_READY_DELAY)
+    assert status["podReadyDelaySeconds"] == POD_READY_DELAY
+    yield p
+    p.stop(quiet=True)
+
+
+@pytest.fixture(scope="module")
+def slow_admin(slow_plane: Plane) -> Client:
+    return admin_client(slow_plane.kubeconfig)
+
+
+@pytest.fixture
+def slow(
+    tmp_path: Path, slow_plane: Plane, pulumi_home: Path, monkeypatch: pytest.MonkeyPatch, slow_admin: Client
+) -> Iterator[Project]:
+    p = Project(tmp_path, slow_plane, pulumi_home, monkeypatch)
+    yield p
+    p.cleanup(slow_admin)
+
+
+def rep(key: str, name: str = "rev", gpu: str = "NVIDIA-A100-SXM4-80GB", **extra: Any) -> dict[str, Any]:
+    return {"key": key, "model": "Qwen/Qwen3-8B", "name": name, "gpu": gpu, "startupBudgetSeconds": 60} | extra
+
+
+def deploy(project: Project, stack: str, *extra: str) -> dict[str, Any]:
+    r = cli(project, "deploy", "--stack", stack, "--json", *extra)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout))
+
+
+def assert_no_op_plan(project: Project, stack: str) -> None:
+    r = cli(project, "plan", "--stack", stack, "--json")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def live(admin: Client, keys: list[str]) -> dict[str, tuple[str, str]]:
+    """key -> (Deployment uid, the name of its one pod)."""
+    out = {}
+    for key in keys:
+        name = naming.object_name(key)
+        dep = admin.get(Deployment, name, namespace=NS)
+        pods = [
+            p for p in admin.list(Pod, namespace=NS, labels={naming.LABEL_INSTANCE: name}) if not p.metadata.deletionTimestamp
+        ]
+        assert len(pods) == 1, (key, [p.metadata.name for p in pods])
+        out[key] = (str(dep.metadata.uid), str(pods[0].metadata.name))
+    return out
+
+
+def gone(admin: Client, keys: list[str]) -> bool:
+    return all(
+        get_or_none(admin, Deployment, naming.object_name(k)) is None
+        and get_or_none(admin, Service, naming.object_name(k)) is None
+        for k in keys
+    )
+
+
+def test_kept_keys_keep_their_objects_and_pods_through_cutover_reorder_removal_and_rename(
+    slow: Project, slow_admin: Client
+) -> None:
+    stack = "rolid"
+    old = ["a-rev-1-r0", "a-rev-1-r1"]
+    new = ["a-rev-2-r0", "a-rev-2-r1"]
+    slow.stack(stack, [rep(k) for k in old])
+    deploy(slow, stack)
+    first = live(slow_admin, old)
+
+    slow.stack(stack, [rep(k) for k in old + new])  # blue/green: the new revision beside the old
+    deploy(slow, stack)
+    assert live(slow_admin, old) == first
+    both = live(slow_admin, old + new)
+    assert_no_op_plan(slow, stack)
+
+    slow.stack(stack, [rep(k) for k in new])  # drop the old revision: only its objects go
+    doc = deploy(slow, stack)
+    assert {a["key"]: a["action"] for a in doc["replicas"]} == {
+        new[0]: "same",
+        new[1]: "same",
+        old[0]: "delete",
+        old[1]: "delete",
+    }
+    assert live(slow_admin, new) == {k: both[k] for k in new}
+    assert gone(slow_admin, old)
+    assert_no_op_plan(slow, stack)
+
+    three = [*new, "a-rev-2-r2"]
+    slow.stack(stack, [rep(k) for k in three])
+    deploy(slow, stack)
+    kept = live(slow_admin, three)
+    slow.stack(stack, [rep(k) for k in reversed(three)])  # a reorder changes nothing
+    doc = deploy(slow, stack)
+    assert {a["action"] for a in doc["replicas"]} == {"same"}
+    assert live(slow_admin, three) == kept
+    assert_no_op_plan(slow, stack)
+
+    slow.stack(stack, [rep(three[0]), rep(three[2])])  # removing the middle one touches no other
+    deploy(slow, stack)
+    assert live(slow_admin, [three[0], three[2]]) == {k: kept[k] for k in (three[0], three[2])}
+    assert gone(slow_admin, [three[1]])
+    assert_no_op_plan(slow, stack)
+
+    # A new endpoint name is a new served name (a pod change), rolled in waves; no object is replaced.
+    slow.stack(stack, [rep(three[0], name="rev-next"), rep(three[2], name="rev-next")])
+    doc = deploy(slow, stack)
+    (e,) = doc["rollout"]["endpoints"]
+    assert (e["endpoint"], len(e["waves"]), e["lowestReady"]) == ("rev-next", 2, 1)
+    after = live(slow_admin, [three[0], three[2]])
+    assert {k: uid for k, (uid, _) in after.items()} == {k: kept[k][0] for k in (three[0], three[2])}
+    dep = slow_admin.get(Deployment, naming.object_name(three[0]), namespace=NS)
+    assert dep.metadata.labels[naming.LABEL_ENDPOINT] == "rev-next"
+    assert_no_op_plan(slow, stack)
+    r = cli(slow, "destroy", "--stack", stack)
+    assert r.returncode == 0, r.stderr
+
+
+class Watcher:
+    """Samples one endpoint's pods every 0.5 s: how many are Ready (and not terminating), and how
+    many GPUs its scheduled, not yet finished pods hold (a terminating pod still holds them)."""
+
+    def __init__(self, admin: Client, keys: list[str], gpu_resource: str = "nvidia.com/gpu") -> None:
+        self.admin, self.names, self.gpu = admin, {naming.object_name(k) for k in keys}, gpu_resource
+        self.samples: list[tuple[int, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> tuple[int, int]:
+        ready = gpus = 0
+        for p in self.admin.list(Pod, namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
+            if (p.metadata.labels or {}).get(naming.LABEL_INSTANCE) not in self.names:
+                continue
+            if p.spec.nodeName and (p.status.phase or "") not in ("Succeeded", "Failed"):
+                gpus += sum(int((c.resources.requests or {}).get(self.gpu, 0)) for c in p.spec.containers)
+            conditions = {c.type: c.status for c in (p.status.conditions or [])}
+            if conditions.get("Ready") == "True" and not p.metadata.deletionTimestamp:
+                ready += 1
+        return ready, gpus
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(self._sample())
+            time.sleep(0.5)
+
+    def __enter__(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def lowest_ready(self) -> int:
+        return min(r for r, _ in self.samples)
+
+    @property
+    def peak_gpus(self) -> int:
+        return max(g for _, g in self.samples)
+
+
+def intents(admin: Client, keys: list[str]) -> dict[str, str]:
+    return {
+        k: admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.annotations[naming.ANNOTATION_INTENT] for k in keys
+    }
+
+
+@pytest.mark.parametrize(
+    ("gpu", "rollout", "floor", "gpu_cap"),
+    [("NVIDIA-L40S", None, 3, 4), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4, 5)],
+    ids=["in-place-no-free-gpu", "surge-one-free-gpu-set"],
+)
+def test_an_endpoint_rolls_to_a_new_digest_in_waves_within_its_policy(
+    slow: Project, slow_admin: Client, gpu: str, rollout: dict[str, int] | None, floor: int, gpu_cap: int
+) -> None:
+    stack = "rolwave" + ("surge" if rollout else "inplace")
+    keys = [f"{stack}-r{i}" for i in range(4)]
+    target = {"rollout": rollout} if rollout else {}
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target)
+    deploy(slow, stack)
+    before = live(slow_admin, keys)
+    old_intents = intents(slow_admin, keys)
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target, imageDigest=NEW_DIGEST)
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr
+    assert f"4 wave(s) {'surge' if rollout else 'in place'}" in plan.stdout and f"lowest ready {floor}" in plan.stdout, (
+        plan.stdout
+    )
+    with Watcher(slow_admin, keys) as w:
+        deploy(slow, stack)
+    assert w.samples and w.lowest_ready >= floor, w.samples
+    assert w.peak_gpus <= gpu_cap, w.samples
+    assert min(r for r, _ in w.samples) < 4 or rollout, "an in-place roll must have taken a replica down at some sample"
+    after = live(slow_admin, keys)
+    assert {k: u for k, (u, _) in after.items()} == {k: u for k, (u, _) in before.items()}  # same objects
+    assert all(after[k][1] != before[k][1] for k in keys)  # every pod replaced, one wave at a time
+    new_intents = intents(slow_admin, keys)
+    assert all(new_intents[k] != old_intents[k] for k in keys), (old_intents, new_intents)
+    for k in keys:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.containers[0].image == NEW_DIGEST
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_a_rerun_finishes(
+    slow: Project, slow_admin: Client
+) -> None:
+    stack = "rolfail"
+    keys = [f"{stack}-r{i}" for i in range(3)]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy(slow, stack)
+    before = live(slow_admin, keys)
+    slow.stack(stack, [rep(k, gpu="NVIDIA-B200") for k in keys])  # valid, but no node carries it
+    began = time.monotonic()
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolfail-1")
+    took = time.monotonic() - began
+    assert r.returncode == 1
+    assert "the rollout stopped at step 1/3" in r.stderr, r.stderr[-3000:]
+    assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, r.stderr[-3000:]
+    assert took < 60 + 60 + 60, took  # budget + margin + the engine's own time
+    # The first wave's replica is down (its pod cannot be placed); the others still serve, untouched.
+    assert live(slow_admin, keys[1:]) == {k: before[k] for k in keys[1:]}
+    for k in keys[1:]:
+        assert slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1
+
+    slow.stack(stack, [rep(k, gpu="NVIDIA-L40S") for k in keys])  # the fix: a product the nodes carry
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolfail-2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    (e,) = json.loads(r.stdout)["rollout"]["endpoints"]
+    assert len(e["waves"]) == 2, e  # the broken replica is repaired at once; the two serving ones roll
+    for k in keys:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.nodeSelector["nvidia.com/gpu.product"] == "NVIDIA-L40S"
+        assert dep.status.availableReplicas == 1
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def slot_scheme_release(tmp: Path) -> Path:
+    """The package and its tool pins as the slot scheme's release had them (git archive of that
+    commit; the same pins, so the same cached tools)."""
+    out = tmp / "slot-release"
+    out.mkdir()
+    archive = tmp / "slot-release.tar"
+    done = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", "-o", str(archive), SLOT_SCHEME_COMMIT, "infercrane", "tools"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"the migration test needs the history of main (commit {SLOT_SCHEME_COMMIT}): {done.stderr}"
+    with tarfile.open(archive) as tar:
+        tar.extractall(out, filter="data")
+    return out
+
+
+def test_a_stack_deployed_under_slot_names_moves_to_key_identity_without_a_replacement_even_reordered(
+    slow: Project, slow_admin: Client, tmp_path: Path
+) -> None:
+    stack = "rolmigrate"
+    keys = [f"{stack}-r0", f"{stack}-r1", f"{stack}-r2"]
+    slow.stack(stack, [rep(k) for k in keys])
+    release = slot_scheme_release(tmp_path)
+    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(slow.root), "PYTHONPATH": str(release)}
+    old = subprocess.run(
+        [sys.executable, "-m", "infercrane", "deploy", "--stack", stack],
+        cwd=slow.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert old.returncode == 0, old.stderr[-3000:]
+    before = live(slow_admin, keys)
+    # The first deploy of this release, with the list reordered at the same time: every object kept.
+    slow.stack(stack, [rep(k) for k in (keys[2], keys[0], keys[1])])
+    doc = deploy(slow, stack)
+    assert {a["action"] for a in doc["replicas"]} <= {"same", "update"}, doc["replicas"]
+    assert live(slow_admin, keys) == before
+    dep = slow_admin.get(Deployment, naming.object_name(keys[0]), namespace=NS)
+    assert dep.metadata.labels[naming.LABEL_ENDPOINT] == "rev"  # the metadata-only update
+    assert_no_op_plan(slow, stack)
+    exported = slow.stack(stack, [rep(k) for k in (keys[2], keys[0], keys[1])]).export()
+    components = sorted(r["urn"].rsplit("::", 1)[1] for r in exported["resources"] if r["type"] == "infercrane:index:Replica")
+    assert components == sorted(naming.object_name(k) for k in keys)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_plain_pulumi_up_refuses_a_change_that_needs_waves_and_applies_nothing(slow: Project, slow_admin: Client) -> None:
+    from tests.integration.conftest import plain_pulumi
+
+    stack = "rolplain"
+    keys = [f"{stack}-r0", f"{stack}-r1"]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy(slow, stack)
+    before = {k: slow_admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.generation for k in keys}
+    slow.stack(stack, [rep(k) for k in keys], imageDigest=NEW_DIGEST)
+    pulumi = plain_pulumi(slow, stack)
+    r = pulumi("up", "--yes", "--skip-preview")
+    text = r.stdout + r.stderr
+    assert r.returncode != 0, text[-2000:]
+    assert "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied" in text, text[-3000:]
+    assert "2 serving replica(s) would restart together" in text
+    assert f"run `infercrane deploy --stack {stack}`" in text
+    after = {k: slow_admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.generation for k in keys}
+    assert after == before
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_plan_model_on_a_deployed_stack_with_a_relative_kubeconfig_shows_one_create_and_leaves_the_file(
+    slow: Project, slow_admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    stack = "rolmodel"
+    local = slow.root / ".infercrane" / "local"
+    local.mkdir(parents=True)
+    shutil.copy(slow.plane.kubeconfig, local / "kubeconfig")
+    monkeypatch.delenv("INFERCRANE_KUBERNETES_KUBECONFIG")
+    slow.stack(stack, [rep(f"{stack}-r0"), rep(f"{stack}-r1")], kubeconfig=".infercrane/local/kubeconfig")
+    deploy(slow, stack)
+    path = slow.root / "stacks" / f"Pulumi.{stack}.yaml"
+    text = path.read_text()
+    r = cli(
+        slow,
+        "plan",
+        "Qwen/Qwen3-8B",
+        "--name",
+        "qwen-kubernetes",
+        "--cloud",
+        "kubernetes",
+        "--gpu",
+        "NVIDIA-A100-SXM4-80GB",
+        "--stack",
+        stack,
+        "--json",
+    )
+    assert r.returncode == 3, r.stderr[-3000:]
+    actions = {a["key"]: a["action"] for a in json.loads(r.stdout)["replicas"]}
+    assert actions == {f"{stack}-r0": "same", f"{stack}-r1": "same", "qwen-kubernetes-r0": "create"}
+    assert path.read_text() == text
+    assert get_or_none(slow_admin, Deployment, naming.object_name("qwen-kubernetes-r0")) is None
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
