@@ -164,11 +164,11 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     from infercrane.live import cluster
-    from infercrane.live.inspect import inspect
+    from infercrane.live.inspect import inspect_report
 
     config = stackfile.load_stack(args.stack)
-    records = inspect(config, cluster.client(config.kubernetes), stack=args.stack)
-    print(output.inspect(args.stack, records, as_doc=args.json))
+    records, endpoints = inspect_report(config, cluster.client(config.kubernetes), stack=args.stack)
+    print(output.inspect(args.stack, records, endpoints, as_doc=args.json))
     return EXIT_OK
 
 

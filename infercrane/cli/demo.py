@@ -16,7 +16,7 @@ from infercrane.core.errors import InferCraneError
 from infercrane.engine.operations import describe_changes
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
-from infercrane.live.inspect import inspect, render_text
+from infercrane.live.inspect import inspect_report, render_text
 from infercrane.local.plane import Plane
 from infercrane.project import paths, stackfile
 
@@ -60,7 +60,7 @@ def run(stack: str = "local") -> int:
             f"== evidence (objects read as the deploying identity, context {config.kubernetes.context}, bound to exactly "
             f"the shipped Role; pods and nodes as the read-only context {VIEWER_CONTEXT})"
         )
-        print(render_text(inspect(config, cluster.client(config.kubernetes), stack=stack, pod_client=viewer)))
+        print(render_text(*inspect_report(config, cluster.client(config.kubernetes), stack=stack, pod_client=viewer)))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

@@ -156,12 +156,12 @@ def deploy(stack: str, result: DeployResult, *, as_doc: bool) -> str:
 
 
 # -- inspect / destroy / doctor / takeover ------------------------------------------------------
-def inspect(stack: str, records: list[dict[str, Any]], *, as_doc: bool) -> str:
+def inspect(stack: str, records: list[dict[str, Any]], endpoints: Mapping[str, Any] | None = None, *, as_doc: bool) -> str:
     if as_doc:
-        return dumps({"stack": stack, "replicas": list(records)})
+        return dumps({"stack": stack, "replicas": list(records), "endpoints": dict(endpoints or {})})
     from infercrane.live.inspect import render_text
 
-    return render_text(records)
+    return render_text(records, dict(endpoints or {}))
 
 
 def destroy(stack: str, namespace: str, result: DestroyResult, *, as_doc: bool) -> str:

@@ -34,7 +34,7 @@ PLAIN_EVERY_SECONDS: Final = 10.0
 class Counts:
     op: str  # deploy | plan | destroy
     total: int  # replicas (deploy, plan) or objects (destroy)
-    applied: set[str] = field(default_factory=set)  # slots whose objects all have outputs
+    applied: set[str] = field(default_factory=set)  # replicas (component names) whose objects all have outputs
     objects_done: dict[str, int] = field(default_factory=dict)
     ready: int = 0
     waiting_on: int | None = None
@@ -52,7 +52,8 @@ class Counts:
         elif self.op == "plan":
             parts = [f"checked {len(self.applied)}/{self.total}"]
         else:
-            parts = [f"applied {len(self.applied)}/{self.total}", f"ready {self.ready}/{self.total}"]
+            # A rollout's steps also register the replicas they hold (some leave the config): capped.
+            parts = [f"applied {min(len(self.applied), self.total)}/{self.total}", f"ready {self.ready}/{self.total}"]
             if self.waiting_on:
                 parts.append(f"waiting on {self.waiting_on}" + (f" ({self.why})" if self.why else ""))
         return " · ".join([*parts, elapsed])
@@ -154,7 +155,12 @@ class ProgressView:
             elif c.op == "plan":
                 event |= {"checked": len(c.applied)}
             else:
-                event |= {"applied": len(c.applied), "ready": c.ready, "waitingOn": c.waiting_on, "why": c.why or None}
+                event |= {
+                    "applied": min(len(c.applied), c.total),
+                    "ready": c.ready,
+                    "waitingOn": c.waiting_on,
+                    "why": c.why or None,
+                }
             self._write(json.dumps(event))
         elif self.mode == "lines":
             now = self.clock()

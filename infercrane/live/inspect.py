@@ -106,6 +106,32 @@ def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | No
     return naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack)
 
 
+def serving(
+    config: InferCraneConfig, workloads: dict[str, dict[str, Any]], stack_id: str | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
+    configured or not (one a rollout is taking out still serves) -- with key, model revision and
+    intent hash, from the live objects (this stack's when ``stack_id`` is given)."""
+    from infercrane.core.rollout import endpoint_of
+
+    out: dict[str, list[dict[str, Any]]] = {}
+    for name, obj in sorted(workloads.items()):
+        key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
+        if key is None or _not_owned(obj, key, config.kubernetes.namespace, stack_id):
+            continue
+        if object_state(config.kubernetes.object_kinds[0], obj) != "ready":
+            continue
+        spec = obj.get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
+        args = list(((pod or {}).get("containers") or [{}])[0].get("args") or [])
+        revision = args[args.index("--revision") + 1] if "--revision" in args[:-1] else None
+        intent = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_INTENT)
+        out.setdefault(endpoint_of(obj) or "", []).append(
+            {"key": key, "name": name, "modelRevision": revision, "intentHash": intent}
+        )
+    return out
+
+
 def inspect(
     config: InferCraneConfig,
     client: Client,
@@ -114,6 +140,18 @@ def inspect(
     read_nodes: bool = True,
     pod_client: Client | None = None,
 ) -> list[dict[str, Any]]:
+    """The evidence records of :func:`inspect_report`."""
+    return inspect_report(config, client, stack=stack, read_nodes=read_nodes, pod_client=pod_client)[0]
+
+
+def inspect_report(
+    config: InferCraneConfig,
+    client: Client,
+    *,
+    stack: str | None = None,
+    read_nodes: bool = True,
+    pod_client: Client | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """One evidence record per configured replica, from one LIST per kind (never a GET per object).
 
     Pods are read only when the identity may (the optional pod reader); Events explain a replica
@@ -204,12 +242,18 @@ def inspect(
     warnings = readiness.pod_warnings(client, t, not_ready)
     for rec in out:
         rec["reasons"] = warnings.get(rec["name"], [])
-    return out
+    return out, serving(config, live[kinds[0]], stack_id)
 
 
-def render_text(records: list[dict[str, Any]]) -> str:
-    """The human-readable form of :func:`inspect`'s records (``--json`` prints them as they are)."""
+def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[str, Any]]] | None = None) -> str:
+    """The human-readable form of :func:`inspect_report` (``--json`` prints it as it is)."""
     out = []
+    for name, members in sorted((endpoints or {}).items()):
+        listed = ", ".join(
+            f"{m['key']} ({(m['intentHash'] or '')[:19]}…{', revision ' + m['modelRevision'] if m['modelRevision'] else ''})"
+            for m in members
+        )
+        out.append(f"endpoint {name}: {len(members)} serving: {listed}")
     for rec in records:
         out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
         for o in rec["objects"]:

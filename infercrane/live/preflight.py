@@ -82,8 +82,9 @@ def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # The part of a workload whose change restarts its pods: the Deployment's pod template, the
-# InferenceService's predictor (KServe rolls its pods on any predictor change).
+# InferenceService's predictor (KServe rolls its pods on a predictor change) but for how it rolls.
 POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor"}
+NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
 
 
 def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
@@ -91,7 +92,12 @@ def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     part = POD_SPEC_PATH.get(str(before.get("kind")))
     if part is None:
         return False
-    return bool((before.get("spec") or {}).get(part) != (after.get("spec") or {}).get(part))
+
+    def pods(obj: Mapping[str, Any]) -> Any:
+        value = (obj.get("spec") or {}).get(part)
+        return {k: v for k, v in value.items() if k not in NOT_A_POD_CHANGE} if isinstance(value, dict) else value
+
+    return bool(pods(before) != pods(after))
 
 
 def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:

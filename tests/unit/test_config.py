@@ -244,3 +244,70 @@ def test_missing_stack_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
     with pytest.raises(ConfigError) as exc:
         stackfile.read_stack_values(tmp_path / "Pulumi.nope.yaml")
     assert "stack file not found" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    ("rollout", "message"),
+    [
+        (
+            {"maxUnavailable": 0, "maxSurge": 0},
+            f"{SRC}: infercrane:kubernetes.rollout: maxUnavailable 0 with maxSurge 0 can never replace a replica\n"
+            "    fix: write rollout: {maxUnavailable: 1, maxSurge: 0} (the defaults); at least one of them must be above 0",
+        ),
+        (
+            {"maxUnavailable": -1},
+            f"{SRC}: infercrane:kubernetes.rollout.maxUnavailable: -1: Input should be greater than or equal to 0\n"
+            "    fix: use a whole number >= 0 (default 1: one replica of the endpoint down at a time)",
+        ),
+        (
+            {"maxSurge": 1.5},
+            f"{SRC}: infercrane:kubernetes.rollout.maxSurge: 1.5: Input should be a valid integer\n"
+            "    fix: use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
+        ),
+        (
+            {"maxSurge": "1"},
+            f"{SRC}: infercrane:kubernetes.rollout.maxSurge: '1': Input should be a valid integer\n"
+            "    fix: use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
+        ),
+        (
+            "surge",
+            f"{SRC}: infercrane:kubernetes.rollout: rollout 'surge' is now a policy: write rollout: "
+            "{maxUnavailable: 0, maxSurge: 1}\n"
+            "    fix: write rollout: {maxUnavailable: 1, maxSurge: 0} (the defaults); at least one of them must be above 0",
+        ),
+    ],
+    ids=["never-progresses", "negative", "fraction", "string", "legacy-word"],
+)
+def test_bad_rollout_policies_are_refused_with_the_key_path_and_the_fix(
+    values: dict[str, Any], rollout: Any, message: str
+) -> None:
+    values["infercrane:kubernetes"]["rollout"] = rollout
+    assert problems(values) == [message]
+
+
+def test_an_endpoint_override_merges_field_by_field_over_the_target_default(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["rollout"] = {"maxUnavailable": 2}
+    values["infercrane:endpoints"] = {"qwen-kubernetes": {"rollout": {"maxSurge": 1}}}
+    c = loading.load(values, source=SRC, env={})
+    p = c.rollout_for("qwen-kubernetes")
+    assert (p.max_unavailable, p.max_surge) == (2, 1)
+    assert (c.rollout_for("other").max_unavailable, c.rollout_for("other").max_surge) == (2, 0)
+
+
+def test_an_endpoint_override_that_can_never_progress_or_names_no_endpoint_is_refused(values: dict[str, Any]) -> None:
+    values["infercrane:endpoints"] = {"qwen-kubernetes": {"rollout": {"maxUnavailable": 0}}, "qwen-typo": {}}
+    assert problems(values) == [
+        f"{SRC}: infercrane:endpoints.qwen-kubernetes.rollout: maxUnavailable 0 with maxSurge 0 (with the target's defaults) "
+        "can never replace a replica\n    fix: allow one replica down (maxUnavailable: 1) or one extra (maxSurge: 1)",
+        f"{SRC}: infercrane:endpoints.qwen-typo: no replica is named 'qwen-typo'\n"
+        "    fix: use an endpoint name of infercrane:replicas (qwen-kubernetes)",
+    ]
+
+
+def test_one_key_under_two_endpoint_names_is_refused(values: dict[str, Any]) -> None:
+    first = values["infercrane:replicas"][0]
+    values["infercrane:replicas"].append({**first, "name": "other"})
+    assert problems(values) == [
+        f"{SRC}: infercrane:replicas[1].key: replica key {first['key']!r} is listed under endpoint 'qwen-kubernetes' (at [0]) "
+        "and under endpoint 'other'\n    fix: a key is one replica of one endpoint: keep one entry (to move it, change its name)"
+    ]

@@ -54,7 +54,7 @@ def test_summary_per_replica_by_key_identity_with_a_removed_replica(values: dict
     gone = naming.object_name("old-key")
     col = EventCollector()
     col.ops = {name: {"same", "update"}, gone: {"delete"}}
-    (kept, removed) = summarize(c, col, render_checked(c, "infercrane/dev"), {gone: "old-key"})
+    (kept, removed) = summarize(c, col, render_checked(c, "dev"), {gone: "old-key"})
     assert (kept.name, kept.action, kept.key, kept.gpu) == (name, "update", "qwen-kubernetes-rev-1-r0", "NVIDIA-L40S")
     assert kept.objects[0] == f"Deployment/{name}"
     assert (removed.name, removed.action, removed.key) == (gone, "delete", "old-key")
@@ -64,7 +64,7 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     c = loading.load(values, source="s", env={})
     col = EventCollector()
     col.ops = {naming.object_name("qwen-kubernetes-rev-1-r0"): {"same", "replace", "create"}}
-    assert summarize(c, col, render_checked(c, "infercrane/dev"))[0].action == "replace"
+    assert summarize(c, col, render_checked(c, "dev"))[0].action == "replace"
 
 
 @pytest.mark.parametrize(

@@ -160,6 +160,9 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
             "predictor": {
                 "minReplicas": 1,
                 "maxReplicas": 1,
+                # KServe's own default is a rolling update that surges a pod (a GPU set) per
+                # change; the endpoint's policy decides instead, as for a Deployment.
+                "deploymentStrategy": _strategy(config, replica),
                 **_pod_placement(config, replica),
                 "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
                 "volumes": _volumes(replica),

@@ -1,0 +1,161 @@
+"""The rollout planner: waves per endpoint under its policy, and the engine runs that carry them out."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from infercrane.core.config import RolloutPolicy
+from infercrane.core.rollout import Member, Rollout, Target, Wave, plan
+
+DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
+SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
+
+
+def policy(p: RolloutPolicy) -> Callable[[str], RolloutPolicy]:
+    return lambda name: p
+
+
+def m(key: str, endpoint: str = "e", ready: bool = True, gpus: int = 1) -> Member:
+    return Member(key, endpoint, ready, gpus)
+
+
+def t(key: str, endpoint: str = "e", restarts: bool = False, gpus: int = 1) -> Target:
+    return Target(key, endpoint, gpus, restarts)
+
+
+def steps(r: Rollout) -> list[tuple[list[str], list[str]]]:
+    return [(sorted(s.apply), sorted(s.hold)) for s in r.steps]
+
+
+def test_a_cutover_in_place_stops_one_old_replica_before_each_new_one_and_never_needs_a_gpu_more() -> None:
+    r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert e.waves == (Wave(down=("a0",), up=("b0",)), Wave(down=("a1",), up=("b1",)))
+    assert (e.mode, e.lowest_ready, e.peak_gpus, e.extra_gpus, e.steps_needed) == ("in place", 1, 2, 0, 3)
+    # a0 goes at the end of step 1 (nothing new yet); b0 starts in step 2 and a1 goes once it is ready.
+    assert steps(r) == [([], ["a1"]), (["b0"], []), (["b0", "b1"], [])]
+
+
+def test_a_cutover_with_surge_starts_each_new_replica_before_its_old_one_goes() -> None:
+    r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(SURGE))
+    (e,) = r.endpoints
+    assert (e.mode, e.lowest_ready, e.peak_gpus, e.extra_gpus) == ("surge", 2, 3, 1)
+    assert steps(r) == [(["b0"], ["a1"]), (["b0", "b1"], [])]
+
+
+@pytest.mark.parametrize(
+    ("unavailable", "waves", "lowest"),
+    [(1, 4, 3), (2, 2, 2), (4, 1, 0)],
+    ids=["one-at-a-time", "two-at-a-time", "all-at-once-allowed"],
+)
+def test_updates_roll_max_unavailable_at_a_time(unavailable: int, waves: int, lowest: int) -> None:
+    keys = [f"k{i}" for i in range(4)]
+    r = plan([m(k) for k in keys], [t(k, restarts=True) for k in keys], policy(RolloutPolicy(max_unavailable=unavailable)))
+    (e,) = r.endpoints
+    assert (len(e.waves), e.lowest_ready, e.peak_gpus) == (waves, lowest, 4)
+    assert len(r.steps) == waves
+    assert r.steps[0].hold == frozenset(keys[unavailable:])  # the rest stay exactly as recorded
+
+
+def test_a_reorder_or_a_metadata_change_is_one_step_without_waves() -> None:
+    r = plan([m("a"), m("b")], [t("b"), t("a")], policy(DEFAULT))
+    assert steps(r) == [(["a", "b"], [])]
+    assert r.endpoints[0].waves == () and r.beyond_one_step() == []
+
+
+def test_a_replica_that_is_not_serving_costs_nothing_to_restart_or_to_delete() -> None:
+    r = plan([m("a", ready=False), m("b"), m("gone", ready=False)], [t("a", restarts=True), t("b")], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert e.waves == () and e.deleted_idle == ("gone",)
+    assert steps(r) == [(["a", "b"], [])]
+
+
+def test_serving_replicas_without_a_successor_go_last() -> None:
+    r = plan([m("a"), m("b"), m("c")], [t("a", restarts=True)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert e.deleted_last == ("b", "c")
+    assert steps(r) == [(["a"], [])]  # one run: a rolls, then b and c go at its end
+    assert e.lowest_ready == 1  # b and c serve while a restarts; they go only once it is ready
+
+
+def test_growth_alone_is_one_step() -> None:
+    r = plan([m("a")], [t("a"), t("b"), t("c")], policy(DEFAULT))
+    assert steps(r) == [(["a", "b", "c"], [])]
+    assert r.endpoints[0].gpus_after == 3 and r.endpoints[0].extra_gpus == 0
+
+
+def test_endpoints_roll_side_by_side_each_under_its_own_policy() -> None:
+    members = [m("x0", "x"), m("x1", "x"), m("y0", "y")]
+    targets = [t("x0", "x", restarts=True), t("x1", "x", restarts=True), t("y1", "y")]
+    r = plan(members, targets, lambda name: SURGE if name == "y" else DEFAULT)
+    x, y = r.endpoints
+    assert (x.endpoint, len(x.waves), x.mode) == ("x", 2, "in place")
+    assert (y.endpoint, len(y.waves), y.mode) == ("y", 1, "surge")
+    assert steps(r) == [(["x0", "y1"], ["x1"]), (["x0", "x1", "y1"], [])]
+
+
+def test_a_moved_replica_counts_for_the_endpoint_it_moves_to() -> None:
+    r = plan([m("a", "old"), m("b", "old")], [t("a", "new", restarts=True), t("b", "new", restarts=True)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert (e.endpoint, e.ready_before, len(e.waves)) == ("new", 2, 2)
+
+
+@pytest.mark.parametrize(
+    ("members", "targets", "beyond"),
+    [
+        ([m("a")], [t("a", restarts=True)], []),
+        ([m("a"), m("b")], [t("a", restarts=True), t("b", restarts=True)], ["e"]),
+        ([m("a")], [t("b")], ["e"]),  # in place: stop a first, then start b -- two runs
+    ],
+    ids=["one-update", "two-updates", "one-replacement-in-place"],
+)
+def test_what_one_engine_run_may_do(members: list[Member], targets: list[Target], beyond: list[str]) -> None:
+    assert [e.endpoint for e in plan(members, targets, policy(DEFAULT)).beyond_one_step()] == beyond
+
+
+def test_all_at_once_says_what_a_single_run_would_do() -> None:
+    (e,) = plan([m("a"), m("b"), m("c")], [t("a", restarts=True), t("b", restarts=True), t("d")], policy(DEFAULT)).endpoints
+    assert (
+        e.all_at_once()
+        == "2 serving replica(s) would restart together and 1 new replica(s) would need GPUs beside the ones they replace"
+    )
+
+
+KEYS = st.sampled_from([f"k{i}" for i in range(8)])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(KEYS, st.tuples(st.sampled_from("xy"), st.booleans()), max_size=6),
+    st.dictionaries(KEYS, st.tuples(st.sampled_from("xy"), st.booleans()), max_size=6),
+    st.integers(0, 3),
+    st.integers(0, 2),
+)
+def test_every_rollout_ends_with_the_config_and_never_holds_or_revives_a_deleted_replica(
+    live: dict[str, tuple[str, bool]], want: dict[str, tuple[str, bool]], unavailable: int, surge: int
+) -> None:
+    if unavailable == 0 and surge == 0:
+        unavailable = 1
+    p = RolloutPolicy(max_unavailable=unavailable, max_surge=surge)
+    members = [m(k, e, ready) for k, (e, ready) in sorted(live.items())]
+    targets = [t(k, e, restarts) for k, (e, restarts) in sorted(want.items())]
+    r = plan(members, targets, policy(p))
+    assert r.steps[-1].apply == frozenset(want) and r.steps[-1].hold == frozenset()
+    registered_before: set[str] = set(live)
+    for step in r.steps:
+        assert step.hold <= set(live) and not step.hold & step.apply
+        registered = set(step.apply | step.hold)
+        revived = {k for k in registered if k in live and k not in registered_before}
+        assert not revived, revived  # once Pulumi deleted a live replica, no later step registers it
+        registered_before = registered | (registered_before - set(live))
+    for a, b in zip(r.steps, r.steps[1:], strict=False):
+        assert a.apply <= b.apply  # a replica once rolled stays rolled
+    for e in r.endpoints:
+        if e.mode == "in place":
+            assert all(len([k for k in w.down if k in live]) <= p.max_unavailable for w in e.waves)
+        else:
+            assert all(len(w.up) <= p.max_surge for w in e.waves)
