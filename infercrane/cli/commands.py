@@ -144,7 +144,9 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         if not args.idempotency_key:
             print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
         with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
-            result = operations.deploy(Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event)
+            result = operations.deploy(
+                Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event, notes=view.note
+            )
     except InferCraneError as exc:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
         # inside it, applied nothing: the stack file is put back as it was.

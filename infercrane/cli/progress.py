@@ -138,6 +138,14 @@ class ProgressView:
             self.counts.remaining = count
         self._changed("remaining")
 
+    def note(self, text: str) -> None:
+        """A line for the person between updates (a rollout step, a repair): a plain line, or a
+        ``note`` event with ``--json``; also into Pulumi's log file, where it happened."""
+        if self.log is not None:
+            self.log.write(f"[infercrane] {text}\n")
+            self.log.flush()
+        self._write(json.dumps({"event": "note", "op": self.counts.op, "text": text}) if self.mode == "json" else text)
+
     # -- output ---------------------------------------------------------------------------------
     def _write(self, text: str) -> None:
         if self._live is not None:

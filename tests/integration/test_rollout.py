@@ -141,9 +141,15 @@ def test_kept_keys_keep_their_objects_and_pods_through_cutover_reorder_removal_a
     assert_no_op_plan(slow, stack)
 
     three = [*new, "a-rev-2-r2"]
-    slow.stack(stack, [rep(k) for k in three])
-    deploy(slow, stack)
+    slow.stack(stack, [rep(k) for k in (new[0], three[2], new[1])])  # inserted in the middle: one create
+    doc = deploy(slow, stack)
+    assert {a["key"]: a["action"] for a in doc["replicas"]} == {new[0]: "same", three[2]: "create", new[1]: "same"}
     kept = live(slow_admin, three)
+    assert {k: kept[k] for k in new} == {k: both[k] for k in new}
+    r = cli(slow, "inspect", "--stack", stack, "--json")
+    assert r.returncode == 0, r.stderr
+    serving = json.loads(r.stdout)["endpoints"]["rev"]
+    assert sorted(m["key"] for m in serving) == sorted(three) and all(m["intentHash"].startswith("sha256:") for m in serving)
     slow.stack(stack, [rep(k) for k in reversed(three)])  # a reorder changes nothing
     doc = deploy(slow, stack)
     assert {a["action"] for a in doc["replicas"]} == {"same"}

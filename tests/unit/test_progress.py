@@ -96,3 +96,16 @@ def test_destroy_counts_deleted_and_remaining() -> None:
     lines = out.getvalue().splitlines()
     assert lines[0] == "deleted 1/200 · 0 s"
     assert lines[-1] == "destroy done: deleted 200/200 · remaining 0 · 11 s"
+
+
+def test_a_note_is_a_plain_line_or_a_json_event_and_lands_in_the_log() -> None:
+    import io
+
+    from infercrane.cli.progress import ProgressView
+
+    for mode, want in (("lines", "rollout step 1/2: qwen wave 1/1 (down a; up b)"), ("json", '"event": "note"')):
+        out, log = io.StringIO(), io.StringIO()
+        view = ProgressView("deploy", 2, stream=out, mode=mode, log=log)
+        view.note("rollout step 1/2: qwen wave 1/1 (down a; up b)")
+        assert want in out.getvalue()
+        assert "[infercrane] rollout step 1/2" in log.getvalue()
