@@ -262,3 +262,89 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+# A blob's temporary file while the file backend writes it (gocloud fileblob: os.CreateTemp with
+# "<name>.*.tmp", the star a decimal number), and its attributes sidecar.
+ATTRS_SUFFIX: Final = ".attrs"
+
+
+def _parses(raw: bytes) -> bool:
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return False
+    return isinstance(doc, dict) and doc.get("version") == CHECKPOINT_VERSION and isinstance(doc.get("checkpoint"), dict)
+
+
+def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercrane") -> list[str]:
+    """Repair what a kill in the middle of a file-backend write leaves of *this* stack's
+    checkpoint, before the engine reads it, and say what was done -- only when no live ``pulumi``
+    process holds the stack's lock (then the files may be mid-write by their owner).
+
+    The blob store writes a checkpoint to a temporary file, renames it, and writes an ``.attrs``
+    sidecar (content type, md5) in a separate step. Killed between them: an empty or unparsable
+    sidecar (Pulumi then fails every command: "failed to load checkpoint: EOF") -- removed, Pulumi
+    reads a blob without one; a leftover ``<stack>.json.<n>.tmp`` -- removed; a checkpoint that
+    does not parse -- kept beside as ``.damaged``, replaced by Pulumi's own ``.bak`` (the state
+    before the last write) when that parses, whose sidecar no longer matches and goes too. A
+    damaged checkpoint without a usable ``.bak`` raises EngineError naming the file and the
+    manual step. Other backends write a blob in one transaction: nothing to repair."""
+    import re
+    import shutil
+    import time
+
+    from infercrane.core.errors import EngineError
+
+    store = store_for(backend_url)
+    if not isinstance(store, FileBackend):
+        return []
+    folder = store.root / ".pulumi" / "stacks" / project
+    if not folder.is_dir():
+        return []
+    here = socket.gethostname()
+    if any(lock.host != here or process_alive(lock.pid) for lock in store.locks(project, stack)):
+        return []  # an update holds the stack: its files are its own
+    notes = []
+    base = folder / f"{stack}.json"
+    blobs = [base, base.with_name(base.name + ".gz")]
+    blobs += [b.with_name(b.name + ".bak") for b in blobs]
+    for blob in blobs:
+        attrs = blob.with_name(blob.name + ATTRS_SUFFIX)
+        try:
+            raw = attrs.read_bytes()
+        except FileNotFoundError:
+            continue
+        try:
+            ok = isinstance(json.loads(raw), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            attrs.unlink()
+            notes.append(
+                f"note: {attrs.name} of stack {stack!r} was {'empty' if not raw else 'unreadable'} (a write interrupted by a kill); "
+                "removed it -- Pulumi reads the checkpoint without it"
+            )
+    tmp = re.compile(rf"^{re.escape(stack)}\.json(\.gz)?(\.bak)?\.\d+\.tmp$")
+    for leftover in sorted(p for p in folder.iterdir() if tmp.match(p.name)):
+        leftover.unlink()
+        notes.append(f"note: removed {leftover.name}, a checkpoint write of stack {stack!r} that a kill interrupted")
+    if base.is_file() and not _parses(base.read_bytes()):
+        bak = base.with_name(base.name + ".bak")
+        if not (bak.is_file() and _parses(bak.read_bytes())):
+            raise EngineError(
+                f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?) and there is no "
+                f"usable {bak.name} beside it; nothing was applied.",
+                fix=f"restore the newest file of {store.root / '.pulumi' / 'backups' / project / stack} (Pulumi keeps one per "
+                f"update) as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
+            )
+        damaged = base.with_name(f"{base.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+        base.replace(damaged)
+        shutil.copyfile(bak, base)
+        base.with_name(base.name + ATTRS_SUFFIX).unlink(missing_ok=True)
+        notes.append(
+            f"note: the checkpoint of stack {stack!r} did not parse (kept as {damaged.name}); restored Pulumi's "
+            f"{bak.name}, the state before the interrupted write -- objects applied since carry this stack's "
+            "ownership and are picked up again"
+        )
+    return notes

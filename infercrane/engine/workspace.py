@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.core.errors import EngineError
-from infercrane.engine.backend import clear_stale_locks
+from infercrane.engine.backend import clear_stale_locks, repair_torn_writes
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
 
@@ -122,6 +122,7 @@ class Engine:
     project_dir: Path = field(default_factory=project_root)
     env: Mapping[str, str] | None = None
     _stack: auto.Stack | None = None
+    _repaired: bool = False
 
     @functools.cached_property
     def engine_env(self) -> dict[str, str]:
@@ -176,6 +177,7 @@ class Engine:
         :class:`~infercrane.shell.program.Channel` fields for this one run."""
         from infercrane.shell import program
 
+        self.repair()
         stack = self.stack
         for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
             _stderr(note)  # a note for the person, not for the log file
@@ -228,6 +230,17 @@ class Engine:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
         return result
 
+    def repair(self) -> None:
+        """Clear a stale lock and repair torn checkpoint writes of this stack (a killed run), once
+        per command, before the engine or a direct read sees the state."""
+        if self._repaired:
+            return
+        self._repaired = True
+        for note in clear_stale_locks(self.stack_name, self.engine_env):
+            _stderr(note)
+        for note in repair_torn_writes(self.backend_url(), self.stack_name):
+            _stderr(note)
+
     def state(self) -> dict[str, Any]:
         """The stack's checkpoint (secrets left encrypted): resources, outputs, pending operations.
         A stack that does not exist yet has an empty one. Read from the backend directly when it
@@ -235,6 +248,7 @@ class Engine:
         with one ``pulumi stack export``."""
         from infercrane.engine import backend
 
+        self.repair()
         store = backend.store_for(self.backend_url())
         if store is not None:
             try:
@@ -260,6 +274,7 @@ class Engine:
         (:meth:`state`); what is imported is the same with no resources and no pending operations
         -- what ``pulumi state delete --all`` leaves, for less (alone, at 200 objects: 0.27 s
         instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md)."""
+        self.repair()
         for note in clear_stale_locks(self.stack_name, self.engine_env):
             _stderr(note)
         empty = {k: v for k, v in recorded.items() if k not in ("resources", "pending_operations")} | {"resources": []}

@@ -104,3 +104,28 @@ def test_destroy_without_the_passphrase_is_refused_before_anything_is_deleted(pr
     assert "stack 'itnopass' needs its secrets passphrase" in r.stderr and "Traceback" not in r.stderr
     assert get_or_none(admin, Deployment, naming.object_name(key)) is not None  # nothing deleted
     assert cli(project, "destroy", "--stack", "itnopass").returncode == 0
+
+
+def test_a_torn_checkpoint_write_is_repaired_before_the_engine_runs_and_the_rerun_converges(
+    project: Project, admin: Client
+) -> None:
+    """What a kill between the blob store's two writes leaves: an empty ``.attrs`` sidecar and a
+    ``.tmp`` -- plain Pulumi then fails every command ("failed to load checkpoint: EOF")."""
+    from tests.integration.conftest import plain_pulumi
+
+    key = "it-torn-r0"
+    project.stack("ittorn", [replica(key)])
+    assert cli(project, "deploy", "--stack", "ittorn").returncode == 0
+    stacks = project.root / ".infercrane" / "pulumi-state" / ".pulumi" / "stacks" / "infercrane"
+    (stacks / "ittorn.json.attrs").write_bytes(b"")
+    (stacks / "ittorn.json.2074937.tmp").write_bytes(b"{")
+    broken = plain_pulumi(project, "ittorn")("stack", "export")
+    assert broken.returncode != 0 and "failed to load checkpoint" in broken.stderr, broken.stderr
+    uid = admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid
+    r = cli(project, "deploy", "--stack", "ittorn")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "ittorn.json.attrs of stack 'ittorn' was empty (a write interrupted by a kill); removed it" in r.stderr
+    assert "removed ittorn.json.2074937.tmp" in r.stderr
+    assert admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid == uid
+    assert plain_pulumi(project, "ittorn")("stack", "export").returncode == 0
+    assert cli(project, "destroy", "--stack", "ittorn").returncode == 0

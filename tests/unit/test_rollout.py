@@ -159,3 +159,27 @@ def test_every_rollout_ends_with_the_config_and_never_holds_or_revives_a_deleted
             assert all(len([k for k in w.down if k in live]) <= p.max_unavailable for w in e.waves)
         else:
             assert all(len(w.up) <= p.max_surge for w in e.waves)
+
+
+def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
+    from infercrane.cli.output import rollout_lines
+
+    r = plan([m("a0"), m("a1"), m("keep", "other")], [t("b0"), t("b1"), t("keep", "other")], policy(DEFAULT))
+    assert rollout_lines(r) == [
+        "rollout: 3 step(s) (`infercrane deploy` runs them; one `pulumi up` runs one)",
+        "  endpoint e: 2 -> 2 replica(s), 2 wave(s) in place (maxUnavailable 1, maxSurge 0); lowest ready 1; "
+        "GPUs 2 -> 2, peak 2 (0 extra)",
+        "    wave 1: down a0; up b0 (down, then up)",
+        "    wave 2: down a1; up b1 (down, then up)",
+    ]  # the unchanged endpoint is not listed
+
+
+def test_describe_step_names_what_each_engine_run_does() -> None:
+    from infercrane.engine.operations import describe_step
+
+    r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(DEFAULT))
+    assert [describe_step(r, i) for i in range(3)] == [
+        "rollout step 1/3: e: stop a0 first (in place: frees its GPUs)",
+        "rollout step 2/3: e wave 1/2 (down a0; up b0)",
+        "rollout step 3/3: e wave 2/2 (down a1; up b1)",
+    ]
