@@ -362,9 +362,38 @@ def translate_text(text: str, stack: str) -> EngineError:
         return EngineError(
             f"the secrets passphrase of stack {stack!r} is missing or wrong.", fix="export PULUMI_CONFIG_PASSPHRASE"
         )
-    return EngineError(f"pulumi failed for stack {stack!r}:\n{_tail(text)}")
+    errors = _error_lines(text)
+    return EngineError(
+        f"pulumi failed for stack {stack!r}:\n" + ("\n".join(errors) if errors else _tail(text, 10)),
+        fix="the full engine log is the file named on the command's first line ('pulumi log: …'; --verbose prints it); "
+        "fix what it names, then rerun the same command (with the same --idempotency-key): it picks up what was applied",
+    )
+
+
+# The Automation API's own wrapping of a failed command (``code: 1`` / `` stdout:`` / `` stderr:``):
+# scaffolding, never what a person needs to read.
+_SCAFFOLD: Final = ("code:", "stdout:", "stderr:")
+
+
+def _error_lines(text: str, limit: int = 8) -> list[str]:
+    """Pulumi's own ``error:`` lines of a failed command, once each, without the scaffolding."""
+    seen: list[str] = []
+    for line in text.splitlines():
+        body = _unwrapped(line)
+        if body.startswith("error:") and body not in seen:
+            seen.append(body)
+    return seen[:limit]
+
+
+def _unwrapped(line: str) -> str:
+    body = line.strip()
+    if body.startswith("code:") and body.removeprefix("code:").strip().isdigit():
+        return ""
+    for prefix in _SCAFFOLD[1:]:
+        body = body.removeprefix(prefix).strip()
+    return body
 
 
 def _tail(text: str, lines: int = 25) -> str:
-    body = [line for line in text.strip().splitlines() if line.strip()]
+    body = [line for line in text.strip().splitlines() if _unwrapped(line)]
     return "\n".join(body[-lines:])

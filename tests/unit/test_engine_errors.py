@@ -81,6 +81,16 @@ def test_translate_names_what_happened_and_what_to_do(exc: auto.CommandError, ex
     assert expected in str(translate(exc, "dev"))
 
 
+def test_an_unrecognised_engine_failure_is_one_message_without_the_automation_apis_scaffolding() -> None:
+    exc = auto.CommandError(CommandResult(stdout="", stderr="error: failed to load checkpoint: EOF\n", code=1))
+    text = str(translate(exc, "d2"))
+    assert text.startswith(
+        "pulumi failed for stack 'd2':\nerror: failed to load checkpoint: EOF\n    fix: the full engine log is"
+    )
+    assert "code: 1" not in text and "stdout:" not in text and "stderr:" not in text
+    assert "rerun the same command (with the same --idempotency-key)" in text
+
+
 def test_rbac_message_keeps_the_apiserver_words() -> None:
     text = str(translate(err(auto.CommandError, 'deployments.apps "x" is forbidden: User "u" cannot patch resource'), "dev"))
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
