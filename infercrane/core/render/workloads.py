@@ -149,6 +149,15 @@ def service(config: InferCraneConfig, replica: Replica, intent: str, stack: str)
     }
 
 
+def _predictor_strategy(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
+    """KServe's own default is a rolling update that surges a pod (a GPU set) per change; in
+    Standard mode (KServe >= 0.16, whose predictor has ``deploymentStrategy``) the endpoint's policy
+    decides instead, as for a Deployment. Older controllers (RawDeployment) keep KServe's default."""
+    if config.kubernetes.kserve_deployment_mode != "Standard":
+        return {}
+    return {"deploymentStrategy": _strategy(config, replica)}
+
+
 def inference_service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
     meta = _metadata(config, replica, intent, stack)
     meta["annotations"][naming.KSERVE_DEPLOYMENT_MODE] = config.kubernetes.kserve_deployment_mode
@@ -160,9 +169,7 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
             "predictor": {
                 "minReplicas": 1,
                 "maxReplicas": 1,
-                # KServe's own default is a rolling update that surges a pod (a GPU set) per
-                # change; the endpoint's policy decides instead, as for a Deployment.
-                "deploymentStrategy": _strategy(config, replica),
+                **_predictor_strategy(config, replica),
                 **_pod_placement(config, replica),
                 "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
                 "volumes": _volumes(replica),
