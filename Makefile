@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast lint golden bench bench-fleet local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast test-kill-sweep lint golden bench bench-fleet local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -40,6 +40,11 @@ test: venv tools lint
 ## test-fast: the tiers that need no tools (seconds)
 test-fast: venv
 	$(PY) -m pytest tests/unit tests/golden tests/program tests/cli
+
+## test-kill-sweep: the kill sweep of deploy and destroy (file + PostgreSQL backends) at 0.25 s steps
+##                  (`make test` runs it at 1 s steps)
+test-kill-sweep: venv tools
+	INFERCRANE_KILL_SWEEP_STEP=0.25 $(PY) -m pytest -s tests/integration/test_kill_sweep.py
 
 ## golden: rewrite tests/golden/expected from the current renderer (review the diff!)
 golden: venv

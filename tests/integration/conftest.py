@@ -7,10 +7,14 @@ file and replica keys, so tests never share objects). The deploying identity is 
 
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -258,3 +262,48 @@ def identity(plane: Plane, admin: Client) -> Iterator[Callable[[str, list[dict[s
                 admin.delete(res, name, namespace="infercrane-system")
             except ApiError:
                 pass
+
+
+INSTALL_HINT = "install PostgreSQL's server (Debian: `apt-get install postgresql`); the tests start their own on loopback"
+
+
+def pg_tool(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
+    if not found:
+        pytest.fail(f"PostgreSQL's {name} not found: {INSTALL_HINT}")
+    return found
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[str]:
+    """A throwaway PostgreSQL on 127.0.0.1 (trust auth, no TLS); its URL as Pulumi takes it."""
+    as_user: list[str] = []
+    base = Path(tempfile.mkdtemp(prefix="infercrane-pg-"))
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
+        try:
+            owner = pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.fail(f"no 'postgres' user to run PostgreSQL as: {INSTALL_HINT}")
+        os.chown(base, owner.pw_uid, owner.pw_gid)
+        base.chmod(0o755)
+        as_user = ["runuser", "-u", "postgres", "--"]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data, log = base / "data", base / "server.log"
+    subprocess.run(
+        [*as_user, pg_tool("initdb"), "-D", str(data), "-U", "infercrane", "--auth=trust", "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
+    subprocess.run(
+        [*as_user, pg_tool("pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgres://infercrane@127.0.0.1:{port}/postgres?sslmode=disable"
+    finally:
+        subprocess.run([*as_user, pg_tool("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True)
+        shutil.rmtree(base, ignore_errors=True)
