@@ -231,6 +231,30 @@ def _note(line: str) -> None:
     print(line, file=sys.stderr, flush=True)  # a note for the person, not for the log file
 
 
+def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
+    """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
+    when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
+    what it does not know, and a key that leaves the config is deleted. Only objects with this stack's exact ownership, each with a uid
+    precondition; run after the last step, when every replica of the config is ready.
+    Returns object name -> key of what was deleted."""
+    from infercrane.live import cluster
+
+    t = config.kubernetes
+    stack_id = naming.stack_identity(cfg.PROJECT, stack)
+    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
+    client = cluster.client(t)
+    deleted: dict[str, str] = {}
+    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds).items()):
+        key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
+        if key is None or key in keep or naming.not_owned(obj, namespace=t.namespace, stack=stack_id):
+            continue
+        if obj["metadata"].get("deletionTimestamp"):
+            continue  # already going
+        cluster.delete_exact(client, kind, name, t.namespace, str(obj["metadata"]["uid"]))
+        deleted[name] = str(key)
+    return deleted
+
+
 def describe_step(rollout: Rollout, index: int) -> str:
     """``step 2/3: qwen wave 2/2 (down a1, up b1)`` -- what one engine run of a rollout does."""
     first_wave_step = len(rollout.steps) - max(1, rollout.waves)
@@ -319,7 +343,14 @@ def deploy(
             raise
         if not last:
             state = engine.state()
-    return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names), at, rollout)
+    orphans = delete_orphans(config, stack, state)  # the state before the last step: what Pulumi knew
+    if orphans:
+        notes(
+            f"note: deleted {len(orphans)} replica(s) that left the config but were missing from the state: {', '.join(sorted(orphans.values()))}"
+        )
+        for name in orphans:
+            collector.ops.setdefault(name, set()).add("delete")
+    return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names | orphans), at, rollout)
 
 
 @dataclass

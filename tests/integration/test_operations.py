@@ -208,3 +208,26 @@ def test_a_key_change_within_the_surge_allowance_runs_in_one_engine_run_new_firs
     new = admin.get(Deployment, naming.object_name("it-surge-b"), namespace=NS)
     assert new.spec.strategy.type == "RollingUpdate"
     engine.destroy()
+
+
+def test_a_key_that_left_the_config_is_deleted_even_when_the_state_lost_it(project: Project, admin: Client) -> None:
+    """Lost state (the backend directory gone): the kept key is adopted again, same uid; the key
+    that left the config -- which Pulumi no longer knows -- is deleted by its exact ownership."""
+    import shutil
+
+    stack = "itorphan"
+    kept, left = "it-orphan-kept", "it-orphan-left"
+    project.stack(stack, [replica(kept), replica(left)])
+    assert cli(project, "deploy", "--stack", stack).returncode == 0
+    uid = admin.get(Deployment, naming.object_name(kept), namespace=NS).metadata.uid
+    shutil.rmtree(project.root / ".infercrane" / "pulumi-state")
+    project.stack(stack, [replica(kept)])
+    r = cli(project, "deploy", "--stack", stack, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"deleted 1 replica(s) that left the config but were missing from the state: {left}" in r.stderr
+    actions = {a["key"]: a["action"] for a in json.loads(r.stdout)["replicas"]}
+    assert actions[left] == "delete"
+    assert admin.get(Deployment, naming.object_name(kept), namespace=NS).metadata.uid == uid
+    wait_for(lambda: get_or_none(admin, Deployment, naming.object_name(left)) is None, "the orphan's Deployment to go")
+    assert get_or_none(admin, Service, naming.object_name(left)) is None
+    assert cli(project, "destroy", "--stack", stack).returncode == 0
