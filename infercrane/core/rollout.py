@@ -171,7 +171,6 @@ class _Schedule:
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
-    held_until_wave: dict[str, int] = field(default_factory=dict)  # target keys not applied before their wave
 
 
 def _chunks(items: Sequence[tuple[str, str | None]], size: int) -> list[list[tuple[str, str | None]]]:
