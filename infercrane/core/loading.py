@@ -104,24 +104,17 @@ def load(
     for i, r in enumerate(replicas_raw):
         if isinstance(r, Mapping) and isinstance(r.get("key"), str):
             if r["key"] in seen:
-                first = replicas_raw[seen[r["key"]]]
+                at = seen[r["key"]]
+                first = replicas_raw[at]
                 if first.get("name") != r.get("name"):
-                    problems.append(
-                        Problem(
-                            f"{source}: {KEY_REPLICAS}[{i}].key",
-                            f"replica key {r['key']!r} is listed under endpoint {first.get('name')!r} (at "
-                            f"[{seen[r['key']]}]) and under endpoint {r.get('name')!r}",
-                            "a key is one replica of one endpoint: keep one entry (to move it, change its name)",
-                        )
+                    what = (
+                        f"replica key {r['key']!r} is listed under endpoint {first.get('name')!r} (at [{at}]) "
+                        f"and under endpoint {r.get('name')!r}"
                     )
+                    fix = "a key is one replica of one endpoint: keep one entry (to move it, change its name)"
                 else:
-                    problems.append(
-                        Problem(
-                            f"{source}: {KEY_REPLICAS}[{i}].key",
-                            f"duplicate replica key {r['key']!r} (also at [{seen[r['key']]}])",
-                            "every replica needs its own durable key",
-                        )
-                    )
+                    what, fix = f"duplicate replica key {r['key']!r} (also at [{at}])", "every replica needs its own durable key"
+                problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].key", what, fix))
             seen.setdefault(r["key"], i)
     if config is not None:
         problems += _endpoint_problems(config, source)

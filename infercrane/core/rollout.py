@@ -39,10 +39,20 @@ IN_PLACE: Final = "in place"
 SURGE: Final = "surge"
 
 
-def _containers(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+def containers_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The containers of a workload: a Deployment's pod template, an InferenceService's predictor."""
     spec = obj.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
     return list((pod or {}).get("containers") or [])
+
+
+def flag_value(obj: Mapping[str, Any], flag: str) -> str | None:
+    """The value after ``flag`` in the workload's first container's args (as InferCrane renders them)."""
+    for c in containers_of(obj)[:1]:
+        args = list(c.get("args") or [])
+        if flag in args[:-1]:
+            return str(args[args.index(flag) + 1])
+    return None
 
 
 def endpoint_of(obj: Mapping[str, Any]) -> str | None:
@@ -50,16 +60,12 @@ def endpoint_of(obj: Mapping[str, Any]) -> str | None:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     if labels.get(naming.LABEL_ENDPOINT):
         return str(labels[naming.LABEL_ENDPOINT])
-    for c in _containers(obj)[:1]:
-        args = list(c.get("args") or [])
-        if "--served-model-name" in args[:-1]:
-            return str(args[args.index("--served-model-name") + 1])
-    return None
+    return flag_value(obj, "--served-model-name")
 
 
 def gpus_of(obj: Mapping[str, Any], gpu_resource: str) -> int:
     total = 0
-    for c in _containers(obj):
+    for c in containers_of(obj):
         value = ((c.get("resources") or {}).get("requests") or {}).get(gpu_resource)
         try:
             total += int(str(value)) if value is not None else 0
@@ -151,6 +157,7 @@ class Step:
 class Rollout:
     endpoints: tuple[EndpointRollout, ...]
     steps: tuple[Step, ...]
+    first_wave_step: int = 0  # 1 when in place replacements need a step of their own first
 
     @property
     def waves(self) -> int:
@@ -235,11 +242,9 @@ def _endpoint(
     note()
     for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
         if mode == SURGE:
+            # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
+            peak = max(peak, sum(held.values()) + sum(new_gpus[up] for up, _ in chunk))
             for up, old in chunk:
-                held[up if old is not None else f"{up}\0surge"] = new_gpus[up]
-            note()
-            for up, old in chunk:
-                held.pop(f"{up}\0surge", None)
                 held[up] = new_gpus[up]
                 ready.add(up)
                 if old is not None:
@@ -335,4 +340,4 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
             k for k in member_keys if (k in target_keys and applied_at.get(k, 0) > j) or (k in deleted_at and deleted_at[k] > j)
         )
         steps.append(Step(apply=apply, hold=hold))
-    return Rollout(endpoints=tuple(rollouts), steps=tuple(steps))
+    return Rollout(endpoints=tuple(rollouts), steps=tuple(steps), first_wave_step=first_wave_step)

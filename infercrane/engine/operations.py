@@ -257,11 +257,10 @@ def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str,
 
 def describe_step(rollout: Rollout, index: int) -> str:
     """``step 2/3: qwen wave 2/2 (down a1, up b1)`` -- what one engine run of a rollout does."""
-    first_wave_step = len(rollout.steps) - max(1, rollout.waves)
     parts = []
     for e in rollout.endpoints:
-        w = index - first_wave_step
-        if index < first_wave_step and e.replaced_first:
+        w = index - rollout.first_wave_step
+        if index < rollout.first_wave_step and e.replaced_first:
             parts.append(f"{e.endpoint}: stop {', '.join(e.replaced_first)} first (in place: frees its GPUs)")
         elif 0 <= w < len(e.waves):
             wave = e.waves[w]

@@ -231,13 +231,11 @@ class Engine:
         return result
 
     def repair(self) -> None:
-        """Clear a stale lock and repair torn checkpoint writes of this stack (a killed run), once
-        per command, before the engine or a direct read sees the state."""
+        """Repair torn checkpoint writes of this stack (a killed run), once per command, before the
+        engine or a direct read sees the state (stale locks are cleared before each engine call)."""
         if self._repaired:
             return
         self._repaired = True
-        for note in clear_stale_locks(self.stack_name, self.engine_env):
-            _stderr(note)
         for note in repair_torn_writes(self.backend_url(), self.stack_name):
             _stderr(note)
 

@@ -112,7 +112,7 @@ def serving(
     """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
     configured or not (one a rollout is taking out still serves) -- with key, model revision and
     intent hash, from the live objects (this stack's when ``stack_id`` is given)."""
-    from infercrane.core.rollout import endpoint_of
+    from infercrane.core.rollout import endpoint_of, flag_value
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name, obj in sorted(workloads.items()):
@@ -121,10 +121,7 @@ def serving(
             continue
         if object_state(config.kubernetes.object_kinds[0], obj) != "ready":
             continue
-        spec = obj.get("spec") or {}
-        pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
-        args = list(((pod or {}).get("containers") or [{}])[0].get("args") or [])
-        revision = args[args.index("--revision") + 1] if "--revision" in args[:-1] else None
+        revision = flag_value(obj, "--revision")
         intent = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_INTENT)
         out.setdefault(endpoint_of(obj) or "", []).append(
             {"key": key, "name": name, "modelRevision": revision, "intentHash": intent}
