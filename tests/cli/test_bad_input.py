@@ -86,3 +86,14 @@ def test_every_command_gives_a_broken_file_the_same_verdict(
     r = cli(command, "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert expected in r.stderr
+
+
+def test_a_negative_pod_ready_delay_is_refused_before_any_plane_process_starts(
+    cli: CliRunner, scratch_project: Path, tmp_path: Path
+) -> None:
+    r = cli(
+        "local", "start", "--pod-ready-delay", "-1", cwd=scratch_project, env={"INFERCRANE_LOCAL_DIR": str(tmp_path / "plane")}
+    )
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "--pod-ready-delay -1 is negative." in r.stderr and "fix: use seconds >= 0 (default 0)" in r.stderr
+    assert not (tmp_path / "plane").exists()
