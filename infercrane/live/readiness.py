@@ -21,6 +21,7 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Final, Literal
 
 from lightkube import ApiError, Client
@@ -51,6 +52,36 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(c.get("type")): c for c in status.get("conditions") or []}
 
 
+def _timestamp(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
+    """When our field manager last changed what it applies (its managedFields entry's time, the API
+    server's clock): the moment the template we wait for was set."""
+    for entry in meta.get("managedFields") or []:
+        if entry.get("manager") == naming.FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource"):
+            return _timestamp(entry.get("time"))
+    return None
+
+
+def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
+    """Whether ``Progressing=False/ProgressDeadlineExceeded`` is a verdict on the template we applied.
+
+    The controller keeps a timed-out condition, with the old ReplicaSet's name, after it observed a
+    new template, until the new rollout makes progress (``DeploymentTimedOut`` never rewrites it):
+    a fix applied right after a failed rollout would fail at once on the failure it fixes. A
+    timeout set before our apply is that stale verdict; a real one comes a progress deadline later.
+    """
+    if progressing.get("status") != "False" or progressing.get("reason") != "ProgressDeadlineExceeded":
+        return False
+    applied, updated = _applied_at(meta), _timestamp(progressing.get("lastUpdateTime"))
+    return applied is None or updated is None or updated > applied
+
+
 def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
     """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
@@ -59,7 +90,7 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdi
     if generation < applied_generation or observed < generation:
         return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
     progressing = _conditions(status).get("Progressing") or {}
-    if progressing.get("status") == "False" and progressing.get("reason") == "ProgressDeadlineExceeded":
+    if _timed_out(meta, progressing):
         return Verdict("failed", f"ProgressDeadlineExceeded: {progressing.get('message') or 'no progress within the deadline'}")
     want = int(spec.get("replicas", 1))
     updated = int(status.get("updatedReplicas") or 0)

@@ -284,6 +284,10 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
     assert live(slow_admin, keys[1:]) == {k: before[k] for k in keys[1:]}
     for k in keys[1:]:
         assert slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1
+    # The broken replica carries the controller's timeout; it stays on the Deployment after the fix is
+    # applied until the fixed rollout progresses, and must not fail the fix (seen in CI: failed in 6 s).
+    broken = slow_admin.get(Deployment, naming.object_name(keys[0]), namespace=NS)
+    assert any(c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded" for c in broken.status.conditions or [])
 
     slow.stack(stack, [rep(k, gpu="NVIDIA-L40S") for k in keys])  # the fix: a product the nodes carry
     r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolfail-2", "--json")

@@ -71,6 +71,36 @@ def test_deployment_verdict_follows_rollout_status_and_never_trusts_a_stale_stat
     assert deployment_verdict(obj, applied) == Verdict(state, reason)  # type: ignore[arg-type]
 
 
+def applied_at(obj: dict[str, Any], time: str) -> dict[str, Any]:
+    obj["metadata"]["managedFields"] = [
+        {"manager": "kube-controller-manager", "operation": "Update", "subresource": "status", "time": "2026-12-01T12:00:09Z"},
+        {"manager": "infercrane-provider-v1", "operation": "Apply", "time": time},
+    ]
+    return obj
+
+
+TIMED_OUT = {
+    "status": "False",
+    "reason": "ProgressDeadlineExceeded",
+    "message": 'ReplicaSet "infercrane-x-old" has timed out progressing.',
+    "lastUpdateTime": "2026-12-01T12:00:05Z",
+}
+
+
+def test_a_timeout_from_before_our_apply_is_the_old_rollouts_and_the_new_one_is_waited_for() -> None:
+    # The fix applied right after a failed rollout: the controller observed the new template but
+    # keeps the old ReplicaSet's timeout until the new one progresses.
+    stale = applied_at(dep(4, 4, replicas=1, updated=0, available=0, Progressing=TIMED_OUT), "2026-12-01T12:00:05Z")
+    assert deployment_verdict(stale, 4) == Verdict("waiting", "0 of 1 replica(s) updated")
+
+
+def test_a_timeout_after_our_apply_fails_the_replica() -> None:
+    fresh = applied_at(dep(4, 4, available=0, Progressing=TIMED_OUT), "2026-12-01T12:00:01Z")
+    assert deployment_verdict(fresh, 4).state == "failed"
+    # Without our manager's entry (another tool applied it) the condition is taken as it is.
+    assert deployment_verdict(dep(4, 4, available=0, Progressing=TIMED_OUT), 4).state == "failed"
+
+
 def test_inference_service_ready_only_for_its_current_generation() -> None:
     ready = [{"type": "Ready", "status": "True"}]
     assert (
