@@ -151,7 +151,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
         # inside it, applied nothing: the stack file is put back as it was.
         if before is not None and getattr(exc, "applied_nothing", True):
-            path.write_text(before, encoding="utf-8")
+            stackfile.write_atomically(path, before)
             print(f"stack file {paths.display_path(path)} restored: the intent was not applied", file=sys.stderr)
         elif before is not None:
             print(

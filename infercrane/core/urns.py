@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from infercrane.core.config import KubernetesTarget
@@ -91,6 +92,41 @@ def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
         if isinstance(key, str):
             out.setdefault(key, []).append(inputs)
     return out
+
+
+def unrecorded_before(checkpoint: Mapping[str, Any], live: Mapping[tuple[str, str], str]) -> list[str]:
+    """``Kind/name`` of the live objects (``(kind, name) -> creationTimestamp``, this stack's own)
+    that existed when ``checkpoint`` (Pulumi's ``{"latest": {...}}``) was written but that it
+    records neither as a resource nor as a pending operation: proof that it is older than what
+    the cluster shows. An object created after it was written (the interrupted write's own work)
+    is no such proof. A checkpoint without a time is never proven older."""
+    latest = checkpoint.get("latest") or {}
+    written = _time((latest.get("manifest") or {}).get("time"))
+    if written is None:
+        return []
+    recorded = set()
+    for res in [*(latest.get("resources") or []), *(op.get("resource") or {} for op in latest.get("pending_operations") or [])]:
+        kind = KIND_OF_TOKEN.get(res.get("type", ""))
+        name = (_inputs(res).get("metadata") or {}).get("name")
+        if kind is not None and name is not None:
+            recorded.add((kind, name))
+    older = []
+    for (kind, name), created in sorted(live.items()):
+        at = _time(created)
+        if (kind, name) not in recorded and at is not None and at < written - CLOCK_SLACK:
+            older.append(f"{kind}/{name}")
+    return older
+
+
+#: Server timestamps are whole seconds; the checkpoint's is the engine's clock.
+CLOCK_SLACK: Final = timedelta(seconds=2)
+
+
+def _time(value: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
 
 
 def provider_inputs(target: KubernetesTarget, sdk_version: str) -> dict[str, Any]:

@@ -32,7 +32,7 @@ import json
 import os
 import socket
 import ssl
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -277,7 +277,11 @@ def _parses(raw: bytes) -> bool:
     return isinstance(doc, dict) and doc.get("version") == CHECKPOINT_VERSION and isinstance(doc.get("checkpoint"), dict)
 
 
-def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercrane") -> list[str]:
+#: Why a checkpoint is older than the live objects show (None: it is not), see :func:`repair_torn_writes`.
+Vouch = Callable[[Mapping[str, Any]], str | None]
+
+
+def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercrane", vouch: Vouch | None = None) -> list[str]:
     """Repair what a kill in the middle of a file-backend write leaves of *this* stack's
     checkpoint, before the engine reads it, and say what was done -- only when no live ``pulumi``
     process holds the stack's lock (then the files may be mid-write by their owner).
@@ -287,9 +291,11 @@ def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercra
     sidecar (Pulumi then fails every command: "failed to load checkpoint: EOF") -- removed, Pulumi
     reads a blob without one; a leftover ``<stack>.json.<n>.tmp`` -- removed; a checkpoint that
     does not parse -- kept beside as ``.damaged``, replaced by Pulumi's own ``.bak`` (the state
-    before the last write) when that parses, whose sidecar no longer matches and goes too. A
-    damaged checkpoint without a usable ``.bak`` raises EngineError naming the file and the
-    manual step. Other backends write a blob in one transaction: nothing to repair."""
+    before the last write) when that parses and ``vouch`` (given the backup's checkpoint) finds it
+    not older than the live objects show; its sidecar no longer matches and goes too. A damaged
+    checkpoint without a usable ``.bak`` raises EngineError naming the file and the manual step,
+    and so does a ``.bak`` that ``vouch`` refuses. Other backends write a blob in one
+    transaction: nothing to repair."""
     import re
     import shutil
     import time
@@ -337,6 +343,14 @@ def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercra
                 f"usable {bak.name} beside it; nothing was applied.",
                 fix=f"restore the newest file of {store.root / '.pulumi' / 'backups' / project / stack} (Pulumi keeps one per "
                 f"update) as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
+            )
+        why = vouch(json.loads(bak.read_bytes())["checkpoint"]) if vouch is not None else None
+        if why is not None:
+            raise EngineError(
+                f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?), and Pulumi's "
+                f"{bak.name} beside it is older than the cluster: {why}; nothing was applied.",
+                fix=f"restore the newest file of {store.root / '.pulumi' / 'backups' / project / stack} that records those "
+                f"objects as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
             )
         damaged = base.with_name(f"{base.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
         base.replace(damaged)

@@ -184,6 +184,28 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     ]
 
 
+def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str, Any]], str | None]:
+    """The check a repair runs before it restores Pulumi's backup checkpoint of ``stack``
+    (:func:`infercrane.engine.backend.repair_torn_writes`): the live objects of this stack's exact
+    ownership that existed when the backup was written must be recorded in it. One LIST per kind,
+    run only when a checkpoint is damaged."""
+
+    def vouch(checkpoint: Mapping[str, Any]) -> str | None:
+        from infercrane.live import cluster
+
+        t = config.kubernetes
+        stack_id = naming.stack_identity(cfg.PROJECT, stack)
+        live = {
+            ref: str(obj["metadata"].get("creationTimestamp") or "")
+            for ref, obj in cluster.live_by_name(cluster.client(t), t, t.object_kinds).items()
+            if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
+        }
+        older = urns.unrecorded_before(checkpoint, live)
+        return f"it does not record {', '.join(older)}, which existed when it was written" if older else None
+
+    return vouch
+
+
 def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica] | None = None) -> Any:
     """The preflight's report (ownership, conflicts, strict dry run, live vs rendered, what runs),
     or None when it refuses: the program's own preflight then refuses again inside the update,
@@ -290,6 +312,7 @@ def deploy(
     describes (a replay never claims a result that no longer stands)."""
 
     intent = stack_intent(config)
+    engine.vouch = vouch_for(config, engine.stack_name)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -398,6 +421,7 @@ def plan(
     from concurrent.futures import ThreadPoolExecutor
 
     stack = engine.stack_name
+    engine.vouch = vouch_for(config, stack)
     rendered = render_checked(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight

@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.core.errors import EngineError
-from infercrane.engine.backend import clear_stale_locks, repair_torn_writes
+from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
 
@@ -121,6 +121,9 @@ class Engine:
     stack_name: str
     project_dir: Path = field(default_factory=project_root)
     env: Mapping[str, str] | None = None
+    #: Checks a backup checkpoint against the live objects before a repair restores it (the
+    #: operation that knows the cluster sets it: :func:`infercrane.engine.operations.vouch_for`).
+    vouch: Vouch | None = None
     _stack: auto.Stack | None = None
     _repaired: bool = False
 
@@ -236,7 +239,7 @@ class Engine:
         if self._repaired:
             return
         self._repaired = True
-        for note in repair_torn_writes(self.backend_url(), self.stack_name):
+        for note in repair_torn_writes(self.backend_url(), self.stack_name, vouch=self.vouch):
             _stderr(note)
 
     def state(self) -> dict[str, Any]:

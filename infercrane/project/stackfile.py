@@ -8,6 +8,7 @@ before they replace the file, so an invalid result is never written. Project-fil
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -139,10 +140,21 @@ def load_document(path: Path) -> Any:
 def dump(path: Path, doc: Any, check: Callable[[Path], object] | None = None) -> None:
     """Write ``doc`` to ``path`` atomically. ``check`` sees the new file first (under a temporary
     name); if it raises, nothing is written and the error propagates."""
-    tmp = path.with_suffix(".yaml.tmp")
+    buffer = io.StringIO()
+    _yaml().dump(doc, buffer)
+    write_atomically(path, buffer.getvalue(), check)
+
+
+def write_atomically(path: Path, text: str, check: Callable[[Path], object] | None = None) -> None:
+    """Replace ``path`` by ``text`` so that a kill at any instant leaves the old file or the new
+    one, never a part: written to ``<path>.tmp`` and flushed to disk, then renamed over it. A
+    leftover ``.tmp`` from a killed write is simply overwritten by the next one."""
+    tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as fh:
-            _yaml().dump(doc, fh)
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
         if check is not None:
             check(tmp)
         tmp.replace(path)

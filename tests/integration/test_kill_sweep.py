@@ -10,6 +10,7 @@ owned objects and an empty state. Each sweep prints how many kill points it trie
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -21,18 +22,20 @@ from typing import Any
 import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import Service
+from lightkube.resources.core_v1 import Pod, Service
 
 from infercrane.core import naming
 from infercrane.engine import backend
 from infercrane.engine.workspace import Engine
 from infercrane.live.readiness import deployment_verdict
-from tests.integration.conftest import Project, cli, replica, start_cli
+from infercrane.project import stackfile
+from tests.integration.conftest import Project, cli, plain_pulumi, replica, start_cli
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
 STEP = float(os.environ.get("INFERCRANE_KILL_SWEEP_STEP", "1.0"))
 REPLICAS = 3
+CLOCK_SLACK = 2.5  # seconds: past the backup check's slack for whole-second server timestamps
 
 
 @pytest.fixture(params=["file", "postgres"])
@@ -53,12 +56,17 @@ def owned(admin: Client, stack: str) -> dict[str, str]:
 
 
 def kill_at(
-    project: Project, args: list[str], *, after: float | None = None, when: Callable[[dict[str, Any]], bool] | None = None
+    project: Project,
+    args: list[str],
+    *,
+    after: float | None = None,
+    when: Callable[[dict[str, Any]], bool] | None = None,
+    as_json: bool = True,
 ) -> bool:
     """Run the CLI and SIGKILL its process group ``after`` seconds, or at the first progress event
     (``--json`` on stderr) that ``when`` accepts. Returns whether the kill landed (the run had not
     finished)."""
-    proc = start_cli(project, *args, "--json", capture=when is not None)
+    proc = start_cli(project, *args, *(["--json"] if as_json else []), capture=when is not None)
     hit = threading.Event()
     if when is not None:
 
@@ -157,3 +165,168 @@ def test_a_destroy_killed_at_any_instant_leaves_zero_objects_and_an_empty_state_
         state = assert_clean_state(swept, stack)
         assert [r["type"] for r in state.get("resources") or [] if r["type"] != "pulumi:pulumi:Stack"] == [], at
     print(f"destroy kill sweep: {len(points)} kill points over a {span:.1f} s run, all converged")
+
+
+def test_a_damaged_checkpoint_is_restored_from_pulumis_backup_only_when_the_backup_records_what_runs(
+    project: Project, admin: Client
+) -> None:
+    stack = "itbackup"
+    keys = ["it-bak-a", "it-bak-b"]
+    pulumi = plain_pulumi(project, stack)
+    folder = project.root / ".infercrane" / "pulumi-state" / ".pulumi" / "stacks" / "infercrane"
+    checkpoint, bak = folder / f"{stack}.json", folder / f"{stack}.json.bak"
+    project.stack(stack, [replica(keys[0])])
+    run_ok(project, "deploy", "--stack", stack)
+    only_a = pulumi("stack", "export")
+    assert only_a.returncode == 0, only_a.stderr
+    time.sleep(CLOCK_SLACK)  # b is created well after the state that records only a
+    project.stack(stack, [replica(k) for k in keys])
+    run_ok(project, "deploy", "--stack", stack)
+    both = checkpoint.read_bytes()
+    objects = owned(admin, stack)
+    time.sleep(CLOCK_SLACK)
+    # A state that does not record b, written after b existed (an old export imported again, its
+    # time now -- an import keeps the export's time), imported twice so that Pulumi's own write
+    # makes it the backup. Then a write is torn.
+    doc = json.loads(only_a.stdout)
+    doc["deployment"]["manifest"]["time"] = dt.datetime.now(dt.UTC).isoformat().replace("+00:00", "Z")
+    exported = project.root / "only-a.json"
+    exported.write_text(json.dumps(doc))
+    for _ in range(2):
+        assert pulumi("stack", "import", "--file", str(exported)).returncode == 0
+    checkpoint.write_bytes(both[: len(both) // 2])
+
+    r = cli(project, "deploy", "--stack", stack, "--idempotency-key", "bak-1")
+    assert r.returncode == 1
+    b = naming.object_name(keys[1])
+    assert (
+        f"Pulumi's {stack}.json.bak beside it is older than the cluster: it does not record Deployment/{b}, Service/{b}, which existed when it was written; nothing was applied."
+        in r.stderr
+    ), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert owned(admin, stack) == objects and checkpoint.read_bytes() == both[: len(both) // 2]
+
+    bak.write_bytes(both)  # a backup that records what runs (the manual step: a newer backup file)
+    r = run_ok(project, "deploy", "--stack", stack, "--idempotency-key", "bak-2")
+    assert f"note: the checkpoint of stack '{stack}' did not parse (kept as {stack}.json.damaged-" in r.stderr
+    assert owned(admin, stack) == objects  # nothing recreated
+    assert_clean_state(project, stack)
+    run_ok(project, "destroy", "--stack", stack)
+
+
+def timed(project: Project, *args: str) -> float:
+    began = time.monotonic()
+    run_ok(project, *args)
+    return time.monotonic() - began
+
+
+def sweep_points(span: float, step: float) -> list[float]:
+    return [step * (i + 0.5) for i in range(int(span / step) + 1)]
+
+
+def test_deploy_model_killed_at_any_instant_leaves_a_whole_stack_file_and_the_rerun_finishes(
+    project: Project, admin: Client
+) -> None:
+    stack = "itsweepmodel"
+    base = [replica("it-sm-r0")]
+    path = project.root / "stacks" / f"Pulumi.{stack}.yaml"
+    intent = ["deploy", "Qwen/Qwen3-8B", "--name", "qwen-extra", "--gpu", "NVIDIA-L40S", "--stack", stack]
+    extra = naming.object_name("qwen-extra-r0")
+
+    def reset() -> None:
+        project.stack(stack, base)
+        run_ok(project, "deploy", "--stack", stack)
+
+    reset()
+    span = timed(project, *intent)
+    points: list[tuple[str, Any]] = [(f"{t:.2f}s", t) for t in sweep_points(span, 2 * STEP)]
+    points.append(("first object applied", lambda e: e.get("event") == "applied" and e.get("applied") == 0))
+    for i, (label, at) in enumerate(points):
+        reset()
+        args = [*intent, "--idempotency-key", f"model-{i}"]
+        kill_at(project, args, after=at) if isinstance(at, float) else kill_at(project, args, when=at)
+        written = stackfile.load_stack(stack, project_dir=project.root)  # whole: the old file or the new one
+        assert [r.key for r in written.replicas] in (["it-sm-r0"], ["it-sm-r0", "qwen-extra-r0"]), label
+        run_ok(project, *args)
+        keys = [r.key for r in stackfile.load_stack(stack, project_dir=project.root).replicas]
+        assert keys == ["it-sm-r0", "qwen-extra-r0"], (label, keys)
+        assert path.read_text().count("key: qwen-extra-r0") == 1
+        for name in (naming.object_name("it-sm-r0"), extra):
+            assert deployment_verdict(admin.get(Deployment, name, namespace=NS).to_dict(), 1).state == "ready", label
+        assert_clean_state(project, stack)
+        assert "already applied at" in run_ok(project, *args).stdout, label
+        assert sorted(p.name for p in path.parent.iterdir() if p.name.endswith(".tmp")) in ([], [f"{path.name}.tmp"])
+    run_ok(project, "destroy", "--stack", stack)
+    print(f"deploy MODEL kill sweep: {len(points)} kill points over a {span:.1f} s run, all converged")
+
+
+def test_promote_killed_at_any_instant_leaves_a_whole_target_file_and_the_rerun_finishes(project: Project) -> None:
+    source, target = "itsweepsrc", "itsweeptgt"
+    key = "it-sp-r0"
+    newer = "vllm/vllm-openai@sha256:" + "3" * 64
+    project.stack(source, [replica(key)], imageDigest=newer)
+    run_ok(project, "deploy", "--stack", source)  # healthy: promote's gate reads its history
+    target_file = project.root / "stacks" / f"Pulumi.{target}.yaml"
+    project.stack(target, [replica(key)])
+    before = target_file.read_text()
+    span = timed(project, "promote", "--from", source, "--to", target)
+    for at in sweep_points(span, STEP / 4):
+        target_file.write_text(before)
+        kill_at(project, ["promote", "--from", source, "--to", target], after=at, as_json=False)
+        # Parses and validates: the old file or the promoted one, never a part of one.
+        assert [r.key for r in stackfile.load_stack(target, project_dir=project.root).replicas] == [key], at
+        run_ok(project, "promote", "--from", source, "--to", target)
+        promoted = stackfile.load_stack(target, project_dir=project.root)
+        assert promoted.image_for(promoted.replicas[0]) == newer, at
+        again = run_ok(project, "promote", "--from", source, "--to", target)
+        assert "nothing to change (the bundles are already equal)" in again.stdout, at
+    run_ok(project, "destroy", "--stack", source)
+    print(f"promote kill sweep: {len(sweep_points(span, STEP / 4))} kill points over a {span:.1f} s run, all converged")
+
+
+def test_takeover_killed_at_any_instant_is_finished_by_the_rerun_without_a_restart(project: Project, admin: Client) -> None:
+    from tests.integration.test_takeover import apply_as_original_adapter
+
+    stack = "itsweeptake"
+    keys = [f"it-st-r{i}" for i in range(REPLICAS)]
+    project.stack(stack, [replica(k) for k in keys])
+    apply_as_original_adapter(project, stack)
+    names = [naming.object_name(k) for k in keys]
+    objects = {f"{kind}/{n}" for n in names for kind in ("Deployment", "Service")}
+
+    def shape() -> dict[str, tuple[str, str]]:
+        """Each object's uid and spec, and each pod's uid (an annotation bumps a Deployment's
+        generation -- the controller copies annotations to its ReplicaSet -- but restarts nothing)."""
+        out = {}
+        for res in (Deployment, Service):
+            for obj in admin.list(res, namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
+                if obj.metadata.name in names:
+                    out[f"{res.__name__}/{obj.metadata.name}"] = (str(obj.metadata.uid), json.dumps(obj.to_dict()["spec"]))
+        for pod in admin.list(Pod, namespace=NS):
+            if any(pod.metadata.name.startswith(n + "-") for n in names):
+                out[f"Pod/{pod.metadata.name}"] = (str(pod.metadata.uid), "")
+        return out
+
+    def release() -> dict[str, tuple[str, str]]:
+        """The objects as the original adapter left them: no stack annotation."""
+        for res in (Deployment, Service):
+            for name in names:
+                admin.patch(res, name, {"metadata": {"annotations": {naming.ANNOTATION_STACK: None}}}, namespace=NS)
+        return shape()
+
+    release()
+    span = timed(project, "takeover", "--stack", stack)
+    points = sweep_points(span, min(STEP / 4, span / 10))
+    partial = 0
+    for at in points:
+        was = release()
+        kill_at(project, ["takeover", "--stack", stack], after=at)
+        partial += 0 < len(owned(admin, stack)) < len(objects)  # the kill landed between two patches
+        run_ok(project, "takeover", "--stack", stack)
+        assert set(owned(admin, stack)) == objects, at
+        assert shape() == was, f"kill at {at:.2f}s: takeover changed more than metadata, or restarted a pod"
+    run_ok(project, "destroy", "--stack", stack)
+    assert owned(admin, stack) == {}
+    print(
+        f"takeover kill sweep: {len(points)} kill points over a {span:.1f} s run ({partial} between two patches), all converged"
+    )

@@ -87,3 +87,75 @@ def test_nothing_is_repaired_while_a_live_pulumi_process_holds_the_stack(tmp_pat
 
 def test_other_backends_are_not_touched() -> None:
     assert repair_torn_writes("s3://bucket", "d2") == []
+
+
+def checkpoint_at(time: str, names: list[str]) -> bytes:
+    resources = [{"type": "kubernetes:apps/v1:Deployment", "inputs": {"metadata": {"name": n}}, "outputs": {}} for n in names]
+    return json.dumps({"version": 3, "checkpoint": {"latest": {"manifest": {"time": time}, "resources": resources}}}).encode()
+
+
+def test_a_backup_older_than_the_live_objects_is_not_restored_and_the_message_names_the_manual_step(tmp_path: Path) -> None:
+    from infercrane.core import urns
+
+    url, stacks = backend(tmp_path)
+    (stacks / "d2.json").write_bytes(GOOD[:25])
+    (stacks / "d2.json.bak").write_bytes(checkpoint_at("2026-12-01T12:00:30.5Z", ["infercrane-a"]))
+    live = {("Deployment", "infercrane-a"): "2026-12-01T11:00:00Z", ("Deployment", "infercrane-b"): "2026-12-01T12:00:10Z"}
+    with pytest.raises(EngineError) as err:
+        repair_torn_writes(url, "d2", vouch=lambda cp: ", ".join(urns.unrecorded_before(cp, live)) or None)
+    assert "d2.json.bak beside it is older than the cluster: Deployment/infercrane-b; nothing was applied." in str(err.value)
+    assert "that records those objects as d2.json, or `pulumi stack import --stack d2`" in str(err.value.fix)
+    assert (stacks / "d2.json").read_bytes() == GOOD[:25]  # nothing moved
+
+
+def test_a_backup_is_older_only_for_objects_that_existed_when_it_was_written() -> None:
+    from infercrane.core import urns
+
+    cp = json.loads(checkpoint_at("2026-12-01T12:00:30.5Z", ["infercrane-a"]))["checkpoint"]
+    live = {
+        ("Deployment", "infercrane-a"): "2026-12-01T11:00:00Z",  # recorded
+        ("Deployment", "infercrane-c"): "2026-12-01T12:00:31Z",  # created by the interrupted write's update
+        ("Deployment", "infercrane-d"): "2026-12-01T12:00:29Z",  # within the clock slack
+    }
+    assert urns.unrecorded_before(cp, live) == []
+    cp["latest"]["pending_operations"] = [
+        {"type": "creating", "resource": {"type": "kubernetes:core/v1:Service", "inputs": {"metadata": {"name": "s"}}}}
+    ]
+    assert urns.unrecorded_before(cp, {("Service", "s"): "2026-12-01T10:00:00Z"}) == []
+    assert urns.unrecorded_before(cp, {("Service", "t"): "2026-12-01T10:00:00Z"}) == ["Service/t"]
+
+
+WRITER = """
+import sys
+from pathlib import Path
+from infercrane.project.stackfile import write_atomically
+path, texts = Path(sys.argv[1]), [sys.argv[2] * 400_000, sys.argv[3] * 400_000]
+print("ready", flush=True)
+i = 0
+while True:
+    write_atomically(path, texts[i % 2])
+    i += 1
+"""
+
+
+def test_a_stack_file_write_killed_at_any_instant_leaves_the_old_file_or_the_new_one(tmp_path: Path) -> None:
+    # deploy MODEL (the intent, then its restore) and promote write stack files this way; a kill
+    # (SIGKILL, as a CI runner's) in the middle of a 2 MB write must never leave a part of one.
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "Pulumi.dev.yaml"
+    old, new = "a: 1\n", "b: 22\n"
+    path.write_text(old * 400_000)
+    rng = random.Random(19)
+    for _ in range(12):
+        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), old, new], stdout=subprocess.PIPE, text=True)
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0.0, 0.2))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        text = path.read_text()
+        assert text in (old * 400_000, new * 400_000), f"a torn write: {len(text)} characters"
