@@ -54,10 +54,12 @@ golden: venv
 bench: venv tools
 	$(PY) bench/doctor_vs_kubectl.py
 
-## bench-fleet: kubectl SSA vs plain pulumi-kubernetes vs infercrane at fleet size (N replicas)
+## bench-fleet: kubectl SSA vs plain pulumi-kubernetes vs infercrane at fleet size (N replicas;
+##             N=100,300,500 adds a growth table; TOOLS=kubectl,infercrane leaves plain Pulumi out)
 N ?= 100
+TOOLS ?= kubectl,plain,infercrane
 bench-fleet: venv tools
-	$(PY) bench/fleet.py --replicas $(N)
+	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS)
 
 local-start: venv tools
 	$(PY) -m infercrane local start

@@ -114,11 +114,43 @@ class Lister:
             time.sleep(0.25)
 
 
-def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> str:
+def run_both(
+    cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, ok: tuple[int, ...] = (0,)
+) -> tuple[str, str]:
     r = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True)
     if r.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd[:4])}… failed ({r.returncode}):\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}")
-    return r.stdout
+    return r.stdout, r.stderr
+
+
+def run(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None, ok: tuple[int, ...] = (0,)) -> str:
+    return run_both(cmd, env, cwd, ok)[0]
+
+
+def deploy_phases(stderr: str, total: float) -> dict[str, float]:
+    """Where a ``deploy --json`` run's time went, from its progress events (seconds since the
+    command began): to the first object applied (CLI start, state, preflight, engine start, the
+    first apply), the apply phase (first to last object applied), and last applied to done
+    (the readiness wait and the engine's end)."""
+    events = []
+    for line in stderr.splitlines():
+        try:
+            e = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(e, dict):
+            events.append(e)
+    applied = [e for e in events if e.get("event") == "applied" and (e.get("applied") or 0) >= 1]
+    done = next((e["elapsed"] for e in events if e.get("event") == "done"), total)
+    if not applied:
+        return {"to first apply": done, "apply phase": 0.0, "last apply to ready": 0.0}
+    first = applied[0]["elapsed"]
+    last = (
+        next(e["elapsed"] for e in applied if e["applied"] >= e["total"])
+        if applied[-1]["applied"] >= applied[-1]["total"]
+        else applied[-1]["elapsed"]
+    )
+    return {"to first apply": first, "apply phase": last - first, "last apply to ready": done - last}
 
 
 def bench_kubectl(plane: Plane, project: Path, n: int) -> dict[str, float]:
@@ -223,8 +255,11 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
     # Fixed cost of a CLI command outside the engine and the cluster: interpreter start-up, imports,
     # reading and validating the stack file (100 replicas).
     out["startup"], _ = timed(lambda: run([*cli, "validate", "--stack", "ours"], env=env, cwd=project))
-    out["deploy"], _ = timed(lambda: run([*cli, "deploy", "--stack", "ours", "--json"], env=env, cwd=project))
+    out["deploy"], (_, stderr) = timed(lambda: run_both([*cli, "deploy", "--stack", "ours", "--json"], env=env, cwd=project))
     assert lister.ready() == n, "deploy returned before every replica was ready"
+    out |= deploy_phases(stderr, out["deploy"])
+    state = project / ".infercrane" / "pulumi-state" / ".pulumi" / "stacks" / "infercrane" / "ours.json"
+    out["checkpoint MB"] = state.stat().st_size / 1e6
     out["plan"], doc = timed(lambda: json.loads(run([*cli, "plan", "--stack", "ours", "--json"], env=env, cwd=project)))
     assert doc["basis"] == "state+live" and not doc["changesPending"], doc.get("basis")
     out["plan-full"], _ = timed(lambda: run([*cli, "plan", "--stack", "ours", "--json", "--full-preview"], env=env, cwd=project))
@@ -247,30 +282,50 @@ def bench_render(project: Path, kubeconfig: Path) -> dict[int, float]:
     return out
 
 
+TOOLS = ("kubectl", "plain", "infercrane")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--replicas", type=int, default=100)
+    ap.add_argument("--replicas", default="100", help="fleet sizes, comma-separated (e.g. 100,300,500)")
+    ap.add_argument("--tools", default=",".join(TOOLS), help=f"which to run, comma-separated (of {', '.join(TOOLS)})")
     ap.add_argument("--keep", action="store_true", help="keep the plane and scratch project")
     args = ap.parse_args()
-    n = args.replicas
+    sizes = [int(x) for x in args.replicas.split(",")]
+    tools = [t for t in args.tools.split(",") if t]
+    if unknown := sorted(set(tools) - set(TOOLS)):
+        raise SystemExit(f"--tools: unknown {', '.join(unknown)} (choose from {', '.join(TOOLS)})")
     work = Path(tempfile.mkdtemp(prefix="infercrane-bench-"))
     plane = Plane(work / "plane")
-    project = work / "project"
-    project.mkdir()
+    results: dict[int, dict[str, dict[str, float]]] = {}
     try:
-        _, _ = timed(lambda: plane.start(nodes_file=nodes_file(work / "nodes.yaml", n), progress=lambda m: None))
-        # Warm the engine once (plugin install into the scratch PULUMI_HOME, Python imports).
-        results = {
-            "kubectl": bench_kubectl(plane, project, n),
-            "plain pulumi-kubernetes": bench_plain(plane, project, n),
-            "infercrane": bench_infercrane(plane, project, n),
-        }
-        render = bench_render(project, plane.kubeconfig)
+        plane.start(nodes_file=nodes_file(work / "nodes.yaml", max(sizes)), progress=lambda m: None)
+        for n in sizes:
+            project = work / f"project-{n}"
+            project.mkdir()
+            bench = {"kubectl": bench_kubectl, "plain": bench_plain, "infercrane": bench_infercrane}
+            results[n] = {t: bench[t](plane, project, n) for t in TOOLS if t in tools}
+            report(n, results[n])
+        render = bench_render(work / f"project-{sizes[0]}", plane.kubeconfig)
     finally:
         plane.stop(quiet=True)
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
-    k, p, i = results["kubectl"], results["plain pulumi-kubernetes"], results["infercrane"]
+    if len(sizes) > 1:
+        growth(results)
+    print(f"render + guards per replica: {render[100]:.0f} µs at 100, {render[1000]:.0f} µs at 1,000 replicas")
+
+
+def _ratio(a: dict[str, float], b: dict[str, float], phase: str) -> str:
+    return f"{a[phase] / b[phase]:.2f}x" if phase in a and phase in b else ""
+
+
+def _cell(r: dict[str, float], phase: str) -> str:
+    return f"{r[phase]:.1f} s" if phase in r else ""
+
+
+def report(n: int, r: dict[str, dict[str, float]]) -> None:
+    k, p, i = r.get("kubectl", {}), r.get("plain", {}), r.get("infercrane", {})
     print(
         f"fleet benchmark: {n} replicas = {2 * n} objects; {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
     )
@@ -278,14 +333,37 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for phase, label in (("deploy", "deploy to all ready"), ("plan", "no-op plan"), ("destroy", "destroy to zero objects")):
         print(
-            f"| {label} | {k[phase]:.1f} s | {p[phase]:.1f} s | {i[phase]:.1f} s | {i[phase] / k[phase]:.2f}x | {i[phase] / p[phase]:.2f}x |"
+            f"| {label} | {_cell(k, phase)} | {_cell(p, phase)} | {_cell(i, phase)} | {_ratio(i, k, phase)} | {_ratio(i, p, phase)} |"
         )
+    if i:
+        print(f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | | |")
+        print(f"| inspect | | | {i['inspect']:.1f} s | | |")
+        print(f"| CLI start-up + stack file (validate) | | | {i['startup']:.2f} s | | |")
+        phases = ", ".join(f"{ph} {i[ph]:.1f} s" for ph in ("to first apply", "apply phase", "last apply to ready"))
+        print(f"infercrane deploy: {phases}; checkpoint {i['checkpoint MB']:.1f} MB")
+    print(flush=True)
+
+
+def growth(results: dict[int, dict[str, dict[str, float]]]) -> None:
+    """Deploy cost per replica at each size, and each size's against the smallest's."""
+    sizes = sorted(results)
+    base = sizes[0]
+    print(f"deploy cost per replica (s), and against {base} replicas")
     print(
-        f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | {i['plan-full'] / k['plan']:.2f}x | {i['plan-full'] / p['plan']:.2f}x |"
+        "| replicas | "
+        + " | ".join(f"{t} per replica" for t in TOOLS if t in results[base])
+        + " | ours / kubectl | ours per replica / at "
+        + str(base)
+        + " |"
     )
-    print(f"| inspect | | | {i['inspect']:.1f} s | | |")
-    print(f"| CLI start-up + stack file (validate) | | | {i['startup']:.2f} s | | |")
-    print(f"render + guards per replica: {render[100]:.0f} µs at 100, {render[1000]:.0f} µs at 1,000 replicas")
+    print("|---" * (len(results[base]) + 3) + "|")
+    for n in sizes:
+        r = results[n]
+        per = {t: r[t]["deploy"] / n for t in r}
+        cells = " | ".join(f"{per[t]:.3f}" for t in TOOLS if t in per)
+        vs = _ratio(r.get("infercrane", {}), r.get("kubectl", {}), "deploy")
+        own = f"{per['infercrane'] / (results[base]['infercrane']['deploy'] / base):.2f}x" if "infercrane" in per else ""
+        print(f"| {n} | {cells} | {vs} | {own} |")
 
 
 if __name__ == "__main__":
