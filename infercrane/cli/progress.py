@@ -80,6 +80,7 @@ class ProgressView:
         self._lock = threading.Lock()
         self._last_plain = ""
         self._last_plain_at = -PLAIN_EVERY_SECONDS
+        self._summary = False  # inside the summary Pulumi prints after an update
         self._live: Any = None
         if mode == "live":
             from rich.console import Console
@@ -98,7 +99,11 @@ class ProgressView:
             self.log.write(line if line.endswith("\n") else line + "\n")
         if self.echo:
             self._write(f"  | {line.rstrip()}")
-        m = READINESS_LINE.search(line)
+        if line.startswith(("Updating (", "Previewing update (")):
+            self._summary = False
+        elif line.startswith("Diagnostics:"):
+            self._summary = True  # Pulumi repeats every log line of the run here: old news
+        m = None if self._summary else READINESS_LINE.search(line)
         if m:
             with self._lock:
                 self.counts.ready = int(m.group(1))

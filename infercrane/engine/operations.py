@@ -353,6 +353,7 @@ def deploy(
                 on_event=_both(collector, on_event),
                 refresh=index == 0 and bool(report is not None and report.drift),
                 inputs=inputs,
+                skip_checkpoints=True,  # one state write per step: linear cost (see Engine._run)
             )
         except InferCraneError as exc:
             # Refused by the program's own checks inside the first update: nothing was applied.

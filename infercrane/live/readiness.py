@@ -133,6 +133,7 @@ class _Waited:
     generation: int
     deadline: float
     future: asyncio.Future[Verdict]
+    tick: int  # the LIST under way (or last made) when the wait began: it may predate the object
     last: Verdict = field(default_factory=lambda: Verdict("waiting", "not observed yet"))
 
 
@@ -185,13 +186,14 @@ class FleetWaiter:
         self._poll, self._grace = poll_seconds, api_grace_seconds
         self._report, self._report_every, self._clock = report, report_every, clock
         self._waited: dict[str, _Waited] = {}
+        self._ticks = 0  # LISTs begun
         self._done = 0
         self._task: asyncio.Task[None] | None = None
         self._began = clock()
 
     async def wait(self, name: str, generation: int, budget_seconds: float) -> Verdict:
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future)
+        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
         return await future
@@ -220,6 +222,8 @@ class FleetWaiter:
         unreachable_since: float | None = None
         last_report = self._clock()
         while self._waited:
+            self._ticks += 1
+            tick = self._ticks
             try:
                 live = await asyncio.to_thread(self._list)
                 unreachable_since = None
@@ -241,6 +245,8 @@ class FleetWaiter:
             failed: list[str] = []
             now = self._clock()
             for name, waited in list(self._waited.items()):
+                if waited.tick >= tick:
+                    continue  # its wait began while this LIST was under way: the object may be newer than it
                 obj = live.get(name)
                 verdict = (
                     Verdict("failed", "the object was deleted while waiting for it")

@@ -109,3 +109,18 @@ def test_a_note_is_a_plain_line_or_a_json_event_and_lands_in_the_log() -> None:
         view.note("rollout step 1/2: qwen wave 1/1 (down a; up b)")
         assert want in out.getvalue()
         assert "[infercrane] rollout step 1/2" in log.getvalue()
+
+
+def test_the_summary_pulumi_repeats_after_an_update_does_not_move_the_ready_count_back() -> None:
+    out, clock = io.StringIO(), Clock()
+    view = ProgressView("deploy", 300, stream=out, mode="json", children_per_replica=2, clock=clock)
+    view.on_output("Updating (ours):")
+    view.on_output(" +  pulumi:pulumi:Stack infercrane-ours creating (28s) readiness: 20/300 ready after 0s; waiting on 280")
+    view.on_output(" +  pulumi:pulumi:Stack infercrane-ours creating (82s) readiness: 271/300 ready after 54s; waiting on 29")
+    view.on_output("Diagnostics:")
+    view.on_output("  pulumi:pulumi:Stack (infercrane-ours):")
+    view.on_output("    readiness: 20/300 ready after 0s; waiting on 280")  # the same lines again, oldest first
+    assert [json.loads(line)["ready"] for line in out.getvalue().splitlines()] == [20, 271]
+    view.on_output("Updating (ours):")  # the next step of a rollout: live again
+    view.on_output(" ~  pulumi:pulumi:Stack infercrane-ours updating (3s) readiness: 300/300 ready")
+    assert json.loads(out.getvalue().splitlines()[-1])["ready"] == 300

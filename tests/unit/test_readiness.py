@@ -318,3 +318,37 @@ def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() ->
     assert pod_warnings(EventList(events), target(), [isvc], limit=1) == {
         isvc: ["FailedScheduling: 0/3 nodes are available: new"]
     }
+
+
+def test_an_object_applied_while_a_list_is_under_way_is_judged_by_the_next_list_not_as_deleted() -> None:
+    # 300 replicas applied as fast as the engine can: a replica's wait can begin while the tick's
+    # LIST, started before its object existed, is still in flight.
+    first, second = named("infercrane-a", dep(1, 1)), named("infercrane-b", dep(1, 1))
+    waiter: FleetWaiter
+
+    class Racing(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            snapshot = super().list(res, namespace, labels, fields)
+            if fields is None and self.calls == 1:  # b is applied and waited for during the first LIST
+                asyncio.run_coroutine_threadsafe(register_b(), loop).result()
+            return snapshot
+
+    async def register_b() -> None:
+        futures.append(asyncio.ensure_future(waiter.wait("infercrane-b", 1, 60)))
+
+    futures: list[asyncio.Future[Verdict]] = []
+    client = Racing([[first], [first, second]])
+    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+
+    async def both() -> list[Verdict]:
+        a = await waiter.wait("infercrane-a", 1, 60)
+        while not futures:
+            await asyncio.sleep(0.001)
+        return [a, await futures[0]]
+
+    loop = asyncio.new_event_loop()
+    try:
+        verdicts = loop.run_until_complete(both())
+    finally:
+        loop.close()
+    assert verdicts == [Verdict("ready"), Verdict("ready")]
