@@ -14,7 +14,7 @@ read these names from here. Pure core.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -183,6 +183,21 @@ def state_matches(state: Mapping[str, Any], expected: Sequence[Registration]) ->
             reasons.append(f"{reg.urn}: recorded inputs differ")
     reasons.extend(f"{urn}: in the state, not in the config" for urn in sorted(recorded))
     return reasons
+
+
+def trusted_but_stale(state: Mapping[str, Any], expected: Sequence[Registration], drift: Iterable[str]) -> list[str]:
+    """``Kind/name`` of the drifted objects (missing or different live, ``drift``) whose record
+    Pulumi would trust: recorded with exactly the inputs the program registers now, so its diff
+    -- against the recorded outputs -- sees no change. Only these need ``--refresh`` (which reads
+    every recorded object back, one GET each). An object recorded with other inputs is applied
+    anyway, the whole manifest by server-side apply, and one the state does not record is created."""
+    recorded = {str(r.get("urn")): r for r in state.get("resources") or [] if not r.get("delete")}
+    trusted = set()
+    for reg in expected:
+        res = recorded.get(reg.urn)
+        if reg.inputs is not None and res is not None and _inputs(res) == dict(reg.inputs):
+            trusted.add(f"{reg.inputs['kind']}/{reg.inputs['metadata']['name']}")
+    return sorted(trusted.intersection(drift))
 
 
 def _inputs(resource: Mapping[str, Any]) -> dict[str, Any]:

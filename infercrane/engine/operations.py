@@ -13,6 +13,7 @@ import datetime as dt
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -330,7 +331,10 @@ def deploy(
     collector = EventCollector()
     stack = engine.stack_name
     rendered = render_checked(config, stack)
-    report = live_check(config, stack, rendered)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        starting = pool.submit(lambda: engine.stack)  # the engine's start (its imports, `stack select`) beside the preflight
+        report = live_check(config, stack, rendered)
+        starting.result()
     rollout = plan_rollout(config, stack, rendered, report)
     steps = list(rollout.steps) if rollout is not None else [None]
     names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
@@ -346,12 +350,15 @@ def deploy(
             "step": None if last else step,
             "held": {k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
             "deploy_record": {"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
+            # The first run registers on the preflight made moments ago; later steps changed the
+            # cluster, and their program checks it again.
+            "report": report if index == 0 else None,
         }
         try:
-            engine.up(
+            engine.apply(
                 on_output=on_output,
                 on_event=_both(collector, on_event),
-                refresh=index == 0 and bool(report is not None and report.drift),
+                refresh=index == 0 and needs_refresh(config, stack, state, rendered, report),
                 inputs=inputs,
                 skip_checkpoints=True,  # one state write per step: linear cost (see Engine._run)
             )
@@ -388,6 +395,20 @@ class PlanResult:
         return any(a.action != "same" for a in self.actions)
 
 
+def needs_refresh(
+    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
+) -> bool:
+    """Whether the engine must read the recorded objects back first (``--refresh``): only when a
+    live object drifted from a record Pulumi would otherwise trust (:func:`urns.trusted_but_stale`).
+    A new object or an intended change needs no refresh -- at fleet size it is one GET per object."""
+    if report is None or not report.drift:
+        return False
+    from importlib.metadata import version
+
+    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
+    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), report.drift))
+
+
 def proven_no_op(
     config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
 ) -> list[str]:
@@ -417,10 +438,9 @@ def plan(
     the program gets it directly, the stack file is never touched). When the state and the live
     objects prove there is nothing to do (:func:`proven_no_op`), every replica is ``same`` without
     an engine run (as fast as ``kubectl diff``); otherwise -- or with ``full`` -- ``pulumi
-    preview`` of the end state computes it (with ``--refresh`` when a live object drifted). The
+    preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
+    record, :func:`needs_refresh`). The
     rollout's waves come from the live objects either way."""
-    from concurrent.futures import ThreadPoolExecutor
-
     stack = engine.stack_name
     engine.vouch = vouch_for(config, stack)
     rendered = render_checked(config, stack)
@@ -438,9 +458,12 @@ def plan(
     if not why:
         return PlanResult(summarize(config, EventCollector(), rendered), "state+live", rollout=rollout)
     collector = EventCollector()
-    inputs = {"config": config, "driven": True, "legacy": urns.legacy_names(state)}
+    inputs = {"config": config, "driven": True, "legacy": urns.legacy_names(state), "report": report}
     engine.preview(
-        on_output=on_output, on_event=_both(collector, on_event), refresh=bool(report is not None and report.drift), inputs=inputs
+        on_output=on_output,
+        on_event=_both(collector, on_event),
+        refresh=needs_refresh(config, stack, state, rendered, report),
+        inputs=inputs,
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
     return PlanResult(summarize(config, collector, rendered, names), "pulumi preview", why, rollout)

@@ -114,6 +114,10 @@ def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = 
     return env
 
 
+#: What :meth:`Engine.apply` gives the Automation API for the summary it does not read.
+_NO_SUMMARY: Final = object()
+
+
 @dataclass
 class Engine:
     """One stack of the project, ready for preview/up/refresh/destroy."""
@@ -232,6 +236,27 @@ class Engine:
         output ``deploys``; a rollout ``step``); ``skip_checkpoints``: see :meth:`_run`."""
         result: auto.UpResult = self._run("up", inputs, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
         return result
+
+    def apply(
+        self,
+        on_output: Callable[[str], None] | None = None,
+        *,
+        inputs: Mapping[str, Any] | None = None,
+        skip_checkpoints: bool = False,
+        **kw: Any,
+    ) -> None:
+        """:meth:`up` for a caller that has the run's events and needs no result object. The
+        Automation API builds one after every ``up`` with three more ``pulumi`` processes -- the
+        outputs twice (with and without secrets) and the last history entry -- each reading the
+        whole state: 1 s after a 100-replica deploy, every time. Here those two calls return
+        nothing for the one run."""
+        stack = self.stack
+        stack.outputs = dict  # type: ignore[method-assign]
+        stack.info = lambda *a, **k: _NO_SUMMARY  # type: ignore[method-assign,assignment]
+        try:
+            self._run("up", inputs, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
+        finally:
+            del stack.outputs, stack.info  # the class's own again
 
     def refresh(self, on_output: Callable[[str], None] | None = None, **kw: Any) -> auto.RefreshResult:
         result: auto.RefreshResult = self._run("refresh", on_output=on_output, **kw)

@@ -118,7 +118,7 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
         from infercrane.live import preflight as live
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = live.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
+        report = channel.report or live.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
         drift = [ref for ref in report.drift if report.actions[ref] == "configure"]
         if drift and pulumi.runtime.is_dry_run():
             pulumi.log.info(
@@ -164,7 +164,10 @@ class Channel:
     written by the update it describes, only if it succeeds). ``step`` -- one step of a rollout
     the caller drives (:mod:`infercrane.core.rollout`), with ``held`` the recorded manifests of
     the replicas it holds; ``driven`` -- the caller rolls in waves, so the program does not refuse
-    a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases.
+    a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases;
+    ``report`` -- the preflight's report the caller made for this very run (it passed: nothing
+    refused), so the program registers without a second LIST and dry run per object; without it
+    (plain ``pulumi``, a refusal to record, a later rollout step) the program runs its own.
     Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
     parsing the engine's output."""
 
@@ -174,6 +177,7 @@ class Channel:
     held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     driven: bool = False
     legacy: Mapping[str, str] | None = None
+    report: Any = None  # live.preflight.Report
     error: InferCraneError | None = None
 
 
