@@ -195,7 +195,7 @@ def trusted_but_stale(state: Mapping[str, Any], expected: Sequence[Registration]
     trusted = set()
     for reg in expected:
         res = recorded.get(reg.urn)
-        if reg.inputs is not None and res is not None and _inputs(res) == dict(reg.inputs):
+        if reg.type in KIND_OF_TOKEN and reg.inputs is not None and res is not None and _inputs(res) == dict(reg.inputs):
             trusted.add(f"{reg.inputs['kind']}/{reg.inputs['metadata']['name']}")
     return sorted(trusted.intersection(drift))
 

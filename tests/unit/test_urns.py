@@ -95,3 +95,15 @@ def test_a_changed_config_does_not_match_the_old_checkpoint(values: dict[str, An
 
 def test_an_empty_checkpoint_lists_everything_as_missing(values: dict[str, Any]) -> None:
     assert len(urns.state_matches({}, _expected(values))) == 4
+
+
+def test_only_a_drifted_object_whose_record_pulumi_would_trust_needs_a_refresh(values: dict[str, Any]) -> None:
+    expected = _expected(values)  # the provider, the component, its Deployment and Service
+    state = _state_of(expected)
+    name = "infercrane-935120ec8f148f03a1305f63"
+    drift = [f"Deployment/{name}", f"Service/{name}"]
+    assert urns.trusted_but_stale(state, expected, drift) == drift  # recorded exactly as registered: trusted
+    _mutate_input(state)  # the Deployment's record differs: Pulumi applies it anyway
+    assert urns.trusted_but_stale(state, expected, drift) == [f"Service/{name}"]
+    assert urns.trusted_but_stale({"resources": []}, expected, drift) == []  # unrecorded: created
+    assert urns.trusted_but_stale(_state_of(expected), expected, []) == []  # nothing drifted
