@@ -54,11 +54,12 @@ def _dns_label(value: str) -> str:
     return value
 
 
-class WorkerSecret(_Frozen):
-    """The Secret holding the worker API key. Only referenced; its value is never read."""
+class SecretKeyRef(_Frozen):
+    """One data key of a Secret in the target namespace. Only referenced (``secretKeyRef``): its
+    value is never read, never in the state, the logs or the process arguments."""
 
-    name: str = Field("infercrane-worker", description="Secret name (DNS label), in the target namespace.")
-    key: str = Field("api-key", description="Data key inside the Secret.")
+    name: str = Field(description="Secret name (DNS label), in the target namespace.")
+    key: str = Field(description="Data key inside the Secret.")
 
     _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
 
@@ -68,6 +69,13 @@ class WorkerSecret(_Frozen):
         if not SECRET_KEY_RE.match(v):
             raise ValueError(f"{v!r} is not a valid Secret data key")
         return v
+
+
+class WorkerSecret(SecretKeyRef):
+    """The Secret holding the worker API key. Only referenced; its value is never read."""
+
+    name: str = Field("infercrane-worker", description="Secret name (DNS label), in the target namespace.")
+    key: str = Field("api-key", description="Data key inside the Secret.")
 
 
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
@@ -122,6 +130,9 @@ class KubernetesTarget(_Frozen):
     )
     service_account: str = Field("infercrane-runtime", description="Runtime service account (token not mounted).")
     worker_secret: WorkerSecret = Field(default_factory=lambda: WorkerSecret.model_validate({}))
+    hugging_face_token: SecretKeyRef | None = Field(
+        None, description="Secret key with a Hugging Face token (gated models), given to every replica as HF_TOKEN."
+    )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
@@ -191,6 +202,7 @@ class Replica(_Frozen):
         1800, ge=60, le=86400, description="Seconds a model may take to load: sizes the startup probe and progress deadline."
     )
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
+    hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
     cloud: Literal["kubernetes"] = Field("kubernetes", description="Always kubernetes for this provider.")
 
     @field_validator("key")
@@ -263,6 +275,10 @@ class InferCraneConfig(_Frozen):
 
     def image_for(self, replica: Replica) -> str:
         return replica.image or self.kubernetes.image_digest
+
+    def token_for(self, replica: Replica) -> SecretKeyRef | None:
+        """The Hugging Face token Secret of ``replica``: its own, else the target's, else none."""
+        return replica.hugging_face_token or self.kubernetes.hugging_face_token
 
     def rollout_for(self, endpoint: str) -> RolloutPolicy:
         """The rollout policy of ``endpoint``: its own settings over the target's default."""

@@ -74,7 +74,7 @@ def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str) -> lis
             if any(str(a).split("=", 1)[0] == "--api-key" for a in c.get("args") or []):
                 out.append(f"{cname}: --api-key in args would expose the worker key")
             for e in c.get("env") or []:
-                if e.get("name") in (naming.WORKER_KEY_ENV, naming.VLLM_KEY_ENV) and "value" in e:
+                if e.get("name") in (naming.WORKER_KEY_ENV, naming.VLLM_KEY_ENV, naming.HF_TOKEN_ENV) and "value" in e:
                     out.append(f"{cname}: {e['name']} must come from a secretKeyRef, not a literal value")
     return out
 

@@ -6,6 +6,8 @@ changes the hash if and only if it can change the rendered objects. Pure core.
 
 from __future__ import annotations
 
+from typing import Any, Final
+
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, Replica
 
@@ -13,8 +15,9 @@ from infercrane.core.config import InferCraneConfig, Replica
 def intent(config: InferCraneConfig, replica: Replica) -> str:
     """The intent hash of one replica: its spec plus the target settings that shape its objects."""
     t = config.kubernetes
-    spec = {
-        "replica": replica.model_dump(by_alias=True, mode="json"),
+    own = replica.model_dump(by_alias=True, mode="json", exclude=set(LATER_FIELDS))
+    spec: dict[str, Any] = {
+        "replica": own,
         "target": {
             "namespace": t.namespace,
             "workloadApi": t.workload_api,
@@ -27,4 +30,13 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
             "kserveDeploymentMode": t.kserve_deployment_mode,
         },
     }
+    token = config.token_for(replica)
+    if token is not None:  # a field added later enters only when set: an upgrade changes no intent
+        spec["target"]["huggingFaceToken"] = token.model_dump(by_alias=True)
     return naming.intent_hash(spec)
+
+
+#: Replica fields added after the first release, kept out of the replica's own part of the hash
+#: (their resolved value enters the target part only when set), so that upgrading InferCrane
+#: changes the intent -- and so the objects -- of no replica that does not use them.
+LATER_FIELDS: Final = ("hugging_face_token",)

@@ -45,6 +45,7 @@ PULUMI_DELETION_PROPAGATION: Final = "pulumi.com/deletionPropagationPolicy"
 # Environment.
 WORKER_KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
 VLLM_KEY_ENV: Final = "VLLM_API_KEY"
+HF_TOKEN_ENV: Final = "HF_TOKEN"  # read by huggingface_hub in both engines
 PATCH_FORCE_ENV: Final = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 
 

@@ -20,6 +20,8 @@ FIX: Final[dict[str, str]] = {
     "serviceAccount": "use a DNS label, e.g. infercrane-runtime",
     "name": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
     "workerSecret.key": "use letters, digits, '-', '_' and '.' only",
+    "huggingFaceToken.key": "name the Secret's data key holding the token: letters, digits, '-', '_' and '.'",
+    "huggingFaceToken.name": "name a Secret in the target namespace (a DNS label), e.g. hf-token",
     "key": "use 1-253 printable characters without surrounding whitespace; keep it durable",
     "model": "name the model to serve, e.g. Qwen/Qwen3-8B",
     "imageDigest": f"pin the image by digest: {image.EXAMPLE} (e.g. from `crane digest` or your registry)",

@@ -311,3 +311,30 @@ def test_one_key_under_two_endpoint_names_is_refused(values: dict[str, Any]) -> 
         f"{SRC}: infercrane:replicas[1].key: replica key {first['key']!r} is listed under endpoint 'qwen-kubernetes' (at [0]) "
         "and under endpoint 'other'\n    fix: a key is one replica of one endpoint: keep one entry (to move it, change its name)"
     ]
+
+
+def test_a_hugging_face_token_is_a_secret_reference_checked_like_the_worker_secrets(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["huggingFaceToken"] = {"name": "HF", "key": "token"}
+    values["infercrane:replicas"][0]["huggingFaceToken"] = {"name": "hf-token"}
+    out = problems(values)
+    assert out[0].startswith(f"{SRC}: infercrane:kubernetes.huggingFaceToken.name: 'HF' is not a DNS label")
+    assert out[1].startswith(
+        f"{SRC}: infercrane:replicas[0].huggingFaceToken.key (replica 'qwen-kubernetes-rev-1-r0'): is required"
+    )
+    assert "fix: name the Secret's data key holding the token" in out[1]
+    assert "fix: name a Secret in the target namespace (a DNS label), e.g. hf-token" in out[0]
+
+
+def test_the_token_a_replica_gets_is_its_own_over_the_targets_and_enters_the_intent_only_when_set(
+    values: dict[str, Any],
+) -> None:
+    none = loading.load(values, source=SRC, env={})
+    unset = intent(none, none.replicas[0])
+    values["infercrane:kubernetes"]["huggingFaceToken"] = {"name": "hf-team", "key": "token"}
+    values["infercrane:replicas"].append(
+        values["infercrane:replicas"][0] | {"key": "own", "huggingFaceToken": {"name": "hf-own", "key": "t"}}
+    )
+    c = loading.load(values, source=SRC, env={})
+    assert [c.token_for(r).name for r in c.replicas] == ["hf-team", "hf-own"]  # type: ignore[union-attr]
+    assert intent(c, c.replicas[0]) != unset  # the pod template changes (HF_TOKEN): so does the intent
+    assert none.token_for(none.replicas[0]) is None

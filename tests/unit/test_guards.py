@@ -68,6 +68,11 @@ CASES: list[tuple[str, Mutator, str]] = [
         "annotation infercrane.dev/external-key is missing",
     ),
     ("literal-secret", lambda m: _container(m)["env"][0].update(value="s3cr3t"), "must come from a secretKeyRef"),
+    (
+        "literal-token",
+        lambda m: _container(m)["env"].append({"name": "HF_TOKEN", "value": "hf_x"}),
+        "HF_TOKEN must come from a secretKeyRef",
+    ),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
 ]
 

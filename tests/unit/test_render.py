@@ -115,3 +115,14 @@ def test_pulumi_waits_for_nothing_and_deletes_deployments_in_the_background(valu
     assert dep["metadata"]["annotations"]["pulumi.com/deletionPropagationPolicy"] == "background"
     assert "pulumi.com/timeoutSeconds" not in dep["metadata"]["annotations"]
     assert svc["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_a_hugging_face_token_reaches_the_engine_only_by_reference(values: dict[str, Any]) -> None:
+    dep, _ = render(values)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert "HF_TOKEN" not in {e["name"] for e in c["env"]}  # none configured: none rendered
+    values["infercrane:kubernetes"]["huggingFaceToken"] = {"name": "hf-token", "key": "token"}
+    dep, _ = render(values, engine="sglang")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    (hf,) = [e for e in c["env"] if e["name"] == "HF_TOKEN"]
+    assert hf == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}

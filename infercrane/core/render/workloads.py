@@ -43,6 +43,13 @@ def _probe(port_name: str, **timing: int) -> dict[str, Any]:
     return {"httpGet": {"path": HEALTH_PATH, "port": port_name}, **timing}
 
 
+def _token_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
+    token = config.token_for(replica)
+    if token is None:
+        return []
+    return [{"name": naming.HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}]
+
+
 def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
     t = config.kubernetes
     command, args = command_and_args(replica)
@@ -57,6 +64,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "env": [
             {"name": naming.WORKER_KEY_ENV, "valueFrom": secret_ref},
             {"name": naming.VLLM_KEY_ENV, "valueFrom": secret_ref},
+            *_token_env(config, replica),
         ],
         "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
         "startupProbe": _probe(
