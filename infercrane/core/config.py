@@ -203,6 +203,11 @@ class Replica(_Frozen):
     )
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
     hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
+    scaling: Literal["fixed", "external"] = Field(
+        "fixed",
+        description="fixed: one pod, InferCrane owns spec.replicas; external: the field is left to another "
+        "manager (an HPA), so its /scale writes are no conflict (Deployment mode only).",
+    )
     cloud: Literal["kubernetes"] = Field("kubernetes", description="Always kubernetes for this provider.")
 
     @field_validator("key")

@@ -15,7 +15,9 @@ from infercrane.core.config import InferCraneConfig, Replica
 def intent(config: InferCraneConfig, replica: Replica) -> str:
     """The intent hash of one replica: its spec plus the target settings that shape its objects."""
     t = config.kubernetes
-    own = replica.model_dump(by_alias=True, mode="json", exclude=set(LATER_FIELDS))
+    own = replica.model_dump(
+        by_alias=True, mode="json", exclude={f for f in LATER_FIELDS if getattr(replica, f) == Replica.model_fields[f].default}
+    )
     spec: dict[str, Any] = {
         "replica": own,
         "target": {
@@ -36,7 +38,7 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     return naming.intent_hash(spec)
 
 
-#: Replica fields added after the first release, kept out of the replica's own part of the hash
-#: (their resolved value enters the target part only when set), so that upgrading InferCrane
-#: changes the intent -- and so the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token",)
+#: Replica fields added after the first release: in the hash only when not at their default (the
+#: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
+#: the objects -- of no replica that does not use them.
+LATER_FIELDS: Final = ("hugging_face_token", "scaling")

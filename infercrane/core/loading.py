@@ -118,6 +118,7 @@ def load(
             seen.setdefault(r["key"], i)
     if config is not None:
         problems += _endpoint_problems(config, source)
+        problems += _scaling_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)
@@ -150,6 +151,21 @@ def _endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:
                 )
             )
     return problems
+
+
+def _scaling_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """``scaling: external`` is a Deployment's field left to an HPA; KServe scales by itself."""
+    if config.kubernetes.workload_api != "kserve":
+        return []
+    return [
+        Problem(
+            f"{source}: {KEY_REPLICAS}[{i}].scaling (replica {r.key!r})",
+            "external scaling leaves a Deployment's spec.replicas to an HPA; an InferenceService is scaled by KServe",
+            "leave scaling out (fixed) under workloadApi kserve, or use workloadApi deployment",
+        )
+        for i, r in enumerate(config.replicas)
+        if r.scaling == "external"
+    ]
 
 
 def _set_path(target: dict[str, Any], path: tuple[str, ...], value: str) -> None:

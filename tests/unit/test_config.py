@@ -338,3 +338,21 @@ def test_the_token_a_replica_gets_is_its_own_over_the_targets_and_enters_the_int
     assert [c.token_for(r).name for r in c.replicas] == ["hf-team", "hf-own"]  # type: ignore[union-attr]
     assert intent(c, c.replicas[0]) != unset  # the pod template changes (HF_TOKEN): so does the intent
     assert none.token_for(none.replicas[0]) is None
+
+
+def test_external_scaling_is_refused_under_kserve_with_the_fix(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["workloadApi"] = "kserve"
+    values["infercrane:replicas"][0]["scaling"] = "external"
+    (out,) = problems(values)
+    assert out.startswith(f"{SRC}: infercrane:replicas[0].scaling (replica 'qwen-kubernetes-rev-1-r0'): external scaling leaves")
+    assert "fix: leave scaling out (fixed) under workloadApi kserve, or use workloadApi deployment" in out
+
+
+def test_fields_added_later_change_no_intent_at_their_defaults(values: dict[str, Any]) -> None:
+    plain = loading.load(values, source=SRC, env={})
+    values["infercrane:replicas"][0]["scaling"] = "fixed"
+    explicit = loading.load(values, source=SRC, env={})
+    assert intent(explicit, explicit.replicas[0]) == intent(plain, plain.replicas[0])
+    values["infercrane:replicas"][0]["scaling"] = "external"
+    external = loading.load(values, source=SRC, env={})
+    assert intent(external, external.replicas[0]) != intent(plain, plain.replicas[0])

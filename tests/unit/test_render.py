@@ -126,3 +126,13 @@ def test_a_hugging_face_token_reaches_the_engine_only_by_reference(values: dict[
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     (hf,) = [e for e in c["env"] if e["name"] == "HF_TOKEN"]
     assert hf == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}}
+
+
+def test_external_scaling_leaves_spec_replicas_out_of_what_is_applied(values: dict[str, Any]) -> None:
+    fixed, _ = render(values)
+    assert fixed["spec"]["replicas"] == 1
+    external, _ = render(values, scaling="external")
+    assert "replicas" not in external["spec"]
+    assert {k: v for k, v in external["spec"].items() if k != "template"} == {
+        k: v for k, v in fixed["spec"].items() if k not in ("template", "replicas")
+    }

@@ -114,7 +114,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
     # Background (kubectl's default, and infercrane destroy's) removes the object at once; the
     # garbage collector removes its ReplicaSets and Pods after.
     meta["annotations"][naming.PULUMI_DELETION_PROPAGATION] = "background"
-    return {
+    deployment: dict[str, Any] = {
         "apiVersion": DEPLOYMENT.api_version,
         "kind": DEPLOYMENT.name,
         "metadata": meta,
@@ -138,6 +138,11 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
             },
         },
     }
+    if replica.scaling == "external":
+        # Left out of what we apply, spec.replicas is no field of ours: an HPA's /scale writes
+        # (another field manager) are then no server-side-apply conflict, and we never reset them.
+        del deployment["spec"]["replicas"]
+    return deployment
 
 
 def service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
