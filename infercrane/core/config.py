@@ -78,6 +78,14 @@ class WorkerSecret(SecretKeyRef):
     key: str = Field("api-key", description="Data key inside the Secret.")
 
 
+class PodIdentity(_Frozen):
+    """The non-root identity the pods run as; with it they satisfy Pod Security ``restricted``."""
+
+    run_as_user: StrictInt = Field(ge=1, description="UID of the engine process (never 0: non-root).")
+    run_as_group: StrictInt = Field(ge=0, description="Primary GID of the engine process.")
+    fs_group: StrictInt = Field(ge=0, description="GID that owns mounted volumes (the model cache).")
+
+
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
 
 
@@ -132,6 +140,11 @@ class KubernetesTarget(_Frozen):
     worker_secret: WorkerSecret = Field(default_factory=lambda: WorkerSecret.model_validate({}))
     hugging_face_token: SecretKeyRef | None = Field(
         None, description="Secret key with a Hugging Face token (gated models), given to every replica as HF_TOKEN."
+    )
+    security_context: PodIdentity | None = Field(
+        None,
+        description="Run the pods as this non-root identity with seccomp RuntimeDefault and no capabilities "
+        "(Pod Security restricted); default none: baseline.",
     )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")

@@ -32,6 +32,8 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
             "kserveDeploymentMode": t.kserve_deployment_mode,
         },
     }
+    if t.security_context is not None:
+        spec["target"]["securityContext"] = t.security_context.model_dump(by_alias=True)
     token = config.token_for(replica)
     if token is not None:  # a field added later enters only when set: an upgrade changes no intent
         spec["target"]["huggingFaceToken"] = token.model_dump(by_alias=True)

@@ -40,6 +40,7 @@ FIX: Final[dict[str, str]] = {
     "maxUnavailable": "use a whole number >= 0 (default 1: one replica of the endpoint down at a time)",
     "maxSurge": "use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
     "shmSize": "use a Kubernetes quantity such as 8Gi",
+    "securityContext": "write securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image can run as)",
 }
 
 

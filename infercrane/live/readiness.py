@@ -38,6 +38,12 @@ EVENTS_GRANT: Final = "get/list on events (deploy/kubernetes/base/provider-rbac.
 
 State = Literal["ready", "waiting", "failed"]
 
+POD_SECURITY_REJECTION: Final = "violates PodSecurity"
+POD_SECURITY_FIX: Final = (
+    "fix: the namespace enforces this Pod Security level; for restricted set infercrane:kubernetes.securityContext "
+    "{runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image runs as), or ask for the namespace's level"
+)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -97,6 +103,10 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdi
     total = int(status.get("replicas") or 0)
     available = int(status.get("availableReplicas") or 0)
     failure = _conditions(status).get("ReplicaFailure") or {}
+    if failure.get("status") == "True" and POD_SECURITY_REJECTION in str(failure.get("message")):
+        # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
+        # created for this template, so there is nothing to wait for.
+        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      {POD_SECURITY_FIX}")
     suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
     if updated < want:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")

@@ -356,3 +356,13 @@ def test_fields_added_later_change_no_intent_at_their_defaults(values: dict[str,
     values["infercrane:replicas"][0]["scaling"] = "external"
     external = loading.load(values, source=SRC, env={})
     assert intent(external, external.replicas[0]) != intent(plain, plain.replicas[0])
+
+
+def test_a_pod_identity_must_be_non_root_and_complete(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["securityContext"] = {"runAsUser": 0, "runAsGroup": 1000}
+    out = problems(values)
+    assert out[0].startswith(
+        f"{SRC}: infercrane:kubernetes.securityContext.runAsUser: 0: Input should be greater than or equal to 1"
+    )
+    assert out[1].startswith(f"{SRC}: infercrane:kubernetes.securityContext.fsGroup: is required")
+    assert "fix: write securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}" in out[1]

@@ -352,3 +352,24 @@ def test_an_object_applied_while_a_list_is_under_way_is_judged_by_the_next_list_
     finally:
         loop.close()
     assert verdicts == [Verdict("ready"), Verdict("ready")]
+
+
+def test_pods_the_namespaces_pod_security_level_rejects_fail_the_replica_at_once_with_the_admissions_words() -> None:
+    rejected = dep(
+        2,
+        2,
+        replicas=0,
+        updated=0,
+        available=0,
+        ReplicaFailure={
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": 'pods "infercrane-x-5d9c" is forbidden: violates PodSecurity "restricted:latest": runAsNonRoot != true',
+        },
+    )
+    verdict = deployment_verdict(rejected, 2)
+    assert verdict.state == "failed"
+    assert verdict.reason.startswith(
+        'ReplicaFailure: pods "infercrane-x-5d9c" is forbidden: violates PodSecurity "restricted:latest"'
+    )
+    assert "set infercrane:kubernetes.securityContext {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}" in verdict.reason

@@ -136,3 +136,21 @@ def test_external_scaling_leaves_spec_replicas_out_of_what_is_applied(values: di
     assert {k: v for k, v in external["spec"].items() if k != "template"} == {
         k: v for k, v in fixed["spec"].items() if k not in ("template", "replicas")
     }
+
+
+def test_a_pod_identity_makes_the_pods_meet_pod_security_restricted_and_none_keeps_baseline(values: dict[str, Any]) -> None:
+    dep, _ = render(values)
+    pod = dep["spec"]["template"]["spec"]
+    assert "securityContext" not in pod and pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False}
+    values["infercrane:kubernetes"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000}
+    dep, _ = render(values)
+    pod = dep["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "fsGroup": 2000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert [v for v in pod["volumes"] if set(v) - {"name", "emptyDir"}] == []  # restricted allows emptyDir

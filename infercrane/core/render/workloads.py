@@ -76,19 +76,36 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "readinessProbe": _probe("http", **READINESS),
         "livenessProbe": _probe("http", **LIVENESS),
         "resources": {"limits": dict(gpus), "requests": dict(gpus)},
-        "securityContext": {"allowPrivilegeEscalation": False},
+        "securityContext": _container_security(config),
         "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
     }
 
 
 def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
     t = config.kubernetes
-    return {
+    placement: dict[str, Any] = {
         "serviceAccountName": t.service_account,
         "automountServiceAccountToken": False,
         "nodeSelector": {t.gpu_product_label: replica.gpu},
         "tolerations": [{"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"}],
     }
+    who = t.security_context
+    if who is not None:  # Pod Security restricted: non-root, seccomp RuntimeDefault (and, per container, no capabilities)
+        placement["securityContext"] = {
+            "runAsNonRoot": True,
+            "runAsUser": who.run_as_user,
+            "runAsGroup": who.run_as_group,
+            "fsGroup": who.fs_group,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
+    return placement
+
+
+def _container_security(config: InferCraneConfig) -> dict[str, Any]:
+    """Baseline always (no privilege escalation); with a pod identity also restricted's rule: no capabilities."""
+    if config.kubernetes.security_context is None:
+        return {"allowPrivilegeEscalation": False}
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def _volumes(replica: Replica) -> list[dict[str, Any]]:
