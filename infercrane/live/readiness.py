@@ -74,18 +74,28 @@ def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
     return None
 
 
-def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
-    """Whether ``Progressing=False/ProgressDeadlineExceeded`` is a verdict on the template we applied.
+def _since_our_apply(meta: Mapping[str, Any], condition: Mapping[str, Any], *, same_second: bool) -> bool:
+    """Whether a failure condition is a verdict on the template we applied, not the one before.
 
-    The controller keeps a timed-out condition, with the old ReplicaSet's name, after it observed a
-    new template, until the new rollout makes progress (``DeploymentTimedOut`` never rewrites it):
-    a fix applied right after a failed rollout would fail at once on the failure it fixes. A
-    timeout set before our apply is that stale verdict; a real one comes a progress deadline later.
-    """
+    The controller keeps a failure condition -- a timeout naming the old ReplicaSet, a
+    ReplicaFailure naming its rejected pods -- after it observed a new template, until the new
+    rollout makes progress (it never rewrites a condition of the same status and reason): a fix
+    applied right after a failure would fail at once on the failure it fixes. A condition last set
+    before our apply is that stale verdict; a new one comes after it. Timestamps are whole
+    seconds: ``same_second`` says whether a condition of the very second of our apply counts (a
+    pod rejection comes within milliseconds of the apply; a timeout never does -- it comes a
+    progress deadline later -- while a stale one can share the second of a quick rerun)."""
+    applied, updated = _applied_at(meta), _timestamp(condition.get("lastUpdateTime"))
+    if applied is None or updated is None:
+        return True
+    return updated >= applied if same_second else updated > applied
+
+
+def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
+    """``Progressing=False/ProgressDeadlineExceeded`` about the template we applied."""
     if progressing.get("status") != "False" or progressing.get("reason") != "ProgressDeadlineExceeded":
         return False
-    applied, updated = _applied_at(meta), _timestamp(progressing.get("lastUpdateTime"))
-    return applied is None or updated is None or updated > applied
+    return _since_our_apply(meta, progressing, same_second=False)
 
 
 def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
@@ -103,9 +113,14 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdi
     total = int(status.get("replicas") or 0)
     available = int(status.get("availableReplicas") or 0)
     failure = _conditions(status).get("ReplicaFailure") or {}
-    if failure.get("status") == "True" and POD_SECURITY_REJECTION in str(failure.get("message")):
+    if (
+        failure.get("status") == "True"
+        and POD_SECURITY_REJECTION in str(failure.get("message"))
+        and _since_our_apply(meta, failure, same_second=True)
+    ):
         # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
-        # created for this template, so there is nothing to wait for.
+        # created for this template, so there is nothing to wait for. (A template rejected right
+        # after a rejected one keeps the old condition: reported at the budget, same words.)
         return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      {POD_SECURITY_FIX}")
     suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
     if updated < want:

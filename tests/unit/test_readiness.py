@@ -369,6 +369,11 @@ def test_pods_the_namespaces_pod_security_level_rejects_fail_the_replica_at_once
     )
     verdict = deployment_verdict(rejected, 2)
     assert verdict.state == "failed"
+    # The same condition kept from the template before ours (the fix just applied) is waited through.
+    rejected["status"]["conditions"][0]["lastUpdateTime"] = "2026-12-01T12:00:05Z"
+    assert deployment_verdict(applied_at(rejected, "2026-12-01T12:00:05Z"), 2).state == "failed"  # within the second
+    assert deployment_verdict(applied_at(rejected, "2026-12-01T12:00:07Z"), 2).state == "waiting"
+    del rejected["metadata"]["managedFields"]
     assert verdict.reason.startswith(
         'ReplicaFailure: pods "infercrane-x-5d9c" is forbidden: violates PodSecurity "restricted:latest"'
     )
