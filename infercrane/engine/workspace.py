@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,17 +66,39 @@ def install_provider_plugin(pulumi_home: Path) -> bool:
     """Install the pinned provider binary into PULUMI_HOME's plugin cache (once), so the engine
     uses it as a regular plugin of the SDK's version instead of an "ambient" one from PATH.
     Returns False (and the caller keeps the provider on PATH) if the install fails or this is not
-    a checkout with the pinned build (an installed package uses the platform's own plugins)."""
+    a checkout with the pinned build (an installed package uses the platform's own plugins).
+
+    The plugin is a symbolic link to the tool cache's binary, in a directory made under a
+    temporary name and renamed into place (Pulumi reads a plugin directory it did not install
+    itself): ``pulumi plugin install --file`` would copy its 160 MB on the first command of every
+    fresh PULUMI_HOME -- 1.3 s of a CI job's first deploy. Where links cannot be made, that copy."""
     import subprocess
+    import tempfile
     from importlib.metadata import version
 
     provider = pinned_tool(PROVIDER_BINARY)
     if provider is None:
         return False
     sdk_version = version("pulumi-kubernetes")
-    installed = pulumi_home / "plugins" / f"resource-kubernetes-v{sdk_version}" / PROVIDER_BINARY
+    folder = pulumi_home / "plugins" / f"resource-kubernetes-v{sdk_version}"
+    installed = folder / PROVIDER_BINARY
     if installed.is_file():
         return True
+    staging: Path | None = None
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
+        (staging / PROVIDER_BINARY).symlink_to(provider.resolve())
+        if folder.exists():  # a broken install (its target gone): replaced as a whole
+            shutil.rmtree(folder)
+        staging.rename(folder)
+    except OSError:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+        if installed.is_file():
+            return True  # another command installed it meanwhile
+    else:
+        return installed.is_file()
     cmd = [
         str(find_tool("pulumi")),
         "plugin",

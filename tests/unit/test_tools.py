@@ -48,3 +48,27 @@ def test_destroy_and_the_cli_do_not_import_the_pulumi_sdk() -> None:
     code = "import sys, infercrane.cli.commands, infercrane.engine.teardown; print(sorted(m for m in sys.modules if m == 'pulumi' or m.startswith('pulumi.')))"
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert r.stdout.strip() == "[]"
+
+
+def test_the_provider_plugin_is_linked_into_a_fresh_pulumi_home_not_copied(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from infercrane.engine import workspace
+
+    binary = tmp_path / "cache" / "pulumi-resource-kubernetes"
+    binary.parent.mkdir()
+    binary.write_bytes(b"\x7fELF not really")
+    monkeypatch.setattr(workspace, "pinned_tool", lambda name: binary)
+    home = tmp_path / "home"
+    assert workspace.install_provider_plugin(home)
+    (folder,) = (home / "plugins").iterdir()  # one plugin directory, no staging left behind
+    assert folder.name.startswith("resource-kubernetes-v")
+    plugin = folder / "pulumi-resource-kubernetes"
+    assert plugin.is_symlink() and plugin.resolve() == binary.resolve()
+    assert workspace.install_provider_plugin(home)  # already there: nothing to do
+    other = tmp_path / "cache2" / "pulumi-resource-kubernetes"  # the cache moved: the dangling link is replaced
+    other.parent.mkdir()
+    other.write_bytes(b"x")
+    binary.unlink()
+    monkeypatch.setattr(workspace, "pinned_tool", lambda name: other)
+    assert workspace.install_provider_plugin(home) and plugin.resolve() == other.resolve()
