@@ -157,12 +157,51 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 60, interval:
 L40S_NODES = ("kwok-l40s-0", "kwok-l40s-1")
 
 
+def kill_as_ci(proc: subprocess.Popen[str]) -> bool:
+    """SIGKILL ``proc``'s whole process group, as a CI runner kills a timed-out job, and wait for
+    it; then stop, by pid, what the group kill cannot reach -- Pulumi starts its plugins in
+    process groups of their own, and they would outlive the test. Returns whether the group was
+    still there to kill."""
+    import signal
+
+    started = descendants(proc.pid)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+        hit = True
+    except ProcessLookupError:
+        hit = False
+    proc.wait()
+    for pid in started:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return hit
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` now (from /proc: each process's parent)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            parents[int(entry)] = int(stat[stat.rindex(")") + 2 :].split()[1])
+    found, frontier = [], [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        found += children
+        frontier = children
+    return found
+
+
 def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: str, idempotency_key: str) -> None:
     """Run ``deploy`` of ``stack`` (one replica ``key``) as a CI job would, and SIGKILL its whole
     process group once the Deployment is applied and the deploy is waiting for readiness (no
     L40S node may take the pod meanwhile: they are cordoned, and uncordoned afterwards)."""
-    import signal
-
     from lightkube.resources.apps_v1 import Deployment
 
     from infercrane.core import naming
@@ -174,8 +213,7 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
         name = naming.object_name(key)
         wait_for(lambda: get_or_none(admin, Deployment, name), "the Deployment to be applied", timeout=120)
         time.sleep(2)  # inside the readiness wait
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_as_ci(proc)
     finally:
         for node in L40S_NODES:
             kubectl(project.plane, "uncordon", node)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from infercrane.engine import backend
 from infercrane.engine.workspace import Engine
 from infercrane.live.readiness import deployment_verdict
 from infercrane.project import stackfile
-from tests.integration.conftest import Project, cli, plain_pulumi, replica, start_cli
+from tests.integration.conftest import Project, cli, kill_as_ci, plain_pulumi, replica, start_cli
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -86,12 +85,7 @@ def kill_at(
     else:
         time.sleep(after or 0)
     landed = proc.poll() is None
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        landed = False
-    proc.wait()
-    return landed
+    return kill_as_ci(proc) and landed
 
 
 def assert_clean_state(project: Project, stack: str) -> dict[str, Any]:

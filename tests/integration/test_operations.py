@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,7 +18,7 @@ from infercrane.core.errors import ClusterError
 from infercrane.live.cluster import InferenceService
 from infercrane.live.inspect import inspect
 from infercrane.project import stackfile
-from tests.integration.conftest import ROOT, Project, cli, get_or_none, replica, start_cli, wait_for
+from tests.integration.conftest import ROOT, Project, cli, get_or_none, kill_as_ci, replica, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -153,8 +151,7 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
         rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
         assert proc.poll() is None, "deploy must still be waiting within the startup budget"
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_as_ci(proc)
     assert rec["state"] == "provisioning"
     (pod,) = rec["pods"]
     assert pod["phase"] == "Pending" and pod["node"] is None

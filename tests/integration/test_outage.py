@@ -25,7 +25,7 @@ from infercrane.core import naming
 from infercrane.live.readiness import API_GRACE_SECONDS, deployment_verdict
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
-from tests.integration.conftest import Project, start_cli, wait_for
+from tests.integration.conftest import Project, kill_as_ci, start_cli, wait_for
 from tests.integration.conftest import replica as make_replica
 
 pytestmark = pytest.mark.integration
@@ -120,8 +120,7 @@ def test_a_destroy_killed_midway_is_rerun_and_leaves_zero_objects_and_an_empty_s
     assert before == 6
     proc = start_cli(outage, "destroy", "--stack", stack, capture=True)
     wait_for(lambda: len(_ours(admin, stack)) < before, "the first object deleted", timeout=60, interval=0.01)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_as_ci(proc)
     r = _run(outage, "destroy", "--stack", stack, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     doc = json.loads(r.stdout)
