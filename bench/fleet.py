@@ -145,11 +145,7 @@ def deploy_phases(stderr: str, total: float) -> dict[str, float]:
     if not applied:
         return {"to first apply": done, "apply phase": 0.0, "last apply to ready": 0.0}
     first = applied[0]["elapsed"]
-    last = (
-        next(e["elapsed"] for e in applied if e["applied"] >= e["total"])
-        if applied[-1]["applied"] >= applied[-1]["total"]
-        else applied[-1]["elapsed"]
-    )
+    last = next((e["elapsed"] for e in applied if e["applied"] >= e["total"]), applied[-1]["elapsed"])
     return {"to first apply": first, "apply phase": last - first, "last apply to ready": done - last}
 
 

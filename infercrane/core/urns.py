@@ -16,9 +16,10 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any, Final
 
+from infercrane.core import times
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.kinds import KINDS
 from infercrane.core.naming import ANNOTATION_KEY, object_name
@@ -101,7 +102,7 @@ def unrecorded_before(checkpoint: Mapping[str, Any], live: Mapping[tuple[str, st
     the cluster shows. An object created after it was written (the interrupted write's own work)
     is no such proof. A checkpoint without a time is never proven older."""
     latest = checkpoint.get("latest") or {}
-    written = _time((latest.get("manifest") or {}).get("time"))
+    written = times.parse((latest.get("manifest") or {}).get("time"))
     if written is None:
         return []
     recorded = set()
@@ -112,7 +113,7 @@ def unrecorded_before(checkpoint: Mapping[str, Any], live: Mapping[tuple[str, st
             recorded.add((kind, name))
     older = []
     for (kind, name), created in sorted(live.items()):
-        at = _time(created)
+        at = times.parse(created)
         if (kind, name) not in recorded and at is not None and at < written - CLOCK_SLACK:
             older.append(f"{kind}/{name}")
     return older
@@ -120,13 +121,6 @@ def unrecorded_before(checkpoint: Mapping[str, Any], live: Mapping[tuple[str, st
 
 #: Server timestamps are whole seconds; the checkpoint's is the engine's clock.
 CLOCK_SLACK: Final = timedelta(seconds=2)
-
-
-def _time(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
 
 
 def provider_inputs(target: KubernetesTarget, sdk_version: str) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from typing import Any, Final, Literal
 from lightkube import ApiError, Client
 from lightkube.resources.core_v1 import Event
 
-from infercrane.core import naming
+from infercrane.core import naming, times
 from infercrane.core.config import KubernetesTarget
 from infercrane.live import cluster
 
@@ -58,19 +58,12 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(c.get("type")): c for c in status.get("conditions") or []}
 
 
-def _timestamp(value: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(value)) if value else None
-    except ValueError:
-        return None
-
-
 def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
     """When our field manager last changed what it applies (its managedFields entry's time, the API
     server's clock): the moment the template we wait for was set."""
     for entry in meta.get("managedFields") or []:
         if entry.get("manager") == naming.FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource"):
-            return _timestamp(entry.get("time"))
+            return times.parse(entry.get("time"))
     return None
 
 
@@ -85,7 +78,7 @@ def _since_our_apply(meta: Mapping[str, Any], condition: Mapping[str, Any], *, s
     seconds: ``same_second`` says whether a condition of the very second of our apply counts (a
     pod rejection comes within milliseconds of the apply; a timeout never does -- it comes a
     progress deadline later -- while a stale one can share the second of a quick rerun)."""
-    applied, updated = _applied_at(meta), _timestamp(condition.get("lastUpdateTime"))
+    applied, updated = _applied_at(meta), times.parse(condition.get("lastUpdateTime"))
     if applied is None or updated is None:
         return True
     return updated >= applied if same_second else updated > applied

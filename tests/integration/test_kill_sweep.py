@@ -106,15 +106,24 @@ def run_ok(project: Project, *args: str) -> Any:
     return r
 
 
+def timed(project: Project, *args: str) -> float:
+    began = time.monotonic()
+    run_ok(project, *args)
+    return time.monotonic() - began
+
+
+def sweep_points(span: float, step: float) -> list[float]:
+    """Kill instants every ``step`` seconds over a run of ``span`` seconds (mid-step each)."""
+    return [step * (i + 0.5) for i in range(int(span / step) + 1)]
+
+
 def test_a_deploy_killed_at_any_instant_converges_when_rerun_with_the_same_key(swept: Project, admin: Client) -> None:
     stack = "itsweepdeploy"
     keys = [f"it-sweep-d{i}" for i in range(REPLICAS)]
     swept.stack(stack, [replica(k) for k in keys])
-    began = time.monotonic()
-    run_ok(swept, "deploy", "--stack", stack)
-    span = time.monotonic() - began  # one whole run, to spread the kill points over
+    span = timed(swept, "deploy", "--stack", stack)  # one whole run, to spread the kill points over
     run_ok(swept, "destroy", "--stack", stack)
-    points: list[tuple[str, Any]] = [(f"{t:.2f}s", t) for t in (STEP * (i + 0.5) for i in range(int(span / STEP) + 1))]
+    points: list[tuple[str, Any]] = [(f"{t:.2f}s", t) for t in sweep_points(span, STEP)]
     points += [
         ("first object applied", lambda e: e.get("event") == "applied" and e.get("applied") == 0),
         ("first replica applied", lambda e: (e.get("applied") or 0) >= 1),
@@ -146,11 +155,8 @@ def test_a_destroy_killed_at_any_instant_leaves_zero_objects_and_an_empty_state_
     keys = [f"it-sweep-x{i}" for i in range(REPLICAS)]
     swept.stack(stack, [replica(k) for k in keys])
     run_ok(swept, "deploy", "--stack", stack)
-    began = time.monotonic()
-    run_ok(swept, "destroy", "--stack", stack)
-    span = time.monotonic() - began
-    step = STEP / 4
-    points = [step * (i + 0.5) for i in range(int(span / step) + 1)]
+    span = timed(swept, "destroy", "--stack", stack)
+    points = sweep_points(span, STEP / 4)
     for at in points:
         run_ok(swept, "deploy", "--stack", stack)
         kill_at(swept, ["destroy", "--stack", stack], after=at)
@@ -208,16 +214,6 @@ def test_a_damaged_checkpoint_is_restored_from_pulumis_backup_only_when_the_back
     run_ok(project, "destroy", "--stack", stack)
 
 
-def timed(project: Project, *args: str) -> float:
-    began = time.monotonic()
-    run_ok(project, *args)
-    return time.monotonic() - began
-
-
-def sweep_points(span: float, step: float) -> list[float]:
-    return [step * (i + 0.5) for i in range(int(span / step) + 1)]
-
-
 def test_deploy_model_killed_at_any_instant_leaves_a_whole_stack_file_and_the_rerun_finishes(
     project: Project, admin: Client
 ) -> None:
@@ -264,7 +260,8 @@ def test_promote_killed_at_any_instant_leaves_a_whole_target_file_and_the_rerun_
     project.stack(target, [replica(key)])
     before = target_file.read_text()
     span = timed(project, "promote", "--from", source, "--to", target)
-    for at in sweep_points(span, STEP / 4):
+    points = sweep_points(span, STEP / 4)
+    for at in points:
         target_file.write_text(before)
         kill_at(project, ["promote", "--from", source, "--to", target], after=at, as_json=False)
         # Parses and validates: the old file or the promoted one, never a part of one.
@@ -275,7 +272,7 @@ def test_promote_killed_at_any_instant_leaves_a_whole_target_file_and_the_rerun_
         again = run_ok(project, "promote", "--from", source, "--to", target)
         assert "nothing to change (the bundles are already equal)" in again.stdout, at
     run_ok(project, "destroy", "--stack", source)
-    print(f"promote kill sweep: {len(sweep_points(span, STEP / 4))} kill points over a {span:.1f} s run, all converged")
+    print(f"promote kill sweep: {len(points)} kill points over a {span:.1f} s run, all converged")
 
 
 def test_takeover_killed_at_any_instant_is_finished_by_the_rerun_without_a_restart(project: Project, admin: Client) -> None:
