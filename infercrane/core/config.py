@@ -146,6 +146,11 @@ class KubernetesTarget(_Frozen):
         description="Run the pods as this non-root identity with seccomp RuntimeDefault and no capabilities "
         "(Pod Security restricted); default none: baseline.",
     )
+    pod_security_warnings: Literal["refuse", "report"] = Field(
+        "refuse",
+        description="The preflight's answer to the API server's Pod Security warnings for the rendered pods: "
+        "refuse (a namespace warns at the level it enforces) or report them and apply (it only warns).",
+    )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")

@@ -89,13 +89,26 @@ class ClusterError(InferCraneError):
     """The cluster could not be reached or answered with an error we cannot act on."""
 
 
+POD_SECURITY_FIX = (
+    "the namespace enforces this Pod Security level; for restricted set infercrane:kubernetes.securityContext "
+    "{runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image runs as), or ask for the namespace's level"
+)
+
+
 class PreflightRefused(InferCraneError):
     """The live preflight found conflicts or foreign objects; nothing was applied."""
 
-    def __init__(self, ownership: list[str], conflicts: list[str], invalid: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        ownership: list[str],
+        conflicts: list[str],
+        invalid: list[str] | None = None,
+        pod_security: list[str] | None = None,
+    ) -> None:
         self.ownership = ownership
         self.conflicts = conflicts
         self.invalid = invalid or []
+        self.pod_security = pod_security or []
         parts = ["preflight refused the change; nothing was applied."]
         if ownership:
             parts.append("Ownership errors:\n" + "\n".join(f"- {o}" for o in ownership))
@@ -115,6 +128,13 @@ class PreflightRefused(InferCraneError):
             parts.append(
                 "hint: the API server does not know a field InferCrane renders (an older Kubernetes or KServe "
                 "schema?). Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers."
+            )
+        if self.pod_security:
+            parts.append("Pod Security admission (the API server's warnings for this namespace):\n" + "\n".join(f"- {w}" for w in self.pod_security))
+            parts.append(
+                f"hint: {POD_SECURITY_FIX}. A namespace warns at the level it enforces unless told otherwise, "
+                "so the ReplicaSet's pods would be rejected; if it only warns (a lower enforce level), set "
+                "infercrane:kubernetes.podSecurityWarnings: report to deploy with the warnings shown."
             )
         super().__init__("\n".join(parts))
 

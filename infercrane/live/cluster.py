@@ -7,7 +7,9 @@ Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
@@ -155,16 +157,19 @@ def raw_get(client: Client, path: str) -> dict[str, Any]:
     return dict(resp.json())
 
 
-def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> dict[str, Any]:
+def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> DryRun:
     """Server-side apply as a dry run, as our field manager, force off, ``fieldValidation=Strict``.
 
     The equivalent of ``kubectl apply --server-side --dry-run=server --validate=strict
     --field-manager=infercrane-provider-v1`` (no --force-conflicts). lightkube's ``apply`` has no
     field-validation parameter, so this goes through its request layer with the same client.
     Raises ApiError: 409 for a conflict (causes name the other manager and field), 400/422 for
-    an unknown or duplicate field (the message names it). Returns the object as it would be."""
+    an unknown or duplicate field (the message names it). Returns the object as it would be and
+    the server's ``Warning`` headers (Pod Security admission speaks only through them for a
+    workload: ``would violate PodSecurity "restricted:latest": …``)."""
     meta = manifest["metadata"]
-    obj = client._client.request(
+    gc = client._client
+    br = gc.prepare_request(
         "patch",
         res=resource_for(manifest),
         name=meta["name"],
@@ -173,7 +178,24 @@ def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> dict[st
         headers={"Content-Type": "application/apply-patch+yaml"},
         params={"fieldManager": naming.FIELD_MANAGER, "force": "false", "dryRun": "All", "fieldValidation": "Strict"},
     )
-    return as_dict(obj)
+    resp = gc.send(gc.build_adapter_request(br))
+    obj = gc.handle_response("patch", resp, br)
+    return DryRun(as_dict(obj), tuple(warning_texts(resp.headers.get_list("warning"))))
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What a strict server-side dry run answered: the object as it would be, and the warnings."""
+
+    obj: dict[str, Any]
+    warnings: tuple[str, ...] = ()
+
+
+def warning_texts(headers: Iterable[str]) -> Iterator[str]:
+    """The text of each RFC 7234 ``Warning`` header the API server sent (``299 - "text"``)."""
+    for h in headers:
+        m = re.match(r'^\d{3} \S+ "(.*)"', h)
+        yield m.group(1).replace('\\"', '"') if m else h
 
 
 def as_dict(obj: Any) -> dict[str, Any]:

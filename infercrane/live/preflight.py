@@ -5,7 +5,10 @@ left untouched (pulumi-kubernetes would adopt it). (b) Every object is applied s
 strict dry run (``fieldValidation=Strict``), as ``infercrane-provider-v1`` with force off; every
 conflict is collected with the other manager and the field path (pulumi-kubernetes would silently
 take over ``kubectl``'s fields), every unknown or duplicate field with the server's message.
-All problems are reported together; nothing is mutated.
+(c) The dry run's Pod Security warnings (``would violate PodSecurity "restricted:latest": …``; a
+namespace warns at the level it enforces) are refused too -- the ReplicaSet's pods would be
+rejected after the apply -- unless ``podSecurityWarnings: report``. All problems are reported
+together; nothing is mutated.
 
 Cost at fleet size: one LIST per kind (not a GET per object) for the ownership check, and the dry
 runs in parallel on a bounded pool -- 200 objects take about what 16 sequential requests take.
@@ -27,6 +30,7 @@ from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import ClusterError, PreflightRefused
 from infercrane.live import cluster
 
+POD_SECURITY_WARNING: Final = "would violate PodSecurity"
 WORKERS: Final = 16  # concurrent dry runs: enough to hide latency, few enough not to trip API priority
 
 
@@ -67,6 +71,7 @@ class Report:
     actions: dict[str, str] = field(default_factory=dict)
     restarts: set[str] = field(default_factory=set)  # object names
     live: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)  # the API server's, to show (podSecurityWarnings: report)
 
     @property
     def drift(self) -> list[str]:
@@ -132,6 +137,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     conflicts: list[str] = []
     invalid: list[str] = []
     errors: list[str] = []
+    pod_security: list[str] = []
     report = Report(live=live)
     for m, (outcome, value) in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"
@@ -146,6 +152,8 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
             else:
                 errors.append(cluster.describe_api_error(value, action=f"server-side dry-run of {_where(m)}", target=target))
             continue
+        pod_security += [f"{_where(m)}: {w}" for w in value.warnings if POD_SECURITY_WARNING in w]
+        value = value.obj
         before = live.get((m["kind"], m["metadata"]["name"]))
         report.actions[ref] = (
             "create" if before is None else ("unchanged" if _comparable(before) == _comparable(value) else "configure")
@@ -154,6 +162,8 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
             report.restarts.add(m["metadata"]["name"])
     if errors:
         raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + "\n".join(f"- {e}" for e in errors))
-    if ownership or conflicts or invalid:
-        raise PreflightRefused(ownership, conflicts, invalid)
+    if target.pod_security_warnings == "report":
+        report.warnings, pod_security = pod_security, []
+    if ownership or conflicts or invalid or pod_security:
+        raise PreflightRefused(ownership, conflicts, invalid, pod_security)
     return report

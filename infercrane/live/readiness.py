@@ -29,6 +29,7 @@ from lightkube.resources.core_v1 import Event
 
 from infercrane.core import naming, times
 from infercrane.core.config import KubernetesTarget
+from infercrane.core.errors import POD_SECURITY_FIX
 from infercrane.live import cluster
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
@@ -39,10 +40,6 @@ EVENTS_GRANT: Final = "get/list on events (deploy/kubernetes/base/provider-rbac.
 State = Literal["ready", "waiting", "failed"]
 
 POD_SECURITY_REJECTION: Final = "violates PodSecurity"
-POD_SECURITY_FIX: Final = (
-    "fix: the namespace enforces this Pod Security level; for restricted set infercrane:kubernetes.securityContext "
-    "{runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image runs as), or ask for the namespace's level"
-)
 
 
 @dataclass(frozen=True)
@@ -114,7 +111,7 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdi
         # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
         # created for this template, so there is nothing to wait for. (A template rejected right
         # after a rejected one keeps the old condition: reported at the budget, same words.)
-        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      {POD_SECURITY_FIX}")
+        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      fix: {POD_SECURITY_FIX}")
     suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
     if updated < want:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")

@@ -119,6 +119,8 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
 
         manifests = [m for r in rendered for m in r.manifests]
         report = channel.report or live.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
+        for warning in report.warnings:  # podSecurityWarnings: report
+            pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] == "configure"]
         if drift and pulumi.runtime.is_dry_run():
             pulumi.log.info(

@@ -1,6 +1,8 @@
 """Pod Security on a real API server (its built-in admission): a namespace that enforces
-``restricted`` rejects the pods of a stack without a non-root identity -- the deploy fails at
-once with the admission's words and the fix -- and admits them with one."""
+``restricted`` makes the strict dry run warn for the pods of a stack without a non-root identity --
+the preflight refuses with the admission's words and the fix, before anything is applied. Told to
+only report the warnings, the deploy applies and fails at once on the ReplicaSet's rejected pods;
+with the identity the pods are admitted and ready."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ pytestmark = pytest.mark.integration
 NS = "it-restricted"
 
 
-def test_a_restricted_namespace_fails_pods_without_a_non_root_identity_at_once_and_admits_them_with_one(
+def test_a_restricted_namespace_refuses_pods_without_a_non_root_identity_before_applying_and_admits_them_with_one(
     project: Project, admin: Client
 ) -> None:
     bootstrap_namespace(admin, NS)
@@ -32,16 +34,26 @@ def test_a_restricted_namespace_fails_pods_without_a_non_root_identity_at_once_a
     )
     key = "it-psa-r0"
     project.stack("itpsa", [replica(key)], namespace=NS)
+    r = cli(project, "deploy", "--stack", "itpsa")
+    assert r.returncode == 1
+    assert "preflight refused the change; nothing was applied." in r.stderr, r.stderr[-2000:]
+    assert f'Deployment {NS}/{naming.object_name(key)}: would violate PodSecurity "restricted:latest"' in r.stderr
+    assert "set infercrane:kubernetes.securityContext {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}" in r.stderr
+    assert not list(admin.list(Deployment, namespace=NS)), "refused before anything was applied"
+
+    project.stack("itpsa", [replica(key)], namespace=NS, podSecurityWarnings="report")
     began = time.monotonic()
     r = cli(project, "deploy", "--stack", "itpsa")
     assert r.returncode == 1
     assert 'violates PodSecurity "restricted:latest"' in r.stderr, r.stderr[-2000:]
-    assert "set infercrane:kubernetes.securityContext {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}" in r.stderr
+    assert admin.get(Deployment, naming.object_name(key), namespace=NS), "reported, applied, then failed on the pods"
     assert time.monotonic() - began < 300, "failed at once, not after the 1800 s startup budget"
 
-    project.stack("itpsa", [replica(key)], namespace=NS, securityContext={"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000})
+    identity = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    project.stack("itpsa", [replica(key)], namespace=NS, securityContext=identity)
     r = cli(project, "deploy", "--stack", "itpsa")
     assert r.returncode == 0, r.stderr[-2000:]
+    assert "PodSecurity" not in r.stderr
     dep = admin.get(Deployment, naming.object_name(key), namespace=NS)
     assert dep.status.availableReplicas == 1
     assert cli(project, "destroy", "--stack", "itpsa").returncode == 0

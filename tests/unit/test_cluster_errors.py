@@ -82,3 +82,23 @@ def test_a_refused_connection_fails_at_once_without_retrying() -> None:
     with pytest.raises(httpx2.ConnectError):
         cluster.retrying(refused, delay=0.001)
     assert len(calls) == 1
+
+
+def test_the_api_servers_warning_headers_are_read_as_their_text() -> None:
+    from infercrane.live.cluster import warning_texts
+
+    headers = ['299 - "would violate PodSecurity \\"restricted:latest\\": runAsNonRoot != true"', "not a warning header"]
+    assert list(warning_texts(headers)) == [
+        'would violate PodSecurity "restricted:latest": runAsNonRoot != true',
+        "not a warning header",
+    ]
+
+
+def test_a_pod_security_refusal_names_the_object_the_admissions_words_and_both_ways_out() -> None:
+    from infercrane.core.errors import PreflightRefused
+
+    text = str(PreflightRefused([], [], [], ['Deployment ns/r-1: would violate PodSecurity "restricted:latest": x']))
+    assert text.startswith("preflight refused the change; nothing was applied.")
+    assert '- Deployment ns/r-1: would violate PodSecurity "restricted:latest": x' in text
+    assert "set infercrane:kubernetes.securityContext {runAsUser: 1000" in text
+    assert "podSecurityWarnings: report" in text
