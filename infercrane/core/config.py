@@ -24,6 +24,8 @@ KEY_ENDPOINTS: Final = "infercrane:endpoints"
 DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 QUALIFIED_NAME_RE: Final = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+DNS_SUBDOMAIN_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+ARTIFACT_KEY_RE: Final = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 QUANTITY_RE: Final = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
@@ -39,7 +41,11 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "INFERCRANE_KUBERNETES_GPU_RESOURCE": ("gpuResource",),
     "INFERCRANE_KUBERNETES_GPU_PRODUCT_LABEL": ("gpuProductLabel",),
     "INFERCRANE_KUBERNETES_KUBECONFIG": ("kubeconfig",),
+    "INFERCRANE_KUBERNETES_ARTIFACT_CACHE_POLICY": ("artifactCache", "policy"),
+    "INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON": ("artifactCache", "pvcs"),
 }
+# Variables whose value is JSON (a map), not a plain string.
+JSON_ENV_FIELDS: Final = frozenset({"INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON"})
 
 
 class _Frozen(BaseModel):
@@ -84,6 +90,52 @@ class PodIdentity(_Frozen):
     run_as_user: StrictInt = Field(ge=1, description="UID of the engine process (never 0: non-root).")
     run_as_group: StrictInt = Field(ge=0, description="Primary GID of the engine process.")
     fs_group: StrictInt = Field(ge=0, description="GID that owns mounted volumes (the model cache).")
+
+
+def artifact_key(model: str, revision: str | None) -> str | None:
+    """``model@revision``, the key of a model cache entry (None: the revision is not pinned)."""
+    return f"{model}@{revision}" if revision else None
+
+
+class ArtifactCache(_Frozen):
+    """Model weights from a PersistentVolumeClaim an admin prepared (``huggingface-cli download
+    --cache-dir``): mounted read-only as the engine's Hugging Face cache with offline mode on, so
+    a restart loads from the volume instead of downloading again. The original adapter's contract:
+    an entry is an immutable ``model@<40-hex commit>``; the preflight verifies each mapped claim
+    (exists, Bound, several readers) before anything is applied -- ``required`` refuses otherwise,
+    ``prefer`` warns and the replica downloads."""
+
+    policy: Literal["disabled", "prefer", "required"] = Field(
+        "disabled",
+        description="disabled: always download; prefer: a verified claim, else download; required: refuse without one.",
+    )
+    pvcs: dict[str, str] = Field(default_factory=dict, description='"<model>@<40-hex revision>" -> PVC name in the namespace.')
+
+    @field_validator("pvcs", mode="before")
+    @classmethod
+    def _pvcs(cls, v: object) -> object:
+        if not isinstance(v, dict):
+            raise ValueError(f"{v!r} is not a map of model@revision to PVC name")
+        bad = [f"key {k!r} is not <model>@<40-hex commit>" for k in v if not isinstance(k, str) or not ARTIFACT_KEY_RE.match(k)]
+        bad += [
+            f"claim {c!r} (for {k}) is not a PVC name"
+            for k, c in v.items()
+            if not isinstance(c, str) or not DNS_SUBDOMAIN_RE.match(c)
+        ]
+        if bad:
+            raise ValueError("; ".join(bad))
+        return v
+
+    @model_validator(mode="after")
+    def _enabled(self) -> ArtifactCache:
+        if self.policy == "disabled" and self.pvcs:
+            raise ValueError("maps model caches while the policy is disabled: they would never be used")
+        return self
+
+    def claim_for(self, model: str, revision: str | None) -> str | None:
+        """The claim mounted for ``model`` at ``revision`` (None: it downloads)."""
+        key = artifact_key(model, revision)
+        return None if self.policy == "disabled" or key is None else self.pvcs.get(key)
 
 
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
@@ -151,6 +203,7 @@ class KubernetesTarget(_Frozen):
         description="The preflight's answer to the API server's Pod Security warnings for the rendered pods: "
         "refuse (a namespace warns at the level it enforces) or report them and apply (it only warns).",
     )
+    artifact_cache: ArtifactCache = Field(default_factory=lambda: ArtifactCache.model_validate({}))
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
@@ -302,6 +355,10 @@ class InferCraneConfig(_Frozen):
     def token_for(self, replica: Replica) -> SecretKeyRef | None:
         """The Hugging Face token Secret of ``replica``: its own, else the target's, else none."""
         return replica.hugging_face_token or self.kubernetes.hugging_face_token
+
+    def cache_for(self, replica: Replica) -> str | None:
+        """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""
+        return self.kubernetes.artifact_cache.claim_for(replica.model, replica.model_revision)
 
     def rollout_for(self, endpoint: str) -> RolloutPolicy:
         """The rollout policy of ``endpoint``: its own settings over the target's default."""

@@ -130,13 +130,29 @@ class PreflightRefused(InferCraneError):
                 "schema?). Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers."
             )
         if self.pod_security:
-            parts.append("Pod Security admission (the API server's warnings for this namespace):\n" + "\n".join(f"- {w}" for w in self.pod_security))
+            parts.append(
+                "Pod Security admission (the API server's warnings for this namespace):\n"
+                + "\n".join(f"- {w}" for w in self.pod_security)
+            )
             parts.append(
                 f"hint: {POD_SECURITY_FIX}. A namespace warns at the level it enforces unless told otherwise, "
                 "so the ReplicaSet's pods would be rejected; if it only warns (a lower enforce level), set "
                 "infercrane:kubernetes.podSecurityWarnings: report to deploy with the warnings shown."
             )
         super().__init__("\n".join(parts))
+
+
+class CacheRefused(InferCraneError):
+    """``artifactCache.policy: required`` and a mapped model cache could not be verified."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines = lines
+        super().__init__(
+            "the model cache is required and could not be verified; nothing was applied:\n" + "\n".join(f"- {x}" for x in lines),
+            fix="have the platform team prepare each claim (Bound, ReadOnlyMany or ReadWriteMany, in the target "
+            "namespace) or fix its name in infercrane:kubernetes.artifactCache.pvcs; or set artifactCache.policy: "
+            "prefer to download where no verified cache exists",
+        )
 
 
 class NotReady(InferCraneError):

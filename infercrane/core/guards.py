@@ -60,6 +60,12 @@ def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str) -> lis
 
     pod = _pod_spec(manifest)
     if pod is not None:
+        for v in pod.get("volumes") or []:
+            claim = v.get("persistentVolumeClaim")
+            if claim is not None and claim.get("readOnly") is not True:
+                out.append(
+                    f"{where}: volume {v.get('name')} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
+                )
         if gpu_label not in (pod.get("nodeSelector") or {}):
             out.append(f"{where}: nodeSelector {gpu_label} is missing")
         for c in pod.get("containers") or []:

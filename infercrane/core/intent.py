@@ -37,6 +37,9 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     token = config.token_for(replica)
     if token is not None:  # a field added later enters only when set: an upgrade changes no intent
         spec["target"]["huggingFaceToken"] = token.model_dump(by_alias=True)
+    claim = config.cache_for(replica)
+    if claim is not None:
+        spec["target"]["modelCache"] = claim
     return naming.intent_hash(spec)
 
 

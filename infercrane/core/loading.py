@@ -10,13 +10,23 @@ Pure core: values and environment are arguments.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import ValidationError
 
 from infercrane.core import naming
-from infercrane.core.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, PROJECT, InferCraneConfig
+from infercrane.core.config import (
+    ARTIFACT_KEY_RE,
+    ENV_FIELDS,
+    JSON_ENV_FIELDS,
+    KEY_ENDPOINTS,
+    KEY_REPLICAS,
+    KEY_TARGET,
+    PROJECT,
+    InferCraneConfig,
+)
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.problems import problem_from
 
@@ -68,7 +78,14 @@ def load(
     from_env: dict[tuple[str, ...], str] = {}
     for var, path in ENV_FIELDS.items():
         if var in env:
-            _set_path(target, path, env[var])
+            value: Any = env[var]
+            if var in JSON_ENV_FIELDS:
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as exc:
+                    problems.append(Problem(f"{var} (environment)", f"is not JSON ({exc.msg} at character {exc.pos})", JSON_FIX))
+                    continue
+            _set_path(target, path, value)
             from_env[path] = var
 
     replicas_raw = values.get(KEY_REPLICAS)
@@ -119,6 +136,7 @@ def load(
     if config is not None:
         problems += _endpoint_problems(config, source)
         problems += _scaling_problems(config, source)
+        problems += _cache_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)
@@ -166,6 +184,46 @@ def _scaling_problems(config: InferCraneConfig, source: str) -> list[Problem]:
         for i, r in enumerate(config.replicas)
         if r.scaling == "external"
     ]
+
+
+def _cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """Under ``artifactCache.policy: required`` every replica loads from a mapped claim: its
+    revision is pinned (a commit: a cache entry never changes) and its ``model@revision`` mapped."""
+    cache = config.kubernetes.artifact_cache
+    if cache.policy != "required":
+        return []
+    problems = []
+    for i, r in enumerate(config.replicas):
+        where = f"{source}: {KEY_REPLICAS}[{i}].modelRevision (replica {r.key!r})"
+        if not r.model_revision:
+            problems.append(
+                Problem(
+                    where,
+                    "has no pinned revision, but infercrane:kubernetes.artifactCache.policy is required",
+                    'pin the model\'s 40-hex commit (modelRevision: "<commit>") and map <model>@<commit> to its PVC',
+                )
+            )
+        elif not ARTIFACT_KEY_RE.match(f"{r.model}@{r.model_revision}"):
+            problems.append(
+                Problem(
+                    where,
+                    f"{r.model_revision!r} is not a commit, but artifactCache.policy is required (a cache entry never changes)",
+                    'pin the model\'s 40-hex commit: modelRevision: "<commit>"',
+                )
+            )
+        elif cache.claim_for(r.model, r.model_revision) is None:
+            problems.append(
+                Problem(
+                    where,
+                    f"no model cache is mapped for {r.model}@{r.model_revision} (artifactCache.policy is required)",
+                    f'add "{r.model}@{r.model_revision}": <pvc> to infercrane:kubernetes.artifactCache.pvcs, '
+                    "or use policy prefer to download what has no cache",
+                )
+            )
+    return problems
+
+
+JSON_FIX: Final = 'use a JSON object, e.g. \'{"Qwen/Qwen3-8B@<40-hex commit>": "qwen3-8b-weights"}\''
 
 
 def _set_path(target: dict[str, Any], path: tuple[str, ...], value: str) -> None:

@@ -46,6 +46,8 @@ PULUMI_DELETION_PROPAGATION: Final = "pulumi.com/deletionPropagationPolicy"
 WORKER_KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
 VLLM_KEY_ENV: Final = "VLLM_API_KEY"
 HF_TOKEN_ENV: Final = "HF_TOKEN"  # read by huggingface_hub in both engines
+HF_HUB_CACHE_ENV: Final = "HF_HUB_CACHE"  # where huggingface_hub looks for (and would put) the weights
+HF_HUB_OFFLINE_ENV: Final = "HF_HUB_OFFLINE"  # 1: never reach the Hub (a mounted cache is read-only and complete)
 PATCH_FORCE_ENV: Final = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 
 

@@ -40,6 +40,10 @@ FIX: Final[dict[str, str]] = {
     "maxUnavailable": "use a whole number >= 0 (default 1: one replica of the endpoint down at a time)",
     "maxSurge": "use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
     "shmSize": "use a Kubernetes quantity such as 8Gi",
+    "artifactCache": "set artifactCache.policy to prefer or required to use the mapping, or remove artifactCache.pvcs",
+    "artifactCache.policy": "use 'disabled', 'prefer' or 'required'",
+    "artifactCache.pvcs": 'map "<model>@<40-hex commit>" (a pinned revision, never a branch) to a PVC name in the namespace',
+    "podSecurityWarnings": "use 'refuse' (the default) or 'report'",
     "securityContext": "write securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image can run as)",
 }
 

@@ -21,7 +21,15 @@ from pulumi.automation import EngineEvent, OpType
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
-from infercrane.core.errors import ClusterError, ConfigError, GuardError, IdempotencyConflict, InferCraneError, PreflightRefused
+from infercrane.core.errors import (
+    CacheRefused,
+    ClusterError,
+    ConfigError,
+    GuardError,
+    IdempotencyConflict,
+    InferCraneError,
+    PreflightRefused,
+)
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
@@ -134,7 +142,7 @@ def summarize(
 
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.
-REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused)
+REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)
 
 
 def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +227,21 @@ def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Rend
         return preflight.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
     except PreflightRefused:
         return None
+
+
+def verified(config: cfg.InferCraneConfig, notes: Callable[[str], None]) -> cfg.InferCraneConfig | None:
+    """``config`` with only the model caches the cluster verifies mapped (``prefer``: the others
+    noted, their replicas download), or None when a required cache is not there: the program
+    then refuses inside the update, where the refusal is recorded (as :func:`live_check`)."""
+    from infercrane.live import preflight
+
+    try:
+        verdict = preflight.verify_cache(config)
+    except CacheRefused:
+        return None
+    for warning in verdict.warnings:
+        notes(f"warning: {warning}")
+    return verdict.config
 
 
 def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any) -> Rollout | None:
@@ -330,10 +353,12 @@ def deploy(
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
     stack = engine.stack_name
-    rendered = render_checked(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
         starting = pool.submit(lambda: engine.stack)  # the engine's start (its imports, `stack select`) beside the preflight
-        report = live_check(config, stack, rendered)
+        checked = verified(config, notes)
+        config = checked or config
+        rendered = render_checked(config, stack)
+        report = live_check(config, stack, rendered) if checked else None
         starting.result()
     rollout = plan_rollout(config, stack, rendered, report)
     steps = list(rollout.steps) if rollout is not None else [None]
@@ -443,10 +468,12 @@ def plan(
     rollout's waves come from the live objects either way."""
     stack = engine.stack_name
     engine.vouch = vouch_for(config, stack)
-    rendered = render_checked(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        report = live_check(config, stack, rendered)
+        checked = verified(config, _note)
+        config = checked or config
+        rendered = render_checked(config, stack)
+        report = live_check(config, stack, rendered) if checked else None
         state = reading.result()
     rollout = plan_rollout(config, stack, rendered, report)
     why: list[str] = ["--full-preview"] if full else []

@@ -5,6 +5,7 @@ left untouched (pulumi-kubernetes would adopt it). (b) Every object is applied s
 strict dry run (``fieldValidation=Strict``), as ``infercrane-provider-v1`` with force off; every
 conflict is collected with the other manager and the field path (pulumi-kubernetes would silently
 take over ``kubectl``'s fields), every unknown or duplicate field with the server's message.
+(0) Before rendering, :func:`verify_cache` checks the mapped model caches (one LIST of claims).
 (c) The dry run's Pod Security warnings (``would violate PodSecurity "restricted:latest": …``; a
 namespace warns at the level it enforces) are refused too -- the ReplicaSet's pods would be
 rejected after the apply -- unless ``podSecurityWarnings: report``. All problems are reported
@@ -25,9 +26,9 @@ from typing import Any, Final
 
 from lightkube import ApiError
 
-from infercrane.core import naming
+from infercrane.core import cache, naming
 from infercrane.core.config import InferCraneConfig
-from infercrane.core.errors import ClusterError, PreflightRefused
+from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
 from infercrane.live import cluster
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
@@ -103,6 +104,33 @@ def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
         return {k: v for k, v in value.items() if k not in NOT_A_POD_CHANGE} if isinstance(value, dict) else value
 
     return bool(pods(before) != pods(after))
+
+
+def verify_cache(config: InferCraneConfig, client: Any = None) -> cache.Verdict:
+    """The model cache's verdict from one LIST of the namespace's claims (none when nothing is
+    mapped). A LIST this identity may not make (the read is optional) verifies nothing: ``prefer``
+    downloads, ``required`` refuses. Raises CacheRefused, or ClusterError for other failures."""
+    if not cache.wanted(config):
+        return cache.Verdict(config)
+    from lightkube.resources.core_v1 import PersistentVolumeClaim
+
+    target = config.kubernetes
+    client = client or cluster.client(target)
+    live: dict[str, dict[str, Any]] | None
+    try:
+        items = cluster.retrying(lambda: list(client.list(PersistentVolumeClaim, namespace=target.namespace)))
+        live = {(raw := cluster.as_dict(o))["metadata"]["name"]: raw for o in items}
+    except ApiError as exc:
+        if exc.status.code != 403:
+            action = f"list persistentvolumeclaims in namespace {target.namespace}"
+            raise ClusterError(cluster.describe_api_error(exc, action=action, target=target)) from None
+        live = None
+    except cluster.TRANSPORT_ERRORS as exc:
+        raise cluster.unreachable(exc, target) from None
+    verdict = cache.judge(config, live)
+    if verdict.refusals:
+        raise CacheRefused(verdict.refusals)
+    return verdict
 
 
 def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:

@@ -112,6 +112,13 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
     the live preflight, then register one component per replica -- for a rollout step, the
     step's replicas as rendered and the held ones as the state records them."""
     channel = channel or Channel()
+    if preflight and channel.report is None:  # the caller that made the report verified the caches for it
+        from infercrane.live import preflight as live
+
+        verdict = live.verify_cache(config)
+        for warning in verdict.warnings:
+            pulumi.log.warn(f"preflight: {warning}")
+        config = verdict.config
     rendered = render_checked(config, stack)
     t = config.kubernetes
     if preflight:

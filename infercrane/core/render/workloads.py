@@ -4,7 +4,8 @@ Deployment: one replica, Recreate (a surge would need twice the GPUs) unless the
 policy allows a surge, progress deadline and
 startup probe sized from the startup budget, explicit engine command, key only by Secret
 reference, GPU limits = requests, product-label nodeSelector, GPU toleration, in-memory /dev/shm,
-no privilege escalation, no automounted token. Pure core.
+no privilege escalation, no automounted token; a verified model cache read-only at the Hugging Face
+cache path with offline mode on. Pure core.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ TERMINATION_GRACE_SECONDS = 30
 CONTAINER_NAME = "runtime"
 KSERVE_CONTAINER_NAME = "kserve-container"
 SHM_VOLUME = "dshm"
+CACHE_VOLUME = "model-cache"
+CACHE_PATH = "/var/cache/infercrane/huggingface"  # HF_HUB_CACHE: the claim's root is a `huggingface-cli download --cache-dir`
 
 
 def _metadata(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
@@ -50,6 +53,19 @@ def _token_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any
     return [{"name": naming.HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}]
 
 
+def _cache_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
+    if config.cache_for(replica) is None:
+        return []
+    return [{"name": naming.HF_HUB_CACHE_ENV, "value": CACHE_PATH}, {"name": naming.HF_HUB_OFFLINE_ENV, "value": "1"}]
+
+
+def _mounts(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
+    mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if config.cache_for(replica) is not None:
+        mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True})
+    return mounts
+
+
 def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
     t = config.kubernetes
     command, args = command_and_args(replica)
@@ -65,6 +81,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
             {"name": naming.WORKER_KEY_ENV, "valueFrom": secret_ref},
             {"name": naming.VLLM_KEY_ENV, "valueFrom": secret_ref},
             *_token_env(config, replica),
+            *_cache_env(config, replica),
         ],
         "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
         "startupProbe": _probe(
@@ -77,7 +94,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "livenessProbe": _probe("http", **LIVENESS),
         "resources": {"limits": dict(gpus), "requests": dict(gpus)},
         "securityContext": _container_security(config),
-        "volumeMounts": [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}],
+        "volumeMounts": _mounts(config, replica),
     }
 
 
@@ -108,8 +125,12 @@ def _container_security(config: InferCraneConfig) -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _volumes(replica: Replica) -> list[dict[str, Any]]:
-    return [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
+def _volumes(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
+    claim = config.cache_for(replica)
+    if claim is not None:  # verified by the preflight (exists, Bound, several readers) before this is applied
+        volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
+    return volumes
 
 
 def _strategy(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
@@ -150,7 +171,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
                     **_pod_placement(config, replica),
                     "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "containers": [_container(config, replica, CONTAINER_NAME)],
-                    "volumes": _volumes(replica),
+                    "volumes": _volumes(config, replica),
                 },
             },
         },
@@ -202,7 +223,7 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
                 **_predictor_strategy(config, replica),
                 **_pod_placement(config, replica),
                 "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
-                "volumes": _volumes(replica),
+                "volumes": _volumes(config, replica),
             }
         },
     }

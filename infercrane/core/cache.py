@@ -1,0 +1,86 @@
+"""The model cache's verdict: which mapped claims a replica may mount, judged from the live PVCs.
+
+A claim serves several replicas at once only if it exists in the namespace, is ``Bound`` (a Pending
+claim keeps every pod that mounts it Pending) and allows several readers (``ReadOnlyMany`` or
+``ReadWriteMany``; a ``ReadWriteOnce`` volume attaches to one node). Under ``required`` anything
+else refuses the deploy; under ``prefer`` the claim is dropped and its replicas download the
+weights, with a warning. Pure core: the live claims are an argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from infercrane.core.config import ArtifactCache, InferCraneConfig
+
+MANY_READERS: Final = frozenset({"ReadOnlyMany", "ReadWriteMany"})
+PVC_READER: Final = "deploy/kubernetes/optional/pvc-reader.yaml"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The config to render (only verified claims mapped) and what to tell, or refuse."""
+
+    config: InferCraneConfig
+    warnings: list[str] = field(default_factory=list)
+    refusals: list[str] = field(default_factory=list)
+
+
+def wanted(config: InferCraneConfig) -> dict[str, list[str]]:
+    """Mapped claim -> the keys of the replicas that would mount it, in config order."""
+    out: dict[str, list[str]] = {}
+    for r in config.replicas:
+        claim = config.cache_for(r)
+        if claim is not None:
+            out.setdefault(claim, []).append(r.key)
+    return out
+
+
+def claim_problem(pvc: Mapping[str, Any] | None) -> str | None:
+    """Why one live claim cannot serve as a shared, read-only model cache (None: it can)."""
+    if pvc is None:
+        return "does not exist"
+    status = pvc.get("status") or {}
+    phase = status.get("phase") or "Pending"
+    if phase != "Bound":
+        return f"is {phase}, not Bound (pods that mount it would stay Pending)"
+    modes = set(status.get("accessModes") or (pvc.get("spec") or {}).get("accessModes") or [])
+    if not modes & MANY_READERS:
+        return f"allows {', '.join(sorted(modes)) or 'no access mode'} only: replicas on several nodes need ReadOnlyMany or ReadWriteMany"
+    return None
+
+
+def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None) -> Verdict:
+    """The verdict for ``config`` from the namespace's claims by name (None: they may not be read)."""
+    claims = wanted(config)
+    cache = config.kubernetes.artifact_cache
+    if not claims:
+        return Verdict(config)
+    namespace = config.kubernetes.namespace
+    problems: dict[str, str] = {}
+    for claim in claims:
+        if live is None:
+            problems[claim] = (
+                f"cannot be verified: this identity may not list persistentvolumeclaims in {namespace} "
+                f"(optional read: apply {PVC_READER})"
+            )
+        else:
+            why = claim_problem(live.get(claim))
+            if why:
+                problems[claim] = why
+    if not problems:
+        return Verdict(config)
+    lines = [
+        f"model cache PersistentVolumeClaim {namespace}/{claim} {why} (for replica(s) {', '.join(claims[claim])})"
+        for claim, why in problems.items()
+    ]
+    if cache.policy == "required":
+        return Verdict(config, refusals=lines)
+    kept = {k: c for k, c in cache.pvcs.items() if c not in problems}
+    target = config.kubernetes.model_copy(update={"artifact_cache": ArtifactCache(policy=cache.policy, pvcs=kept)})
+    return Verdict(
+        config.model_copy(update={"kubernetes": target}),
+        warnings=[f"{line}: they download the weights instead" for line in lines],
+    )
