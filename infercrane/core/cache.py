@@ -26,6 +26,7 @@ class Verdict:
     config: InferCraneConfig
     warnings: list[str] = field(default_factory=list)
     refusals: list[str] = field(default_factory=list)
+    unreadable: bool = False  # refused because the claims may not be read at all
 
 
 def wanted(config: InferCraneConfig) -> dict[str, list[str]]:
@@ -59,17 +60,15 @@ def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None
     if not claims:
         return Verdict(config)
     namespace = config.kubernetes.namespace
-    problems: dict[str, str] = {}
-    for claim in claims:
-        if live is None:
-            problems[claim] = (
-                f"cannot be verified: this identity may not list persistentvolumeclaims in {namespace} "
-                f"(optional read: apply {PVC_READER})"
-            )
-        else:
-            why = claim_problem(live.get(claim))
-            if why:
-                problems[claim] = why
+    if live is None:
+        line = (
+            f"model cache claim(s) {', '.join(claims)} cannot be verified: this identity may not list "
+            f"persistentvolumeclaims in {namespace} (an optional read: {PVC_READER} grants it)"
+        )
+        if cache.policy == "required":
+            return Verdict(config, refusals=[line], unreadable=True)
+        return Verdict(_without(config, set(claims)), warnings=[f"{line}; every replica downloads the weights instead"])
+    problems = {claim: why for claim in claims if (why := claim_problem(live.get(claim)))}
     if not problems:
         return Verdict(config)
     lines = [
@@ -78,9 +77,11 @@ def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None
     ]
     if cache.policy == "required":
         return Verdict(config, refusals=lines)
-    kept = {k: c for k, c in cache.pvcs.items() if c not in problems}
-    target = config.kubernetes.model_copy(update={"artifact_cache": ArtifactCache(policy=cache.policy, pvcs=kept)})
-    return Verdict(
-        config.model_copy(update={"kubernetes": target}),
-        warnings=[f"{line}: they download the weights instead" for line in lines],
-    )
+    return Verdict(_without(config, set(problems)), warnings=[f"{line}: they download the weights instead" for line in lines])
+
+
+def _without(config: InferCraneConfig, claims: set[str]) -> InferCraneConfig:
+    """``config`` with ``claims`` no longer mapped: their replicas render as without a cache."""
+    cache = config.kubernetes.artifact_cache
+    kept = ArtifactCache(policy=cache.policy, pvcs={k: c for k, c in cache.pvcs.items() if c not in claims})
+    return config.model_copy(update={"kubernetes": config.kubernetes.model_copy(update={"artifact_cache": kept})})

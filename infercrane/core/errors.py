@@ -145,11 +145,14 @@ class PreflightRefused(InferCraneError):
 class CacheRefused(InferCraneError):
     """``artifactCache.policy: required`` and a mapped model cache could not be verified."""
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], *, unreadable: bool = False) -> None:
         self.lines = lines
         super().__init__(
             "the model cache is required and could not be verified; nothing was applied:\n" + "\n".join(f"- {x}" for x in lines),
-            fix="have the platform team prepare each claim (Bound, ReadOnlyMany or ReadWriteMany, in the target "
+            fix="grant this identity the optional read (kubectl apply -f deploy/kubernetes/optional/pvc-reader.yaml, "
+            "bound to it), or set artifactCache.policy: prefer to download without a verified cache"
+            if unreadable
+            else "have the platform team prepare each claim (Bound, ReadOnlyMany or ReadWriteMany, in the target "
             "namespace) or fix its name in infercrane:kubernetes.artifactCache.pvcs; or set artifactCache.policy: "
             "prefer to download where no verified cache exists",
         )

@@ -36,9 +36,20 @@ WORKLOAD_RESOURCES: Final = {
 SHIPPED_ROLES: Final = {"deployment": "infercrane-provider-deployment", "kserve": "infercrane-provider-kserve"}
 # Read rights the shipped Role adds to the seed's: a failed deploy quotes the scheduler's Events.
 SHIPPED_EXTRA: Final = {"deployment": (("get", "", "events"), ("list", "", "events")), "kserve": ()}
-# Optional reads (deploy/kubernetes/optional/pod-reader.yaml): inspect's pod -> node -> GPU evidence.
-OPTIONAL_RIGHTS: Final = (("get", "", "pods"), ("list", "", "pods"))
-OPTIONAL_FILE: Final = "deploy/kubernetes/optional/pod-reader.yaml"
+# Optional reads, by resource: the file that grants them, what they give, what is missing without.
+OPTIONAL_READS: Final = {
+    "pods": (
+        "deploy/kubernetes/optional/pod-reader.yaml",
+        "inspect shows pods",
+        "inspect cannot show pods and their nodes",
+    ),
+    "persistentvolumeclaims": (
+        "deploy/kubernetes/optional/pvc-reader.yaml",
+        "the preflight verifies model caches",
+        "a model cache cannot be verified: prefer downloads, required refuses",
+    ),
+}
+OPTIONAL_RIGHTS: Final = tuple((v, "", r) for r in OPTIONAL_READS for v in ("get", "list"))
 
 
 def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
@@ -59,12 +70,17 @@ class Check:
 
 
 def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
-    """Every (verb, group, resource, need) to review: need is required / shipped / optional."""
+    """Every (verb, group, resource, need) to review: need is required / shipped / optional (or
+    required-optional: an optional read the stack's settings depend on, the model cache's claims)."""
     api = config.kubernetes.workload_api
     need = [(v, g, r, "required") for v, g, r in required_rights(api)]
     need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
-    if api == "deployment":
-        need += [(v, g, r, "optional") for v, g, r in OPTIONAL_RIGHTS]
+    cache_required = config.kubernetes.artifact_cache.policy == "required"
+    for v, g, r in OPTIONAL_RIGHTS:
+        if r == "persistentvolumeclaims":
+            need.append((v, g, r, "required-optional" if cache_required else "optional"))
+        elif api == "deployment":
+            need.append((v, g, r, "optional"))
     return need
 
 
@@ -78,15 +94,13 @@ def _can(client: Client, namespace: str, verb: str, group: str, resource: str, n
     allowed = bool(res.status and res.status.allowed)
     full = f"{resource}.{group}" if group else resource
     name = f"can {verb} {full}"
-    if need == "optional":
+    if need in ("optional", "required-optional"):
+        file, gives, without = OPTIONAL_READS[resource]
         if allowed:
-            return Check(name, PASS, f"in namespace {namespace} (optional: inspect shows pods)")
-        return Check(
-            name,
-            OPTIONAL,
-            "not granted (optional: inspect cannot show pods and their nodes)",
-            f"apply {OPTIONAL_FILE} if you want them",
-        )
+            return Check(name, PASS, f"in namespace {namespace} (optional: {gives})")
+        if need == "required-optional":  # an optional read this stack's settings depend on
+            return Check(name, FAIL, f"not granted in namespace {namespace}: artifactCache.policy is required", f"apply {file}")
+        return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")
     fix = "apply deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) bound to this identity"

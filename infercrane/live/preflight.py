@@ -129,7 +129,7 @@ def verify_cache(config: InferCraneConfig, client: Any = None) -> cache.Verdict:
         raise cluster.unreachable(exc, target) from None
     verdict = cache.judge(config, live)
     if verdict.refusals:
-        raise CacheRefused(verdict.refusals)
+        raise CacheRefused(verdict.refusals, unreadable=verdict.unreadable)
     return verdict
 
 

@@ -44,7 +44,11 @@ MANIFESTS = (
 )
 # The optional read-only Roles are installed, but bound to the plane's *viewer* identity only:
 # the deploying identity keeps exactly the shipped Roles, so everything it does proves them.
-OPTIONAL_ROLES = ("deploy/kubernetes/optional/pod-reader.yaml", "deploy/kubernetes/optional/node-reader.yaml")
+OPTIONAL_ROLES = (
+    "deploy/kubernetes/optional/pod-reader.yaml",
+    "deploy/kubernetes/optional/node-reader.yaml",
+    "deploy/kubernetes/optional/pvc-reader.yaml",
+)
 
 
 def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:

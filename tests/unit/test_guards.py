@@ -74,6 +74,11 @@ CASES: list[tuple[str, Mutator, str]] = [
         "HF_TOKEN must come from a secretKeyRef",
     ),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
+    (
+        "writable-claim",
+        lambda m: m["spec"]["template"]["spec"]["volumes"].append({"name": "w", "persistentVolumeClaim": {"claimName": "c"}}),
+        "volume w mounts claim c writable; a model cache is read-only",
+    ),
 ]
 
 
