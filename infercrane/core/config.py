@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from infercrane.core import gpu, image, naming
+from infercrane.core import gpu, image, naming, quantity
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.kinds import WORKLOAD_KINDS
 
@@ -26,7 +26,6 @@ SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 QUALIFIED_NAME_RE: Final = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 DNS_SUBDOMAIN_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 ARTIFACT_KEY_RE: Final = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
-QUANTITY_RE: Final = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$")
 
 
 # INFERCRANE_KUBERNETES_* variable -> path inside infercrane:kubernetes. Same names as the seed.
@@ -138,6 +137,48 @@ class ArtifactCache(_Frozen):
         return None if self.policy == "disabled" or key is None else self.pvcs.get(key)
 
 
+def _memory(v: str) -> str:
+    quantity.memory_bytes(v)  # raises ValueError with the reason
+    return v
+
+
+def _cpu(v: str) -> str:
+    quantity.cpu_millis(v)
+    return v
+
+
+class Resources(_Frozen):
+    """CPU and memory of every replica, scaled by its GPU count (the defaults fit a GPU node's
+    share per GPU on common 4- and 8-GPU machines). Requests make the pods Burstable -- never
+    BestEffort, evicted first under node pressure; the memory limit adds the in-memory /dev/shm,
+    which the kernel charges to the container."""
+
+    cpu_per_gpu: str = Field("4", description="CPU requested per GPU (no CPU limit unless guaranteed: no throttling).")
+    memory_per_gpu: str = Field("32Gi", description="Memory requested per GPU; the limit adds shmSize.")
+    guaranteed: bool = Field(False, description="Limits = requests for CPU and memory: Guaranteed QoS, evicted last.")
+
+    _cpu = field_validator("cpu_per_gpu")(classmethod(lambda cls, v: _cpu(v)))
+    _memory = field_validator("memory_per_gpu")(classmethod(lambda cls, v: _memory(v)))
+
+
+class ResourcesOverride(_Frozen):
+    """One replica's own CPU and memory (totals, not per GPU); a field left out scales the target's."""
+
+    cpu: str | None = Field(None, description="CPU requested by this replica.")
+    memory: str | None = Field(None, description="Memory requested by this replica (the limit adds shmSize).")
+    guaranteed: bool | None = Field(None, description="As kubernetes.resources.guaranteed, for this replica.")
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: str | None) -> str | None:
+        return None if v is None else _cpu(v)
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str | None) -> str | None:
+        return None if v is None else _memory(v)
+
+
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
 
 
@@ -204,6 +245,10 @@ class KubernetesTarget(_Frozen):
         "refuse (a namespace warns at the level it enforces) or report them and apply (it only warns).",
     )
     artifact_cache: ArtifactCache = Field(default_factory=lambda: ArtifactCache.model_validate({}))
+    resources: Resources = Field(
+        default_factory=lambda: Resources.model_validate({}),
+        description="CPU and memory per GPU of every replica (override per replica with replicas[].resources).",
+    )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
@@ -274,6 +319,7 @@ class Replica(_Frozen):
     )
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
     hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
+    resources: ResourcesOverride = Field(default_factory=lambda: ResourcesOverride.model_validate({}))
     scaling: Literal["fixed", "external"] = Field(
         "fixed",
         description="fixed: one pod, InferCrane owns spec.replicas; external: the field is left to another "
@@ -315,12 +361,7 @@ class Replica(_Frozen):
             raise ValueError(f"{problem}; known: {gpu.known_list(extra)}")
         return v
 
-    @field_validator("shm_size")
-    @classmethod
-    def _shm(cls, v: str) -> str:
-        if not QUANTITY_RE.match(v):
-            raise ValueError(f"{v!r} is not a Kubernetes quantity")
-        return v
+    _shm = field_validator("shm_size")(classmethod(lambda cls, v: _memory(v)))
 
     @field_validator("args")
     @classmethod
@@ -359,6 +400,25 @@ class InferCraneConfig(_Frozen):
     def cache_for(self, replica: Replica) -> str | None:
         """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""
         return self.kubernetes.artifact_cache.claim_for(replica.model, replica.model_revision)
+
+    def resources_for(self, replica: Replica) -> dict[str, dict[str, str]]:
+        """The container's CPU and memory ``requests`` and ``limits`` (GPUs are added by the renderer).
+
+        Requests: the replica's own values, else the target's per-GPU values times its GPU count.
+        Limits: memory = request + shmSize (the tmpfs counts against it); guaranteed: CPU = request
+        and the memory request raised to the limit (Guaranteed QoS needs requests = limits)."""
+        t, own = self.kubernetes.resources, replica.resources
+        cpu = quantity.cpu_millis(own.cpu) if own.cpu else quantity.cpu_millis(t.cpu_per_gpu) * replica.gpu_count
+        memory = quantity.memory_bytes(own.memory) if own.memory else quantity.memory_bytes(t.memory_per_gpu) * replica.gpu_count
+        limit = memory + quantity.memory_bytes(replica.shm_size)
+        guaranteed = t.guaranteed if own.guaranteed is None else own.guaranteed
+        if guaranteed:
+            both = {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(limit)}
+            return {"requests": dict(both), "limits": dict(both)}
+        return {
+            "requests": {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(memory)},
+            "limits": {"memory": quantity.memory_text(limit)},
+        }
 
     def rollout_for(self, endpoint: str) -> RolloutPolicy:
         """The rollout policy of ``endpoint``: its own settings over the target's default."""

@@ -77,6 +77,8 @@ def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str) -> lis
             lim, req = (res.get("limits") or {}), (res.get("requests") or {})
             if gpu_resource not in lim or lim.get(gpu_resource) != req.get(gpu_resource):
                 out.append(f"{cname}: {gpu_resource} limits must equal requests and be set")
+            if not {"cpu", "memory"} <= set(req) or "memory" not in lim:
+                out.append(f"{cname}: cpu and memory requests and a memory limit must be set (else the pod is BestEffort)")
             if any(str(a).split("=", 1)[0] == "--api-key" for a in c.get("args") or []):
                 out.append(f"{cname}: --api-key in args would expose the worker key")
             for e in c.get("env") or []:

@@ -16,7 +16,11 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     """The intent hash of one replica: its spec plus the target settings that shape its objects."""
     t = config.kubernetes
     own = replica.model_dump(
-        by_alias=True, mode="json", exclude={f for f in LATER_FIELDS if getattr(replica, f) == Replica.model_fields[f].default}
+        by_alias=True,
+        mode="json",
+        exclude={
+            f for f in LATER_FIELDS if getattr(replica, f) == Replica.model_fields[f].get_default(call_default_factory=True)
+        },
     )
     spec: dict[str, Any] = {
         "replica": own,
@@ -30,6 +34,7 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
             "gpuProductLabel": t.gpu_product_label,
             "gpuTolerationKey": t.gpu_toleration_key,
             "kserveDeploymentMode": t.kserve_deployment_mode,
+            "resources": config.resources_for(replica),  # as rendered: a change of either side moves it
         },
     }
     if t.security_context is not None:
@@ -46,4 +51,4 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
 #: Replica fields added after the first release: in the hash only when not at their default (the
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token", "scaling")
+LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources")

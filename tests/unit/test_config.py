@@ -178,10 +178,16 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         ),
         ("engine", "tgi", "'tgi' is not allowed: 'vllm' or 'sglang'"),
         ("cloud", "aws", "'aws' is not allowed: 'kubernetes'"),
-        ("shmSize", "lots", "'lots' is not a Kubernetes quantity"),
+        ("shmSize", "lots", "'lots' is not a memory quantity such as 32Gi"),
         ("startupBudgetSeconds", 5, "5: Input should be greater than or equal to 60"),
         ("image", "vllm/vllm-openai:v0.11", "is not pinned by digest"),
         ("modelRevision", 1234567, '1234567 was read as a number by YAML; quote it: modelRevision: "1234567"'),
+        (
+            "resources",
+            {"cpu": "lots"},
+            "resources.cpu (replica 'qwen-kubernetes-rev-1-r0'): 'lots' is not a CPU quantity such as 4 or 500m\n    fix: use a CPU",
+        ),
+        ("resources", {"memory": "0.5"}, "'0.5' is not a whole number of bytes"),
     ],
     ids=[
         "empty-key",
@@ -196,6 +202,8 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         "budget",
         "image-tag",
         "numeric-revision",
+        "cpu",
+        "memory",
     ],
 )
 def test_bad_replica_fields(values: dict[str, Any], field: str, value: Any, message: str) -> None:

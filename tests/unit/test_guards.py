@@ -75,6 +75,11 @@ CASES: list[tuple[str, Mutator, str]] = [
     ),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
     (
+        "best-effort",
+        lambda m: _container(m)["resources"]["requests"].pop("memory"),
+        "cpu and memory requests and a memory limit must be set (else the pod is BestEffort)",
+    ),
+    (
         "writable-claim",
         lambda m: m["spec"]["template"]["spec"]["volumes"].append({"name": "w", "persistentVolumeClaim": {"claimName": "c"}}),
         "volume w mounts claim c writable; a model cache is read-only",

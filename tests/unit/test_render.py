@@ -25,7 +25,8 @@ def test_deployment_contract(values: dict[str, Any]) -> None:
     assert (spec["replicas"], spec["strategy"], spec["progressDeadlineSeconds"]) == (1, {"type": "Recreate"}, 1800)
     assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/instance": dep["metadata"]["name"]}}
     assert c["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-    assert c["resources"]["limits"] == c["resources"]["requests"] == {"nvidia.com/gpu": "1"}
+    assert c["resources"]["requests"] == {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
+    assert c["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "40Gi"}, "memory limit = request + /dev/shm"
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "infercrane-runtime"
@@ -154,3 +155,22 @@ def test_a_pod_identity_makes_the_pods_meet_pod_security_restricted_and_none_kee
     }
     assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert [v for v in pod["volumes"] if set(v) - {"name", "emptyDir"}] == []  # restricted allows emptyDir
+
+
+def test_cpu_and_memory_scale_with_the_gpu_count_and_a_replica_may_set_its_own(values: dict[str, Any]) -> None:
+    (dep, _svc) = render(values, gpuCount=4, shmSize="32Gi")
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"nvidia.com/gpu": "4", "cpu": "16", "memory": "128Gi"}
+    assert res["limits"] == {"nvidia.com/gpu": "4", "memory": "160Gi"}
+    (dep, _svc) = render(values, gpuCount=2, shmSize="8Gi", resources={"cpu": "7500m", "memory": "96Gi"})
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert (res["requests"]["cpu"], res["requests"]["memory"], res["limits"]["memory"]) == ("7500m", "96Gi", "104Gi")
+
+
+def test_guaranteed_qos_sets_limits_equal_to_requests_with_dev_shm_inside(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["resources"] = {"guaranteed": True, "cpuPerGpu": "6", "memoryPerGpu": "48Gi"}
+    (dep, _svc) = render(values)
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == res["limits"] == {"nvidia.com/gpu": "1", "cpu": "6", "memory": "56Gi"}
+    (dep, _svc) = render(values, resources={"guaranteed": False})
+    assert "cpu" not in dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"], "a replica may opt out"

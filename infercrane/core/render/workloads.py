@@ -92,10 +92,16 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         ),
         "readinessProbe": _probe("http", **READINESS),
         "livenessProbe": _probe("http", **LIVENESS),
-        "resources": {"limits": dict(gpus), "requests": dict(gpus)},
+        "resources": _resources(config, replica, gpus),
         "securityContext": _container_security(config),
         "volumeMounts": _mounts(config, replica),
     }
+
+
+def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str]) -> dict[str, Any]:
+    """GPU limits = requests, plus CPU and memory (:meth:`InferCraneConfig.resources_for`)."""
+    own = config.resources_for(replica)
+    return {"limits": {**gpus, **own["limits"]}, "requests": {**gpus, **own["requests"]}}
 
 
 def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
