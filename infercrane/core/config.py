@@ -179,6 +179,127 @@ class ResourcesOverride(_Frozen):
         return None if v is None else _memory(v)
 
 
+ENV_NAME_RE: Final = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
+
+
+class Toleration(_Frozen):
+    """A taint the pods tolerate besides the GPU one (e.g. a dedicated inference pool)."""
+
+    key: str | None = Field(None, description="Taint key (none with operator Exists: every taint).")
+    operator: Literal["Equal", "Exists"] = Field("Equal", description="Equal: the key's value must match; Exists: any value.")
+    value: str | None = Field(None, description="Taint value (operator Equal only).")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Effect (none: all).")
+    toleration_seconds: StrictInt | None = Field(None, ge=0, description="NoExecute only: how long the pod stays.")
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: str | None) -> str | None:
+        if v is not None and not QUALIFIED_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not a qualified Kubernetes name")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Toleration:
+        if self.operator == "Exists" and self.value is not None:
+            raise ValueError("operator Exists takes no value")
+        if self.operator == "Equal" and self.key is None:
+            raise ValueError("operator Equal needs a key")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError("tolerationSeconds applies to effect NoExecute only")
+        return self
+
+
+class EnvVar(_Frozen):
+    """One extra environment variable: a plain value, or a key of a named Secret (never read)."""
+
+    name: str = Field(description="Variable name; never one InferCrane sets.")
+    value: str | None = Field(None, description="Plain value (not for secrets: it is in the pod spec and the state).")
+    secret_key_ref: SecretKeyRef | None = Field(None, description="Secret key in the target namespace, by reference.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not ENV_NAME_RE.match(v):
+            raise ValueError(f"{v!r} is not an environment variable name")
+        if v in naming.MANAGED_ENV:
+            raise ValueError(f"{v} is set by InferCrane (the worker key, the token or the model cache)")
+        return v
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.secret_key_ref is None):
+            raise ValueError(f"{self.name} needs exactly one of value or secretKeyRef")
+        return self
+
+
+def _label_map(v: dict[str, str], what: str, value_re: re.Pattern[str] | None) -> dict[str, str]:
+    bad = [f"{k!r} is not a qualified {what} key" for k in v if not QUALIFIED_NAME_RE.match(k)]
+    bad += [f"{k} is InferCrane's own (ownership and identity are never overridden)" for k in v if naming.own_key(k)]
+    if value_re is not None:
+        bad += [f"{k}: {x!r} is not a valid label value" for k, x in v.items() if not value_re.match(x)]
+    if bad:
+        raise ValueError("; ".join(bad))
+    return v
+
+
+class PodSettings(_Frozen):
+    """Pod-level settings platform teams need; every field adds to what InferCrane renders and
+    never replaces a guarantee (the GPU selector and toleration, the keys it owns, the managed env)."""
+
+    image_pull_secrets: tuple[str, ...] = Field((), description="Secrets (names, in the namespace) to pull the image.")
+    priority_class_name: str | None = Field(None, description="PriorityClass of the pods (e.g. preempt batch work).")
+    tolerations: tuple[Toleration, ...] = Field((), description="Tolerations besides the GPU taint's.")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels besides the GPU product label.")
+    env: tuple[EnvVar, ...] = Field((), description="Extra environment of the engine container (e.g. VLLM_* tuning).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra pod labels (never InferCrane's keys).")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Extra pod annotations (never InferCrane's keys).")
+
+    @field_validator("image_pull_secrets")
+    @classmethod
+    def _pull(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        bad = [n for n in v if not DNS_SUBDOMAIN_RE.match(n)]
+        if bad:
+            raise ValueError(f"{bad!r} are not Secret names")
+        return v
+
+    @field_validator("priority_class_name")
+    @classmethod
+    def _priority(cls, v: str | None) -> str | None:
+        if v is not None and not DNS_SUBDOMAIN_RE.match(v):
+            raise ValueError(f"{v!r} is not a PriorityClass name")
+        return v
+
+    @field_validator("node_selector")
+    @classmethod
+    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
+        return _label_map(v, "node label", gpu.LABEL_VALUE_RE)
+
+    _labels = field_validator("labels")(classmethod(lambda cls, v: _label_map(v, "label", gpu.LABEL_VALUE_RE)))
+    _annotations = field_validator("annotations")(classmethod(lambda cls, v: _label_map(v, "annotation", None)))
+
+    @field_validator("env")
+    @classmethod
+    def _unique(cls, v: tuple[EnvVar, ...]) -> tuple[EnvVar, ...]:
+        names = [e.name for e in v]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"{', '.join(dup)} listed more than once")
+        return v
+
+    def over(self, base: PodSettings) -> PodSettings:
+        """These settings over ``base`` (the target's): lists add, maps and env merge, ours win."""
+        env = {e.name: e for e in base.env} | {e.name: e for e in self.env}
+        return PodSettings(
+            image_pull_secrets=tuple(dict.fromkeys(base.image_pull_secrets + self.image_pull_secrets)),
+            priority_class_name=self.priority_class_name or base.priority_class_name,
+            tolerations=tuple(dict.fromkeys(base.tolerations + self.tolerations)),
+            node_selector=base.node_selector | self.node_selector,
+            env=tuple(env.values()),
+            labels=base.labels | self.labels,
+            annotations=base.annotations | self.annotations,
+        )
+
+
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
 
 
@@ -245,6 +366,10 @@ class KubernetesTarget(_Frozen):
         "refuse (a namespace warns at the level it enforces) or report them and apply (it only warns).",
     )
     artifact_cache: ArtifactCache = Field(default_factory=lambda: ArtifactCache.model_validate({}))
+    pod: PodSettings = Field(
+        default_factory=lambda: PodSettings.model_validate({}),
+        description="Pod-level settings of every replica: pull secrets, priority, tolerations, node labels, env, labels.",
+    )
     resources: Resources = Field(
         default_factory=lambda: Resources.model_validate({}),
         description="CPU and memory per GPU of every replica (override per replica with replicas[].resources).",
@@ -320,6 +445,9 @@ class Replica(_Frozen):
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
     hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
     resources: ResourcesOverride = Field(default_factory=lambda: ResourcesOverride.model_validate({}))
+    pod: PodSettings = Field(
+        default_factory=lambda: PodSettings.model_validate({}), description="As kubernetes.pod, added to it for this replica."
+    )
     scaling: Literal["fixed", "external"] = Field(
         "fixed",
         description="fixed: one pod, InferCrane owns spec.replicas; external: the field is left to another "
@@ -396,6 +524,10 @@ class InferCraneConfig(_Frozen):
     def token_for(self, replica: Replica) -> SecretKeyRef | None:
         """The Hugging Face token Secret of ``replica``: its own, else the target's, else none."""
         return replica.hugging_face_token or self.kubernetes.hugging_face_token
+
+    def pod_for(self, replica: Replica) -> PodSettings:
+        """The pod settings of ``replica``: its own over the target's."""
+        return replica.pod.over(self.kubernetes.pod)
 
     def cache_for(self, replica: Replica) -> str | None:
         """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""

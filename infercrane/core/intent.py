@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig, Replica
+from infercrane.core.config import InferCraneConfig, PodSettings, Replica
 
 
 def intent(config: InferCraneConfig, replica: Replica) -> str:
@@ -42,6 +42,9 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     token = config.token_for(replica)
     if token is not None:  # a field added later enters only when set: an upgrade changes no intent
         spec["target"]["huggingFaceToken"] = token.model_dump(by_alias=True)
+    pod = config.pod_for(replica)
+    if pod != PodSettings.model_validate({}):  # the merged settings, as rendered; none set: no change of intent
+        spec["target"]["pod"] = pod.model_dump(by_alias=True, mode="json", exclude_defaults=True)
     claim = config.cache_for(replica)
     if claim is not None:
         spec["target"]["modelCache"] = claim
@@ -51,4 +54,4 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
 #: Replica fields added after the first release: in the hash only when not at their default (the
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources")
+LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod")

@@ -137,6 +137,7 @@ def load(
         problems += _endpoint_problems(config, source)
         problems += _scaling_problems(config, source)
         problems += _cache_problems(config, source)
+        problems += _pod_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)
@@ -184,6 +185,20 @@ def _scaling_problems(config: InferCraneConfig, source: str) -> list[Problem]:
         for i, r in enumerate(config.replicas)
         if r.scaling == "external"
     ]
+
+
+def _pod_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """The GPU product label is the replica's ``gpu``, never a pod setting (it is never substituted)."""
+    label = config.kubernetes.gpu_product_label
+    fix = f"set the GPU with {KEY_REPLICAS}[].gpu; remove {label} from nodeSelector"
+    what = f"sets the GPU product label {label}, which comes from each replica's gpu"
+    problems = []
+    if label in config.kubernetes.pod.node_selector:
+        problems.append(Problem(f"{source}: {KEY_TARGET}.pod.nodeSelector", what, fix))
+    for i, r in enumerate(config.replicas):
+        if label in r.pod.node_selector:
+            problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].pod.nodeSelector (replica {r.key!r})", what, fix))
+    return problems
 
 
 def _cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:

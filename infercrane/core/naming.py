@@ -49,6 +49,16 @@ HF_TOKEN_ENV: Final = "HF_TOKEN"  # read by huggingface_hub in both engines
 HF_HUB_CACHE_ENV: Final = "HF_HUB_CACHE"  # where huggingface_hub looks for (and would put) the weights
 HF_HUB_OFFLINE_ENV: Final = "HF_HUB_OFFLINE"  # 1: never reach the Hub (a mounted cache is read-only and complete)
 PATCH_FORCE_ENV: Final = "PULUMI_K8S_ENABLE_PATCH_FORCE"
+# What InferCrane sets in the container: a user's extra environment never names these.
+MANAGED_ENV: Final = frozenset({WORKER_KEY_ENV, VLLM_KEY_ENV, HF_TOKEN_ENV, HF_HUB_CACHE_ENV, HF_HUB_OFFLINE_ENV})
+# Key prefixes and keys of ours: a user's extra pod labels and annotations never use them.
+OWN_KEY_PREFIXES: Final = ("infercrane.dev/", "pulumi.com/")
+OWN_LABELS: Final = frozenset({LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY})
+
+
+def own_key(key: str) -> bool:
+    """Whether a label or annotation key is one InferCrane writes (ownership, identity, Pulumi's)."""
+    return key in OWN_LABELS or key.startswith(OWN_KEY_PREFIXES)
 
 
 def key_hash(key: str) -> str:

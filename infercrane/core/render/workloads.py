@@ -66,6 +66,18 @@ def _mounts(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
     return mounts
 
 
+def _extra_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for e in config.pod_for(replica).env:
+        if e.secret_key_ref is not None:
+            out.append(
+                {"name": e.name, "valueFrom": {"secretKeyRef": {"name": e.secret_key_ref.name, "key": e.secret_key_ref.key}}}
+            )
+        else:
+            out.append({"name": e.name, "value": e.value})
+    return out
+
+
 def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
     t = config.kubernetes
     command, args = command_and_args(replica)
@@ -82,6 +94,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
             {"name": naming.VLLM_KEY_ENV, "valueFrom": secret_ref},
             *_token_env(config, replica),
             *_cache_env(config, replica),
+            *_extra_env(config, replica),
         ],
         "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
         "startupProbe": _probe(
@@ -106,12 +119,20 @@ def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str])
 
 def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
     t = config.kubernetes
+    pod = config.pod_for(replica)
     placement: dict[str, Any] = {
         "serviceAccountName": t.service_account,
         "automountServiceAccountToken": False,
-        "nodeSelector": {t.gpu_product_label: replica.gpu},
-        "tolerations": [{"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"}],
+        "nodeSelector": {**pod.node_selector, t.gpu_product_label: replica.gpu},
+        "tolerations": [
+            {"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"},
+            *(x.model_dump(by_alias=True, exclude_none=True) for x in pod.tolerations),
+        ],
     }
+    if pod.priority_class_name:
+        placement["priorityClassName"] = pod.priority_class_name
+    if pod.image_pull_secrets:
+        placement["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
     who = t.security_context
     if who is not None:  # Pod Security restricted: non-root, seccomp RuntimeDefault (and, per container, no capabilities)
         placement["securityContext"] = {
@@ -170,8 +191,12 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
             "revisionHistoryLimit": 3,
             "template": {
                 "metadata": {
-                    "labels": naming.labels(replica.key),
-                    "annotations": {naming.ANNOTATION_KEY: replica.key, naming.ANNOTATION_INTENT: intent},
+                    "labels": {**config.pod_for(replica).labels, **naming.labels(replica.key)},
+                    "annotations": {
+                        **config.pod_for(replica).annotations,
+                        naming.ANNOTATION_KEY: replica.key,
+                        naming.ANNOTATION_INTENT: intent,
+                    },
                 },
                 "spec": {
                     **_pod_placement(config, replica),
@@ -215,6 +240,12 @@ def _predictor_strategy(config: InferCraneConfig, replica: Replica) -> dict[str,
     return {"deploymentStrategy": _strategy(config, replica)}
 
 
+def _predictor_metadata(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
+    """The extra pod labels and annotations: KServe puts the predictor's on its pods."""
+    pod = config.pod_for(replica)
+    return {k: v for k, v in (("labels", pod.labels), ("annotations", pod.annotations)) if v}
+
+
 def inference_service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
     meta = _metadata(config, replica, intent, stack)
     meta["annotations"][naming.KSERVE_DEPLOYMENT_MODE] = config.kubernetes.kserve_deployment_mode
@@ -224,6 +255,7 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
         "metadata": meta,
         "spec": {
             "predictor": {
+                **_predictor_metadata(config, replica),
                 "minReplicas": 1,
                 "maxReplicas": 1,
                 **_predictor_strategy(config, replica),
