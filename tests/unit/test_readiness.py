@@ -378,3 +378,14 @@ def test_pods_the_namespaces_pod_security_level_rejects_fail_the_replica_at_once
         'ReplicaFailure: pods "infercrane-x-5d9c" is forbidden: violates PodSecurity "restricted:latest"'
     )
     assert "set infercrane:kubernetes.securityContext {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000}" in verdict.reason
+
+
+def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas_pod() -> None:
+    """The kubelet's words when a secretKeyRef names no Secret (CreateContainerConfigError): the
+    replica's reason names the Secret without InferCrane reading Secrets or Pods (the local plane
+    runs no kubelet, so this is the one tier that sees the event)."""
+    from infercrane.live.readiness import pod_warnings
+
+    dep = "infercrane-0123456789abcdef01234567"
+    events = [event("Pod", f"{dep}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)]
+    assert pod_warnings(EventList(events), target(), [dep]) == {dep: ['Failed: Error: secret "hf-token" not found']}
