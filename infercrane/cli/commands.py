@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 
 from infercrane.cli import output
 from infercrane.cli.parser import replica_intent
-from infercrane.core.errors import ConfigError, InferCraneError
+from infercrane.core.errors import ConfigError, InferCraneError, UsageError
 from infercrane.core.manifests import render_checked, to_yaml
 from infercrane.project import paths, stackfile
 
@@ -108,6 +108,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from infercrane.engine import operations
     from infercrane.engine.workspace import Engine
 
+    packs = [_policy_pack(p) for p in args.policy_pack]
     replica = replica_intent(args)
     # With MODEL, the program plans the stack's config plus that intent, handed to it directly:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
@@ -119,10 +120,21 @@ def cmd_plan(args: argparse.Namespace) -> int:
             on_output=view.on_output,
             on_event=view.on_event,
             full=args.full_preview,
+            policy_packs=packs,
         )
         view.checked(len(config.replicas))
     print(output.plan(args.stack, result, as_doc=args.json))
     return EXIT_CHANGES_PENDING if result.changes_pending else EXIT_OK
+
+
+def _policy_pack(path: str) -> str:
+    """``--policy-pack DIR`` as an absolute path, refused unless DIR holds a PulumiPolicy.yaml."""
+    from pathlib import Path
+
+    pack = Path(path).resolve()
+    if not (pack / "PulumiPolicy.yaml").is_file():
+        raise UsageError(f"--policy-pack {path}: no PulumiPolicy.yaml in {pack}; name a policy pack directory (e.g. policy)")
+    return str(pack)
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:

@@ -79,6 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="always run pulumi preview (by default a no-op proven by the state and a live dry run skips it)",
     )
+    pl.add_argument(
+        "--policy-pack",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="run pulumi preview with this policy pack (repeatable; e.g. policy/, InferCrane's guards as policies)",
+    )
     dep = with_intent(with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
     dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
     i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))

@@ -12,7 +12,7 @@ from typing import Annotated, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from infercrane.core import gpu, image, naming, quantity
+from infercrane.core import gpu, guards, image, naming, quantity
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.kinds import WORKLOAD_KINDS
 
@@ -229,6 +229,10 @@ class EnvVar(_Frozen):
     def _one_source(self) -> EnvVar:
         if (self.value is None) == (self.secret_key_ref is None):
             raise ValueError(f"{self.name} needs exactly one of value or secretKeyRef")
+        if self.value is not None and guards.SECRET_NAME_RE.search(self.name):
+            raise ValueError(
+                f"{self.name} looks like a secret: a plain value is in the pod spec and the state; give it a secretKeyRef"
+            )
         return self
 
 

@@ -1,94 +1,222 @@
-"""Checks on rendered manifests: defence in depth behind config validation.
+"""Checks on rendered manifests: defence in depth behind config validation, and the one home of
+the rules the policy pack (``policy/``) enforces on any Pulumi program.
 
-Whatever produced a manifest, it is applied only if every object carries a digest-pinned image,
-a GPU nodeSelector with limits = requests, our exact ownership metadata and field manager, a
-selector on the instance label only, and no patch-force annotation. Returns violations; never
-raises. Pure core.
+Each rule has a name (the policy's), a description and a fix. :func:`violations` applies to one
+manifest the rules that hold for every workload -- a digest-pinned image, a known GPU product
+selected for a pod that requests GPUs with limits = requests, no patch-force, no secret-looking
+literal in the environment, no ``--api-key`` in the arguments -- and, to an object that carries
+InferCrane's ownership (ours, or claiming to be), the ownership rules too: exact metadata and field
+manager, a selector on the instance label only, CPU and memory requests, read-only claims.
+:func:`check` is the program's view: every rule, every object treated as ours. Never raises. Pure core.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
 
-from infercrane.core import image, naming
+from infercrane.core import gpu, image, naming
+
+SECRET_NAME_RE: Final = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)($|_)", re.I)
 
 
-def _pod_spec(manifest: dict[str, Any]) -> dict[str, Any] | None:
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    description: str
+    fix: str
+    ours_only: bool = False  # applies only to objects carrying InferCrane's ownership
+
+
+RULES: Final = {
+    r.name: r
+    for r in (
+        Rule("image-digest", "Container images are pinned by digest.", f"pin the image by digest: {image.EXAMPLE}"),
+        Rule(
+            "gpu-product-selector",
+            "A pod that requests GPUs selects one known GPU product by its node label.",
+            "set nodeSelector <gpu product label>: <value your nodes carry> (InferCrane's GPU table); never guess or substitute",
+        ),
+        Rule("gpu-limits", "GPU limits equal GPU requests.", "set the GPU resource in limits and requests to the same count"),
+        Rule(
+            "no-patch-force",
+            "No field-manager conflict is ever forced (no pulumi.com/patchForce, no provider enablePatchForce).",
+            "remove pulumi.com/patchForce / enablePatchForce; resolve the conflict with the other manager instead",
+        ),
+        Rule(
+            "no-secret-literals",
+            "Secrets reach containers by secretKeyRef, never as literal values or --api-key arguments.",
+            "use valueFrom.secretKeyRef for the variable; pass the API key through the environment, not --api-key",
+        ),
+        Rule(
+            "infercrane-ownership",
+            "Objects carrying InferCrane's labels have its exact ownership metadata, field manager and selector.",
+            "render the object with InferCrane (`infercrane render`), or remove InferCrane's labels from it",
+            ours_only=True,
+        ),
+        Rule(
+            "infercrane-pod-contract",
+            "InferCrane's pods request CPU and memory and mount claims read-only.",
+            "render the object with InferCrane (`infercrane render`)",
+            ours_only=True,
+        ),
+    )
+}
+
+
+@dataclass(frozen=True)
+class Violation:
+    rule: str
+    where: str
+    what: str
+
+    def __str__(self) -> str:
+        return f"{self.where}: {self.what}"
+
+
+def pod_spec(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
     kind = manifest.get("kind")
     spec = manifest.get("spec") or {}
     if kind == "Deployment":
-        pod = ((spec.get("template") or {}).get("spec")) or {}
-        return dict(pod)
+        return dict(((spec.get("template") or {}).get("spec")) or {})
     if kind == "InferenceService":
         return dict(spec.get("predictor") or {})
     return None
 
 
-def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str) -> list[str]:
-    """Every rule ``manifest`` breaks, as ``Kind/name: what`` lines (empty: it passes)."""
+def claims_ours(manifest: Mapping[str, Any]) -> bool:
+    """Whether an object carries InferCrane's ownership (label or annotation): then it must be exact."""
+    meta = manifest.get("metadata") or {}
+    labels, ann = meta.get("labels") or {}, meta.get("annotations") or {}
+    return labels.get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY or any(k.startswith("infercrane.dev/") for k in ann)
+
+
+def violations(
+    manifest: Mapping[str, Any],
+    *,
+    gpu_resource: str,
+    gpu_label: str,
+    gpu_products: tuple[str, ...] = (),
+    ours: bool | None = None,
+) -> list[Violation]:
+    """Every rule ``manifest`` breaks. ``ours``: apply the ownership rules (default: when it claims
+    InferCrane's ownership, :func:`claims_ours`)."""
     meta = manifest.get("metadata") or {}
     where = f"{manifest.get('kind')}/{meta.get('name')}"
-    out: list[str] = []
+    ours = claims_ours(manifest) if ours is None else ours
+    out = [Violation(rule, where, what) for rule, what in _workload(manifest, gpu_resource, gpu_label, gpu_products, ours)]
+    if ours:
+        out += [Violation("infercrane-ownership", where, what) for what in _ownership(manifest)]
+        out += [Violation("infercrane-pod-contract", where, what) for what in _pod_contract(manifest)]
+    return out
+
+
+def _workload(
+    m: Mapping[str, Any], gpu_resource: str, gpu_label: str, products: tuple[str, ...], ours: bool
+) -> Iterator[tuple[str, str]]:
+    """The rules for any workload; ``ours``: its pods always request GPUs."""
+    ann = (m.get("metadata") or {}).get("annotations") or {}
+    if str(ann.get(naming.PULUMI_PATCH_FORCE, "")).lower() not in ("", "false"):
+        yield "no-patch-force", f"{naming.PULUMI_PATCH_FORCE} is set; InferCrane never forces a conflict"
+    pod = pod_spec(m)
+    if pod is None:
+        return
+    wants_gpu = False
+    for c in pod.get("containers") or []:
+        cname = f"container {c.get('name')}"
+        problem = image.digest_problem(str(c.get("image", "")))
+        if problem:
+            yield "image-digest", f"{cname}: {problem}"
+        res = c.get("resources") or {}
+        lim, req = (res.get("limits") or {}), (res.get("requests") or {})
+        if gpu_resource in lim or gpu_resource in req or ours:
+            wants_gpu = True
+            if gpu_resource not in lim or lim.get(gpu_resource) != req.get(gpu_resource):
+                yield "gpu-limits", f"{cname}: {gpu_resource} limits must equal requests and be set"
+        if any(str(a).split("=", 1)[0] == "--api-key" for a in c.get("args") or []):
+            yield "no-secret-literals", f"{cname}: --api-key in args would expose the worker key"
+        for e in c.get("env") or []:
+            name = str(e.get("name", ""))
+            if "value" in e and (
+                name in naming.MANAGED_ENV - {naming.HF_HUB_CACHE_ENV, naming.HF_HUB_OFFLINE_ENV} or SECRET_NAME_RE.search(name)
+            ):
+                yield "no-secret-literals", f"{cname}: {name} must come from a secretKeyRef, not a literal value"
+    if wants_gpu:
+        value = (pod.get("nodeSelector") or {}).get(gpu_label)
+        if value is None:
+            yield "gpu-product-selector", f"requests {gpu_resource} but nodeSelector {gpu_label} is missing"
+        elif problem := gpu.gpu_problem(str(value), products):
+            yield "gpu-product-selector", f"nodeSelector {gpu_label}: {problem}"
+        for other in _affinity_products(pod, gpu_label):
+            if other != value:
+                yield "gpu-product-selector", f"node affinity asks {gpu_label} {other!r} besides nodeSelector {value!r}"
+
+
+def _affinity_products(pod: Mapping[str, Any], gpu_label: str) -> Iterator[str]:
+    required = (
+        ((pod.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+    ) or {}
+    for term in required.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == gpu_label and expr.get("operator") == "In":
+                yield from (str(v) for v in expr.get("values") or [])
+
+
+def _ownership(m: Mapping[str, Any]) -> Iterator[str]:
+    meta = m.get("metadata") or {}
     labels = meta.get("labels") or {}
     ann = meta.get("annotations") or {}
     key = ann.get(naming.ANNOTATION_KEY)
     if not isinstance(key, str):
-        out.append(f"{where}: annotation {naming.ANNOTATION_KEY} is missing")
+        yield f"annotation {naming.ANNOTATION_KEY} is missing"
     else:
-        expected = naming.labels(key)
-        for k, v in expected.items():
+        for k, v in naming.labels(key).items():
             if labels.get(k) != v:
-                out.append(f"{where}: label {k} is {labels.get(k)!r}, expected {v!r}")
+                yield f"label {k} is {labels.get(k)!r}, expected {v!r}"
         if meta.get("name") != naming.object_name(key):
-            out.append(f"{where}: name does not derive from the replica key")
+            yield "name does not derive from the replica key"
     for k in (naming.ANNOTATION_CONTRACT, naming.ANNOTATION_INTENT, naming.ANNOTATION_STACK):
         if k not in ann:
-            out.append(f"{where}: annotation {k} is missing")
+            yield f"annotation {k} is missing"
     if ann.get(naming.PULUMI_FIELD_MANAGER) != naming.FIELD_MANAGER:
-        out.append(f"{where}: field manager must be {naming.FIELD_MANAGER} ({naming.PULUMI_FIELD_MANAGER})")
-    if naming.PULUMI_PATCH_FORCE in ann:
-        out.append(f"{where}: {naming.PULUMI_PATCH_FORCE} is set; InferCrane never forces a conflict")
-
-    spec = manifest.get("spec") or {}
+        yield f"field manager must be {naming.FIELD_MANAGER} ({naming.PULUMI_FIELD_MANAGER})"
+    spec = m.get("spec") or {}
     instance_only = {naming.LABEL_INSTANCE: labels.get(naming.LABEL_INSTANCE)}
-    if manifest.get("kind") == "Deployment":
+    if m.get("kind") == "Deployment":
         sel = (spec.get("selector") or {}).get("matchLabels")
         if sel != instance_only or (spec.get("selector") or {}).get("matchExpressions"):
-            out.append(f"{where}: selector must be the instance label only, got {sel!r}")
-    if manifest.get("kind") == "Service" and spec.get("selector") != instance_only:
-        out.append(f"{where}: selector must be the instance label only, got {spec.get('selector')!r}")
-
-    pod = _pod_spec(manifest)
-    if pod is not None:
-        for v in pod.get("volumes") or []:
-            claim = v.get("persistentVolumeClaim")
-            if claim is not None and claim.get("readOnly") is not True:
-                out.append(
-                    f"{where}: volume {v.get('name')} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
-                )
-        if gpu_label not in (pod.get("nodeSelector") or {}):
-            out.append(f"{where}: nodeSelector {gpu_label} is missing")
-        for c in pod.get("containers") or []:
-            cname = f"{where} container {c.get('name')}"
-            problem = image.digest_problem(str(c.get("image", "")))
-            if problem:
-                out.append(f"{cname}: {problem}")
-            res = c.get("resources") or {}
-            lim, req = (res.get("limits") or {}), (res.get("requests") or {})
-            if gpu_resource not in lim or lim.get(gpu_resource) != req.get(gpu_resource):
-                out.append(f"{cname}: {gpu_resource} limits must equal requests and be set")
-            if not {"cpu", "memory"} <= set(req) or "memory" not in lim:
-                out.append(f"{cname}: cpu and memory requests and a memory limit must be set (else the pod is BestEffort)")
-            if any(str(a).split("=", 1)[0] == "--api-key" for a in c.get("args") or []):
-                out.append(f"{cname}: --api-key in args would expose the worker key")
-            for e in c.get("env") or []:
-                if e.get("name") in (naming.WORKER_KEY_ENV, naming.VLLM_KEY_ENV, naming.HF_TOKEN_ENV) and "value" in e:
-                    out.append(f"{cname}: {e['name']} must come from a secretKeyRef, not a literal value")
-    return out
+            yield f"selector must be the instance label only, got {sel!r}"
+    if m.get("kind") == "Service" and spec.get("selector") != instance_only:
+        yield f"selector must be the instance label only, got {spec.get('selector')!r}"
 
 
-def check_all(manifests: list[dict[str, Any]], *, gpu_resource: str, gpu_label: str) -> list[str]:
+def _pod_contract(m: Mapping[str, Any]) -> Iterator[str]:
+    pod = pod_spec(m)
+    if pod is None:
+        return
+    for v in pod.get("volumes") or []:
+        claim = v.get("persistentVolumeClaim")
+        if claim is not None and claim.get("readOnly") is not True:
+            yield f"volume {v.get('name')} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
+    for c in pod.get("containers") or []:
+        res = c.get("resources") or {}
+        if not {"cpu", "memory"} <= set(res.get("requests") or {}) or "memory" not in (res.get("limits") or {}):
+            yield f"container {c.get('name')}: cpu and memory requests and a memory limit must be set (else the pod is BestEffort)"
+
+
+def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str, gpu_products: tuple[str, ...] = ()) -> list[str]:
+    """Every rule ``manifest`` (rendered by InferCrane: all rules apply) breaks, as ``Kind/name: what``."""
+    return [
+        str(v) for v in violations(manifest, gpu_resource=gpu_resource, gpu_label=gpu_label, gpu_products=gpu_products, ours=True)
+    ]
+
+
+def check_all(
+    manifests: list[dict[str, Any]], *, gpu_resource: str, gpu_label: str, gpu_products: tuple[str, ...] = ()
+) -> list[str]:
     out: list[str] = []
     for m in manifests:
-        out += check(m, gpu_resource=gpu_resource, gpu_label=gpu_label)
+        out += check(m, gpu_resource=gpu_resource, gpu_label=gpu_label, gpu_products=gpu_products)
     return out

@@ -20,7 +20,10 @@ def render_checked(config: InferCraneConfig, stack: str) -> list[RenderedReplica
     rendered = render_all(config, naming.stack_identity(PROJECT, stack))
     t = config.kubernetes
     violations = guards.check_all(
-        [m for r in rendered for m in r.manifests], gpu_resource=t.gpu_resource, gpu_label=t.gpu_product_label
+        [m for r in rendered for m in r.manifests],
+        gpu_resource=t.gpu_resource,
+        gpu_label=t.gpu_product_label,
+        gpu_products=t.gpu_products,
     )
     if violations:
         raise GuardError(violations)

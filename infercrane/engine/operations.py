@@ -458,14 +458,15 @@ def plan(
     *,
     full: bool = False,
     on_event: Callable[[EngineEvent], None] | None = None,
+    policy_packs: Sequence[str] = (),
 ) -> PlanResult:
     """The plan of a stack for ``config`` (the stack's, or with ``plan MODEL``'s intent added --
     the program gets it directly, the stack file is never touched). When the state and the live
     objects prove there is nothing to do (:func:`proven_no_op`), every replica is ``same`` without
     an engine run (as fast as ``kubectl diff``); otherwise -- or with ``full`` -- ``pulumi
     preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
-    record, :func:`needs_refresh`). The
-    rollout's waves come from the live objects either way."""
+    record, :func:`needs_refresh`); with ``policy_packs`` always, the engine running those packs
+    on it. The rollout's waves come from the live objects either way."""
     stack = engine.stack_name
     engine.vouch = vouch_for(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
@@ -477,6 +478,8 @@ def plan(
         state = reading.result()
     rollout = plan_rollout(config, stack, rendered, report)
     why: list[str] = ["--full-preview"] if full else []
+    if policy_packs:
+        why.append("--policy-pack")  # the policies run in the engine, on the preview
     if report is None:
         why.append("the preflight refuses")
     elif report.drift:
@@ -491,6 +494,7 @@ def plan(
         on_event=_both(collector, on_event),
         refresh=needs_refresh(config, stack, state, rendered, report),
         inputs=inputs,
+        **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
     return PlanResult(summarize(config, collector, rendered, names), "pulumi preview", why, rollout)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -422,12 +423,32 @@ def translate_text(text: str, stack: str) -> EngineError:
         return EngineError(
             f"the secrets passphrase of stack {stack!r} is missing or wrong.", fix="export PULUMI_CONFIG_PASSPHRASE"
         )
+    violations = policy_violations(text)
+    if violations:
+        return EngineError(
+            f"the policy pack blocked the preview of stack {stack!r} ({len(violations)} violation(s)); nothing was applied:\n"
+            + "\n".join(f"- {v}" for v in violations),
+            fix="fix each resource as its line says; the full report is in the engine log (the command's first line)",
+        )
     errors = _error_lines(text)
     return EngineError(
         f"pulumi failed for stack {stack!r}:\n" + ("\n".join(errors) if errors else _tail(text, 10)),
         fix="the full engine log is the file named on the command's first line ('pulumi log: …'; --verbose prints it); "
         "fix what it names, then rerun the same command (with the same --idempotency-key): it picks up what was applied",
     )
+
+
+def policy_violations(text: str) -> list[str]:
+    """``rule (type: name): what`` for each mandatory violation in a preview's ``Policies:`` report
+    (``- [mandatory]  rule  (type: name)``, then the description, then the pack's message)."""
+    lines = [_unwrapped(x) for x in text.splitlines()]
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^- \[mandatory\]\s+(\S+)\s+\((.*)\)$", line.strip())
+        if m:
+            what = lines[i + 2].strip() if i + 2 < len(lines) else ""
+            out.append(f"{m.group(1)} ({m.group(2)}): {what}")
+    return out
 
 
 # The Automation API's own wrapping of a failed command (``code: 1`` / `` stdout:`` / `` stderr:``):

@@ -97,3 +97,10 @@ def test_a_negative_pod_ready_delay_is_refused_before_any_plane_process_starts(
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert "--pod-ready-delay -1 is negative." in r.stderr and "fix: use seconds >= 0 (default 0)" in r.stderr
     assert not (tmp_path / "plane").exists()
+
+
+def test_a_policy_pack_that_is_not_a_pack_directory_is_a_usage_error(cli: CliRunner, scratch_project: Path) -> None:
+    r = cli("plan", "--stack", "dev", "--policy-pack", str(scratch_project))
+    assert r.returncode == 2
+    assert f"--policy-pack {scratch_project}: no PulumiPolicy.yaml in {scratch_project}; name a policy pack directory" in r.stderr
+    assert "Traceback" not in r.stderr

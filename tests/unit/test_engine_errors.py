@@ -188,3 +188,25 @@ def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulu
     assert backend.checkpoint(store, "infercrane", "old") is None  # another version: `pulumi stack export` reads it
     (stacks / "gz.json").write_text("{}")
     assert backend.checkpoint(store, "infercrane", "gz") is None  # both forms: ambiguous, left to pulumi
+
+
+POLICY_REPORT = """Policies:
+    ❌ infercrane@v0.1.0 (local: /src/policy)
+        - [mandatory]  image-digest  (kubernetes:apps/v1:Deployment: tagged)
+          Container images are pinned by digest.
+          Deployment/tagged: container app: image 'vllm/vllm-openai:latest' is not pinned by digest (a tag can change under you)
+              fix: pin the image by digest: vllm/vllm-openai@sha256:<64 lowercase hex>
+        - [mandatory]  no-patch-force  (pulumi:providers:kubernetes: default_4_25_0)
+          No field-manager conflict is ever forced (no pulumi.com/patchForce, no provider enablePatchForce).
+          the Kubernetes provider sets enablePatchForce; InferCrane never forces a conflict
+"""
+
+
+def test_a_blocked_preview_names_each_mandatory_violation_with_its_resource() -> None:
+    from infercrane.engine.workspace import translate_text
+
+    err = translate_text(POLICY_REPORT + "\nerror: preview failed\n", "dev")
+    text = str(err)
+    assert text.startswith("the policy pack blocked the preview of stack 'dev' (2 violation(s)); nothing was applied:")
+    assert "- image-digest (kubernetes:apps/v1:Deployment: tagged): Deployment/tagged: container app: image" in text
+    assert "- no-patch-force (pulumi:providers:kubernetes: default_4_25_0): the Kubernetes provider sets enablePatchForce" in text

@@ -99,6 +99,10 @@ def test_a_stack_without_pod_settings_keeps_its_intent_and_one_with_them_changes
         ),
         ({"env": [{"name": "HF_HUB_OFFLINE", "value": "0"}]}, "HF_HUB_OFFLINE is set by InferCrane"),
         ({"env": [{"name": "X"}]}, "X needs exactly one of value or secretKeyRef"),
+        (
+            {"env": [{"name": "WANDB_API_KEY", "value": "k"}]},
+            "WANDB_API_KEY looks like a secret: a plain value is in the pod spec",
+        ),
         ({"env": [{"name": "X", "value": "1"}, {"name": "X", "value": "2"}]}, "X listed more than once"),
         ({"labels": {"app.kubernetes.io/instance": "other"}}, "app.kubernetes.io/instance is InferCrane's own"),
         ({"annotations": {"infercrane.dev/stack": "other"}}, "infercrane.dev/stack is InferCrane's own"),

@@ -1,0 +1,43 @@
+"""A plain pulumi-kubernetes program, not InferCrane's: one Deployment per policy it breaks.
+
+`pulumi preview --policy-pack ../..` must block every one of them. Its stack configures the
+default provider to render YAML to a directory (`kubernetes:renderYamlToDirectory`) instead of
+talking to a cluster, so the preview needs none, and to force conflicts
+(`kubernetes:enablePatchForce: "true"`), which the pack blocks on the provider itself.
+"""
+
+import pulumi_kubernetes as k8s
+
+DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
+GPU = {"nvidia.com/gpu": "1"}
+
+
+def deployment(name, container, pod=None, labels=None, annotations=None):
+    k8s.apps.v1.Deployment(
+        name,
+        metadata={"name": name, "labels": labels or {"app": name}, "annotations": annotations or {}},
+        spec={
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "app", "image": DIGEST, **container}], **(pod or {})},
+            },
+        },
+    )
+
+
+deployment("tagged", {"image": "vllm/vllm-openai:latest"})  # image-digest
+deployment("guessed-gpu", {"resources": {"limits": GPU, "requests": GPU}}, {"nodeSelector": {"nvidia.com/gpu.product": "H100"}})  # gpu-product-selector
+deployment(
+    "uneven-gpu",
+    {"resources": {"limits": GPU, "requests": {"nvidia.com/gpu": "2"}}},
+    {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
+)  # gpu-limits
+deployment("forced", {}, annotations={"pulumi.com/patchForce": "true"})  # no-patch-force (and the provider's flag)
+deployment("literal-key", {"env": [{"name": "OPENAI_API_KEY", "value": "sk-not-a-real-key"}]})  # no-secret-literals
+deployment(
+    "claims-ours",
+    {"resources": {"limits": GPU, "requests": GPU}},
+    {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
+    labels={"app": "claims-ours", "app.kubernetes.io/managed-by": "infercrane"},
+)  # infercrane-ownership, infercrane-pod-contract
