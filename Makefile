@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast test-kill-sweep lint golden bench bench-fleet local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind lint golden bench bench-fleet local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -40,6 +40,17 @@ test: venv tools lint
 ## test-fast: the tiers that need no tools (seconds)
 test-fast: venv
 	$(PY) -m pytest tests/unit tests/golden tests/program tests/cli
+
+## test-kubernetes-manifests: the seed's target -- the shipped manifests' checks (deploy/kubernetes: no
+##                  wildcard, Secret, Pod or cluster-wide right; every rule commented; bindings; optional reads)
+test-kubernetes-manifests: venv
+	$(PY) -m pytest tests/unit/test_deploy_manifests.py
+
+## test-kubernetes-kind: the seed's Kind lifecycle qualification -- strict apply, restart observation,
+##                  lost-state repair, foreign field ownership refused, idempotent deletion, zero owned
+##                  objects left -- on the embedded local plane, which replaces Kind here (no Docker)
+test-kubernetes-kind: venv tools
+	$(PY) -m pytest -m qualification tests/integration
 
 ## test-kill-sweep: the kill sweep of deploy and destroy (file + PostgreSQL backends) at 0.25 s steps
 ##                  (`make test` runs it at 1 s steps)

@@ -118,6 +118,7 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     assert cli(project, "destroy", "--stack", "itdrift").returncode == 0
 
 
+@pytest.mark.qualification
 def test_a_field_taken_by_another_manager_is_still_refused_by_deploy(project: Project, admin: Client) -> None:
     from tests.integration.conftest import foreign_apply
 
@@ -137,6 +138,7 @@ def _owned_manifest(project: Project, stack: str, key: str) -> list[dict[str, An
     return [m for r in render_checked(config, stack) for m in r.manifests if r.replica.key == key]
 
 
+@pytest.mark.qualification
 def test_destroy_deletes_orphans_refuses_foreign_namesakes_and_keeps_decoys(project: Project, admin: Client) -> None:
     keys = ["it-exact-r0", "it-exact-r1"]
     project.stack("itexact", [replica(k) for k in keys])
@@ -188,6 +190,7 @@ def test_destroy_deletes_orphans_refuses_foreign_namesakes_and_keeps_decoys(proj
     assert r.returncode == 0, r.stdout + r.stderr
 
 
+@pytest.mark.qualification
 def test_strict_dry_run_refuses_a_deployment_field_the_server_does_not_know(project: Project, admin: Client) -> None:
     key = "it-strict-r0"
     project.stack("itstrict", [replica(key)])

@@ -25,6 +25,7 @@ def running_pods(admin: Client, name: str) -> list[Any]:
     return [p for p in pods if p.status and p.status.phase == "Running"] or []
 
 
+@pytest.mark.qualification
 def test_preview_creates_nothing_up_applies_as_our_manager_on_l40s_nodes(project: Project, admin: Client) -> None:
     key = "it-lifecycle-r0"
     name = naming.object_name(key)
@@ -53,6 +54,7 @@ def test_preview_creates_nothing_up_applies_as_our_manager_on_l40s_nodes(project
     engine.destroy()
 
 
+@pytest.mark.qualification
 def test_foreign_manager_with_force_conflicts_is_refused_and_object_untouched(project: Project, admin: Client) -> None:
     key = "it-conflict-r0"
     name = naming.object_name(key)
@@ -75,6 +77,7 @@ def test_foreign_manager_with_force_conflicts_is_refused_and_object_untouched(pr
     assert after.spec.replicas == 2
 
 
+@pytest.mark.qualification
 def test_plain_kubectl_server_side_edit_is_refused_not_silently_taken_over(project: Project, admin: Client) -> None:
     key = "it-kubectl-r0"
     name = naming.object_name(key)
@@ -89,6 +92,7 @@ def test_plain_kubectl_server_side_edit_is_refused_not_silently_taken_over(proje
     assert (after.spec.replicas, after.metadata.generation) == (3, before.metadata.generation)
 
 
+@pytest.mark.qualification
 def test_existing_object_without_our_metadata_is_not_adopted(project: Project, admin: Client) -> None:
     key = "it-foreign-r0"
     name = naming.object_name(key)

@@ -33,6 +33,7 @@ def owned(admin: Client, stack: str) -> list[str]:
     return out
 
 
+@pytest.mark.qualification
 def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Project, admin: Client) -> None:
     key = "it-repair-r0"
     name = naming.object_name(key)
@@ -52,6 +53,7 @@ def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Proj
     engine.destroy()
 
 
+@pytest.mark.qualification
 def test_fresh_process_observes_state_and_readiness(project: Project, admin: Client) -> None:
     key = "it-restart-r0"
     engine = project.stack("itrestart", [replica(key)])
@@ -79,6 +81,7 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
     engine.destroy()
 
 
+@pytest.mark.qualification
 def test_destroy_removes_exactly_our_objects_twice_and_leaves_none(project: Project, admin: Client) -> None:
     keys = ["it-destroy-r0", "it-destroy-r1"]
     engine = project.stack("itdestroy", [replica(k) for k in keys])
@@ -207,6 +210,7 @@ def test_a_key_change_within_the_surge_allowance_runs_in_one_engine_run_new_firs
     engine.destroy()
 
 
+@pytest.mark.qualification
 def test_a_key_that_left_the_config_is_deleted_even_when_the_state_lost_it(project: Project, admin: Client) -> None:
     """Lost state (the backend directory gone): the kept key is adopted again, same uid; the key
     that left the config -- which Pulumi no longer knows -- is deleted by its exact ownership."""
