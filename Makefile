@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind lint golden bench bench-fleet local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -51,6 +51,13 @@ test-kubernetes-manifests: venv
 ##                  objects left -- on the embedded local plane, which replaces Kind here (no Docker)
 test-kubernetes-kind: venv tools
 	$(PY) -m pytest -m qualification tests/integration
+
+## test-matrix: the qualification scenarios on every pinned Kubernetes (1.34-1.37: tools/versions.env),
+##              one table of version x scenario; builds a missing version first (minutes each)
+##              (`make test-matrix VERSIONS="1.34 1.36"`: a subset)
+VERSIONS ?=
+test-matrix: venv tools
+	$(PY) -m tests.matrix $(VERSIONS)
 
 ## test-kill-sweep: the kill sweep of deploy and destroy (file + PostgreSQL backends) at 0.25 s steps
 ##                  (`make test` runs it at 1 s steps)

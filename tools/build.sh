@@ -10,8 +10,11 @@
 # interrupted build never leaves a half-filled entry. Entries already present are reused; a tool
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
-# Usage: tools/build.sh [--print-path] [TOOL ...]    TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint
-#   --print-path   print the PATH entries for the built tools (one per line) and exit
+# Usage: tools/build.sh [--print-path | --print-kube-path MINOR] [TOOL ...]
+#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint, or kube@MINOR
+#         (another Kubernetes of KUBERNETES_VERSIONS, e.g. kube@1.34; `kube` is KUBERNETES_VERSION)
+#   --print-path        print the PATH entries for the built tools (one per line) and exit
+#   --print-kube-path   print the bin directory of that Kubernetes minor's entry and exit
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -20,8 +23,17 @@ source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
 all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint)
 
+# kube_patch MINOR: the pinned patch release of a Kubernetes minor (1.34 -> 1.34.4), or fail.
+kube_patch() {
+  local v
+  for v in $KUBERNETES_VERSIONS; do [[ "${v%.*}" == "$1" || "$v" == "$1" ]] && { echo "$v"; return 0; }; done
+  echo "Kubernetes $1 is not pinned (tools/versions.env KUBERNETES_VERSIONS: $KUBERNETES_VERSIONS)" >&2
+  return 2
+}
+
 entry() {
   case "$1" in
+    kube@*) local patch; patch="$(kube_patch "${1#kube@}")" || return 2; echo "$cache/kubernetes-$patch" ;;
     pulumi) echo "$cache/pulumi-$PULUMI_VERSION" ;;
     kubernetes-provider) echo "$cache/pulumi-resource-kubernetes-$PULUMI_KUBERNETES_VERSION" ;;
     kube) echo "$cache/kubernetes-$KUBERNETES_VERSION" ;;
@@ -33,6 +45,12 @@ entry() {
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
+
+if [[ "${1:-}" == "--print-kube-path" ]]; then
+  dir="$(entry "kube@${2:?--print-kube-path needs a minor, e.g. 1.34}")" || exit 2
+  echo "$dir/bin"
+  exit 0
+fi
 
 if [[ "${1:-}" == "--print-path" ]]; then
   for t in "${all_tools[@]}"; do echo "$(entry "$t")/bin"; done
@@ -92,16 +110,20 @@ build_kubernetes_provider() {
   rm -rf "$src"
 }
 
+# build_kube DEST [PATCH]: the control plane and kubectl of one Kubernetes release (default
+# KUBERNETES_VERSION) from its wrapper module tools/go/kubernetes-<minor>.
 build_kube() {
-  local out="$1/bin" v="v$KUBERNETES_VERSION" ldflags
+  local out="$1/bin" version="${2:-$KUBERNETES_VERSION}" ldflags
+  local v="v$version" module="$here/go/kubernetes-${version%.*}"
+  [[ -f "$module/go.mod" ]] || { log "  kube: no wrapper module $module"; return 1; }
   ldflags="-s -w"
   for k in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $k.gitVersion=$v -X $k.gitTreeState=clean -X $k.buildDate=1970-01-01T00:00:00Z"
-    ldflags+=" -X $k.gitMajor=${KUBERNETES_VERSION%%.*} -X $k.gitMinor=$(cut -d. -f2 <<<"$KUBERNETES_VERSION")"
+    ldflags+=" -X $k.gitMajor=${version%%.*} -X $k.gitMinor=$(cut -d. -f2 <<<"$version")"
   done
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
-    log "  kube: $cmd"
-    (cd "$here/go/kubernetes" && go build -o "$out/$cmd" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd")
+    log "  kube $version: $cmd"
+    (cd "$module" && go build -o "$out/$cmd" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd")
   done
 }
 
@@ -177,7 +199,7 @@ ensure() {
     return 0
   fi
   mkdir -p "$cache"
-  tmp="$(mktemp -d "$cache/.building-$tool.XXXXXX")"
+  tmp="$(mktemp -d "$cache/.building-${tool//@/-}.XXXXXX")"
   chmod 755 "$tmp"
   case "$tool" in
     pulumi) ambient "$tmp" "v$PULUMI_VERSION" pulumi && { mv "$tmp" "$dest"; log "$tool: using the one on PATH"; return 0; } ;;
@@ -190,7 +212,9 @@ ensure() {
   rm -rf "$tmp/bin"
   start=$SECONDS
   log "$tool: building $(basename "$dest") (first build takes minutes; later runs reuse the cache)"
-  if ! "build_${tool//-/_}" "$tmp"; then
+  local build=("build_${tool//-/_}" "$tmp")
+  [[ "$tool" == kube@* ]] && build=(build_kube "$tmp" "$(kube_patch "${tool#kube@}")")
+  if ! "${build[@]}"; then
     rm -rf "$tmp"
     log "$tool: BUILD FAILED (see the go output above); nothing was installed"
     return 1

@@ -225,6 +225,8 @@ def local_status(status: Mapping[str, Any], *, as_doc: bool) -> str:
         return dumps(status)
     state = "running" if status["running"] else "not running"
     lines = [f"local plane {state}; kubeconfig {status['kubeconfig']} (contexts {status['context']}, {status['adminContext']})"]
+    if status.get("kubernetesVersion"):
+        lines.append(f"  Kubernetes {status['kubernetesVersion']}")
     if status.get("podReadyDelaySeconds"):
         lines.append(f"  pods become Ready {status['podReadyDelaySeconds']:g} s after they start (simulated model load)")
     lines += [f"  {name}: {'up' if up else 'down'}" for name, up in status["processes"].items()]

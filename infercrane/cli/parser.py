@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SECONDS",
         help="every pod becomes Ready this long after it starts (simulated model load; default 0; kept until the next start)",
     )
+    ls.add_argument(
+        "--kubernetes-version",
+        metavar="MINOR",
+        help="run this Kubernetes (1.34, 1.35, 1.36, 1.37; default 1.36), built by `tools/build.sh kube@MINOR`",
+    )
     lsub.add_parser("stop", help="stop the plane's own processes (state is kept)")
     lst = lsub.add_parser("status", help="is it running; where is the kubeconfig")
     lst.add_argument("--json", action="store_true")

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import ssl
+import subprocess
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,7 +46,7 @@ from infercrane.local.layout import (
 )
 from infercrane.local.supervise import Supervisor, alive, free_port, port_open, read_record, stop_recorded
 from infercrane.project.paths import project_root
-from infercrane.project.tools import find_tool
+from infercrane.project.tools import find_tool, kubernetes_tools
 
 HERE: Final = Path(__file__).resolve().parent
 
@@ -110,6 +111,7 @@ class Plane:
             "adminContext": ADMIN_CONTEXT,
             "apiserver": f"https://127.0.0.1:{rec['ports']['apiserver']}" if rec.get("ports") else None,
             "podReadyDelaySeconds": rec.get("podReadyDelaySeconds", 0),
+            "kubernetesVersion": rec.get("kubernetesVersion"),
             "processes": self.processes(),
         }
 
@@ -126,17 +128,31 @@ class Plane:
             return 0
 
     # -- start ---------------------------------------------------------------------------------
-    def start(self, nodes_file: Path | None = None, progress: Any = print, pod_ready_delay: float = 0) -> dict[str, Any]:
+    def start(
+        self,
+        nodes_file: Path | None = None,
+        progress: Any = print,
+        pod_ready_delay: float = 0,
+        kubernetes_version: str | None = None,
+    ) -> dict[str, Any]:
         """Start (or reuse) the plane, bootstrap it, and return :meth:`status`.
 
         ``pod_ready_delay``: seconds from a pod's start to its Ready condition (simulated model
-        load; kwok's pod-ready Stage delayed), kept until the next start. A running plane is
-        reused as it is, its delay included."""
+        load; kwok's pod-ready Stage delayed), kept until the next start. ``kubernetes_version``:
+        a minor of tools/versions.env's KUBERNETES_VERSIONS (``1.34``; default KUBERNETES_VERSION),
+        built by ``tools/build.sh kube@1.34``. A running plane is reused as it is, its delay and
+        version included."""
         if pod_ready_delay < 0:
             raise PlaneError(f"--pod-ready-delay {pod_ready_delay:g} is negative.", fix="use seconds >= 0 (default 0)")
         if self.running():
             status = self.status()
             progress(f"local plane already running ({status['apiserver']})")
+            if kubernetes_version and not str(status.get("kubernetesVersion") or "").startswith(kubernetes_version + "."):
+                raise PlaneError(
+                    f"the running plane is Kubernetes {status.get('kubernetesVersion') or 'of the default version'}, "
+                    f"not {kubernetes_version}.",
+                    fix=f"`local stop`, then `local start --kubernetes-version {kubernetes_version}`",
+                )
             if status["podReadyDelaySeconds"] != pod_ready_delay:
                 progress(
                     f"note: it keeps its pod-ready delay of {status['podReadyDelaySeconds']:g} s; "
@@ -145,6 +161,9 @@ class Plane:
             return status
         self.stop(quiet=True)
         tools = {name: find_tool(name) for name in COMPONENTS}
+        if kubernetes_version:
+            tools |= {k: v for k, v in kubernetes_tools(kubernetes_version).items() if k in tools}
+        version = self._version(tools["kube-apiserver"])
         self.state.mkdir(parents=True, exist_ok=True)
         ports = {
             "etcd": free_port(),
@@ -157,7 +176,10 @@ class Plane:
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
         run = Supervisor(
-            self._record, self.logs, {"ports": ports, "podReadyDelaySeconds": pod_ready_delay}, START_TIMEOUT_SECONDS
+            self._record,
+            self.logs,
+            {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "kubernetesVersion": version},
+            START_TIMEOUT_SECONDS,
         )
         try:
             self._start(run, tools, ports, nodes_file, self._stages(tools["kwok"], pod_ready_delay))
@@ -167,6 +189,12 @@ class Plane:
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
         return self.status()
+
+    @staticmethod
+    def _version(apiserver: Path) -> str:
+        """``1.36.3``: what the API server binary says it is (``Kubernetes v1.36.3``)."""
+        out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True, timeout=30).stdout
+        return out.strip().rsplit(" ", 1)[-1].removeprefix("v")
 
     def _stages(self, kwok: Path, pod_ready_delay: float) -> Path:
         """kwok's stages: the built ones, or -- with a pod-ready delay -- a copy in the plane's state

@@ -42,3 +42,24 @@ def find_tool(name: str) -> Path:
     else:
         fix = f"install {name} and put it on PATH"
     raise ToolNotFound(f"{name} is not built or installed.", fix=f"{fix}")
+
+
+KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
+
+
+def kubernetes_tools(minor: str) -> dict[str, Path]:
+    """The control-plane binaries of Kubernetes ``minor`` (``1.34``) from this checkout's pinned
+    builds (``tools/build.sh kube@1.34`` builds them). ToolNotFound when not pinned or not built."""
+    script = code_root() / "tools" / "build.sh"
+    if not script.is_file():
+        raise ToolNotFound(
+            f"Kubernetes {minor} needs a checkout's pinned builds (tools/build.sh).", fix="omit --kubernetes-version"
+        )
+    run = subprocess.run(["bash", str(script), "--print-kube-path", minor], capture_output=True, text=True)
+    if run.returncode != 0:
+        raise ToolNotFound(run.stderr.strip() or f"Kubernetes {minor} is not pinned.", fix="use a minor of KUBERNETES_VERSIONS")
+    bin_dir = Path(run.stdout.strip())
+    missing = [b for b in KUBE_BINARIES if not (bin_dir / b).is_file()]
+    if missing:
+        raise ToolNotFound(f"Kubernetes {minor} is not built ({', '.join(missing)}).", fix=f"run `tools/build.sh kube@{minor}`")
+    return {b: bin_dir / b for b in KUBE_BINARIES}

@@ -31,6 +31,7 @@ from infercrane.project.tools import find_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
+KUBERNETES_VERSION_ENV = "INFERCRANE_TEST_KUBERNETES_VERSION"
 
 pytestmark = pytest.mark.integration
 
@@ -41,8 +42,9 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         find_tool(tool)  # raises with "run tools/build.sh" when missing: the tier fails, never skips
     p = Plane(tmp_path_factory.mktemp("plane"))
     began = time.monotonic()
-    p.start(progress=lambda m: None)
-    print(f"local plane started in {time.monotonic() - began:.1f}s")
+    # make test-matrix runs the tier on each pinned Kubernetes (make test: the default one)
+    status = p.start(progress=lambda m: None, kubernetes_version=os.environ.get(KUBERNETES_VERSION_ENV) or None)
+    print(f"local plane (Kubernetes {status['kubernetesVersion']}) started in {time.monotonic() - began:.1f}s")
     yield p
     p.stop(quiet=True)
 

@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 NS = "it-restricted"
 
 
+@pytest.mark.qualification
 def test_a_restricted_namespace_refuses_pods_without_a_non_root_identity_before_applying_and_admits_them_with_one(
     project: Project, admin: Client
 ) -> None:
