@@ -541,8 +541,9 @@ class InferCraneConfig(_Frozen):
         """The container's CPU and memory ``requests`` and ``limits`` (GPUs are added by the renderer).
 
         Requests: the replica's own values, else the target's per-GPU values times its GPU count.
-        Limits: memory = request + shmSize (the tmpfs counts against it); guaranteed: CPU = request
-        and the memory request raised to the limit (Guaranteed QoS needs requests = limits)."""
+        Limits: memory = request + shmSize (the tmpfs counts against it); CPU none (no throttling)
+        but under KServe, which would impose its default; guaranteed: CPU = request and the memory
+        request raised to the limit (Guaranteed QoS needs requests = limits)."""
         t, own = self.kubernetes.resources, replica.resources
         cpu = quantity.cpu_millis(own.cpu) if own.cpu else quantity.cpu_millis(t.cpu_per_gpu) * replica.gpu_count
         memory = quantity.memory_bytes(own.memory) if own.memory else quantity.memory_bytes(t.memory_per_gpu) * replica.gpu_count
@@ -551,10 +552,12 @@ class InferCraneConfig(_Frozen):
         if guaranteed:
             both = {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(limit)}
             return {"requests": dict(both), "limits": dict(both)}
-        return {
-            "requests": {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(memory)},
-            "limits": {"memory": quantity.memory_text(limit)},
-        }
+        limits = {"memory": quantity.memory_text(limit)}
+        if self.kubernetes.workload_api == "kserve":
+            # KServe fills a missing CPU limit with its own default (1 CPU, inferenceservice-config),
+            # below the request: the predictor's Deployment would be invalid. The limit is explicit.
+            limits = {"cpu": quantity.cpu_text(cpu), **limits}
+        return {"requests": {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(memory)}, "limits": limits}
 
     def rollout_for(self, endpoint: str) -> RolloutPolicy:
         """The rollout policy of ``endpoint``: its own settings over the target's default."""

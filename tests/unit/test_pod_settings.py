@@ -117,6 +117,7 @@ def test_a_stack_without_pod_settings_keeps_its_intent_and_one_with_them_changes
         "managed-key",
         "managed-cache",
         "no-source",
+        "secret-literal",
         "dup-env",
         "own-label",
         "own-annotation",

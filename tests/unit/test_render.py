@@ -174,3 +174,13 @@ def test_guaranteed_qos_sets_limits_equal_to_requests_with_dev_shm_inside(values
     assert res["requests"] == res["limits"] == {"nvidia.com/gpu": "1", "cpu": "6", "memory": "56Gi"}
     (dep, _svc) = render(values, resources={"guaranteed": False})
     assert "cpu" not in dep["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"], "a replica may opt out"
+
+
+def test_under_kserve_the_cpu_limit_is_explicit_so_kserves_one_cpu_default_never_undercuts_the_request(
+    values: dict[str, Any],
+) -> None:
+    values["infercrane:kubernetes"]["workloadApi"] = "kserve"
+    (isvc,) = render(values, gpuCount=2)
+    res = isvc["spec"]["predictor"]["containers"][0]["resources"]
+    assert res["requests"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "64Gi"}
+    assert res["limits"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "72Gi"}
