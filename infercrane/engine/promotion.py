@@ -18,9 +18,9 @@ from infercrane.live.inspect import inspect
 def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[str] | None) -> None:
     """Refuse (PromotionRefused) unless the source stack's last update succeeded and every
     promoted replica is ready."""
-    updates = [h for h in Engine(source_stack).history() if h.kind == "update"]
-    if not updates or updates[0].result != "succeeded":
-        state = f"its last update {updates[0].result}" if updates else "it was never deployed"
+    updates = [h for h in Engine(source_stack).history() if h.get("kind") == "update"]
+    if not updates or updates[0].get("result") != "succeeded":
+        state = f"its last update {updates[0].get('result')}" if updates else "it was never deployed"
         raise PromotionRefused(
             f"stack {source_stack!r} is not healthy: {state}; nothing was written.",
             fix=f"make `infercrane deploy --stack {source_stack}` succeed first",

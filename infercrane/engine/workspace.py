@@ -354,12 +354,16 @@ class Engine:
             raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         return done
 
-    def history(self) -> list[auto.UpdateSummary]:
-        """The stack's update history, newest first (``pulumi stack history``)."""
-        try:
-            return list(self.stack.history())
-        except _auto().CommandError as exc:
-            raise translate(exc, self.stack_name) from None
+    def history(self) -> list[dict[str, Any]]:
+        """The stack's update history, newest first (``pulumi stack history --json``): each with
+        ``kind`` and ``result``. Read without selecting the stack -- selecting creates a stack that
+        does not exist and writes its ``encryptionsalt`` into the stack file; a read never writes."""
+        done = self._cli("stack", "history", "--json", check=False)
+        if done.returncode != 0:
+            if f"no stack named '{self.stack_name}' found" in done.stderr:
+                return []
+            raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
+        return list(json.loads(done.stdout or "[]") or [])
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}

@@ -29,7 +29,7 @@ from lightkube.resources.core_v1 import Event
 
 from infercrane.core import naming, times
 from infercrane.core.config import KubernetesTarget
-from infercrane.core.errors import POD_SECURITY_FIX
+from infercrane.core.errors import POD_SECURITY_FIX, ClusterError
 from infercrane.live import cluster
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
@@ -346,28 +346,46 @@ def wait_gone(
     timeout: float,
     poll_seconds: float = 0.5,
     report: Callable[[int], None] | None = None,
+    api_grace: float = API_GRACE_SECONDS,
 ) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
     """Wait until every ``(kind, name) -> uid`` is gone (or replaced by another uid); one LIST per
     kind per tick -- the objects' kinds and ``kinds`` -- of the objects carrying our managed-by
     label (``report`` gets the count still there after each). Returns ``Kind/name`` of what is
     still there after ``timeout`` and the last tick's listing, ``(kind, name) -> object``: the
-    caller's proof of what remains, without another round of LISTs."""
+    caller's proof of what remains, without another round of LISTs. An API server that stops
+    answering is waited for ``api_grace`` seconds, then ClusterError (never a raw client error)."""
     left = dict(objects)
     every = sorted(set(kinds) | {k for k, _ in left})
     deadline = time.monotonic() + timeout
+    lost_since: float | None = None  # when the API server stopped answering (a tick is then skipped)
     while True:
         listing: dict[tuple[str, str], dict[str, Any]] = {}
-        for kind in every:
-            try:
-                items = client.list(
-                    cluster.resource_for({"kind": kind}),
-                    namespace=target.namespace,
-                    labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
-                )
-                listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
-            except ApiError as exc:
-                if exc.status.code != 404:  # 404: the kind is no longer served, nothing of it remains
+        try:
+            for kind in every:
+                try:
+                    items = client.list(
+                        cluster.resource_for({"kind": kind}),
+                        namespace=target.namespace,
+                        labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
+                    )
+                    listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
+                except ApiError as exc:
+                    if exc.status.code == 404:  # the kind is no longer served, nothing of it remains
+                        continue
+                    if exc.status.code not in cluster.RETRYABLE_CODES:
+                        action = f"list {kind}s in namespace {target.namespace}"
+                        raise ClusterError(cluster.describe_api_error(exc, action=action, target=target)) from None
                     raise
+        except (ApiError, *cluster.TRANSPORT_ERRORS) as exc:
+            lost_since = lost_since or time.monotonic()
+            if time.monotonic() - lost_since >= api_grace:
+                raise ClusterError(
+                    f"the Kubernetes API stopped answering while waiting for {len(left)} object(s) to be gone; "
+                    f"the deletes were sent: {cluster.unreachable(exc, target)}"
+                ) from None
+            time.sleep(poll_seconds)
+            continue
+        lost_since = None
         for ref, uid in list(left.items()):
             if (listing.get(ref) or {}).get("metadata", {}).get("uid") != uid:
                 del left[ref]

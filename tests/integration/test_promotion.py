@@ -46,8 +46,11 @@ def test_deploy_dev_promote_deploy_staging_and_refuse_a_failed_dev(project: Proj
     project.stack("itstg", [replica(key, modelRevision="rev0" + "b" * 36)], imageDigest=D0, namespace="it-staging")
     staging_file = project.root / "stacks" / "Pulumi.itstg.yaml"
 
+    dev_file = project.root / "stacks" / "Pulumi.itdev.yaml"
+    dev_before = dev_file.read_text()
     r = cli(project, "promote", "--from", "itdev", "--to", "itstg")
     assert r.returncode == 1 and "stack 'itdev' is not healthy: it was never deployed; nothing was written" in r.stderr
+    assert dev_file.read_text() == dev_before, "a refused promote reads the source stack; it never writes its file"
 
     assert cli(project, "deploy", "--stack", "itdev", "--idempotency-key", "dev-1").returncode == 0
     r = cli(project, "promote", "--from", "itdev", "--to", "itstg")

@@ -76,7 +76,7 @@ def test_two_deploys_racing_for_one_stack_on_postgresql_never_both_hold_it(share
         assert "is locked by another update" in err and "Traceback" not in err, err[-2000:]
     assert locked, "the two deploys never overlapped: the race was not exercised"
     # Never two through at once: the updates that ran (history) never overlap in time.
-    updates = sorted((u.start_time, u.end_time) for u in engine.history() if u.kind == "update")
+    updates = sorted((u["startTime"], u.get("endTime", "")) for u in engine.history() if u["kind"] == "update")
     assert len(updates) == 1 + sum(rc == 0 for rc, _ in outcomes)
     for (_, end), (start, _) in zip(updates, updates[1:], strict=False):
         assert end <= start, f"two updates of one stack overlapped: one ended {end}, the next started {start}"

@@ -389,3 +389,37 @@ def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas
     dep = "infercrane-0123456789abcdef01234567"
     events = [event("Pod", f"{dep}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)]
     assert pod_warnings(EventList(events), target(), [dep]) == {dep: ['Failed: Error: secret "hf-token" not found']}
+
+
+def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_error_not_a_traceback() -> None:
+    import httpx2
+
+    from infercrane.core.errors import ClusterError
+    from infercrane.live.readiness import wait_gone
+
+    class Down:
+        def list(self, *a: Any, **k: Any) -> Any:
+            raise httpx2.ConnectError("[Errno 111] Connection refused")
+
+    with pytest.raises(ClusterError) as exc:
+        wait_gone(Down(), target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=0.05)  # type: ignore[arg-type]
+    assert str(exc.value).startswith(
+        "the Kubernetes API stopped answering while waiting for 1 object(s) to be gone; the deletes were sent:"
+    )
+
+
+def test_a_destroy_wait_rides_out_a_short_outage_and_still_proves_the_objects_gone() -> None:
+    import httpx2
+
+    from infercrane.live.readiness import wait_gone
+
+    class Flaky(ByKind):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None) -> list[Listed]:
+            self.failures = getattr(self, "failures", 0) + 1
+            if self.failures <= 2:
+                raise httpx2.ConnectError("[Errno 111] Connection refused")
+            return super().list(res, namespace, labels)
+
+    client = Flaky([{"Deployment": []}])
+    left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+    assert left == []
