@@ -10,7 +10,7 @@ import argparse
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.cli import output
 from infercrane.cli.parser import replica_intent
@@ -20,6 +20,7 @@ from infercrane.project import paths, stackfile
 
 if TYPE_CHECKING:
     from infercrane.cli.progress import ProgressView
+    from infercrane.core.config import InferCraneConfig
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -27,6 +28,7 @@ EXIT_CHANGES_PENDING: Final = 3
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    disclose(args, args.stack)
     try:
         config = stackfile.load_stack(args.stack)
         rendered = render_checked(config, args.stack)
@@ -42,6 +44,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    disclose(args, args.stack)
     try:
         config = stackfile.load_stack(args.stack)
         rendered = render_checked(config, args.stack)
@@ -83,6 +86,26 @@ def cmd_local(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | None = None) -> None:
+    """Before anything else, on stderr: every field the environment overrides in ``stacks`` and,
+    for a command that changes a cluster, the context and namespace it acts on (JSON events with
+    --json)."""
+    as_json = bool(getattr(args, "json", False))
+    for stack in stacks:
+        for sentence in stackfile.env_overrides(stack):
+            _event(as_json, {"event": "override", "stack": stack, "message": sentence}, f"note: {sentence}")
+    if acting is not None:
+        t = acting.kubernetes
+        what = f"stack {stacks[0]}: context {t.context}, namespace {t.namespace}, workload API {t.workload_api}"
+        _event(as_json, {"event": "target", "stack": stacks[0], "context": t.context, "namespace": t.namespace}, what)
+
+
+def _event(as_json: bool, doc: dict[str, Any], text: str) -> None:
+    import json
+
+    print(json.dumps(doc) if as_json else text, file=sys.stderr, flush=True)
+
+
 @contextmanager
 def _progress(args: argparse.Namespace, op: str, total: int, children: int = 1) -> Iterator[ProgressView]:
     """The progress view of one long command (infercrane.cli.progress): a live line on a terminal,
@@ -113,6 +136,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # With MODEL, the program plans the stack's config plus that intent, handed to it directly:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
     config = stackfile.load_stack(args.stack) if replica is None else stackfile.load_stack_with(args.stack, replica)
+    disclose(args, args.stack, acting=config)
     with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
         result = operations.plan(
             Engine(args.stack),
@@ -152,9 +176,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         print(f"stack file {paths.display_path(path)}: replica {replica['key']} {change}", file=sys.stderr)
     try:
         config = stackfile.load_stack(args.stack)
+        disclose(args, args.stack, acting=config)
         key = args.idempotency_key or operations.new_idempotency_key()
         if not args.idempotency_key:
-            print(f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)", file=sys.stderr)
+            _event(
+                args.json,
+                {"event": "idempotency-key", "key": key},
+                f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)",
+            )
         with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
             result = operations.deploy(
                 Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event, notes=view.note
@@ -181,6 +210,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     from infercrane.live.inspect import inspect_report
 
     config = stackfile.load_stack(args.stack)
+    disclose(args, args.stack)
     records, endpoints = inspect_report(config, cluster.client(config.kubernetes), stack=args.stack)
     print(output.inspect(args.stack, records, endpoints, as_doc=args.json))
     return EXIT_OK
@@ -192,6 +222,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     from infercrane.live import cluster
 
     config = stackfile.load_stack(args.stack)
+    disclose(args, args.stack, acting=config)
     with _progress(args, "destroy", 0) as view:
         result = teardown.destroy(
             Engine(args.stack),
@@ -209,6 +240,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from infercrane.live import doctor
 
     config = stackfile.load_stack(args.stack)
+    disclose(args, args.stack)
     checks = doctor.run(config)
     failed = sum(c.status == doctor.FAIL for c in checks)
     print(output.doctor(args.stack, checks, failed, as_doc=args.json))
@@ -219,6 +251,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
     from infercrane.core import promotion as promote
     from infercrane.engine import promotion as gate
 
+    disclose(args, args.source, args.target)
     source = stackfile.load_stack(args.source)
     target = stackfile.load_stack(args.target)
     changes = promote.diff(source, target, args.replica)
@@ -235,6 +268,7 @@ def cmd_takeover(args: argparse.Namespace) -> int:
     from infercrane.live import cluster, takeover
 
     config = stackfile.load_stack(args.stack)
+    disclose(args, args.stack, acting=config)
     result = takeover.takeover(config, cluster.client(config.kubernetes), args.stack, dry_run=args.dry_run)
     print(output.takeover(args.stack, result, dry_run=args.dry_run, as_doc=args.json))
     return EXIT_OK

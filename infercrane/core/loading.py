@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from pydantic import ValidationError
@@ -142,6 +143,36 @@ def load(
     if problems or config is None:
         raise ConfigError(problems, source)
     return config
+
+
+@dataclass(frozen=True)
+class Override:
+    """One ``INFERCRANE_KUBERNETES_*`` variable that sets a target field of a stack: which, to
+    what, and what the stack file says (None: not set there). Never a secret: the fields hold
+    names, references and paths only."""
+
+    variable: str
+    field: str  # ``infercrane:kubernetes.context``
+    value: str
+    file_value: Any
+
+    def sentence(self, source: str) -> str:
+        said = "not set there" if self.file_value is None else f"the file says {self.file_value!r}"
+        return f"{self.variable} sets {self.field} of {source} to {self.value!r} ({said})"
+
+
+def overrides(values: Mapping[str, Any], env: Mapping[str, str]) -> list[Override]:
+    """What the environment overrides in a stack's target, in variable order (:data:`ENV_FIELDS`)."""
+    target = values.get(KEY_TARGET) if isinstance(values.get(KEY_TARGET), Mapping) else {}
+    out = []
+    for var, path in ENV_FIELDS.items():
+        if var not in env:
+            continue
+        node: Any = target
+        for part in path:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        out.append(Override(var, f"{KEY_TARGET}." + ".".join(path), env[var], node))
+    return out
 
 
 def _endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:

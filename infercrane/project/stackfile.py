@@ -22,6 +22,7 @@ from infercrane.core import promotion
 from infercrane.core.config import KEY_REPLICAS, InferCraneConfig, Replica
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.loading import load as load_values
+from infercrane.core.loading import overrides
 from infercrane.project.paths import display_path, stack_file
 
 # Top-level keys of a Pulumi stack file; anything else is a typo (a misspelt `config:` would
@@ -103,6 +104,17 @@ def load_stack(stack: str, *, project_dir: Path | None = None, env: Mapping[str,
     """Read and validate ``stacks/Pulumi.<stack>.yaml`` merged with the environment."""
     path = stack_file(stack, project_dir)
     return load_values(read_stack_values(path), source=display_path(path), env=os.environ if env is None else env)
+
+
+def env_overrides(stack: str, *, project_dir: Path | None = None, env: Mapping[str, str] | None = None) -> list[str]:
+    """One sentence per ``INFERCRANE_KUBERNETES_*`` variable that overrides a field of the stack
+    (a CI job's exported production variables retarget *every* stack: say so first)."""
+    path = stack_file(stack, project_dir)
+    try:
+        values = read_stack_values(path)
+    except ConfigError:
+        return []  # the command's own load says what is wrong with the file
+    return [o.sentence(display_path(path)) for o in overrides(values, os.environ if env is None else env)]
 
 
 def load_stack_with(

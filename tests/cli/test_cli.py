@@ -3,6 +3,7 @@ entry point itself once more as a user runs it (``python -m infercrane`` in a ne
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -128,3 +129,24 @@ def test_python_m_infercrane_validates_and_renders_as_a_user_runs_it() -> None:
 def test_python_m_infercrane_usage_error_exits_2_with_argparse_usage() -> None:
     r = run_as_user("frobnicate")
     assert r.returncode == 2 and r.stderr.startswith("usage: infercrane") and "invalid choice" in r.stderr
+
+
+def test_every_variable_that_retargets_a_stack_is_said_first_with_the_file_and_both_values(
+    cli: CliRunner, scratch_project: Path
+) -> None:
+    env = {"INFERCRANE_KUBERNETES_CONTEXT": "production-cluster", "INFERCRANE_KUBERNETES_NAMESPACE": "infercrane-system"}
+    r = cli("validate", "--stack", "dev", cwd=scratch_project, env=env)
+    assert r.returncode == 0, r.stderr
+    first, second = r.stderr.splitlines()[:2]
+    assert first == (
+        "note: INFERCRANE_KUBERNETES_CONTEXT sets infercrane:kubernetes.context of stacks/Pulumi.dev.yaml "
+        "to 'production-cluster' (the file says 'gpu-dev')"
+    )
+    assert second.startswith(
+        "note: INFERCRANE_KUBERNETES_NAMESPACE sets infercrane:kubernetes.namespace of stacks/Pulumi.dev.yaml"
+    )
+    r = cli("validate", "--stack", "dev", "--json", cwd=scratch_project, env=env)
+    events = [json.loads(line) for line in r.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["override", "override"]
+    assert events[0]["message"].startswith("INFERCRANE_KUBERNETES_CONTEXT sets infercrane:kubernetes.context")
+    assert cli("validate", "--stack", "dev", cwd=scratch_project).stderr == "", "nothing to say without the variables"
