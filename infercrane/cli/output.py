@@ -191,7 +191,8 @@ def doctor(stack: str, checks: Sequence[Check], failed: int, *, as_doc: bool) ->
         return dumps({"stack": stack, "ok": not failed, "checks": list(checks)})
     lines = [f"  [{c.status}] {c.name}: {c.detail}" + (f"\n         hint: {c.hint}" if c.hint else "") for c in checks]
     lines.append(
-        f"doctor: {len(checks) - failed}/{len(checks)} checks passed or warned" + ("" if not failed else f"; {failed} failed")
+        f"doctor: {len(checks) - failed}/{len(checks)} checks passed, warned or could not be verified by this identity"
+        + ("" if not failed else f"; {failed} failed")
     )
     return "\n".join(lines)
 

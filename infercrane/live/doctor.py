@@ -26,6 +26,7 @@ from infercrane.core.config import InferCraneConfig
 from infercrane.live import cluster
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
+UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up
 SEED_VERBS: Final = ("get", "list", "create", "patch", "delete")
 # (group, resource) the program applies, per workload API: the seed's rights are these x SEED_VERBS.
 WORKLOAD_RESOURCES: Final = {
@@ -131,15 +132,16 @@ def _kserve(client: Client, config: InferCraneConfig) -> Check:
     return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
 
 
-def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str) -> Check:
-    """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, WARN when forbidden."""
+def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str, verify: str) -> Check:
+    """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, not verifiable
+    (with ``verify``: what would verify it) when this identity may not read it."""
     try:
         read()
     except ApiError as exc:
         if exc.status.code == 404:
             return Check(name, FAIL, f"{what} does not exist", fix)
         if exc.status.code == 403:
-            return Check(name, WARN, forbidden)
+            return Check(name, UNVERIFIABLE, forbidden, verify)
         raise
     return Check(name, PASS, f"{what} exists")
 
@@ -151,7 +153,8 @@ def _namespace(client: Client, config: InferCraneConfig) -> Check:
         lambda: client.get(Namespace, ns),
         f"namespace {ns}",
         "kubectl apply -f deploy/kubernetes/base/namespace.yaml",
-        f"cannot read namespace {ns} (no cluster-scoped read; expected)",
+        "not verifiable with the shipped Role (it reads nothing cluster-scoped, by design)",
+        f"`kubectl get namespace {ns}` as an administrator; a deploy into a missing namespace is refused by its dry run",
     )
 
 
@@ -162,7 +165,9 @@ def _service_account(client: Client, config: InferCraneConfig) -> Check:
         lambda: client.get(ServiceAccount, t.service_account, namespace=t.namespace),
         f"service account {t.service_account}",
         "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
-        "cannot read service accounts with this identity",
+        "not verifiable with the shipped Role (it may not read service accounts, by design)",
+        f"`kubectl get serviceaccount {t.service_account} -n {t.namespace}` as an administrator; "
+        "without it the ReplicaSet cannot create the pods (inspect shows FailedCreate)",
     )
 
 
@@ -177,9 +182,9 @@ def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
         if exc.status.code == 403:
             return Check(
                 "GPU capacity",
-                WARN,
-                "cannot list nodes (cluster-scoped read)",
-                "grant the optional node reader (docs/rbac.md) to check capacity",
+                UNVERIFIABLE,
+                "cannot list nodes (a cluster-scoped read the shipped Role does not grant, by design)",
+                "grant the optional node reader (deploy/kubernetes/optional/node-reader.yaml, docs/rbac.md) to check capacity",
             )
         raise
     have: Counter[str] = Counter()
