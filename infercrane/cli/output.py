@@ -243,7 +243,7 @@ def local_env(kubeconfig: str, env: Mapping[str, str]) -> str:
     lines = [
         f"# contexts in {kubeconfig}:",
         f"#   {CONTEXT}: the deploying identity, bound to exactly the shipped Roles (stacks use it)",
-        f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only pods and nodes",
+        f"#   {VIEWER_CONTEXT} (current-context, for your kubectl): read-only -- deployments, services, events, pods, nodes, inferenceservices",
         f"#   {ADMIN_CONTEXT}: cluster admin (bootstrap, out-of-band edits)",
     ]
     for k, v in env.items():

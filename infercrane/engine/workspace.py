@@ -122,7 +122,7 @@ def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = 
     if install_provider_plugin(home):
         dirs = [d for d in dirs if not (d / PROVIDER_BINARY).exists()]
     env = {
-        "PATH": os.pathsep.join([*(str(d) for d in dirs), os.environ.get("PATH", "")]),
+        "PATH": _path_with(tuple(str(d) for d in dirs), os.environ.get("PATH", "")),
         "PULUMI_SKIP_UPDATE_CHECK": "true",
         "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
         "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
@@ -136,6 +136,13 @@ def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = 
     if env["PULUMI_BACKEND_URL"].startswith("file://"):
         Path(env["PULUMI_BACKEND_URL"].removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     return env
+
+
+def _path_with(first: tuple[str, ...], path: str) -> str:
+    """``first`` then the entries of ``path`` not among them: a shell that evals ``local env`` twice
+    keeps one copy of each."""
+    rest = [p for p in path.split(os.pathsep) if p and p not in first]
+    return os.pathsep.join([*first, *rest])
 
 
 #: What :meth:`Engine.apply` gives the Automation API for the summary it does not read.

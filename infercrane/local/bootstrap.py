@@ -16,7 +16,7 @@ import base64
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from lightkube import ApiError, Client, codecs
@@ -51,11 +51,37 @@ OPTIONAL_ROLES = (
 )
 
 
+# What a person looks at on the local plane with the viewer (the current-context of `local env`):
+# read-only, never a write; the deploying identity keeps exactly the shipped Roles.
+VIEWER_READS: Final = (
+    {"apiGroups": ["apps"], "resources": ["deployments", "replicasets"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": [""], "resources": ["services", "events", "pods"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["serving.kserve.io"], "resources": ["inferenceservices"], "verbs": ["get", "list", "watch"]},
+)
+
+
 def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:
-    """Bind every optional Role/ClusterRole to ``user`` (the plane's read-only evidence identity)."""
+    """Bind every optional Role/ClusterRole to ``user`` (the plane's read-only evidence identity),
+    and a local-only Role that lets it read what a person looks at (:data:`VIEWER_READS`)."""
     labels = {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}
     subject = [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
-    out: list[dict[str, Any]] = []
+    rbac = "rbac.authorization.k8s.io/v1"
+    name = "infercrane-local-viewer"
+    out: list[dict[str, Any]] = [
+        {
+            "apiVersion": rbac,
+            "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "rules": list(VIEWER_READS),
+        },
+        {
+            "apiVersion": rbac,
+            "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": subject,
+        },
+    ]
     for rel in OPTIONAL_ROLES:
         for d in yaml.safe_load_all((code_root() / rel).read_text()):
             if d and d["kind"] in ("Role", "ClusterRole"):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -157,14 +158,27 @@ def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
 
 
 def test_a_persons_kubectl_works_on_the_plane_without_naming_a_context(project: Project) -> None:
+    """The viewer (current-context) reads what a person looks at and writes nothing; evaluating
+    `local env` twice keeps one copy of each PATH entry."""
+    import shlex
+
     from infercrane.project.tools import find_tool
 
-    r = subprocess.run(
-        [str(find_tool("kubectl")), f"--kubeconfig={project.plane.kubeconfig}", "get", "pods", "-n", NS],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert r.returncode == 0, r.stderr
+    def kubectl_as_viewer(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = [str(find_tool("kubectl")), f"--kubeconfig={project.plane.kubeconfig}", *args, "-n", NS]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+    for what in ("pods", "deployments", "services", "events", "inferenceservices"):
+        r = kubectl_as_viewer("get", what)
+        assert r.returncode == 0, (what, r.stderr)
+    r = kubectl_as_viewer("delete", "deployment", "anything")
+    assert r.returncode != 0 and "forbidden" in r.stderr.lower(), "the viewer never writes"
     r = cli(project, "local", "env")
-    assert "infercrane-local-viewer (current-context, for your kubectl): read-only pods and nodes" in r.stdout
+    assert "infercrane-local-viewer (current-context, for your kubectl): read-only -- deployments, services" in r.stdout
+    path = next(
+        shlex.split(line.removeprefix("export PATH="))[0] for line in r.stdout.splitlines() if line.startswith("export PATH=")
+    )
+    again = cli(project, "local", "env", env={"PATH": path}).stdout
+    path_again = next(shlex.split(x.removeprefix("export PATH="))[0] for x in again.splitlines() if x.startswith("export PATH="))
+    entries = path_again.split(os.pathsep)
+    assert len(entries) == len(set(entries)) and path_again == path
