@@ -69,10 +69,23 @@ def read_stack_values(path: Path) -> dict[str, Any]:
         raise ConfigError(
             [Problem(where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")], rel
         ) from None
-    except (RecursionError, UnicodeDecodeError, ValueError) as exc:
+    except RecursionError:
         raise ConfigError(
-            [Problem(rel, f"cannot be read as a stack file ({exc.__class__.__name__})", "fix the file")], rel
+            [
+                Problem(
+                    rel,
+                    "nests maps or lists too deeply to be read (thousands of levels; a stack file needs a handful)",
+                    "look for a runaway indentation or a generated block of '[' / '- ' and flatten it",
+                )
+            ],
+            rel,
         ) from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [Problem(rel, f"is not UTF-8 text (byte {exc.start}: {exc.reason})", "save the file as UTF-8")], rel
+        ) from None
+    except ValueError as exc:
+        raise ConfigError([Problem(rel, f"cannot be read as a stack file: {exc}", "fix the value it names")], rel) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(rel, "has no 'config:' map", "put settings under 'config:'")], rel)
     problems = [

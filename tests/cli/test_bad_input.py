@@ -74,15 +74,20 @@ DUPLICATE = "config:\n  infercrane:kubernetes:\n    context: a\n    context: b\n
         ("config:\n  42: x\n", "stacks/Pulumi.dev.yaml: config.42: is not a string key"),
         ("config:\n  null: x\n", "stacks/Pulumi.dev.yaml: config.None: is not a string key"),
         ("confg:\n  infercrane:kubernetes: {}\n", "stacks/Pulumi.dev.yaml: 'confg': is not a stack file key"),
-        ("config:\n  x: " + "[" * 5000 + "]" * 5000 + "\n", "stacks/Pulumi.dev.yaml: cannot be read as a stack file"),
+        (
+            "config:\n  x: " + "[" * 5000 + "]" * 5000 + "\n",
+            "stacks/Pulumi.dev.yaml: nests maps or lists too deeply to be read (thousands of levels; a stack file needs a handful)",
+        ),
+        (b"config:\n  x: \xff\n", "stacks/Pulumi.dev.yaml: is not UTF-8 text (byte 13: invalid start byte)"),
     ],
-    ids=["duplicate-key", "numeric-key", "null-key", "misspelt-config", "deep-nesting"],
+    ids=["duplicate-key", "numeric-key", "null-key", "misspelt-config", "deep-nesting", "not-utf8"],
 )
 @pytest.mark.parametrize("command", ["validate", "render", "plan"])
 def test_every_command_gives_a_broken_file_the_same_verdict(
-    cli: CliRunner, scratch_project: Path, text: str, expected: str, command: str
+    cli: CliRunner, scratch_project: Path, text: str | bytes, expected: str, command: str
 ) -> None:
-    stack_file(scratch_project).write_text(text)
+    path = stack_file(scratch_project)
+    path.write_bytes(text) if isinstance(text, bytes) else path.write_text(text)
     r = cli(command, "--stack", "dev", cwd=scratch_project)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
     assert expected in r.stderr
