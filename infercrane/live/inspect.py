@@ -189,10 +189,9 @@ def inspect_report(
                     "observedGeneration": status.get("observedGeneration"),
                     "availableReplicas": status.get("availableReplicas"),
                     "readyReplicas": status.get("readyReplicas"),
-                    "conditions": [
-                        {"type": c.get("type"), "status": c.get("status"), "reason": c.get("reason"), "message": c.get("message")}
-                        for c in status.get("conditions") or []
-                    ],
+                    # Raw condition metadata as the controller reports it (KServe adds severity and
+                    # lastTransitionTime; Deployments lastUpdateTime too): nothing dropped.
+                    "conditions": [dict(c) for c in status.get("conditions") or []],
                     "state": object_state(kind, obj),
                     "managers": managers(obj),
                 }

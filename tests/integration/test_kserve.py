@@ -55,6 +55,8 @@ def test_an_inference_service_is_reconciled_by_kserve_to_ready_on_the_requested_
     assert rec["state"] == "ready"
     (obj,) = rec["objects"]
     assert {"type": "Ready", "status": "True"} in [{"type": c["type"], "status": c["status"]} for c in obj["conditions"]]
+    assert obj["conditions"] == _isvc(admin, name)["status"]["conditions"], "KServe's raw condition metadata"  # type: ignore[index]
+    assert all("lastTransitionTime" in c for c in obj["conditions"])
     assert rec["endpoint"] == isvc["status"]["address"]["url"] == f"http://{name}-predictor.{NS}.svc.cluster.local"  # type: ignore[index]
 
     r = cli(project, "plan", "--stack", "itkserve", "--json")
