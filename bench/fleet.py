@@ -259,6 +259,12 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
     out["plan"], doc = timed(lambda: json.loads(run([*cli, "plan", "--stack", "ours", "--json"], env=env, cwd=project)))
     assert doc["basis"] == "state+live" and not doc["changesPending"], doc.get("basis")
     out["plan-full"], _ = timed(lambda: run([*cli, "plan", "--stack", "ours", "--json", "--full-preview"], env=env, cwd=project))
+    # The same preview with the policy pack (policy/): its cost is the pack's process start and one
+    # Analyze call per resource.
+    pack = str(ROOT / "policy")
+    out["plan-policy"], _ = timed(
+        lambda: run([*cli, "plan", "--stack", "ours", "--json", "--policy-pack", pack], env=env, cwd=project)
+    )
     out["inspect"], doc = timed(lambda: json.loads(run([*cli, "inspect", "--stack", "ours", "--json"], env=env, cwd=project)))
     assert sum(r["state"] == "ready" for r in doc["replicas"]) == n
     out["destroy"], _ = timed(lambda: run([*cli, "destroy", "--stack", "ours", "--json"], env=env, cwd=project))
@@ -333,6 +339,8 @@ def report(n: int, r: dict[str, dict[str, float]]) -> None:
         )
     if i:
         print(f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | | |")
+        overhead = i["plan-policy"] / i["plan-full"]
+        print(f"| the same preview with --policy-pack policy | | | {i['plan-policy']:.1f} s ({overhead:.2f}x) | | |")
         print(f"| inspect | | | {i['inspect']:.1f} s | | |")
         print(f"| CLI start-up + stack file (validate) | | | {i['startup']:.2f} s | | |")
         phases = ", ".join(f"{ph} {i[ph]:.1f} s" for ph in ("to first apply", "apply phase", "last apply to ready"))
