@@ -182,13 +182,30 @@ class Plane:
             START_TIMEOUT_SECONDS,
         )
         try:
-            self._start(run, tools, ports, nodes_file, self._stages(tools["kwok"], pod_ready_delay))
+            self._start(run, tools, ports, nodes_file, self._stages(tools["kwok"], pod_ready_delay), version)
         except BaseException:
             run.rollback()  # a failed start leaves nothing running (etcd's data and the PKI stay)
             raise
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
         return self.status()
+
+    @staticmethod
+    def _version_flags(version: str) -> list[str]:
+        """API server flags a Kubernetes release needs on a loopback-only plane: from 1.37 the
+        endpoint reconciler refuses a loopback advertise address ("may not be in the loopback
+        range"); nothing here reaches the API server through the ``kubernetes`` Service, so it
+        reconciles nothing."""
+        minor = tuple(int(x) for x in version.split(".")[:2]) if version.count(".") >= 1 else (0, 0)
+        return ["--endpoint-reconciler-type=none"] if minor >= (1, 37) else []
+
+    @staticmethod
+    def _controllers(version: str) -> str:
+        """The controller-manager's controllers: all but node IPAM and the cloud ones (no cloud
+        here). From 1.37 the cloud controllers are no longer part of it, and naming one fails."""
+        minor = tuple(int(x) for x in version.split(".")[:2]) if version.count(".") >= 1 else (0, 0)
+        cloud = "" if minor >= (1, 37) else ",-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller"
+        return f"--controllers=*,-nodeipam{cloud}"
 
     @staticmethod
     def _version(apiserver: Path) -> str:
@@ -217,7 +234,13 @@ class Plane:
         return delayed
 
     def _start(
-        self, run: Supervisor, tools: dict[str, Path], ports: dict[str, int], nodes_file: Path | None, stages: Path
+        self,
+        run: Supervisor,
+        tools: dict[str, Path],
+        ports: dict[str, int],
+        nodes_file: Path | None,
+        stages: Path,
+        version: str = "",
     ) -> None:
         def launch(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
             run.launch(name, tools[name], args, env)
@@ -259,6 +282,7 @@ class Plane:
                 "--enable-priority-and-fairness=false",
                 "--profiling=false",
                 "--v=0",
+                *self._version_flags(version),
             ],
         )
         run.wait(self.api_ready, "kube-apiserver /readyz")
@@ -271,7 +295,7 @@ class Plane:
                 f"--service-account-private-key-file={p / 'sa.key'}",
                 f"--root-ca-file={p / 'ca.crt'}",
                 "--use-service-account-credentials=true",
-                "--controllers=*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller",
+                self._controllers(version),
                 "--v=0",
             ],
         )
