@@ -139,10 +139,9 @@ def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = 
 
 
 def _path_with(first: tuple[str, ...], path: str) -> str:
-    """``first`` then the entries of ``path`` not among them: a shell that evals ``local env`` twice
-    keeps one copy of each."""
-    rest = [p for p in path.split(os.pathsep) if p and p not in first]
-    return os.pathsep.join([*first, *rest])
+    """``first`` then the entries of ``path``, each once (in order): a shell that evals ``local
+    env`` twice keeps one copy of every entry."""
+    return os.pathsep.join(dict.fromkeys([*first, *(p for p in path.split(os.pathsep) if p)]))
 
 
 #: What :meth:`Engine.apply` gives the Automation API for the summary it does not read.

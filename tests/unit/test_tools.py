@@ -72,3 +72,11 @@ def test_the_provider_plugin_is_linked_into_a_fresh_pulumi_home_not_copied(
     binary.unlink()
     monkeypatch.setattr(workspace, "pinned_tool", lambda name: other)
     assert workspace.install_provider_plugin(home) and plugin.resolve() == other.resolve()
+
+
+def test_the_engine_path_puts_the_pinned_tools_first_and_keeps_one_copy_of_every_entry() -> None:
+    from infercrane.engine.workspace import _path_with
+
+    once = _path_with(("/tools/pulumi", "/tools/kube"), "/usr/bin:/tools/kube:/usr/bin:/bin:")
+    assert once == "/tools/pulumi:/tools/kube:/usr/bin:/bin"
+    assert _path_with(("/tools/pulumi", "/tools/kube"), once) == once, "evaluated twice: the same PATH"
