@@ -95,6 +95,10 @@ def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | 
         for sentence in stackfile.env_overrides(stack):
             _event(as_json, {"event": "override", "stack": stack, "message": sentence}, f"note: {sentence}")
     if acting is not None:
+        from infercrane.core.loading import advice
+
+        for line in advice(acting):
+            _event(as_json, {"event": "advice", "stack": stacks[0], "message": line}, f"note: {line}")
         t = acting.kubernetes
         what = f"stack {stacks[0]}: context {t.context}, namespace {t.namespace}, workload API {t.workload_api}"
         _event(as_json, {"event": "target", "stack": stacks[0], "context": t.context, "namespace": t.namespace}, what)

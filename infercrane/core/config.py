@@ -374,9 +374,10 @@ class KubernetesTarget(_Frozen):
         default_factory=lambda: PodSettings.model_validate({}),
         description="Pod-level settings of every replica: pull secrets, priority, tolerations, node labels, env, labels.",
     )
-    resources: Resources = Field(
-        default_factory=lambda: Resources.model_validate({}),
-        description="CPU and memory per GPU of every replica (override per replica with replicas[].resources).",
+    resources: Resources | None = Field(
+        None,
+        description="CPU and memory per GPU of every replica ({} for the defaults; override per replica with "
+        "replicas[].resources); default none: no CPU/memory requests, as before this setting existed.",
     )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
@@ -537,14 +538,19 @@ class InferCraneConfig(_Frozen):
         """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""
         return self.kubernetes.artifact_cache.claim_for(replica.model, replica.model_revision)
 
-    def resources_for(self, replica: Replica) -> dict[str, dict[str, str]]:
-        """The container's CPU and memory ``requests`` and ``limits`` (GPUs are added by the renderer).
+    def resources_for(self, replica: Replica) -> dict[str, dict[str, str]] | None:
+        """The container's CPU and memory ``requests`` and ``limits`` (GPUs are added by the
+        renderer), or None when neither the target nor the replica sets ``resources`` -- so that
+        upgrading InferCrane restarts no replica; ``resources: {}`` takes the defaults.
 
         Requests: the replica's own values, else the target's per-GPU values times its GPU count.
         Limits: memory = request + shmSize (the tmpfs counts against it); CPU none (no throttling)
         but under KServe, which would impose its default; guaranteed: CPU = request and the memory
         request raised to the limit (Guaranteed QoS needs requests = limits)."""
-        t, own = self.kubernetes.resources, replica.resources
+        own = replica.resources
+        if self.kubernetes.resources is None and own == ResourcesOverride.model_validate({}):
+            return None
+        t = self.kubernetes.resources or Resources.model_validate({})
         cpu = quantity.cpu_millis(own.cpu) if own.cpu else quantity.cpu_millis(t.cpu_per_gpu) * replica.gpu_count
         memory = quantity.memory_bytes(own.memory) if own.memory else quantity.memory_bytes(t.memory_per_gpu) * replica.gpu_count
         limit = memory + quantity.memory_bytes(replica.shm_size)

@@ -6,7 +6,7 @@ manifest the rules that hold for every workload -- a digest-pinned image, a know
 selected for a pod that requests GPUs with limits = requests, no patch-force, no secret-looking
 literal in the environment, no ``--api-key`` in the arguments -- and, to an object that carries
 InferCrane's ownership (ours, or claiming to be), the ownership rules too: exact metadata and field
-manager, a selector on the instance label only, CPU and memory requests, read-only claims.
+manager, a selector on the instance label only, a memory limit with a memory request, read-only claims.
 :func:`check` is the program's view: every rule, every object treated as ours. Never raises. Pure core.
 """
 
@@ -58,7 +58,7 @@ RULES: Final = {
         ),
         Rule(
             "infercrane-pod-contract",
-            "InferCrane's pods request CPU and memory and mount claims read-only.",
+            "InferCrane's pods limit the memory they request (its /dev/shm included) and mount claims read-only.",
             "render the object with InferCrane (`infercrane render`)",
             ours_only=True,
         ),
@@ -202,8 +202,8 @@ def _pod_contract(m: Mapping[str, Any]) -> Iterator[str]:
             yield f"volume {v.get('name')} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
     for c in pod.get("containers") or []:
         res = c.get("resources") or {}
-        if not {"cpu", "memory"} <= set(res.get("requests") or {}) or "memory" not in (res.get("limits") or {}):
-            yield f"container {c.get('name')}: cpu and memory requests and a memory limit must be set (else the pod is BestEffort)"
+        if "memory" in (res.get("requests") or {}) and "memory" not in (res.get("limits") or {}):
+            yield f"container {c.get('name')}: a memory request needs a memory limit (request + /dev/shm, which is charged to it)"
 
 
 def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str, gpu_products: tuple[str, ...] = ()) -> list[str]:

@@ -34,7 +34,6 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
             "gpuProductLabel": t.gpu_product_label,
             "gpuTolerationKey": t.gpu_toleration_key,
             "kserveDeploymentMode": t.kserve_deployment_mode,
-            "resources": config.resources_for(replica),  # as rendered: a change of either side moves it
         },
     }
     if t.security_context is not None:
@@ -42,6 +41,9 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     token = config.token_for(replica)
     if token is not None:  # a field added later enters only when set: an upgrade changes no intent
         spec["target"]["huggingFaceToken"] = token.model_dump(by_alias=True)
+    resources = config.resources_for(replica)
+    if resources is not None:  # as rendered: a change of either side moves it; none set: no change
+        spec["target"]["resources"] = resources
     pod = config.pod_for(replica)
     if pod != PodSettings.model_validate({}):  # the merged settings, as rendered; none set: no change of intent
         spec["target"]["pod"] = pod.model_dump(by_alias=True, mode="json", exclude_defaults=True)

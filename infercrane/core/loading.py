@@ -175,6 +175,18 @@ def overrides(values: Mapping[str, Any], env: Mapping[str, str]) -> list[Overrid
     return out
 
 
+def advice(config: InferCraneConfig) -> list[str]:
+    """What is valid but worth saying before a deploy: replicas without CPU/memory requests."""
+    bare = [r.key for r in config.replicas if config.resources_for(r) is None]
+    if not bare:
+        return []
+    return [
+        f"{len(bare)} replica(s) request no CPU or memory (BestEffort pods, evicted first under node pressure): set "
+        f"{KEY_TARGET}.resources: {{}} for the defaults (4 CPUs, 32Gi per GPU); the next deploy restarts each "
+        "replica once, in waves"
+    ]
+
+
 def _endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:
     """Endpoint settings that name no endpoint, or whose merged rollout policy can never progress."""
     problems = []

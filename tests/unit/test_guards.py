@@ -75,9 +75,9 @@ CASES: list[tuple[str, Mutator, str]] = [
     ),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
     (
-        "best-effort",
-        lambda m: _container(m)["resources"]["requests"].pop("memory"),
-        "cpu and memory requests and a memory limit must be set (else the pod is BestEffort)",
+        "unlimited-memory",
+        lambda m: _container(m)["resources"]["requests"].update(memory="32Gi"),
+        "a memory request needs a memory limit (request + /dev/shm, which is charged to it)",
     ),
     (
         "writable-claim",

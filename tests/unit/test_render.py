@@ -25,8 +25,7 @@ def test_deployment_contract(values: dict[str, Any]) -> None:
     assert (spec["replicas"], spec["strategy"], spec["progressDeadlineSeconds"]) == (1, {"type": "Recreate"}, 1800)
     assert spec["selector"] == {"matchLabels": {"app.kubernetes.io/instance": dep["metadata"]["name"]}}
     assert c["command"] == ["python3", "-m", "vllm.entrypoints.openai.api_server"]
-    assert c["resources"]["requests"] == {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
-    assert c["resources"]["limits"] == {"nvidia.com/gpu": "1", "memory": "40Gi"}, "memory limit = request + /dev/shm"
+    assert c["resources"]["limits"] == c["resources"]["requests"] == {"nvidia.com/gpu": "1"}, "no resources setting: GPUs only"
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "infercrane-runtime"
@@ -157,7 +156,12 @@ def test_a_pod_identity_makes_the_pods_meet_pod_security_restricted_and_none_kee
     assert [v for v in pod["volumes"] if set(v) - {"name", "emptyDir"}] == []  # restricted allows emptyDir
 
 
-def test_cpu_and_memory_scale_with_the_gpu_count_and_a_replica_may_set_its_own(values: dict[str, Any]) -> None:
+def test_resources_take_the_defaults_scaled_by_the_gpu_count_and_a_replica_may_set_its_own(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["resources"] = {}
+    (dep, _svc) = render(values, shmSize="8Gi")
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert res["requests"] == {"nvidia.com/gpu": "1", "cpu": "4", "memory": "32Gi"}
+    assert res["limits"] == {"nvidia.com/gpu": "1", "memory": "40Gi"}, "memory limit = request + /dev/shm"
     (dep, _svc) = render(values, gpuCount=4, shmSize="32Gi")
     res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
     assert res["requests"] == {"nvidia.com/gpu": "4", "cpu": "16", "memory": "128Gi"}
@@ -179,8 +183,22 @@ def test_guaranteed_qos_sets_limits_equal_to_requests_with_dev_shm_inside(values
 def test_under_kserve_the_cpu_limit_is_explicit_so_kserves_one_cpu_default_never_undercuts_the_request(
     values: dict[str, Any],
 ) -> None:
-    values["infercrane:kubernetes"]["workloadApi"] = "kserve"
+    values["infercrane:kubernetes"] |= {"workloadApi": "kserve", "resources": {}}
     (isvc,) = render(values, gpuCount=2)
     res = isvc["spec"]["predictor"]["containers"][0]["resources"]
     assert res["requests"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "64Gi"}
     assert res["limits"] == {"nvidia.com/gpu": "2", "cpu": "8", "memory": "72Gi"}
+
+
+def test_a_replicas_own_resources_apply_without_a_target_setting_and_a_stack_without_either_keeps_its_intent(
+    values: dict[str, Any],
+) -> None:
+    from infercrane.core.intent import intent
+
+    before = loading.load(values, source="s", env={})
+    (dep, _svc) = render(values, resources={"cpu": "12"})
+    res = dep["spec"]["template"]["spec"]["containers"][0]["resources"]
+    assert (res["requests"]["cpu"], res["requests"]["memory"]) == ("12", "32Gi")
+    values["infercrane:replicas"][0].pop("resources")
+    after = loading.load(values, source="s", env={})
+    assert intent(after, after.replicas[0]) == intent(before, before.replicas[0])

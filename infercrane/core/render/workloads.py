@@ -114,6 +114,8 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
 def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str]) -> dict[str, Any]:
     """GPU limits = requests, plus CPU and memory (:meth:`InferCraneConfig.resources_for`)."""
     own = config.resources_for(replica)
+    if own is None:  # no resources setting: GPUs only, as before the setting existed
+        return {"limits": dict(gpus), "requests": dict(gpus)}
     return {"limits": {**gpus, **own["limits"]}, "requests": {**gpus, **own["requests"]}}
 
 

@@ -27,7 +27,9 @@ def deployment(name, container, pod=None, labels=None, annotations=None):
 
 
 deployment("tagged", {"image": "vllm/vllm-openai:latest"})  # image-digest
-deployment("guessed-gpu", {"resources": {"limits": GPU, "requests": GPU}}, {"nodeSelector": {"nvidia.com/gpu.product": "H100"}})  # gpu-product-selector
+deployment(
+    "guessed-gpu", {"resources": {"limits": GPU, "requests": GPU}}, {"nodeSelector": {"nvidia.com/gpu.product": "H100"}}
+)  # gpu-product-selector
 deployment(
     "uneven-gpu",
     {"resources": {"limits": GPU, "requests": {"nvidia.com/gpu": "2"}}},
@@ -37,7 +39,7 @@ deployment("forced", {}, annotations={"pulumi.com/patchForce": "true"})  # no-pa
 deployment("literal-key", {"env": [{"name": "OPENAI_API_KEY", "value": "sk-not-a-real-key"}]})  # no-secret-literals
 deployment(
     "claims-ours",
-    {"resources": {"limits": GPU, "requests": GPU}},
+    {"resources": {"limits": GPU, "requests": {**GPU, "memory": "32Gi"}}},  # memory requested, never limited
     {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
     labels={"app": "claims-ours", "app.kubernetes.io/managed-by": "infercrane"},
 )  # infercrane-ownership, infercrane-pod-contract
