@@ -139,9 +139,7 @@ def _workload(
             yield "no-secret-literals", f"{cname}: --api-key in args would expose the worker key"
         for e in c.get("env") or []:
             name = str(e.get("name", ""))
-            if "value" in e and (
-                name in naming.MANAGED_ENV - {naming.HF_HUB_CACHE_ENV, naming.HF_HUB_OFFLINE_ENV} or SECRET_NAME_RE.search(name)
-            ):
+            if "value" in e and (name in naming.SECRET_ENV or SECRET_NAME_RE.search(name)):
                 yield "no-secret-literals", f"{cname}: {name} must come from a secretKeyRef, not a literal value"
     if wants_gpu:
         value = (pod.get("nodeSelector") or {}).get(gpu_label)

@@ -50,7 +50,8 @@ HF_HUB_CACHE_ENV: Final = "HF_HUB_CACHE"  # where huggingface_hub looks for (and
 HF_HUB_OFFLINE_ENV: Final = "HF_HUB_OFFLINE"  # 1: never reach the Hub (a mounted cache is read-only and complete)
 PATCH_FORCE_ENV: Final = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 # What InferCrane sets in the container: a user's extra environment never names these.
-MANAGED_ENV: Final = frozenset({WORKER_KEY_ENV, VLLM_KEY_ENV, HF_TOKEN_ENV, HF_HUB_CACHE_ENV, HF_HUB_OFFLINE_ENV})
+SECRET_ENV: Final = frozenset({WORKER_KEY_ENV, VLLM_KEY_ENV, HF_TOKEN_ENV})  # only ever from a secretKeyRef
+MANAGED_ENV: Final = SECRET_ENV | {HF_HUB_CACHE_ENV, HF_HUB_OFFLINE_ENV}
 # Key prefixes and keys of ours: a user's extra pod labels and annotations never use them.
 OWN_KEY_PREFIXES: Final = ("infercrane.dev/", "pulumi.com/")
 OWN_LABELS: Final = frozenset({LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY})

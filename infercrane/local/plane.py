@@ -196,15 +196,17 @@ class Plane:
         endpoint reconciler refuses a loopback advertise address ("may not be in the loopback
         range"); nothing here reaches the API server through the ``kubernetes`` Service, so it
         reconciles nothing."""
-        minor = tuple(int(x) for x in version.split(".")[:2]) if version.count(".") >= 1 else (0, 0)
-        return ["--endpoint-reconciler-type=none"] if minor >= (1, 37) else []
+        return ["--endpoint-reconciler-type=none"] if _minor(version) >= (1, 37) else []
 
     @staticmethod
     def _controllers(version: str) -> str:
         """The controller-manager's controllers: all but node IPAM and the cloud ones (no cloud
         here). From 1.37 the cloud controllers are no longer part of it, and naming one fails."""
-        minor = tuple(int(x) for x in version.split(".")[:2]) if version.count(".") >= 1 else (0, 0)
-        cloud = "" if minor >= (1, 37) else ",-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller"
+        cloud = (
+            ""
+            if _minor(version) >= (1, 37)
+            else ",-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller"
+        )
         return f"--controllers=*,-nodeipam{cloud}"
 
     @staticmethod
@@ -445,3 +447,9 @@ class Plane:
     def reset(self) -> None:
         self.stop(quiet=True)
         shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _minor(version: str) -> tuple[int, int]:
+    """``1.37.2`` -> ``(1, 37)``; an unknown version (empty) sorts before every release."""
+    parts = version.split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else (0, 0)
