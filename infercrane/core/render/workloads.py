@@ -181,6 +181,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
     # Background (kubectl's default, and infercrane destroy's) removes the object at once; the
     # garbage collector removes its ReplicaSets and Pods after.
     meta["annotations"][naming.PULUMI_DELETION_PROPAGATION] = "background"
+    pod = config.pod_for(replica)
     deployment: dict[str, Any] = {
         "apiVersion": DEPLOYMENT.api_version,
         "kind": DEPLOYMENT.name,
@@ -193,9 +194,9 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
             "revisionHistoryLimit": 3,
             "template": {
                 "metadata": {
-                    "labels": {**config.pod_for(replica).labels, **naming.labels(replica.key)},
+                    "labels": {**pod.labels, **naming.labels(replica.key)},
                     "annotations": {
-                        **config.pod_for(replica).annotations,
+                        **pod.annotations,
                         naming.ANNOTATION_KEY: replica.key,
                         naming.ANNOTATION_INTENT: intent,
                     },
