@@ -5,7 +5,7 @@ rendered manifests for every tool (each tool gets its own replica keys so nothin
 same restricted identity (context ``infercrane-local``, bound to exactly the shipped Role) except
 where a tool needs more:
 
-- kubectl: ``apply --server-side`` then readiness polled with one LIST per second (``kubectl wait``
+- kubectl: ``apply --server-side`` then readiness polled with one LIST every 0.25 s (``kubectl wait``
   and ``rollout status`` need ``watch``, which the shipped Role does not grant); ``diff
   --server-side`` on the unchanged manifests; ``delete --wait=false`` then LIST until zero.
 - plain pulumi-kubernetes: the same manifests as ``Deployment``/``Service`` resources with the
@@ -112,6 +112,24 @@ class Lister:
             if time.monotonic() > deadline:
                 raise SystemExit("benchmark step timed out")
             time.sleep(0.25)
+
+
+def settle(plane: Plane, timeout: float = 600) -> None:
+    """Wait (as the admin) until the namespace has no ReplicaSet or Pod left: the previous tool's
+    destroy returns when its Deployments and Services are gone, while the garbage collector is
+    still deleting their ReplicaSets and Pods -- at the controller-manager's client rate limit,
+    which the next deploy's ReplicaSets and Pods share. Without this, the second tool in a run
+    deploys against the first one's teardown (at 100 replicas, seconds of it)."""
+    from lightkube import Client, KubeConfig
+    from lightkube.resources.apps_v1 import ReplicaSet
+    from lightkube.resources.core_v1 import Pod
+
+    admin = Client(KubeConfig.from_file(plane.kubeconfig).get(context_name=ADMIN_CONTEXT), namespace=NS)
+    deadline = time.monotonic() + timeout
+    while any(True for _ in admin.list(ReplicaSet)) or any(True for _ in admin.list(Pod)):
+        if time.monotonic() > deadline:
+            raise SystemExit("benchmark: the plane did not settle (ReplicaSets or Pods left)")
+        time.sleep(0.5)
 
 
 def run_both(
@@ -306,7 +324,10 @@ def main() -> None:
             project = work / f"project-{n}"
             project.mkdir()
             bench = {"kubectl": bench_kubectl, "plain": bench_plain, "infercrane": bench_infercrane}
-            results[n] = {t: bench[t](plane, project, n) for t in TOOLS if t in tools}
+            results[n] = {}
+            for t in (t for t in TOOLS if t in tools):
+                settle(plane)  # every tool starts on a quiet plane
+                results[n][t] = bench[t](plane, project, n)
             report(n, results[n])
         render = bench_render(work / f"project-{sizes[0]}", plane.kubeconfig)
     finally:

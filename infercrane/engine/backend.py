@@ -69,8 +69,11 @@ def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] 
     import gzip
 
     base = f".pulumi/stacks/{project}/{stack}.json"
-    blobs = store.read_many([".pulumi/meta.yaml", base, base + ".gz"])  # one round trip
+    legacy = f".pulumi/stacks/{stack}.json"
+    blobs = store.read_many([".pulumi/meta.yaml", base, base + ".gz", legacy, legacy + ".gz"])  # one round trip
     meta, plain, packed = blobs[".pulumi/meta.yaml"], blobs[base], blobs[base + ".gz"]
+    if all(blob is None for blob in blobs.values()):
+        return {}  # a backend Pulumi never wrote to: no stack in either layout (a first deploy)
     if meta is None or meta.split(b"#", 1)[0].strip() != b"version: 1":
         return None  # project-scoped layout is version 1; older is not read here
     if plain is not None and packed is not None:

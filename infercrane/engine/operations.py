@@ -10,14 +10,13 @@ and the same key with another intent is refused. Engine layer.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import secrets
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Final
-
-from pulumi.automation import EngineEvent, OpType
+from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
@@ -36,6 +35,10 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import Rollout
 from infercrane.core.urns import KIND_OF_TOKEN, component_of
 from infercrane.engine.workspace import Engine
+from infercrane.shell.gate import Gate
+
+if TYPE_CHECKING:  # the SDK (~0.2 s to import) is imported by the engine's start, beside the preflight
+    from pulumi.automation import EngineEvent
 
 # Engine operation names as a person reads them, in the order they are listed.
 CHANGE_WORDS: Final = {
@@ -74,15 +77,11 @@ class ReplicaAction:
 
 
 def _op_class(op: str) -> str:
-    if op in (OpType.CREATE_REPLACEMENT, OpType.DELETE_REPLACED, OpType.REPLACE, "discard-replaced"):
+    """An engine step's operation (the Automation API's ``OpType``, a str enum) as a replica's action."""
+    word = str(getattr(op, "value", op))
+    if word in ("create-replacement", "delete-replaced", "replace", "discard-replaced"):
         return "replace"
-    if op == OpType.CREATE:
-        return "create"
-    if op == OpType.DELETE:
-        return "delete"
-    if op == OpType.UPDATE:
-        return "update"
-    return "same"
+    return word if word in ("create", "delete", "update") else "same"
 
 
 def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None] | None) -> Callable[[EngineEvent], None]:
@@ -253,6 +252,42 @@ def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Re
     return membership.plan_rollout(config, rendered, report, naming.stack_identity(cfg.PROJECT, stack))
 
 
+def prime_cluster(config: cfg.InferCraneConfig) -> None:
+    """Have the API server build the OpenAPI document the provider reads on ``up`` while this
+    command reads the state and renders (:func:`infercrane.live.cluster.prime_openapi`): one
+    daemon thread, nothing waits for it."""
+    import threading
+
+    from infercrane.live import cluster
+
+    def prime() -> None:
+        try:
+            cluster.prime_openapi(cluster.client(config.kubernetes))
+        except Exception:  # noqa: BLE001, S110 - a bad kubeconfig is the preflight's to report
+            pass
+
+    threading.Thread(target=prime, name="prime-openapi", daemon=True).start()
+
+
+def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+    """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
+    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), **fields}
+
+
+def could_need_refresh(
+    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
+) -> bool:
+    """Whether some verdict of the preflight could make the first run need ``--refresh``
+    (:func:`needs_refresh`): only an object whose record Pulumi would trust can. With none -- a
+    first deploy, a lost state, every object changing -- the run can start before the preflight
+    is done (:mod:`infercrane.shell.gate`)."""
+    from importlib.metadata import version
+
+    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
+    every = [f"{m['kind']}/{m['metadata']['name']}" for r in rendered for m in r.manifests]
+    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), every))
+
+
 def stack_intent(config: cfg.InferCraneConfig) -> str:
     """One hash over every replica's intent hash and the target identity."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
@@ -337,6 +372,7 @@ def deploy(
 
     intent = stack_intent(config)
     engine.vouch = vouch_for(config, engine.stack_name)
+    prime_cluster(config)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -353,51 +389,68 @@ def deploy(
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
     stack = engine.stack_name
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        starting = pool.submit(lambda: engine.stack)  # the engine's start (its imports, `stack select`) beside the preflight
-        checked = verified(config, notes)
-        config = checked or config
-        rendered = render_checked(config, stack)
-        report = live_check(config, stack, rendered) if checked else None
-        starting.result()
-    rollout = plan_rollout(config, stack, rendered, report)
-    steps = list(rollout.steps) if rollout is not None else [None]
-    names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
-    for index, step in enumerate(steps):
-        last = index == len(steps) - 1
-        if rollout is not None and len(steps) > 1:
-            notes(describe_step(rollout, index))
-        recorded = urns.recorded_objects(state) if step is not None and not last else {}
-        inputs = {
-            "config": config,
-            "driven": True,
-            "legacy": urns.legacy_names(state),
-            "step": None if last else step,
-            "held": {k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
-            "deploy_record": {"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
-            # The first run registers on the preflight made moments ago; later steps changed the
-            # cluster, and their program checks it again.
-            "report": report if index == 0 else None,
-        }
+    checked = verified(config, notes)
+    config = checked or config
+    rendered = render_checked(config, stack)
+    run = functools.partial(engine.apply, on_output=on_output, on_event=_both(collector, on_event), skip_checkpoints=True)
+    # The first run starts now, beside the preflight, when no verdict of it could make that run
+    # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
+    gate = Gate() if checked and not could_need_refresh(config, stack, state, rendered) else None
+    pool = ThreadPoolExecutor(max_workers=1)
+    try:
+        started: Future[Any]
+        if gate is None:
+            started = pool.submit(lambda: engine.stack)
+        else:
+            placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "report": None}
+            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, gate=gate, **placeholders))
         try:
-            engine.apply(
-                on_output=on_output,
-                on_event=_both(collector, on_event),
-                refresh=index == 0 and needs_refresh(config, stack, state, rendered, report),
-                inputs=inputs,
-                skip_checkpoints=True,  # one state write per step: linear cost (see Engine._run)
-            )
-        except InferCraneError as exc:
-            # Refused by the program's own checks inside the first update: nothing was applied.
-            exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
-            if len(steps) > 1:
-                exc.args = (
-                    f"the rollout stopped at step {index + 1}/{len(steps)}: the old replicas it had not reached keep "
-                    f"serving; fix the cause and deploy again to continue from there.\n{exc.args[0]}",
-                )
+            report = live_check(config, stack, rendered) if checked else None
+            rollout = plan_rollout(config, stack, rendered, report)
+        except BaseException as exc:
+            if gate is not None:
+                gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
             raise
-        if not last:
-            state = engine.state()
+        if gate is None:
+            started.result()
+        steps = list(rollout.steps) if rollout is not None else [None]
+        names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
+        for index, step in enumerate(steps):
+            last = index == len(steps) - 1
+            if rollout is not None and len(steps) > 1:
+                notes(describe_step(rollout, index))
+            recorded = urns.recorded_objects(state) if step is not None and not last else {}
+            inputs = _inputs(
+                config,
+                state,
+                step=None if last else step,
+                held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
+                deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
+                # The first run registers on the preflight made moments ago; later steps changed
+                # the cluster, and their program checks it again.
+                report=report if index == 0 else None,
+            )
+            try:
+                if index == 0 and gate is not None:
+                    gate.open(inputs)
+                    started.result()
+                else:
+                    run(refresh=index == 0 and needs_refresh(config, stack, state, rendered, report), inputs=inputs)
+            except InferCraneError as exc:
+                # Refused by the program's own checks inside the first update: nothing was applied.
+                exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
+                if len(steps) > 1:
+                    exc.args = (
+                        f"the rollout stopped at step {index + 1}/{len(steps)}: the old replicas it had not reached keep "
+                        f"serving; fix the cause and deploy again to continue from there.\n{exc.args[0]}",
+                    )
+                raise
+            if not last:
+                state = engine.state()
+    finally:
+        if gate is not None:
+            gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
+        pool.shutdown(wait=True)
     orphans = delete_orphans(config, stack, state)  # the state before the last step: what Pulumi knew
     if orphans:
         notes(

@@ -1,8 +1,9 @@
 """The real Pulumi engine, driven through the Automation API on *the* program.
 
-The program is :func:`infercrane.shell.program.main` -- the same function ``__main__.py`` calls --
-run by the Python SDK's in-process language server (the Go ``pulumi-language-python`` host is
-not served by the module proxy here; see docs/engine.md). Project settings and stack files come
+The program is :func:`infercrane.shell.program.run` -- the steps of the ``main`` that
+``__main__.py`` calls, yielding to the SDK's event loop between registrations -- run by the
+Python SDK's in-process language server (the Go ``pulumi-language-python`` host is not served by
+the module proxy here; see docs/engine.md). Project settings and stack files come
 from the project directory (``Pulumi.yaml``, ``stacks/``); state lives in a local file backend.
 Engine layer.
 """
@@ -200,7 +201,7 @@ class Engine:
                 self._stack = _auto().create_or_select_stack(
                     stack_name=self.stack_name,
                     project_name="infercrane",
-                    program=functools.partial(program.main, channel),
+                    program=functools.partial(program.run, channel),
                     opts=self._options(),
                 )
                 self._channel = channel

@@ -8,13 +8,15 @@ preflight is imported lazily and skipped only under Pulumi mocks.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pulumi
+import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import config as cfg
@@ -25,6 +27,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import Step, endpoint_of
 from infercrane.core.urns import legacy_slots
 from infercrane.shell.components import ReplicaComponent
+from infercrane.shell.gate import Gate
 from infercrane.shell.provider import make_provider
 
 
@@ -111,6 +114,20 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
     """Render and guard (the one pipeline, :func:`infercrane.core.manifests.render_checked`), run
     the live preflight, then register one component per replica -- for a rollout step, the
     step's replicas as rendered and the held ones as the state records them."""
+    return list(registrations(config, stack, preflight=preflight, channel=channel))
+
+
+def registrations(
+    config: cfg.InferCraneConfig,
+    stack: str,
+    *,
+    preflight: bool,
+    channel: Channel | None = None,
+    provider: k8s.Provider | None = None,
+) -> Iterator[ReplicaComponent]:
+    """:func:`build`, one component at a time: every check runs before the first is yielded (the
+    provider is created with it, unless ``provider`` was registered already), so a caller can
+    hand the SDK's event loop each registration while it builds the next (:func:`run`)."""
     channel = channel or Channel()
     if preflight and channel.report is None:  # the caller that made the report verified the caches for it
         from infercrane.live import preflight as live
@@ -136,26 +153,24 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
             )
         if not channel.driven:
             check_rollout(config, stack, rendered, report)
-    provider = make_provider(t)
+    provider = provider or make_provider(t)
     legacy = (
         channel.legacy
         if channel.legacy is not None
         else dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
     )
     step = channel.step
-    components = []
     for r in rendered:
         key = r.replica.key
         if step is None or key in step.apply:
-            components.append(ReplicaComponent(r.name, r.manifests, summary_of(r, config), provider, legacy=legacy.get(key)))
+            yield ReplicaComponent(r.name, r.manifests, summary_of(r, config), provider, legacy=legacy.get(key))
     if step is not None:
         for key in sorted(step.hold):
             recorded = channel.held.get(key)
             if recorded:  # not in the state: Pulumi does not know it, nothing to hold
                 name = naming.object_name(key)
                 summary = held_summary(key, recorded, t.namespace)
-                components.append(ReplicaComponent(name, recorded, summary, provider, legacy=legacy.get(key)))
-    return components
+                yield ReplicaComponent(name, recorded, summary, provider, legacy=legacy.get(key))
 
 
 DEPLOY_HISTORY: Final = 20
@@ -177,6 +192,9 @@ class Channel:
     ``report`` -- the preflight's report the caller made for this very run (it passed: nothing
     refused), so the program registers without a second LIST and dry run per object; without it
     (plain ``pulumi``, a refusal to record, a later rollout step) the program runs its own.
+    ``gate`` -- the run started before the caller's preflight was done
+    (:mod:`infercrane.shell.gate`): the program registers its provider, then waits there for the
+    rest of its inputs.
     Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
     parsing the engine's output."""
 
@@ -187,6 +205,7 @@ class Channel:
     driven: bool = False
     legacy: Mapping[str, str] | None = None
     report: Any = None  # live.preflight.Report
+    gate: Gate | None = None
     error: InferCraneError | None = None
 
 
@@ -254,14 +273,45 @@ def await_readiness(
 
 
 def main(channel: Channel | None = None) -> None:
-    """The program. ``__main__.py`` calls it without a channel; the Automation API with one."""
+    """The program, as ``__main__.py`` runs it (plain ``pulumi``)."""
+    for _ in _program(channel):
+        pass
+
+
+async def run(channel: Channel) -> None:
+    """The program, as the Automation API runs it (:mod:`infercrane.engine.workspace`): the same
+    steps, yielding to the SDK's event loop after each component, so each registration leaves
+    for the engine while the next is built -- the provider's plugin starts and the first object
+    is applied while the program is still building the rest (a plain ``pulumi`` program sends
+    nothing until it returns: at 100 replicas, a second before the first apply). With a
+    ``gate``, the provider is registered first and the rest waits for the caller's inputs."""
+    provider = None
+    if channel.gate is not None and channel.config is not None:
+        provider = make_provider(channel.config.kubernetes)  # its plugin starts and is configured meanwhile
+        try:
+            inputs = await asyncio.get_running_loop().run_in_executor(None, channel.gate.wait)
+        except InferCraneError as exc:
+            channel.error = exc
+            raise pulumi.RunError(str(exc)) from None
+        for name, value in inputs.items():
+            setattr(channel, name, value)
+    for _ in _program(channel, provider):
+        await asyncio.sleep(0)
+
+
+def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> Iterator[None]:
+    """Read the config once, check and build (yielding after each component), export, await."""
     channel = channel or Channel()
     channel.error = None
     stack = pulumi.get_stack()
     source = f"stacks/Pulumi.{stack}.yaml"
+    components: list[ReplicaComponent] = []
     try:
         config = channel.config or loading.load(stack_values(), source=source, env=os.environ)
-        components = build(config, stack, preflight=not running_under_mocks(), channel=channel)
+        checked = registrations(config, stack, preflight=not running_under_mocks(), channel=channel, provider=provider)
+        for component in checked:
+            components.append(component)
+            yield
     except InferCraneError as exc:
         channel.error = exc
         raise pulumi.RunError(str(exc)) from None

@@ -216,3 +216,58 @@ def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_
     assert deployments[f"{naming.object_name(held)}-deployment"] == recorded[0]
     image = deployments[f"{naming.object_name(rolled)}-deployment"]["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == config.kubernetes.image_digest
+
+
+def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
+    """Run the Automation API's form of the program (``program.run``) under mocks with a gate,
+    which ``gate_action`` opens or calls off while the program waits."""
+    import asyncio
+
+    from pulumi.runtime.sync_await import _sync_await
+
+    from infercrane.shell import program
+    from infercrane.shell.gate import Gate
+
+    values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=True)
+    pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
+    config = loading.load(program.stack_values(), source="stacks/Pulumi.local.yaml", env={})
+    gate = Gate()
+    channel = program.Channel(config=config, driven=True, gate=gate)
+
+    async def go() -> BaseException | None:
+        waiting = asyncio.ensure_future(program.run(channel))
+        await asyncio.sleep(0.05)  # the program is waiting at the gate now
+        registered_before = [r.typ for r in recorder.resources]
+        gate_action(gate)
+        try:
+            await waiting
+            error = None
+        except pulumi.RunError as exc:
+            error = exc
+        await pulumi.runtime.stack.wait_for_rpcs()
+        recorder.before_gate = registered_before  # type: ignore[attr-defined]
+        return error
+
+    return recorder, channel, _sync_await(go())  # the loop the SDK's mocks run on
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_gated_run_registers_its_provider_first_and_its_replicas_once_the_gate_opens() -> None:
+    rec, channel, error = _gated(lambda gate: gate.open({"report": None}))
+    assert error is None and channel.error is None
+    assert rec.before_gate == ["pulumi:providers:kubernetes"]  # type: ignore[attr-defined]
+    assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2
+    assert len(by_type(rec, "pulumi:providers:kubernetes")) == 1  # the same provider serves every object
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_called_off_gated_run_registers_no_object_and_reports_the_callers_reason() -> None:
+    from infercrane.core.errors import ClusterError
+
+    reason = ClusterError("preflight could not check the cluster; nothing was applied")
+    rec, channel, error = _gated(lambda gate: gate.call_off(reason))
+    assert isinstance(error, pulumi.RunError) and "preflight could not check the cluster" in str(error)
+    assert channel.error is reason
+    assert [r.typ for r in rec.resources] == ["pulumi:providers:kubernetes"]

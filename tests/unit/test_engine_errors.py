@@ -173,7 +173,11 @@ def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulu
 
     store = backend.FileBackend(tmp_path)
     stacks = tmp_path / ".pulumi" / "stacks" / "infercrane"
-    assert backend.checkpoint(store, "infercrane", "dev") is None  # no backend yet: `pulumi stack export` says
+    assert backend.checkpoint(store, "infercrane", "dev") == {}  # nothing written yet, in either layout: no stack
+    (tmp_path / ".pulumi" / "stacks").mkdir(parents=True)
+    (tmp_path / ".pulumi" / "stacks" / "dev.json").write_text("{}")
+    assert backend.checkpoint(store, "infercrane", "dev") is None  # a legacy stack and no meta.yaml: left to pulumi
+    (tmp_path / ".pulumi" / "stacks" / "dev.json").unlink()
     stacks.mkdir(parents=True)
     (tmp_path / ".pulumi" / "meta.yaml").write_text("version: 0\n")
     assert backend.checkpoint(store, "infercrane", "dev") is None  # the legacy layout: left to pulumi
