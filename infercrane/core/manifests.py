@@ -10,14 +10,14 @@ from typing import Any
 import yaml
 
 from infercrane.core import guards, naming
-from infercrane.core.config import PROJECT, InferCraneConfig
+from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import GuardError
 from infercrane.core.render import RenderedReplica, render_all
 
 
 def render_checked(config: InferCraneConfig, stack: str) -> list[RenderedReplica]:
     """Render every replica for ``stack`` and apply the guards (GuardError on any violation)."""
-    rendered = render_all(config, naming.stack_identity(PROJECT, stack))
+    rendered = render_all(config, naming.stack_id(stack))
     t = config.kubernetes
     violations = guards.check_all(
         [m for r in rendered for m in r.manifests],

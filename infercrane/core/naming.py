@@ -72,9 +72,18 @@ def object_name(key: str) -> str:
     return NAME_PREFIX + key_hash(key)
 
 
+#: The Pulumi project (Pulumi.yaml ``name``): the first part of every URN and stack identity.
+PROJECT: Final = "infercrane"
+
+
 def stack_identity(project: str, stack: str) -> str:
     """The value of the stack annotation: one stack never adopts another stack's object."""
     return f"{project}/{stack}"
+
+
+def stack_id(stack: str) -> str:
+    """This project's identity of ``stack`` (:func:`stack_identity` of :data:`PROJECT`)."""
+    return stack_identity(PROJECT, stack)
 
 
 def labels(key: str) -> dict[str, str]:

@@ -22,10 +22,9 @@ from typing import Any, Final
 from infercrane.core import times
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.kinds import KINDS
-from infercrane.core.naming import ANNOTATION_KEY, object_name
+from infercrane.core.naming import ANNOTATION_KEY, PROJECT, object_name
 from infercrane.core.render import RenderedReplica
 
-PROJECT: Final = "infercrane"
 COMPONENT_TYPE: Final = "infercrane:index:Replica"
 PROVIDER_TYPE: Final = "pulumi:providers:kubernetes"
 PROVIDER_NAME: Final = "infercrane"

@@ -165,7 +165,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
         return []
     client = cluster.client(config.kubernetes)
     live = cluster.live_by_name(client, config.kubernetes, KIND_OF_TOKEN.values())
-    stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
+    stack_id = naming.stack_id(engine.stack_name)
     foreign = []
     names = []
     for op in pending:
@@ -202,7 +202,7 @@ def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str
         from infercrane.live import cluster
 
         t = config.kubernetes
-        stack_id = naming.stack_identity(cfg.PROJECT, stack)
+        stack_id = naming.stack_id(stack)
         live = {
             ref: str(obj["metadata"].get("creationTimestamp") or "")
             for ref, obj in cluster.live_by_name(cluster.client(t), t, t.object_kinds).items()
@@ -223,7 +223,7 @@ def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Rend
     rendered = render_checked(config, stack) if rendered is None else rendered
     manifests = [m for r in rendered for m in r.manifests]
     try:
-        return preflight.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
+        return preflight.run(config, manifests, naming.stack_id(stack))
     except PreflightRefused:
         return None
 
@@ -249,7 +249,7 @@ def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Re
         return None
     from infercrane.live import membership
 
-    return membership.plan_rollout(config, rendered, report, naming.stack_identity(cfg.PROJECT, stack))
+    return membership.plan_rollout(config, rendered, report, naming.stack_id(stack))
 
 
 def prime_cluster(config: cfg.InferCraneConfig) -> None:
@@ -321,7 +321,7 @@ def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str,
     from infercrane.live import cluster
 
     t = config.kubernetes
-    stack_id = naming.stack_identity(cfg.PROJECT, stack)
+    stack_id = naming.stack_id(stack)
     keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
     client = cluster.client(t)
     deleted: dict[str, str] = {}

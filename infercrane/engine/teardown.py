@@ -40,7 +40,6 @@ from infercrane.core.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, readiness
 
-WORKERS: Final = 16
 GONE_TIMEOUT_SECONDS: Final = 300.0
 
 
@@ -74,7 +73,7 @@ def destroy(
     """See the module docstring. ``on_deleted(done, total)`` after each accepted DELETE,
     ``on_remaining(count)`` after each LIST of the wait (for a progress line)."""
     t = config.kubernetes
-    stack_id = naming.stack_identity(cfg.PROJECT, engine.stack_name)
+    stack_id = naming.stack_id(engine.stack_name)
     engine.check_passphrase()  # the state will be cleared: refuse now, not after the deletes
     live: dict[tuple[str, str], dict[str, Any]] = {}
     targets: dict[tuple[str, str], str] = {}  # (kind, name) -> uid
@@ -112,7 +111,7 @@ def destroy(
             engine.clear_state(recorded)
         return recorded
 
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
         bookkeeping = pool.submit(read_then_clear)  # in parallel with the LIST and the DELETEs
         delete_owned(t.object_kinds)
         recorded = bookkeeping.result()

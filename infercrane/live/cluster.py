@@ -83,7 +83,7 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
         raise ClusterError(
             f"kubeconfig {shown} does not exist (context {target.context!r}).",
             fix="set KUBECONFIG or infercrane:kubernetes.kubeconfig; for the local plane run "
-            '`python -m infercrane local start` and `eval "$(python -m infercrane local env)"`',
+            '`infercrane local start` and `eval "$(infercrane local env)"`',
         )
     try:
         kc = KubeConfig.from_dict(merged_kubeconfig(paths))
@@ -132,8 +132,8 @@ def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) 
 def unreachable(exc: Exception, target: KubernetesTarget) -> ClusterError:
     return ClusterError(
         f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}",
-        fix="check the cluster is up and the context is right (`python -m infercrane doctor --kubernetes`);"
-        " for the local plane: `python -m infercrane local status`",
+        fix="check the cluster is up and the context is right (`infercrane doctor --kubernetes`);"
+        " for the local plane: `infercrane local status`",
     )
 
 
@@ -268,6 +268,12 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
 
 
 RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change
+#: What a wait keeps waiting through (one LIST per tick): the retryable answers and the server's
+#: own transient failures, since the next tick asks again anyway.
+TRANSIENT_CODES: Final = (*RETRYABLE_CODES, 500, 502, 504)
+#: Requests in flight at once (the preflight's dry runs, destroy's DELETEs): enough to hide the
+#: latency, few enough not to trip the API server's priority and fairness limits.
+CONCURRENT_REQUESTS: Final = 16
 
 
 def _causes(exc: BaseException) -> Iterator[BaseException]:

@@ -14,7 +14,7 @@ from lightkube import ApiError, Client, operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
-from infercrane.core.config import PROJECT, InferCraneConfig
+from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import ClusterError
 from infercrane.live import cluster, readiness
 
@@ -158,7 +158,7 @@ def inspect_report(
     t = config.kubernetes
     ns = t.namespace
     kinds = list(t.object_kinds)
-    stack_id = naming.stack_identity(PROJECT, stack) if stack else None
+    stack_id = naming.stack_id(stack) if stack else None
     live: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in kinds:
         items = _list(client, cluster.resource_for({"kind": kind}), config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})

@@ -32,7 +32,6 @@ from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
 from infercrane.live import cluster
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
-WORKERS: Final = 16  # concurrent dry runs: enough to hide latency, few enough not to trip API priority
 
 
 def _where(m: Mapping[str, Any]) -> str:
@@ -160,7 +159,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         except cluster.TRANSPORT_ERRORS as exc:
             return "transport", exc
 
-    with ThreadPoolExecutor(max_workers=WORKERS) as pool:
+    with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
         results = list(pool.map(dry_run, to_check))
     conflicts: list[str] = []
     invalid: list[str] = []

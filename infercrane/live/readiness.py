@@ -252,7 +252,7 @@ class FleetWaiter:
                 await asyncio.sleep(self._poll)
                 continue
             except ApiError as exc:
-                if exc.status.code in (429, 500, 502, 503, 504):
+                if exc.status.code in cluster.TRANSIENT_CODES:
                     await asyncio.sleep(self._poll)
                     continue
                 self._fail_all(cluster.describe_api_error(exc, action=f"list {self._kind}s", target=self._target))

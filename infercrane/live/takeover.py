@@ -24,7 +24,7 @@ from lightkube import ApiError, Client
 from lightkube.types import PatchType
 
 from infercrane.core import naming
-from infercrane.core.config import PROJECT, InferCraneConfig
+from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import TakeoverRefused
 from infercrane.live import cluster
 
@@ -41,7 +41,7 @@ class TakeoverResult:
 
 def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: bool = False) -> TakeoverResult:
     t = config.kubernetes
-    stack_id = naming.stack_identity(PROJECT, stack)
+    stack_id = naming.stack_id(stack)
     kinds = t.object_kinds
     result = TakeoverResult()
     refused: list[str] = []

@@ -324,7 +324,7 @@ class Plane:
         except ApiError as exc:
             raise PlaneError(
                 f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).",
-                fix=f"see {self.logs}; `python -m infercrane local reset` then `local start` starts from scratch",
+                fix=f"see {self.logs}; `infercrane local reset` then `local start` starts from scratch",
             ) from None
         except (OSError, yaml.YAMLError) as exc:
             raise PlaneError(

@@ -1,9 +1,12 @@
 """The Pulumi program: read config once, validate, guard, preflight, build, export.
 
-``__main__.py`` calls :func:`main`; so does the Automation API (``infercrane.engine.workspace``) -- one
+``__main__.py`` calls :func:`main`; the Automation API (``infercrane.engine.workspace``) runs the
+same steps as :func:`run`, which yields to the SDK's event loop between registrations -- one
 program, never an inline copy. Every user mistake becomes a ``pulumi.RunError`` with the full
-message and no traceback; nothing is registered before all checks pass. Pulumi shell: the live
-preflight is imported lazily and skipped only under Pulumi mocks.
+message and no traceback; no object is registered before all checks pass (a run that starts
+beside the caller's preflight registers its provider first -- a Pulumi resource, no cluster
+write -- and waits: :mod:`infercrane.shell.gate`). Pulumi shell: the live preflight is imported
+lazily and skipped only under Pulumi mocks.
 """
 
 from __future__ import annotations
@@ -96,7 +99,7 @@ def check_rollout(config: cfg.InferCraneConfig, stack: str, rendered: list[Rende
     rollout policy (preview only warns), naming the command that rolls it in waves."""
     from infercrane.live import membership
 
-    plan = membership.plan_rollout(config, rendered, report, naming.stack_identity(cfg.PROJECT, stack))
+    plan = membership.plan_rollout(config, rendered, report, naming.stack_id(stack))
     breaches = [
         f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
         f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
@@ -142,7 +145,7 @@ def registrations(
         from infercrane.live import preflight as live
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = channel.report or live.run(config, manifests, naming.stack_identity(cfg.PROJECT, stack))
+        report = channel.report or live.run(config, manifests, naming.stack_id(stack))
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] == "configure"]
