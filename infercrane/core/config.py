@@ -16,7 +16,6 @@ from infercrane.core import gpu, guards, image, naming, quantity
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.kinds import WORKLOAD_KINDS
 
-PROJECT: Final = naming.PROJECT  # the one definition is in naming
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
 KEY_ENDPOINTS: Final = "infercrane:endpoints"

@@ -25,7 +25,6 @@ from infercrane.core.config import (
     KEY_ENDPOINTS,
     KEY_REPLICAS,
     KEY_TARGET,
-    PROJECT,
     InferCraneConfig,
 )
 from infercrane.core.errors import ConfigError, Problem
@@ -54,7 +53,7 @@ def load(
         if key in values:
             problems.append(Problem(f"{source}: {key}", "is set", why))
     for key in values:
-        if key.startswith(f"{PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS, KEY_ENDPOINTS):
+        if key.startswith(f"{naming.PROJECT}:") and key not in (KEY_TARGET, KEY_REPLICAS, KEY_ENDPOINTS):
             problems.append(
                 Problem(
                     f"{source}: {key}", "is not an InferCrane setting", f"use {KEY_TARGET}, {KEY_REPLICAS} or {KEY_ENDPOINTS}"

@@ -254,7 +254,7 @@ def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Re
 
 def prime_cluster(config: cfg.InferCraneConfig) -> None:
     """Have the API server build the OpenAPI document the provider reads on ``up`` while this
-    command reads the state and renders (:func:`infercrane.live.cluster.prime_openapi`): one
+    command renders and runs its preflight (:func:`infercrane.live.cluster.prime_openapi`): one
     daemon thread, nothing waits for it."""
     import threading
 
@@ -372,7 +372,6 @@ def deploy(
 
     intent = stack_intent(config)
     engine.vouch = vouch_for(config, engine.stack_name)
-    prime_cluster(config)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -384,6 +383,7 @@ def deploy(
         )
     if record:
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
+    prime_cluster(config)  # an update will run: its provider reads the document
     for note in resolve_pending_creates(engine, config, state):
         notes(note)
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
