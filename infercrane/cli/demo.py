@@ -12,8 +12,8 @@ import time
 from typing import IO
 
 from infercrane.cli.progress import ProgressView, log_path
+from infercrane.core.actions import count_words
 from infercrane.core.errors import InferCraneError
-from infercrane.engine.operations import describe_changes
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
 from infercrane.live.inspect import inspect_report, render_text
@@ -44,7 +44,7 @@ def run(stack: str = "local") -> int:
             pre = engine.preview(on_output=view.on_output, on_event=view.on_event, suppress_outputs=True)
             view.checked(replicas)
             view.close("done")
-            print(f"preview: {describe_changes(pre.change_summary)}")
+            print(f"preview: {count_words(pre.change_summary)}")
             print(f"== pulumi up --stack {stack}")
             view, outcome = _view("deploy", replicas, kinds, sink), "failed"
             try:
@@ -52,7 +52,7 @@ def run(stack: str = "local") -> int:
                 outcome = "done"
             finally:
                 view.close(outcome)
-        print(f"up: {up.summary.result}: {describe_changes(up.summary.resource_changes, done=True)}")
+        print(f"up: {up.summary.result}: {count_words(up.summary.resource_changes, done=True)}")
         from infercrane.local.layout import VIEWER_CONTEXT
 
         viewer = cluster.client(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))

@@ -13,6 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from infercrane.core.actions import Action
+
 if TYPE_CHECKING:
     from infercrane.core.config import InferCraneConfig
     from infercrane.core.promotion import Change
@@ -57,18 +59,15 @@ def validate_failed(stack: str, problems: Sequence[str]) -> str:
 
 
 # -- plan / deploy -----------------------------------------------------------------------------
-# Engine operation names as a person reads them.
-PLAN_WORDS = {"create": "create", "update": "configure", "same": "unchanged", "replace": "replace", "delete": "delete"}
-DONE_WORDS = {"create": "created", "update": "configured", "same": "unchanged", "replace": "replaced", "delete": "deleted"}
-
-
-def actions_table(actions: Sequence[ReplicaAction], words: Mapping[str, str]) -> list[str]:
+def actions_table(actions: Sequence[ReplicaAction], *, done: bool) -> list[str]:
+    """One line per replica, in the plan's words (``configure``) or the deploy's (``configured``)."""
     lines = []
     for a in actions:
-        if a.action == "delete":
-            lines.append(f"  {words[a.action]:<11} key {a.key or '(not in the state)'}  ({a.name}: removed from the config)")
+        word = a.action.done if done else a.action.planned
+        if a.action is Action.DELETE:
+            lines.append(f"  {word:<11} key {a.key or '(not in the state)'}  ({a.name}: removed from the config)")
             continue
-        lines.append(f"  {words[a.action]:<11} key {a.key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
+        lines.append(f"  {word:<11} key {a.key}  gpu {a.gpu}  image {a.image}  {', '.join(a.objects)}")
     return lines
 
 
@@ -123,7 +122,7 @@ def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
                 "rollout": rollout_doc(result.rollout),
             }
         )
-    lines = [f"plan for stack {stack}:", *actions_table(result.actions, PLAN_WORDS), *rollout_lines(result.rollout)]
+    lines = [f"plan for stack {stack}:", *actions_table(result.actions, done=False), *rollout_lines(result.rollout)]
     if result.basis == "state+live":
         lines.append("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
     else:
@@ -149,7 +148,7 @@ def deploy(stack: str, result: DeployResult, *, as_doc: bool) -> str:
     return "\n".join(
         [
             f"deploy {result.key}: succeeded at {result.recorded_at}",
-            *actions_table(result.actions, DONE_WORDS),
+            *actions_table(result.actions, done=True),
             *rollout_lines(result.rollout),
         ]
     )

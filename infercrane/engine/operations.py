@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
+from infercrane.core.actions import Action
 from infercrane.core.errors import (
     CacheRefused,
     ClusterError,
@@ -40,48 +41,15 @@ from infercrane.shell.gate import Gate
 if TYPE_CHECKING:  # the SDK (~0.2 s to import) is imported by the engine's start, beside the preflight
     from pulumi.automation import EngineEvent
 
-# Engine operation names as a person reads them, in the order they are listed.
-CHANGE_WORDS: Final = {
-    "create": "to create",
-    "update": "to update",
-    "replace": "to replace",
-    "delete": "to delete",
-    "same": "unchanged",
-}
-DONE_CHANGE_WORDS: Final = {
-    "create": "created",
-    "update": "updated",
-    "replace": "replaced",
-    "delete": "deleted",
-    "same": "unchanged",
-}
-
-
-def describe_changes(counts: Mapping[Any, int] | None, *, done: bool = False) -> str:
-    """``{'create': 8}`` -> ``8 to create`` (``8 created`` when done); other operations by name.
-    Keys may be the Automation API's ``OpType`` members (a str enum) or plain strings."""
-    words = DONE_CHANGE_WORDS if done else CHANGE_WORDS
-    plain = {str(getattr(op, "value", op)): n for op, n in (counts or {}).items()}
-    items = sorted(plain.items(), key=lambda kv: (list(words).index(kv[0]) if kv[0] in words else len(words), kv[0]))
-    return ", ".join(f"{n} {words.get(op, op)}" for op, n in items if n) or "nothing"
-
 
 @dataclass
 class ReplicaAction:
     name: str  # the replica's object name: its component's logical name
-    action: str  # create / update / same / replace / delete (engine vocabulary)
+    action: Action
     key: str | None = None
     gpu: str | None = None
     image: str | None = None
     objects: list[str] = field(default_factory=list)
-
-
-def _op_class(op: str) -> str:
-    """An engine step's operation (the Automation API's ``OpType``, a str enum) as a replica's action."""
-    word = str(getattr(op, "value", op))
-    if word in ("create-replacement", "delete-replaced", "replace", "discard-replaced"):
-        return "replace"
-    return word if word in ("create", "delete", "update") else "same"
 
 
 def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None] | None) -> Callable[[EngineEvent], None]:
@@ -99,7 +67,7 @@ class EventCollector:
     """Collects per-replica operations from engine events (by component name)."""
 
     def __init__(self) -> None:
-        self.ops: dict[str, set[str]] = {}
+        self.ops: dict[str, set[Action]] = {}
 
     def __call__(self, event: EngineEvent) -> None:
         pre = event.resource_pre_event
@@ -107,7 +75,7 @@ class EventCollector:
             return
         name = component_of(pre.metadata.urn)
         if name is not None:
-            self.ops.setdefault(name, set()).add(_op_class(pre.metadata.op))
+            self.ops.setdefault(name, set()).add(Action.of_step(pre.metadata.op))
 
 
 def summarize(
@@ -122,12 +90,10 @@ def summarize(
     known = set()
     for r in rendered:
         known.add(r.name)
-        ops = collector.ops.get(r.name, {"same"})
-        action = next((a for a in ("replace", "create", "delete", "update") if a in ops), "same")
         out.append(
             ReplicaAction(
                 r.name,
-                action,
+                Action.strongest(collector.ops.get(r.name, set())),
                 key=r.replica.key,
                 gpu=r.replica.gpu,
                 image=config.image_for(r.replica),
@@ -135,8 +101,8 @@ def summarize(
             )
         )
     for name in sorted(collector.ops):
-        if name not in known and "delete" in collector.ops[name]:
-            out.append(ReplicaAction(name, "delete", key=(keys or {}).get(name)))
+        if name not in known and Action.DELETE in collector.ops[name]:
+            out.append(ReplicaAction(name, Action.DELETE, key=(keys or {}).get(name)))
     return out
 
 
@@ -457,7 +423,7 @@ def deploy(
             f"note: deleted {len(orphans)} replica(s) that left the config but were missing from the state: {', '.join(sorted(orphans.values()))}"
         )
         for name in orphans:
-            collector.ops.setdefault(name, set()).add("delete")
+            collector.ops.setdefault(name, set()).add(Action.DELETE)
     return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names | orphans), at, rollout)
 
 
@@ -470,7 +436,7 @@ class PlanResult:
 
     @property
     def changes_pending(self) -> bool:
-        return any(a.action != "same" for a in self.actions)
+        return any(a.action is not Action.SAME for a in self.actions)
 
 
 def needs_refresh(

@@ -27,6 +27,7 @@ from typing import Any, Final
 from lightkube import ApiError
 
 from infercrane.core import cache, naming
+from infercrane.core.actions import Action
 from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
 from infercrane.live import cluster
@@ -64,18 +65,18 @@ def _is_validation_error(exc: ApiError) -> bool:
 
 @dataclass
 class Report:
-    """What the preflight saw: per object ``Kind/name`` -> create / configure / unchanged; the
+    """What the preflight saw: per object ``Kind/name`` -> its :class:`~infercrane.core.actions.Action` (create, update, same); the
     workloads whose pods applying would restart (their pod template changes); and every live
     object of the listed kinds, keyed by ``(kind, name)`` (ours or not), for the rollout."""
 
-    actions: dict[str, str] = field(default_factory=dict)
+    actions: dict[str, Action] = field(default_factory=dict)
     restarts: set[str] = field(default_factory=set)  # object names
     live: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # the API server's, to show (podSecurityWarnings: report)
 
     @property
     def drift(self) -> list[str]:
-        return sorted(k for k, a in self.actions.items() if a != "unchanged")
+        return sorted(k for k, a in self.actions.items() if a is not Action.SAME)
 
 
 _VOLATILE_META: Final = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
@@ -183,7 +184,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         value = value.obj
         before = live.get((m["kind"], m["metadata"]["name"]))
         report.actions[ref] = (
-            "create" if before is None else ("unchanged" if _comparable(before) == _comparable(value) else "configure")
+            Action.CREATE if before is None else (Action.SAME if _comparable(before) == _comparable(value) else Action.UPDATE)
         )
         if before is not None and restarts_pods({"kind": m["kind"], **before}, value):
             report.restarts.add(m["metadata"]["name"])

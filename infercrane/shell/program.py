@@ -24,6 +24,7 @@ from pulumi.runtime import config as runtime_config
 
 from infercrane.core import config as cfg
 from infercrane.core import loading, naming
+from infercrane.core.actions import Action
 from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
@@ -148,7 +149,7 @@ def registrations(
         report = channel.report or live.run(config, manifests, naming.stack_id(stack))
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
-        drift = [ref for ref in report.drift if report.actions[ref] == "configure"]
+        drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
         if drift and pulumi.runtime.is_dry_run():
             pulumi.log.info(
                 f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
