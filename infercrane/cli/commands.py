@@ -143,10 +143,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     disclose(args, args.stack, acting=config)
     with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
         result = operations.plan(
-            Engine(args.stack),
+            Engine(args.stack, sink=view),
             config,
             on_output=view.on_output,
-            on_event=view.on_event,
+            sink=view,
             full=args.full_preview,
             policy_packs=packs,
         )
@@ -177,7 +177,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         stackfile.read_stack_values(path)  # missing or malformed: one clear error, nothing written
         before = path.read_text(encoding="utf-8")
         change = upsert_replica(path, replica, stackfile.check_stack_file(path))  # invalid: file untouched
-        print(f"stack file {paths.display_path(path)}: replica {replica['key']} {change}", file=sys.stderr)
+        shown = paths.display_path(path)
+        _event(
+            args.json,
+            {"event": "stack-file", "path": shown, "replica": replica["key"], "change": change},
+            f"stack file {shown}: replica {replica['key']} {change}",
+        )
     try:
         config = stackfile.load_stack(args.stack)
         disclose(args, args.stack, acting=config)
@@ -189,20 +194,24 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                 f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)",
             )
         with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
-            result = operations.deploy(
-                Engine(args.stack), config, key, on_output=view.on_output, on_event=view.on_event, notes=view.note
-            )
+            result = operations.deploy(Engine(args.stack, sink=view), config, key, on_output=view.on_output, sink=view)
     except InferCraneError as exc:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
         # inside it, applied nothing: the stack file is put back as it was.
-        if before is not None and getattr(exc, "applied_nothing", True):
+        shown = paths.display_path(path)
+        if before is not None and exc.applied_nothing:
             stackfile.write_atomically(path, before)
-            print(f"stack file {paths.display_path(path)} restored: the intent was not applied", file=sys.stderr)
+            _event(
+                args.json,
+                {"event": "stack-file", "path": shown, "change": "restored"},
+                f"stack file {shown} restored: the intent was not applied",
+            )
         elif before is not None:
-            print(
-                f"note: the intent stays in {paths.display_path(path)}: the update started and may have applied part of it; "
+            _event(
+                args.json,
+                {"event": "stack-file", "path": shown, "change": "kept"},
+                f"note: the intent stays in {shown}: the update started and may have applied part of it; "
                 "deploy again (same --idempotency-key) to converge",
-                file=sys.stderr,
             )
         raise
     print(output.deploy(args.stack, result, as_doc=args.json))
@@ -229,12 +238,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
     disclose(args, args.stack, acting=config)
     with _progress(args, "destroy", 0) as view:
         result = teardown.destroy(
-            Engine(args.stack),
-            config,
-            cluster.client(config.kubernetes),
-            on_output=view.on_output,
-            on_deleted=view.deleted,
-            on_remaining=view.remaining,
+            Engine(args.stack, sink=view), config, cluster.client(config.kubernetes), on_output=view.on_output, sink=view
         )
     print(output.destroy(args.stack, config.kubernetes.namespace, result, as_doc=args.json))
     return EXIT_FAILED if result.remaining or result.refused else EXIT_OK

@@ -14,6 +14,8 @@ from typing import IO
 from infercrane.cli.progress import ProgressView, log_path
 from infercrane.core.actions import count_words
 from infercrane.core.errors import InferCraneError
+from infercrane.core.events import Event, Note
+from infercrane.engine.operations import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
 from infercrane.live.inspect import inspect_report, render_text
@@ -28,6 +30,11 @@ def _view(op: str, total: int, kinds: int, log: IO[str]) -> ProgressView:
     )
 
 
+def _print_notes(event: Event) -> None:
+    if isinstance(event, Note):
+        print(event.text)
+
+
 def run(stack: str = "local") -> int:
     began = time.monotonic()
     try:
@@ -35,20 +42,22 @@ def run(stack: str = "local") -> int:
         print("== local control plane")
         plane.start()
         config = stackfile.load_stack(stack)
-        engine = Engine(stack)
+        engine = Engine(stack, sink=_print_notes)
         replicas, kinds = len(config.replicas), len(config.kubernetes.object_kinds)
         log = log_path(paths.project_root(), stack, "demo")
         print(f"== pulumi preview --stack {stack}  (Pulumi's full log: {paths.display_path(log)})")
         with log.open("w", encoding="utf-8") as sink:
             view = _view("plan", replicas, kinds, sink)
-            pre = engine.preview(on_output=view.on_output, on_event=view.on_event, suppress_outputs=True)
+            pre = engine.preview(on_output=view.on_output, on_event=applied_events(view), suppress_outputs=True)
             view.checked(replicas)
             view.close("done")
             print(f"preview: {count_words(pre.change_summary)}")
             print(f"== pulumi up --stack {stack}")
             view, outcome = _view("deploy", replicas, kinds, sink), "failed"
             try:
-                up = engine.up(on_output=view.on_output, on_event=view.on_event, suppress_outputs=True)
+                up = engine.up(
+                    on_output=view.on_output, on_event=applied_events(view), inputs={"progress": view}, suppress_outputs=True
+                )
                 outcome = "done"
             finally:
                 view.close(outcome)

@@ -5,6 +5,7 @@ User mistakes print one clear message and no traceback (exit 1; usage errors exi
 
 from __future__ import annotations
 
+import json
 import sys
 
 from infercrane.cli.commands import COMMANDS, EXIT_FAILED
@@ -17,7 +18,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except InferCraneError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        if getattr(args, "json", False):  # with --json, stderr is JSON events only
+            print(json.dumps({"event": "error", "command": args.command, "message": str(exc)}), file=sys.stderr)
+        else:
+            print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
     except UsageError as exc:
         print(f"infercrane {args.command}: error: {exc}", file=sys.stderr)

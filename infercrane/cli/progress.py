@@ -1,9 +1,10 @@
 """What a person sees during a long ``deploy``, ``plan`` or ``destroy``: one progress line.
 
-``applied 100/100 · ready 63/100 · waiting on 37 (Pending: FailedScheduling …) · 41 s`` -- fed
-by the engine's structured events (a replica is *applied* when every object of it has its
-outputs; *ready* comes from the program's readiness lines, which the engine relays as
-diagnostics) and, for ``destroy``, by the deletion wait. Three ways to show it:
+``applied 100/100 · ready 63/100 · waiting on 37 (Pending: FailedScheduling …) · 41 s`` -- the
+view is the command's sink of typed events (:mod:`infercrane.core.events`): a replica is
+*applied* when every object of it has its outputs, *ready* counts come from the program's
+readiness wait, destroy's from its deletes and wait, and notes from the layers below. Three ways
+to show it:
 
 - on a terminal, one line updated in place (rich's ``Live``), and a final line;
 - otherwise (CI logs), a plain line whenever the counts change, at most every 10 s, and a final line;
@@ -16,7 +17,6 @@ Pulumi's own log goes to a file the command names (``.infercrane/logs/…``), or
 from __future__ import annotations
 
 import json
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -24,9 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
-from infercrane.core.urns import component_of
+from infercrane.core.events import Applied, Deleted, Event, Note, Readiness, Remaining
 
-READINESS_LINE: Final = re.compile(r"readiness: (\d+)/(\d+) ready(?: after \d+s; waiting on (\d+)(?: \((.*)\))?)?")
 PLAIN_EVERY_SECONDS: Final = 10.0
 
 
@@ -60,7 +59,8 @@ class Counts:
 
 
 class ProgressView:
-    """Receives engine events and output lines; shows :class:`Counts` as the mode says."""
+    """The sink of one command's events (call it with one) and of Pulumi's log lines
+    (:meth:`on_output`, for the log file only); shows :class:`Counts` as the mode says."""
 
     def __init__(
         self,
@@ -80,7 +80,6 @@ class ProgressView:
         self._lock = threading.Lock()
         self._last_plain = ""
         self._last_plain_at = -PLAIN_EVERY_SECONDS
-        self._summary = False  # inside the summary Pulumi prints after an update
         self._live: Any = None
         if mode == "live":
             from rich.console import Console
@@ -93,55 +92,46 @@ class ProgressView:
 
     # -- inputs ---------------------------------------------------------------------------------
     def on_output(self, line: str) -> None:
-        """One line of Pulumi's own log: to the log file, to stderr with --verbose, and parsed
-        for the program's readiness lines."""
+        """One line of Pulumi's own log: to the log file, and to stderr with --verbose."""
         if self.log is not None:
             self.log.write(line if line.endswith("\n") else line + "\n")
         if self.echo:
             self._write(f"  | {line.rstrip()}")
-        if line.startswith(("Updating (", "Previewing update (")):
-            self._summary = False
-        elif line.startswith("Diagnostics:"):
-            self._summary = True  # Pulumi repeats every log line of the run here: old news
-        m = None if self._summary else READINESS_LINE.search(line)
-        if m:
-            with self._lock:
-                self.counts.ready = int(m.group(1))
-                self.counts.waiting_on = int(m.group(3)) if m.group(3) else 0
-                self.counts.why = m.group(4) or ""
-            self._changed("readiness")
 
-    def on_event(self, event: Any) -> None:
-        """An Automation API engine event: a child object's outputs mark progress of its replica."""
-        out = getattr(event, "res_outputs_event", None)
-        meta = getattr(out, "metadata", None)
-        if meta is None or "$" not in str(meta.urn):  # components and the provider are not objects
-            return
-        slot = component_of(str(meta.urn))
-        if slot is None:
-            return
-        with self._lock:
-            done = self.counts.objects_done.get(slot, 0) + 1
-            self.counts.objects_done[slot] = done
-            if done >= self.children:
-                self.counts.applied.add(slot)
-        self._changed("applied")
+    def __call__(self, event: Event) -> None:
+        """One typed event of the command (:mod:`infercrane.core.events`)."""
+        if isinstance(event, Applied):
+            with self._lock:
+                done = self.counts.objects_done.get(event.replica, 0) + 1
+                self.counts.objects_done[event.replica] = done
+                if done >= self.children:
+                    self.counts.applied.add(event.replica)
+            self._changed("applied")
+        elif isinstance(event, Readiness):
+            with self._lock:
+                self.counts.ready, self.counts.waiting_on, self.counts.why = event.ready, event.waiting, event.why
+                if self.log is not None:
+                    why = f" ({event.why})" if event.why else ""
+                    self.log.write(
+                        f"[infercrane] readiness: {event.ready}/{event.total} ready; waiting on {event.waiting}{why}\n"
+                    )
+            self._changed("readiness")
+        elif isinstance(event, Deleted):
+            with self._lock:
+                self.counts.deleted, self.counts.total = event.done, event.total
+            self._changed("deleted")
+        elif isinstance(event, Remaining):
+            with self._lock:
+                self.counts.remaining = event.count
+            self._changed("remaining")
+        elif isinstance(event, Note):
+            self.note(event.text)
 
     def checked(self, count: int) -> None:
         """Every replica planned (the plan's result is in)."""
         with self._lock:
             self.counts.applied = {f"#{i}" for i in range(count)}
         self._changed("checked")
-
-    def deleted(self, done: int, total: int) -> None:
-        with self._lock:
-            self.counts.deleted, self.counts.total = done, total
-        self._changed("deleted")
-
-    def remaining(self, count: int) -> None:
-        with self._lock:
-            self.counts.remaining = count
-        self._changed("remaining")
 
     def note(self, text: str) -> None:
         """A line for the person between updates (a rollout step, a repair): a plain line, or a

@@ -34,7 +34,12 @@ class UsageError(Exception):
 
 class InferCraneError(Exception):
     """Base class: a failure whose message is safe and useful to show as is (the CLI exits 1).
-    ``fix`` says how to fix it; it is rendered after the message by :func:`with_fix`."""
+    ``fix`` says how to fix it; it is rendered after the message by :func:`with_fix`.
+    ``applied_nothing``: nothing reached the cluster before it was raised -- true of a failure
+    before an update starts; a deploy sets it false for one raised once an update may have applied
+    part of its change (the CLI then keeps a stack file edit instead of restoring it)."""
+
+    applied_nothing: bool = True
 
     def __init__(self, message: str, *, fix: str | None = None) -> None:
         self.fix = fix

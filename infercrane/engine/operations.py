@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import secrets
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from infercrane.core.errors import (
     InferCraneError,
     PreflightRefused,
 )
+from infercrane.core.events import Applied, Note, Sink, discard
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
@@ -61,6 +61,22 @@ def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], 
         second(event)
 
     return both
+
+
+def applied_events(sink: Sink) -> Callable[[EngineEvent], None]:
+    """The engine's events as the person's progress: an :class:`~infercrane.core.events.Applied`
+    for every Kubernetes object (a component's child, ``$`` in its URN) whose outputs are in."""
+
+    def on_event(event: EngineEvent) -> None:
+        out = event.res_outputs_event
+        meta = getattr(out, "metadata", None)
+        if meta is None or "$" not in str(meta.urn):  # components and the provider are not objects
+            return
+        replica = component_of(str(meta.urn))
+        if replica is not None:
+            sink(Applied(replica))
+
+    return on_event
 
 
 class EventCollector:
@@ -194,7 +210,7 @@ def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Rend
         return None
 
 
-def verified(config: cfg.InferCraneConfig, notes: Callable[[str], None]) -> cfg.InferCraneConfig | None:
+def verified(config: cfg.InferCraneConfig, sink: Sink) -> cfg.InferCraneConfig | None:
     """``config`` with only the model caches the cluster verifies mapped (``prefer``: the others
     noted, their replicas download), or None when a required cache is not there: the program
     then refuses inside the update, where the refusal is recorded (as :func:`live_check`)."""
@@ -205,7 +221,7 @@ def verified(config: cfg.InferCraneConfig, notes: Callable[[str], None]) -> cfg.
     except CacheRefused:
         return None
     for warning in verdict.warnings:
-        notes(f"warning: {warning}")
+        sink(Note(f"warning: {warning}"))
     return verdict.config
 
 
@@ -235,9 +251,9 @@ def prime_cluster(config: cfg.InferCraneConfig) -> None:
     threading.Thread(target=prime, name="prime-openapi", daemon=True).start()
 
 
-def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], **fields: Any) -> dict[str, Any]:
+def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, **fields: Any) -> dict[str, Any]:
     """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
-    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), **fields}
+    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), "progress": sink, **fields}
 
 
 def could_need_refresh(
@@ -272,10 +288,6 @@ class DeployResult:
     actions: list[ReplicaAction]
     recorded_at: str
     rollout: Rollout | None = None  # the waves this deploy rolled (None: replayed, or refused)
-
-
-def _note(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)  # a note for the person, not for the log file
 
 
 def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
@@ -320,8 +332,7 @@ def deploy(
     config: cfg.InferCraneConfig,
     key: str,
     on_output: Callable[[str], None] | None = None,
-    on_event: Callable[[EngineEvent], None] | None = None,
-    notes: Callable[[str], None] = _note,
+    sink: Sink = discard,
 ) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
 
@@ -351,14 +362,16 @@ def deploy(
         return DeployResult(key, intent, "replayed", [], str(record.get("at")))
     prime_cluster(config)  # an update will run: its provider reads the document
     for note in resolve_pending_creates(engine, config, state):
-        notes(note)
+        sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
     stack = engine.stack_name
-    checked = verified(config, notes)
+    checked = verified(config, sink)
     config = checked or config
     rendered = render_checked(config, stack)
-    run = functools.partial(engine.apply, on_output=on_output, on_event=_both(collector, on_event), skip_checkpoints=True)
+    run = functools.partial(
+        engine.apply, on_output=on_output, on_event=_both(collector, applied_events(sink)), skip_checkpoints=True
+    )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
     gate = Gate() if checked and not could_need_refresh(config, stack, state, rendered) else None
@@ -369,7 +382,7 @@ def deploy(
             started = pool.submit(lambda: engine.stack)
         else:
             placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "report": None}
-            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, gate=gate, **placeholders))
+            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, gate=gate, **placeholders))
         try:
             report = live_check(config, stack, rendered) if checked else None
             rollout = plan_rollout(config, stack, rendered, report)
@@ -384,11 +397,12 @@ def deploy(
         for index, step in enumerate(steps):
             last = index == len(steps) - 1
             if rollout is not None and len(steps) > 1:
-                notes(describe_step(rollout, index))
+                sink(Note(describe_step(rollout, index)))
             recorded = urns.recorded_objects(state) if step is not None and not last else {}
             inputs = _inputs(
                 config,
                 state,
+                sink,
                 step=None if last else step,
                 held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
@@ -404,7 +418,7 @@ def deploy(
                     run(refresh=index == 0 and needs_refresh(config, stack, state, rendered, report), inputs=inputs)
             except InferCraneError as exc:
                 # Refused by the program's own checks inside the first update: nothing was applied.
-                exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)  # type: ignore[attr-defined]
+                exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)
                 if len(steps) > 1:
                     exc.args = (
                         f"the rollout stopped at step {index + 1}/{len(steps)}: the old replicas it had not reached keep "
@@ -419,8 +433,11 @@ def deploy(
         pool.shutdown(wait=True)
     orphans = delete_orphans(config, stack, state)  # the state before the last step: what Pulumi knew
     if orphans:
-        notes(
-            f"note: deleted {len(orphans)} replica(s) that left the config but were missing from the state: {', '.join(sorted(orphans.values()))}"
+        sink(
+            Note(
+                f"note: deleted {len(orphans)} replica(s) that left the config but were missing from the state: "
+                + ", ".join(sorted(orphans.values()))
+            )
         )
         for name in orphans:
             collector.ops.setdefault(name, set()).add(Action.DELETE)
@@ -476,7 +493,7 @@ def plan(
     on_output: Callable[[str], None] | None = None,
     *,
     full: bool = False,
-    on_event: Callable[[EngineEvent], None] | None = None,
+    sink: Sink = discard,
     policy_packs: Sequence[str] = (),
 ) -> PlanResult:
     """The plan of a stack for ``config`` (the stack's, or with ``plan MODEL``'s intent added --
@@ -490,7 +507,7 @@ def plan(
     engine.vouch = vouch_for(config, stack)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        checked = verified(config, _note)
+        checked = verified(config, sink)
         config = checked or config
         rendered = render_checked(config, stack)
         report = live_check(config, stack, rendered) if checked else None
@@ -510,7 +527,7 @@ def plan(
     inputs = {"config": config, "driven": True, "legacy": urns.legacy_names(state), "report": report}
     engine.preview(
         on_output=on_output,
-        on_event=_both(collector, on_event),
+        on_event=_both(collector, applied_events(sink)),
         refresh=needs_refresh(config, stack, state, rendered, report),
         inputs=inputs,
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),

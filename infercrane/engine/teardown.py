@@ -36,6 +36,7 @@ from lightkube import ApiError, Client
 from infercrane.core import config as cfg
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
+from infercrane.core.events import Deleted, Remaining, Sink, discard
 from infercrane.core.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, readiness
@@ -67,11 +68,11 @@ def destroy(
     client: Client,
     on_output: Callable[[str], None] | None = None,
     *,
-    on_deleted: Callable[[int, int], None] | None = None,
-    on_remaining: Callable[[int], None] | None = None,
+    sink: Sink = discard,
 ) -> DestroyResult:
-    """See the module docstring. ``on_deleted(done, total)`` after each accepted DELETE,
-    ``on_remaining(count)`` after each LIST of the wait (for a progress line)."""
+    """See the module docstring. The person's progress goes to ``sink``: a
+    :class:`~infercrane.core.events.Deleted` after each accepted DELETE, a
+    :class:`~infercrane.core.events.Remaining` after each LIST of the wait."""
     t = config.kubernetes
     stack_id = naming.stack_id(engine.stack_name)
     engine.check_passphrase()  # the state will be cleared: refuse now, not after the deletes
@@ -102,8 +103,7 @@ def destroy(
         targets.update(owned)
         for outcome in pool.map(delete, owned.items()):
             outcomes.append(outcome)
-            if on_deleted:
-                on_deleted(sum(why is None for _, why in outcomes), len(targets))
+            sink(Deleted(sum(why is None for _, why in outcomes), len(targets)))
 
     def read_then_clear() -> dict[str, Any]:
         recorded = engine.state()
@@ -134,7 +134,7 @@ def destroy(
     # The wait's last LIST (every kind of the stack's and the deleted objects', our managed-by label)
     # is also the proof: no owned object of this stack remains -- no second round of LISTs.
     left, listing = readiness.wait_gone(
-        client, t, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=on_remaining
+        client, t, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=lambda count: sink(Remaining(count))
     )
     if left:
         raise ClusterError(

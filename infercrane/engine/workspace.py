@@ -16,7 +16,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.core.errors import EngineError
+from infercrane.core.events import Note, Sink, discard
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
@@ -159,6 +159,9 @@ class Engine:
     #: Checks a backup checkpoint against the live objects before a repair restores it (the
     #: operation that knows the cluster sets it: :func:`infercrane.engine.operations.vouch_for`).
     vouch: Vouch | None = None
+    #: Where the engine's notes for the person go (a repair, a stale lock cleared): the caller's
+    #: progress view; this layer never prints.
+    sink: Sink = discard
     _stack: auto.Stack | None = None
     _repaired: bool = False
 
@@ -228,7 +231,7 @@ class Engine:
         self.repair()
         stack = self.stack
         for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
-            _stderr(note)  # a note for the person, not for the log file
+            self.sink(Note(note))
         channel = self._channel
         defaults = program.Channel()
         for name, value in (inputs or {}).items():
@@ -307,7 +310,7 @@ class Engine:
             return
         self._repaired = True
         for note in repair_torn_writes(self.backend_url(), self.stack_name, vouch=self.vouch):
-            _stderr(note)
+            self.sink(Note(note))
 
     def state(self) -> dict[str, Any]:
         """The stack's checkpoint (secrets left encrypted): resources, outputs, pending operations.
@@ -344,7 +347,7 @@ class Engine:
         instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md)."""
         self.repair()
         for note in clear_stale_locks(self.stack_name, self.engine_env):
-            _stderr(note)
+            self.sink(Note(note))
         empty = {k: v for k, v in recorded.items() if k not in ("resources", "pending_operations")} | {"resources": []}
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:
             json.dump({"version": 3, "deployment": empty}, fh)
@@ -374,10 +377,6 @@ class Engine:
 
     def outputs(self) -> dict[str, Any]:
         return {k: v.value for k, v in self.stack.outputs().items()}
-
-
-def _stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.

@@ -12,9 +12,10 @@ lazily and skipped only under Pulumi mocks.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -26,6 +27,7 @@ from infercrane.core import config as cfg
 from infercrane.core import loading, naming
 from infercrane.core.actions import Action
 from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused
+from infercrane.core.events import Readiness, Sink
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import Step, endpoint_of
@@ -198,7 +200,8 @@ class Channel:
     (plain ``pulumi``, a refusal to record, a later rollout step) the program runs its own.
     ``gate`` -- the run started before the caller's preflight was done
     (:mod:`infercrane.shell.gate`): the program registers its provider, then waits there for the
-    rest of its inputs.
+    rest of its inputs. ``progress`` -- the caller's sink for the readiness wait's typed
+    :class:`~infercrane.core.events.Readiness` events (without it, plain ``pulumi``: log lines).
     Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
     parsing the engine's output."""
 
@@ -210,6 +213,7 @@ class Channel:
     legacy: Mapping[str, str] | None = None
     report: Any = None  # live.preflight.Report
     gate: Gate | None = None
+    progress: Sink | None = None
     error: InferCraneError | None = None
 
 
@@ -246,13 +250,8 @@ def await_readiness(
         return None
     from infercrane.live import cluster, readiness
 
-    def report(p: readiness.Progress) -> None:
-        why = p.summary()
-        pulumi.log.info(
-            f"readiness: {p.ready}/{p.total} ready after {p.elapsed:.0f}s; waiting on {len(p.waiting)}"
-            + (f" ({why})" if why else "")
-        )
-
+    publish = readiness_progress(channel)
+    report = functools.partial(publish_snapshot, publish)
     waiter = readiness.FleetWaiter(cluster.client(t), t, t.object_kinds[0], report=report)
 
     budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
@@ -271,9 +270,37 @@ def await_readiness(
             lost = all(v.api_lost for v in verdicts if v.state != "ready")
             channel.error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(channel.error))
-        pulumi.log.info(f"readiness: {len(components)}/{len(components)} ready")
+        publish(Readiness(len(components), len(components)), None)
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
+
+
+def readiness_line(event: Readiness, elapsed: float | None = None) -> str:
+    """The readiness wait as one log line, for a person reading plain ``pulumi up``'s output."""
+    if event.ready == event.total and not event.waiting:
+        return f"readiness: {event.ready}/{event.total} ready"
+    return f"readiness: {event.ready}/{event.total} ready after {elapsed or 0:.0f}s; waiting on {event.waiting}" + (
+        f" ({event.why})" if event.why else ""
+    )
+
+
+def readiness_progress(channel: Channel) -> Callable[[Readiness, float | None], None]:
+    """Where the readiness wait's snapshots go: the caller's sink (typed events, the
+    :class:`Channel`'s ``progress``), else Pulumi's log as a line (plain ``pulumi``)."""
+    sink = channel.progress
+
+    def publish(event: Readiness, elapsed: float | None = None) -> None:
+        if sink is not None:
+            sink(event)
+        else:
+            pulumi.log.info(readiness_line(event, elapsed))
+
+    return publish
+
+
+def publish_snapshot(publish: Callable[[Readiness, float | None], None], p: Any) -> None:
+    """One :class:`infercrane.live.readiness.Progress` snapshot, published."""
+    publish(Readiness(p.ready, p.total, len(p.waiting), p.summary()), p.elapsed)
 
 
 def main(channel: Channel | None = None) -> None:

@@ -8,6 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from infercrane.cli.progress import ProgressView
+from infercrane.core.events import Applied, Deleted, Note, Readiness, Remaining
 
 STACK = "urn:pulumi:dev::infercrane::infercrane:index:Replica"
 
@@ -26,13 +27,12 @@ class Clock:
 
 def feed_deploy(view: ProgressView, clock: Clock) -> None:
     for slot in ("qwen-0", "qwen-1", "qwen-2"):
-        view.on_event(outputs_event(f"{STACK}$kubernetes:apps/v1:Deployment::{slot}-deployment"))
-        view.on_event(outputs_event(f"{STACK}$kubernetes:core/v1:Service::{slot}-service"))
-        view.on_event(outputs_event(f"{STACK}::{slot}"))  # the component itself: not an object
+        view(Applied(slot))  # its Deployment
+        view(Applied(slot))  # its Service
     clock.now += 12
-    view.on_output("I1130 readiness: 1/3 ready after 12s; waiting on 2 (Pending: FailedScheduling: 0/3 nodes are available)")
+    view(Readiness(1, 3, 2, "Pending: FailedScheduling: 0/3 nodes are available"))
     clock.now += 29
-    view.on_output("readiness: 3/3 ready")
+    view(Readiness(3, 3))
 
 
 def test_plain_lines_for_ci_logs_say_applied_ready_and_what_is_slow() -> None:
@@ -44,7 +44,7 @@ def test_plain_lines_for_ci_logs_say_applied_ready_and_what_is_slow() -> None:
     assert lines[0] == "applied 0/3 · ready 0/3 · 0 s"  # the first change is shown at once
     assert "applied 3/3 · ready 1/3 · waiting on 2 (Pending: FailedScheduling: 0/3 nodes are available) · 12 s" in lines
     assert lines[-1] == "deploy done: applied 3/3 · ready 3/3 · 41 s"
-    assert "readiness: 1/3 ready" in log.getvalue()  # Pulumi's log goes to the file, not the screen
+    assert "[infercrane] readiness: 1/3 ready" in log.getvalue()  # the log file has it, the screen the line
     assert "readiness" not in out.getvalue()
 
 
@@ -52,8 +52,8 @@ def test_plain_lines_are_rate_limited() -> None:
     out, clock = io.StringIO(), Clock()
     view = ProgressView("deploy", 3, stream=out, mode="lines", children_per_replica=2, clock=clock)
     for _ in range(5):
-        view.on_output("readiness: 1/3 ready after 1s; waiting on 2")
-        view.on_output("readiness: 2/3 ready after 1s; waiting on 1")
+        view(Readiness(1, 3, 2))
+        view(Readiness(2, 3, 1))
     assert len(out.getvalue().splitlines()) == 1
 
 
@@ -88,10 +88,10 @@ def test_verbose_echoes_pulumis_log_beside_the_line() -> None:
 def test_destroy_counts_deleted_and_remaining() -> None:
     out, clock = io.StringIO(), Clock()
     view = ProgressView("destroy", 0, stream=out, mode="lines", clock=clock)
-    view.deleted(1, 200)
+    view(Deleted(1, 200))
     clock.now += 11
-    view.deleted(200, 200)
-    view.remaining(0)
+    view(Deleted(200, 200))
+    view(Remaining(0))
     view.close("done")
     lines = out.getvalue().splitlines()
     assert lines[0] == "deleted 1/200 · 0 s"
@@ -106,21 +106,49 @@ def test_a_note_is_a_plain_line_or_a_json_event_and_lands_in_the_log() -> None:
     for mode, want in (("lines", "rollout step 1/2: qwen wave 1/1 (down a; up b)"), ("json", '"event": "note"')):
         out, log = io.StringIO(), io.StringIO()
         view = ProgressView("deploy", 2, stream=out, mode=mode, log=log)
-        view.note("rollout step 1/2: qwen wave 1/1 (down a; up b)")
+        view(Note("rollout step 1/2: qwen wave 1/1 (down a; up b)"))
         assert want in out.getvalue()
         assert "[infercrane] rollout step 1/2" in log.getvalue()
 
 
-def test_the_summary_pulumi_repeats_after_an_update_does_not_move_the_ready_count_back() -> None:
+def test_pulumis_log_lines_never_move_the_counts() -> None:
     out, clock = io.StringIO(), Clock()
     view = ProgressView("deploy", 300, stream=out, mode="json", children_per_replica=2, clock=clock)
-    view.on_output("Updating (ours):")
     view.on_output(" +  pulumi:pulumi:Stack infercrane-ours creating (28s) readiness: 20/300 ready after 0s; waiting on 280")
-    view.on_output(" +  pulumi:pulumi:Stack infercrane-ours creating (82s) readiness: 271/300 ready after 54s; waiting on 29")
-    view.on_output("Diagnostics:")
-    view.on_output("  pulumi:pulumi:Stack (infercrane-ours):")
-    view.on_output("    readiness: 20/300 ready after 0s; waiting on 280")  # the same lines again, oldest first
-    assert [json.loads(line)["ready"] for line in out.getvalue().splitlines()] == [20, 271]
-    view.on_output("Updating (ours):")  # the next step of a rollout: live again
-    view.on_output(" ~  pulumi:pulumi:Stack infercrane-ours updating (3s) readiness: 300/300 ready")
-    assert json.loads(out.getvalue().splitlines()[-1])["ready"] == 300
+    assert out.getvalue() == ""  # the program's progress arrives typed, never parsed from a log line
+
+
+def test_the_engines_objects_become_applied_events_and_components_do_not() -> None:
+    from infercrane.engine.operations import applied_events
+
+    seen: list[Any] = []
+    on_event = applied_events(seen.append)
+    on_event(outputs_event(f"{STACK}$kubernetes:apps/v1:Deployment::qwen-0-deployment"))
+    on_event(outputs_event(f"{STACK}$kubernetes:core/v1:Service::qwen-0-service"))
+    on_event(outputs_event(f"{STACK}::qwen-0"))  # the component itself: not an object
+    on_event(outputs_event("urn:pulumi:dev::infercrane::pulumi:providers:kubernetes::infercrane"))
+    on_event(SimpleNamespace(res_outputs_event=None))
+    assert seen == [Applied("qwen-0"), Applied("qwen-0")]
+
+
+def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
+    """The real producer (the program's publisher of the fleet wait's snapshots) into the real
+    consumer (the CLI's view), as the Automation API run wires them through the Channel."""
+    from infercrane.live.readiness import Progress
+    from infercrane.shell import program
+
+    out, clock = io.StringIO(), Clock()
+    view = ProgressView("deploy", 3, stream=out, mode="json", children_per_replica=1, clock=clock)
+    publish = program.readiness_progress(program.Channel(progress=view))
+    snapshot = Progress(1, 3, {"qwen-1": "Pending", "qwen-2": "Pending"}, 12.0, {"qwen-1": ["FailedScheduling: 0/3 nodes"]})
+    program.publish_snapshot(publish, snapshot)
+    publish(Readiness(3, 3), None)
+    events = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [(e["ready"], e["waitingOn"], e["why"]) for e in events] == [(1, 2, "FailedScheduling on 1"), (3, 0, None)]
+
+
+def test_plain_pulumi_reads_the_readiness_wait_as_log_lines() -> None:
+    from infercrane.shell.program import readiness_line
+
+    assert readiness_line(Readiness(1, 3, 2, "Pending"), 12.4) == "readiness: 1/3 ready after 12s; waiting on 2 (Pending)"
+    assert readiness_line(Readiness(3, 3), None) == "readiness: 3/3 ready"
