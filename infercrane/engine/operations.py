@@ -36,6 +36,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import Rollout
 from infercrane.core.urns import KIND_OF_TOKEN, component_of
 from infercrane.engine.workspace import Engine
+from infercrane.shell.channel import Prepared
 from infercrane.shell.gate import Gate
 
 if TYPE_CHECKING:  # the SDK (~0.2 s to import) is imported by the engine's start, beside the preflight
@@ -381,7 +382,7 @@ def deploy(
         if gate is None:
             started = pool.submit(lambda: engine.stack)
         else:
-            placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "report": None}
+            placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "prepared": None}
             started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, gate=gate, **placeholders))
         try:
             report = live_check(config, stack, rendered) if checked else None
@@ -408,7 +409,7 @@ def deploy(
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
                 # The first run registers on the preflight made moments ago; later steps changed
                 # the cluster, and their program checks it again.
-                report=report if index == 0 else None,
+                prepared=Prepared(rendered, report) if index == 0 and report is not None else None,
             )
             try:
                 if index == 0 and gate is not None:
@@ -524,7 +525,12 @@ def plan(
     if not why:
         return PlanResult(summarize(config, EventCollector(), rendered), "state+live", rollout=rollout)
     collector = EventCollector()
-    inputs = {"config": config, "driven": True, "legacy": urns.legacy_names(state), "report": report}
+    inputs = {
+        "config": config,
+        "driven": True,
+        "legacy": urns.legacy_names(state),
+        "prepared": Prepared(rendered, report) if report is not None else None,
+    }
     engine.preview(
         on_output=on_output,
         on_event=_both(collector, applied_events(sink)),

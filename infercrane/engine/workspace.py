@@ -29,6 +29,7 @@ from infercrane.core.events import Note, Sink, discard
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
+from infercrane.shell.channel import Channel
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
@@ -200,7 +201,7 @@ class Engine:
             from infercrane.shell import program
 
             try:
-                channel = program.Channel()
+                channel = Channel()
                 self._stack = _auto().create_or_select_stack(
                     stack_name=self.stack_name,
                     project_name="infercrane",
@@ -215,7 +216,7 @@ class Engine:
     def _run(self, op: str, inputs: Mapping[str, Any] | None = None, *, skip_checkpoints: bool = False, **kw: Any) -> Any:
         """Run one Automation API operation; map failures to typed, user-facing errors (the
         program's own, passed back on its channel, else the engine's translated). ``inputs`` are
-        :class:`~infercrane.shell.program.Channel` fields for this one run.
+        :class:`~infercrane.shell.channel.Channel` fields for this one run.
 
         ``skip_checkpoints``: the engine writes the state once, when the run ends (success or
         failure), instead of after every step (PULUMI_SKIP_CHECKPOINTS). Each write is the whole
@@ -226,14 +227,12 @@ class Engine:
         provider's server-side apply on create applies to an existing object of the same name
         (pulumi-kubernetes 4.25), and the deploy deletes owned objects of keys that left the
         config even when the state does not record them (the kill sweep proves it)."""
-        from infercrane.shell import program
-
         self.repair()
         stack = self.stack
         for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
             self.sink(Note(note))
         channel = self._channel
-        defaults = program.Channel()
+        defaults = Channel()
         for name, value in (inputs or {}).items():
             setattr(channel, name, value)
         channel.error = None

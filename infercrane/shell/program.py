@@ -15,8 +15,7 @@ import asyncio
 import functools
 import os
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 import pulumi
@@ -27,13 +26,13 @@ from infercrane.core import config as cfg
 from infercrane.core import loading, naming
 from infercrane.core.actions import Action
 from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused
-from infercrane.core.events import Readiness, Sink
+from infercrane.core.events import Readiness
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
-from infercrane.core.rollout import Step, endpoint_of
+from infercrane.core.rollout import endpoint_of
 from infercrane.core.urns import legacy_slots
+from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
-from infercrane.shell.gate import Gate
 from infercrane.shell.provider import make_provider
 
 
@@ -135,20 +134,24 @@ def registrations(
     provider is created with it, unless ``provider`` was registered already), so a caller can
     hand the SDK's event loop each registration while it builds the next (:func:`run`)."""
     channel = channel or Channel()
-    if preflight and channel.report is None:  # the caller that made the report verified the caches for it
-        from infercrane.live import preflight as live
+    prepared = channel.prepared
+    if prepared is not None:  # the caller verified the caches, rendered and ran the preflight for this run
+        rendered = list(prepared.rendered)
+    else:
+        if preflight:
+            from infercrane.live import preflight as live
 
-        verdict = live.verify_cache(config)
-        for warning in verdict.warnings:
-            pulumi.log.warn(f"preflight: {warning}")
-        config = verdict.config
-    rendered = render_checked(config, stack)
+            verdict = live.verify_cache(config)
+            for warning in verdict.warnings:
+                pulumi.log.warn(f"preflight: {warning}")
+            config = verdict.config
+        rendered = render_checked(config, stack)
     t = config.kubernetes
     if preflight:
         from infercrane.live import preflight as live
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = channel.report or live.run(config, manifests, naming.stack_id(stack))
+        report = prepared.report if prepared is not None else live.run(config, manifests, naming.stack_id(stack))
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
@@ -180,41 +183,6 @@ def registrations(
 
 
 DEPLOY_HISTORY: Final = 20
-
-
-@dataclass
-class Channel:
-    """What one in-process caller (the Automation API, :mod:`infercrane.engine.workspace`) and one
-    run of the program pass each other -- explicitly, instead of module globals.
-
-    In: ``config`` -- the validated config the caller prepared (``plan MODEL`` adds its intent
-    without touching the stack file); else the program reads the stack's. ``deploy_record`` -- set
-    by ``infercrane deploy``: the idempotency history read from the stack's outputs and, on the
-    run that completes the deploy, this deploy's entry (exported as ``deploys``, so the record is
-    written by the update it describes, only if it succeeds). ``step`` -- one step of a rollout
-    the caller drives (:mod:`infercrane.core.rollout`), with ``held`` the recorded manifests of
-    the replicas it holds; ``driven`` -- the caller rolls in waves, so the program does not refuse
-    a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases;
-    ``report`` -- the preflight's report the caller made for this very run (it passed: nothing
-    refused), so the program registers without a second LIST and dry run per object; without it
-    (plain ``pulumi``, a refusal to record, a later rollout step) the program runs its own.
-    ``gate`` -- the run started before the caller's preflight was done
-    (:mod:`infercrane.shell.gate`): the program registers its provider, then waits there for the
-    rest of its inputs. ``progress`` -- the caller's sink for the readiness wait's typed
-    :class:`~infercrane.core.events.Readiness` events (without it, plain ``pulumi``: log lines).
-    Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
-    parsing the engine's output."""
-
-    deploy_record: dict[str, Any] | None = None
-    config: cfg.InferCraneConfig | None = None
-    step: Step | None = None
-    held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
-    driven: bool = False
-    legacy: Mapping[str, str] | None = None
-    report: Any = None  # live.preflight.Report
-    gate: Gate | None = None
-    progress: Sink | None = None
-    error: InferCraneError | None = None
 
 
 def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig, deploy_record: dict[str, Any] | None) -> None:

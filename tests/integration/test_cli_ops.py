@@ -182,3 +182,34 @@ def test_a_persons_kubectl_works_on_the_plane_without_naming_a_context(project: 
     path_again = next(shlex.split(x.removeprefix("export PATH="))[0] for x in again.splitlines() if x.startswith("export PATH="))
     entries = path_again.split(os.pathsep)
     assert len(entries) == len(set(entries)) and path_again == path
+
+
+def _stderr_events(r: subprocess.CompletedProcess[str]) -> list[dict[str, Any]]:
+    """Every stderr line of a ``--json`` command, parsed: a line that is not one JSON object fails."""
+    events = []
+    for line in r.stderr.splitlines():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            raise AssertionError(f"not a JSON event on stderr: {line!r}\n{r.stderr[-2000:]}") from None
+        assert isinstance(event, dict) and "event" in event, line
+        events.append(event)
+    return events
+
+
+def test_with_json_every_stderr_line_of_plan_deploy_and_destroy_is_a_json_event(project: Project) -> None:
+    keys = ["it-jsonerr-r0", "it-jsonerr-r1"]
+    project.stack("itjsonerr", [replica(k) for k in keys])
+    seen: dict[str, set[str]] = {}
+    for args, rc in ((("plan",), 3), (("deploy",), 0), (("plan",), 0), (("destroy",), 0)):
+        r = cli(project, *args, "--stack", "itjsonerr", "--json")
+        assert r.returncode == rc, r.stderr[-3000:]
+        seen.setdefault(args[0], set()).update(e["event"] for e in _stderr_events(r))
+    assert {"target", "idempotency-key", "applied", "readiness", "done"} <= seen["deploy"]
+    assert {"target", "deleted", "remaining", "done"} <= seen["destroy"]
+    # A failure too: one error event, nothing applied.
+    project.stack("itjsonerr", [replica(keys[0], gpu="NVIDIA-NOT-A-GPU")])
+    r = cli(project, "deploy", "--stack", "itjsonerr", "--json")
+    assert r.returncode == 1
+    (error,) = [e for e in _stderr_events(r) if e["event"] == "error"]
+    assert error["command"] == "deploy" and "NVIDIA-NOT-A-GPU" in error["message"]

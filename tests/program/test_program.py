@@ -17,6 +17,7 @@ import yaml
 from infercrane.core import config as cfg
 from infercrane.core import loading, naming
 from infercrane.project import paths, stackfile
+from infercrane.shell.channel import Channel
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,7 +203,7 @@ def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_
     recorded[0]["spec"]["template"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai@sha256:" + "0" * 64  # the old intent
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
-    channel = program.Channel(
+    channel = Channel(
         config=config, step=Step(apply=frozenset({rolled}), hold=frozenset({held, "gone"})), held={held: recorded}, driven=True
     )
 
@@ -216,6 +217,37 @@ def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_
     assert deployments[f"{naming.object_name(held)}-deployment"] == recorded[0]
     image = deployments[f"{naming.object_name(rolled)}-deployment"]["spec"]["template"]["spec"]["containers"][0]["image"]
     assert image == config.kubernetes.image_digest
+
+
+def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
+    """A command that rendered and ran the preflight hands both over (``Channel.prepared``): the
+    program registers exactly those manifests, without rendering the config again."""
+    import copy
+    import dataclasses
+
+    from infercrane.core.manifests import render_checked
+    from infercrane.live.preflight import Report
+    from infercrane.shell import program
+    from infercrane.shell.channel import Prepared
+
+    values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
+    config = loading.load(values, source="stacks/Pulumi.local.yaml", env={})
+    rendered = render_checked(config, "local")
+    marked = copy.deepcopy(rendered[0].manifests)
+    marked[0]["metadata"]["labels"]["handed-over"] = "yes"  # a render of the config would not have it
+    handed = [dataclasses.replace(rendered[0], manifests=marked), rendered[1]]
+    recorder = Recorder()
+    pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
+    channel = Channel(config=config, driven=True, prepared=Prepared(handed, Report()))
+
+    @pulumi.runtime.test
+    def go() -> None:
+        program.build(config, "local", preflight=False, channel=channel)
+
+    go()
+    deployments = {r.name: normalise(dict(r.inputs)) for r in by_type(recorder, "kubernetes:apps/v1:Deployment")}
+    assert deployments[f"{rendered[0].name}-deployment"]["metadata"]["labels"]["handed-over"] == "yes"
+    assert "handed-over" not in deployments[f"{rendered[1].name}-deployment"]["metadata"]["labels"]
 
 
 def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
@@ -234,7 +266,7 @@ def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
     pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
     config = loading.load(program.stack_values(), source="stacks/Pulumi.local.yaml", env={})
     gate = Gate()
-    channel = program.Channel(config=config, driven=True, gate=gate)
+    channel = Channel(config=config, driven=True, gate=gate)
 
     async def go() -> BaseException | None:
         waiting = asyncio.ensure_future(program.run(channel))
@@ -255,7 +287,7 @@ def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_gated_run_registers_its_provider_first_and_its_replicas_once_the_gate_opens() -> None:
-    rec, channel, error = _gated(lambda gate: gate.open({"report": None}))
+    rec, channel, error = _gated(lambda gate: gate.open({"prepared": None}))
     assert error is None and channel.error is None
     assert rec.before_gate == ["pulumi:providers:kubernetes"]  # type: ignore[attr-defined]
     assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2

@@ -136,10 +136,11 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
     consumer (the CLI's view), as the Automation API run wires them through the Channel."""
     from infercrane.live.readiness import Progress
     from infercrane.shell import program
+    from infercrane.shell.channel import Channel
 
     out, clock = io.StringIO(), Clock()
     view = ProgressView("deploy", 3, stream=out, mode="json", children_per_replica=1, clock=clock)
-    publish = program.readiness_progress(program.Channel(progress=view))
+    publish = program.readiness_progress(Channel(progress=view))
     snapshot = Progress(1, 3, {"qwen-1": "Pending", "qwen-2": "Pending"}, 12.0, {"qwen-1": ["FailedScheduling: 0/3 nodes"]})
     program.publish_snapshot(publish, snapshot)
     publish(Readiness(3, 3), None)
