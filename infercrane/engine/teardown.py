@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import ApiError, Client
+from lightkube import Client
 
 from infercrane.core import config as cfg
 from infercrane.core import naming
@@ -39,7 +39,7 @@ from infercrane.core.errors import ClusterError
 from infercrane.core.events import Deleted, Remaining, Sink, discard
 from infercrane.core.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
-from infercrane.live import cluster, readiness
+from infercrane.live import cluster, failures, readiness
 
 GONE_TIMEOUT_SECONDS: Final = 300.0
 
@@ -83,14 +83,13 @@ def destroy(
     def delete(item: tuple[tuple[str, str], str]) -> tuple[tuple[str, str], str | None]:
         (kind, name), uid = item
         try:
-            cluster.delete_exact(client, kind, name, t.namespace, uid)
+            with failures.request(f"delete {kind}/{name}", t):
+                cluster.delete_exact(client, kind, name, t.namespace, uid)
             return (kind, name), None
-        except ApiError as exc:
-            if exc.status.code == 409:  # the uid precondition failed: replaced since it was checked
-                return (kind, name), "replaced by another object since it was checked; left untouched"
-            return (kind, name), cluster.describe_api_error(exc, action=f"delete {kind}/{name}", target=t)
-        except cluster.TRANSPORT_ERRORS as exc:
-            return (kind, name), str(cluster.unreachable(exc, t))
+        except failures.Conflict:  # the uid precondition failed: replaced since it was checked
+            return (kind, name), "replaced by another object since it was checked; left untouched"
+        except failures.LiveError as exc:
+            return (kind, name), str(exc)
 
     def delete_owned(kinds: Iterable[str]) -> None:
         found = cluster.live_by_name(client, t, kinds)

@@ -1,7 +1,8 @@
 """The one Kubernetes client factory: explicit kubeconfig context and namespace, always.
 
 Live-cluster layer. Never uses or changes the kubeconfig's current-context; never reads a Secret.
-Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says what to do next.
+Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says what to do next:
+a failed request, one of the types of :mod:`infercrane.live.failures`.
 """
 
 from __future__ import annotations
@@ -20,8 +21,9 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
-from infercrane.core.errors import ClusterError, with_fix
+from infercrane.core.errors import ClusterError
 from infercrane.core.kinds import INFERENCE_SERVICE
+from infercrane.live.failures import RETRYABLE_CODES, NotFound, request
 from infercrane.project.paths import project_root
 
 T = TypeVar("T")
@@ -103,41 +105,6 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
         timeout=httpx2.Timeout(REQUEST_TIMEOUT_SECONDS),
         trust_env=False,
     )
-
-
-def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) -> str:
-    """One line for an API error, with the next step for the common codes."""
-    code = exc.status.code
-    msg = exc.status.message or str(exc)
-    if code == 403:
-        return with_fix(
-            f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
-            "bind deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) to this identity",
-        )
-    if code == 401:
-        return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"
-    if code == 404 and "namespaces" in msg:
-        return with_fix(
-            f"{action}: namespace {target.namespace!r} does not exist",
-            "kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)",
-        )
-    if code == 404 and "could not find the requested resource" in msg:
-        return with_fix(
-            f"{action}: the API server does not serve this kind ({msg})",
-            "for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment",
-        )
-    return f"{action}: {msg} (HTTP {code})"
-
-
-def unreachable(exc: Exception, target: KubernetesTarget) -> ClusterError:
-    return ClusterError(
-        f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}",
-        fix="check the cluster is up and the context is right (`infercrane doctor --kubernetes`);"
-        " for the local plane: `infercrane local status`",
-    )
-
-
-TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 
 
 def resource_for(manifest: Mapping[str, Any]) -> Any:
@@ -252,25 +219,16 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
             return list(client.list(res, namespace=target.namespace))
 
         try:
-            items = retrying(list_kind)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                continue
-            raise ClusterError(
-                describe_api_error(exc, action=f"list {kind}s in namespace {target.namespace}", target=target)
-            ) from None
-        except TRANSPORT_ERRORS as exc:
-            raise unreachable(exc, target) from None
+            with request(f"list {kind}s in namespace {target.namespace}", target):
+                items = retrying(list_kind)
+        except NotFound:
+            continue
         for obj in items:
             raw = as_dict(obj)
             out[(kind, raw["metadata"]["name"])] = raw
     return out
 
 
-RETRYABLE_CODES: Final = (429, 503)  # throttled, or storage (re)initializing after a CRD change
-#: What a wait keeps waiting through (one LIST per tick): the retryable answers and the server's
-#: own transient failures, since the next tick asks again anyway.
-TRANSIENT_CODES: Final = (*RETRYABLE_CODES, 500, 502, 504)
 #: Requests in flight at once (the preflight's dry runs, destroy's DELETEs): enough to hide the
 #: latency, few enough not to trip the API server's priority and fairness limits.
 CONCURRENT_REQUESTS: Final = 16

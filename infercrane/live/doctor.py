@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
-from infercrane.core.config import InferCraneConfig
-from infercrane.live import cluster
+from infercrane.core.config import InferCraneConfig, KubernetesTarget
+from infercrane.live import cluster, failures
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
 UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up
@@ -118,31 +118,32 @@ def _api(client: Client, config: InferCraneConfig) -> Check:
 
 
 def _kserve(client: Client, config: InferCraneConfig) -> Check:
+    t = config.kubernetes
     try:
-        list(client.list(cluster.InferenceService, namespace=config.kubernetes.namespace))
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return Check(
-                "KServe API",
-                FAIL,
-                "serving.kserve.io/v1beta1 is not served",
-                "install KServe (Standard mode) or use workloadApi: deployment",
-            )
-        raise
+        with failures.request("KServe API", t):
+            list(client.list(cluster.InferenceService, namespace=t.namespace))
+    except failures.NotFound:
+        return Check(
+            "KServe API",
+            FAIL,
+            "serving.kserve.io/v1beta1 is not served",
+            "install KServe (Standard mode) or use workloadApi: deployment",
+        )
     return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
 
 
-def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str, verify: str) -> Check:
+def _exists(
+    name: str, target: KubernetesTarget, read: Callable[[], object], what: str, fix: str, forbidden: str, verify: str
+) -> Check:
     """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, not verifiable
     (with ``verify``: what would verify it) when this identity may not read it."""
     try:
-        read()
-    except ApiError as exc:
-        if exc.status.code == 404:
-            return Check(name, FAIL, f"{what} does not exist", fix)
-        if exc.status.code == 403:
-            return Check(name, UNVERIFIABLE, forbidden, verify)
-        raise
+        with failures.request(name, target):
+            read()
+    except failures.NotFound:
+        return Check(name, FAIL, f"{what} does not exist", fix)
+    except failures.Forbidden:
+        return Check(name, UNVERIFIABLE, forbidden, verify)
     return Check(name, PASS, f"{what} exists")
 
 
@@ -150,6 +151,7 @@ def _namespace(client: Client, config: InferCraneConfig) -> Check:
     ns = config.kubernetes.namespace
     return _exists(
         "namespace",
+        config.kubernetes,
         lambda: client.get(Namespace, ns),
         f"namespace {ns}",
         "kubectl apply -f deploy/kubernetes/base/namespace.yaml",
@@ -162,6 +164,7 @@ def _service_account(client: Client, config: InferCraneConfig) -> Check:
     t = config.kubernetes
     return _exists(
         "runtime service account",
+        t,
         lambda: client.get(ServiceAccount, t.service_account, namespace=t.namespace),
         f"service account {t.service_account}",
         "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
@@ -177,16 +180,15 @@ def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
     for r in config.replicas:
         want[r.gpu] += r.gpu_count
     try:
-        nodes = list(client.list(Node))
-    except ApiError as exc:
-        if exc.status.code == 403:
-            return Check(
-                "GPU capacity",
-                UNVERIFIABLE,
-                "cannot list nodes (a cluster-scoped read the shipped Role does not grant, by design)",
-                "grant the optional node reader (deploy/kubernetes/optional/node-reader.yaml, docs/rbac.md) to check capacity",
-            )
-        raise
+        with failures.request("GPU capacity", t):
+            nodes = list(client.list(Node))
+    except failures.Forbidden:
+        return Check(
+            "GPU capacity",
+            UNVERIFIABLE,
+            "cannot list nodes (a cluster-scoped read the shipped Role does not grant, by design)",
+            "grant the optional node reader (deploy/kubernetes/optional/node-reader.yaml, docs/rbac.md) to check capacity",
+        )
     have: Counter[str] = Counter()
     for n in nodes:
         label = ((n.metadata.labels if n.metadata else None) or {}).get(t.gpu_product_label)
@@ -216,11 +218,10 @@ def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
 
     def guarded(name: str, fn: Callable[[], Check]) -> Check:
         try:
-            return fn()
-        except ApiError as exc:
-            return Check(name, FAIL, cluster.describe_api_error(exc, action=name, target=t))
-        except cluster.TRANSPORT_ERRORS as exc:
-            return Check(name, FAIL, str(cluster.unreachable(exc, t)))
+            with failures.request(name, t):
+                return fn()
+        except failures.LiveError as exc:
+            return Check(name, FAIL, str(exc))
 
     with ThreadPoolExecutor(max_workers=8) as pool:
         return list(pool.map(lambda job: guarded(*job), jobs))

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lightkube import ApiError, Client, operators
+from lightkube import Client, operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig
-from infercrane.core.errors import ClusterError
-from infercrane.live import cluster, readiness
+from infercrane.core.config import InferCraneConfig, KubernetesTarget
+from infercrane.live import cluster, failures, readiness
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
@@ -46,14 +45,11 @@ def managers(obj: dict[str, Any]) -> list[dict[str, str]]:
 
 
 def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One LIST in the target namespace; API errors become ClusterError (403: which right, which file)."""
+    """One LIST in the target namespace; a failure is a :class:`~infercrane.live.failures.LiveError`
+    (403: which right, which file)."""
     t = config.kubernetes
-    try:
+    with failures.request(f"list {res.__name__}s", t):
         return [cluster.as_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
-    except ApiError as exc:
-        raise ClusterError(cluster.describe_api_error(exc, action=f"list {res.__name__}s", target=t)) from None
-    except cluster.TRANSPORT_ERRORS as exc:
-        raise cluster.unreachable(exc, t) from None
 
 
 def _pod_owner_label(config: InferCraneConfig) -> str:
@@ -70,23 +66,21 @@ def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | No
         else {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
     )
     try:
-        return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
-    except ApiError as exc:
-        if exc.status.code == 403:
-            return None
-        raise ClusterError(cluster.describe_api_error(exc, action="list pods", target=t)) from None
-    except cluster.TRANSPORT_ERRORS as exc:
-        raise cluster.unreachable(exc, t) from None
+        with failures.request("list pods", t):
+            return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
+    except failures.Forbidden:
+        return None
 
 
-def _node_gpus(client: Client, label: str) -> dict[str, str]:
+def _node_gpus(client: Client, target: KubernetesTarget, label: str) -> dict[str, str]:
     """Node name -> GPU product label, or {} without the optional node reader."""
     try:
-        return {
-            cluster.as_dict(n)["metadata"]["name"]: (cluster.as_dict(n)["metadata"].get("labels") or {}).get(label, "")
-            for n in client.list(Node)
-        }
-    except (ApiError, *cluster.TRANSPORT_ERRORS):
+        with failures.request("list nodes", target):
+            return {
+                cluster.as_dict(n)["metadata"]["name"]: (cluster.as_dict(n)["metadata"].get("labels") or {}).get(label, "")
+                for n in client.list(Node)
+            }
+    except failures.LiveError:
         return {}
 
 
@@ -165,7 +159,7 @@ def inspect_report(
         live[kind] = {o["metadata"]["name"]: o for o in items}
     pod_client = pod_client or client
     pods = _pods(pod_client, config)
-    node_gpu = _node_gpus(pod_client, t.gpu_product_label) if pods and read_nodes else {}
+    node_gpu = _node_gpus(pod_client, t, t.gpu_product_label) if pods and read_nodes else {}
     out: list[dict[str, Any]] = []
     for r in config.replicas:
         name = naming.object_name(r.key)

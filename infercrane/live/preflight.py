@@ -30,7 +30,7 @@ from infercrane.core import cache, naming
 from infercrane.core.actions import Action
 from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
-from infercrane.live import cluster
+from infercrane.live import cluster, failures
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
 
@@ -41,7 +41,8 @@ def _where(m: Mapping[str, Any]) -> str:
 
 
 def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
-    """``Kind ns/name: conflict with "manager" using api: .field`` for each cause of a 409."""
+    """``Kind ns/name: conflict with "manager" using api: .field`` for each cause of a 409 (the
+    server's answer a :class:`~infercrane.live.failures.Conflict` carries)."""
     details = exc.status.details
     causes = (details.causes if details else None) or []
     lines = [
@@ -50,17 +51,6 @@ def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
         if c.message
     ]
     return lines or [f"{_where(manifest)}: {exc.status.message}"]
-
-
-VALIDATION_MARKERS: Final = ("field not declared in schema", "unknown field", "duplicate field", "strict decoding error")
-
-
-def _is_validation_error(exc: ApiError) -> bool:
-    """Strict field validation refused the object. Server-side apply reports an undeclared field
-    as HTTP 500 ("failed to create typed patch object ...: field not declared in schema"), other
-    paths as 400/422; recognised by the server's words, not only the code."""
-    message = exc.status.message or ""
-    return any(m in message for m in VALIDATION_MARKERS) or exc.status.code == 422
 
 
 @dataclass
@@ -118,15 +108,11 @@ def verify_cache(config: InferCraneConfig, client: Any = None) -> cache.Verdict:
     client = client or cluster.client(target)
     live: dict[str, dict[str, Any]] | None
     try:
-        items = cluster.retrying(lambda: list(client.list(PersistentVolumeClaim, namespace=target.namespace)))
+        with failures.request(f"list persistentvolumeclaims in namespace {target.namespace}", target):
+            items = cluster.retrying(lambda: list(client.list(PersistentVolumeClaim, namespace=target.namespace)))
         live = {(raw := cluster.as_dict(o))["metadata"]["name"]: raw for o in items}
-    except ApiError as exc:
-        if exc.status.code != 403:
-            action = f"list persistentvolumeclaims in namespace {target.namespace}"
-            raise ClusterError(cluster.describe_api_error(exc, action=action, target=target)) from None
+    except failures.Forbidden:
         live = None
-    except cluster.TRANSPORT_ERRORS as exc:
-        raise cluster.unreachable(exc, target) from None
     verdict = cache.judge(config, live)
     if verdict.refusals:
         raise CacheRefused(verdict.refusals, unreadable=verdict.unreadable)
@@ -152,13 +138,12 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         else:
             to_check.append(m)
 
-    def dry_run(m: dict[str, Any]) -> tuple[str, Any]:
+    def dry_run(m: dict[str, Any]) -> cluster.DryRun | failures.LiveError:
         try:
-            return "ok", cluster.retrying(lambda: cluster.apply_strict_dry_run(client, m))
-        except ApiError as exc:
-            return "api", exc
-        except cluster.TRANSPORT_ERRORS as exc:
-            return "transport", exc
+            with failures.request(f"server-side dry-run of {_where(m)}", target):
+                return cluster.retrying(lambda: cluster.apply_strict_dry_run(client, m))
+        except failures.LiveError as exc:
+            return exc
 
     with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
         results = list(pool.map(dry_run, to_check))
@@ -167,21 +152,21 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     errors: list[str] = []
     pod_security: list[str] = []
     report = Report(live=live)
-    for m, (outcome, value) in zip(to_check, results, strict=True):
+    for m, outcome in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"
-        if outcome == "transport":
-            raise cluster.unreachable(value, target) from None
-        if outcome == "api":
-            code = value.status.code
-            if code == 409:
-                conflicts += conflict_lines(m, value)
-            elif _is_validation_error(value):
-                invalid.append(f"{_where(m)}: {value.status.message}")
-            else:
-                errors.append(cluster.describe_api_error(value, action=f"server-side dry-run of {_where(m)}", target=target))
+        if isinstance(outcome, failures.Unreachable):
+            raise outcome
+        if isinstance(outcome, failures.Conflict) and outcome.api is not None:
+            conflicts += conflict_lines(m, outcome.api)
             continue
-        pod_security += [f"{_where(m)}: {w}" for w in value.warnings if POD_SECURITY_WARNING in w]
-        value = value.obj
+        if isinstance(outcome, failures.Invalid) and outcome.api is not None:
+            invalid.append(f"{_where(m)}: {outcome.api.status.message}")
+            continue
+        if isinstance(outcome, failures.LiveError):
+            errors.append(str(outcome))
+            continue
+        pod_security += [f"{_where(m)}: {w}" for w in outcome.warnings if POD_SECURITY_WARNING in w]
+        value = outcome.obj
         before = live.get((m["kind"], m["metadata"]["name"]))
         report.actions[ref] = (
             Action.CREATE if before is None else (Action.SAME if _comparable(before) == _comparable(value) else Action.UPDATE)

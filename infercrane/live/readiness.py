@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.resources.core_v1 import Event
 
 from infercrane.core import naming, times
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import POD_SECURITY_FIX, ClusterError
-from infercrane.live import cluster
+from infercrane.live import cluster, failures
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
 AWAIT_MARGIN_SECONDS: Final = 60  # past the startup budget (the progress deadline), before giving up
@@ -214,13 +214,13 @@ class FleetWaiter:
         return await future
 
     def _list(self) -> dict[str, dict[str, Any]]:
-        items = self._client.list(
-            self._resource, namespace=self._target.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
-        )
         out = {}
-        for obj in items:
-            raw = cluster.as_dict(obj)
-            out[raw["metadata"]["name"]] = raw
+        with failures.request(f"list {self._kind}s", self._target):
+            for obj in self._client.list(
+                self._resource, namespace=self._target.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+            ):
+                raw = cluster.as_dict(obj)
+                out[raw["metadata"]["name"]] = raw
         return out
 
     def _resolve(self, name: str, verdict: Verdict) -> None:
@@ -242,20 +242,20 @@ class FleetWaiter:
             try:
                 live = await asyncio.to_thread(self._list)
                 unreachable_since = None
-            except cluster.TRANSPORT_ERRORS as exc:
+            except failures.Unreachable as exc:
                 now = self._clock()
                 unreachable_since = unreachable_since or now
                 if now - unreachable_since >= self._grace:
-                    first = str(cluster.unreachable(exc, self._target)).splitlines()[0]
+                    first = str(exc).splitlines()[0]
                     self._fail_all(f"{first} (for {self._grace:.0f} s while waiting for readiness)", api_lost=True)
                     return
                 await asyncio.sleep(self._poll)
                 continue
-            except ApiError as exc:
-                if exc.status.code in cluster.TRANSIENT_CODES:
-                    await asyncio.sleep(self._poll)
-                    continue
-                self._fail_all(cluster.describe_api_error(exc, action=f"list {self._kind}s", target=self._target))
+            except failures.Unavailable:  # the next tick asks again anyway
+                await asyncio.sleep(self._poll)
+                continue
+            except failures.LiveError as exc:
+                self._fail_all(str(exc))
                 return
             failed: list[str] = []
             now = self._clock()
@@ -316,14 +316,16 @@ def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str],
     if not wanted:
         return {}
     try:
-        events: list[dict[str, Any]] = [
-            e.to_dict() for e in client.list(Event, namespace=target.namespace, fields={"type": "Warning"})
-        ]
-    except ApiError as exc:
-        note = f"(Events not readable by this identity: {exc.status.reason or exc.status.code}; grant {EVENTS_GRANT})"
-        return {n: [note] for n in wanted}
-    except cluster.TRANSPORT_ERRORS:
+        with failures.request("list events", target):
+            events: list[dict[str, Any]] = [
+                e.to_dict() for e in client.list(Event, namespace=target.namespace, fields={"type": "Warning"})
+            ]
+    except failures.Unreachable:
         return {}
+    except failures.LiveError as exc:
+        why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
+        note = f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
+        return {n: [note] for n in wanted}
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
     newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
     for order, e in enumerate(events):
@@ -363,25 +365,21 @@ def wait_gone(
         try:
             for kind in every:
                 try:
-                    items = client.list(
-                        cluster.resource_for({"kind": kind}),
-                        namespace=target.namespace,
-                        labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
-                    )
-                    listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
-                except ApiError as exc:
-                    if exc.status.code == 404:  # the kind is no longer served, nothing of it remains
-                        continue
-                    if exc.status.code not in cluster.RETRYABLE_CODES:
-                        action = f"list {kind}s in namespace {target.namespace}"
-                        raise ClusterError(cluster.describe_api_error(exc, action=action, target=target)) from None
-                    raise
-        except (ApiError, *cluster.TRANSPORT_ERRORS) as exc:
+                    with failures.request(f"list {kind}s in namespace {target.namespace}", target):
+                        items = client.list(
+                            cluster.resource_for({"kind": kind}),
+                            namespace=target.namespace,
+                            labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
+                        )
+                        listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
+                except failures.NotFound:  # the kind is no longer served, nothing of it remains
+                    continue
+        except (failures.Unreachable, failures.Unavailable) as exc:
             lost_since = lost_since or time.monotonic()
             if time.monotonic() - lost_since >= api_grace:
                 raise ClusterError(
                     f"the Kubernetes API stopped answering while waiting for {len(left)} object(s) to be gone; "
-                    f"the deletes were sent: {cluster.unreachable(exc, target)}"
+                    f"the deletes were sent: {exc}"
                 ) from None
             time.sleep(poll_seconds)
             continue

@@ -20,13 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import ApiError, Client
+from lightkube import Client
 from lightkube.types import PatchType
 
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import TakeoverRefused
-from infercrane.live import cluster
+from infercrane.live import cluster, failures
 
 TAKEOVER_MANAGER: Final = "infercrane-takeover"
 MISSING_STACK: Final = f"annotation {naming.ANNOTATION_STACK} is missing"
@@ -51,14 +51,15 @@ def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: b
         for kind in kinds:
             ref = f"{kind}/{name}"
             try:
-                obj = client.get(cluster.resource_for({"kind": kind}), name, namespace=t.namespace).to_dict()
-            except ApiError as exc:
-                if exc.status.code == 404:
-                    result.missing.append(ref)
-                    continue
-                raise TakeoverRefused(cluster.describe_api_error(exc, action=f"read {ref}", target=t)) from None
-            except cluster.TRANSPORT_ERRORS as exc:
-                raise cluster.unreachable(exc, t) from None
+                with failures.request(f"read {ref}", t):
+                    obj = client.get(cluster.resource_for({"kind": kind}), name, namespace=t.namespace).to_dict()
+            except failures.NotFound:
+                result.missing.append(ref)
+                continue
+            except failures.Unreachable:
+                raise
+            except failures.LiveError as exc:
+                raise TakeoverRefused(str(exc)) from None
             reasons = naming.ownership_mismatches(obj, key=r.key, namespace=t.namespace, stack=stack_id)
             if not reasons:
                 result.already.append(ref)
@@ -84,20 +85,23 @@ def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: b
             }
         }
         try:
-            client.patch(
-                cluster.resource_for({"kind": kind}),
-                name,
-                patch,
-                namespace=t.namespace,
-                patch_type=PatchType.MERGE,
-                field_manager=TAKEOVER_MANAGER,
-            )
-        except ApiError as exc:
-            if exc.status.code == 409:
-                raise TakeoverRefused(
-                    f"{ref} changed while it was being taken over; objects taken so far: {', '.join(result.taken) or 'none'}.",
-                    fix="run takeover again (it re-checks every object)",
-                ) from None
-            raise TakeoverRefused(cluster.describe_api_error(exc, action=f"annotate {ref}", target=t)) from None
+            with failures.request(f"annotate {ref}", t):
+                client.patch(
+                    cluster.resource_for({"kind": kind}),
+                    name,
+                    patch,
+                    namespace=t.namespace,
+                    patch_type=PatchType.MERGE,
+                    field_manager=TAKEOVER_MANAGER,
+                )
+        except failures.Conflict:
+            raise TakeoverRefused(
+                f"{ref} changed while it was being taken over; objects taken so far: {', '.join(result.taken) or 'none'}.",
+                fix="run takeover again (it re-checks every object)",
+            ) from None
+        except failures.Unreachable:
+            raise
+        except failures.LiveError as exc:
+            raise TakeoverRefused(str(exc)) from None
         result.taken.append(ref)
     return result

@@ -5,7 +5,8 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
 from infercrane.core import loading
-from infercrane.live.cluster import describe_api_error
+from infercrane.live import failures
+from infercrane.live.failures import describe_api_error
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes
@@ -33,6 +34,54 @@ TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDig
 def test_api_errors_say_what_to_do(code: int, message: str, expected: str) -> None:
     exc = ApiError(status=Status(code=code, message=message))
     assert expected in describe_api_error(exc, action="server-side dry-run of Deployment x", target=TARGET)
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "kind"),
+    [
+        (403, 'deployments.apps "x" is forbidden: User "u" cannot patch resource', failures.Forbidden),
+        (401, "Unauthorized", failures.Forbidden),
+        (404, 'deployments.apps "x" not found', failures.NotFound),
+        (409, 'Apply failed with 1 conflict: conflict with "kubectl"', failures.Conflict),
+        (422, 'Deployment.apps "x" is invalid', failures.Invalid),
+        (500, "failed to create typed patch object: .spec.bogus: field not declared in schema", failures.Invalid),
+        (429, "too many requests", failures.Unavailable),
+        (503, "the server is currently unable to handle the request", failures.Unavailable),
+        (500, "etcdserver: request timed out", failures.Unavailable),
+        (400, "the namespace of the provided object does not match", failures.LiveError),
+    ],
+    ids=[
+        "forbidden",
+        "unauthorized",
+        "not-found",
+        "conflict",
+        "invalid",
+        "undeclared-field",
+        "throttled",
+        "unavailable",
+        "etcd",
+        "bad-request",
+    ],
+)
+def test_a_failed_request_leaves_the_clients_edge_as_the_type_callers_branch_on(
+    code: int, message: str, kind: type[failures.LiveError]
+) -> None:
+    exc = ApiError(status=Status(code=code, message=message))
+    with pytest.raises(failures.LiveError) as raised, failures.request("list deployments", TARGET):
+        raise exc
+    assert type(raised.value) is kind
+    assert raised.value.code == code and raised.value.api is exc
+    assert str(raised.value).startswith("list deployments: ")
+
+
+def test_no_answer_at_all_is_unreachable_with_the_next_step() -> None:
+    import httpx2
+
+    with pytest.raises(failures.Unreachable) as raised, failures.request("list deployments", TARGET):
+        raise httpx2.ConnectError("[Errno 111] Connection refused")
+    text = str(raised.value)
+    assert text.startswith("cannot reach the Kubernetes API of context 'gpu-dev': ConnectError:")
+    assert "fix: check the cluster is up" in text and raised.value.code is None
 
 
 def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_is_not() -> None:
