@@ -15,7 +15,7 @@ from infercrane.cli.progress import ProgressView, log_path
 from infercrane.core.actions import count_words
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Event, Note
-from infercrane.engine.operations import applied_events
+from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
 from infercrane.live.inspect import inspect_report, render_text

@@ -1,7 +1,8 @@
-"""plan, deploy (idempotent), destroy: the CLI's engine operations and their summaries.
+"""plan and deploy (idempotent): the CLI's engine operations and their results.
 
-Per replica, the engine's steps become one action word (plan: create / configure / unchanged /
-replace / delete; deploy: created / configured / unchanged / replaced / deleted). A deploy is
+Per replica, the engine's steps become one :class:`~infercrane.core.actions.Action`
+(:mod:`infercrane.engine.changes`); what the state and the cluster decide before and after a run
+is in :mod:`infercrane.engine.checks`; destroy is :mod:`infercrane.engine.teardown`. A deploy is
 recorded in the stack's outputs (by the same ``up``) with its idempotency key and the stack's intent
 hash, so a retry with the same key and intent reports the recorded result without a second change,
 and the same key with another intent is refused. Engine layer.
@@ -15,260 +16,42 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
 from infercrane.core.actions import Action
-from infercrane.core.errors import (
-    CacheRefused,
-    ClusterError,
-    ConfigError,
-    GuardError,
-    IdempotencyConflict,
-    InferCraneError,
-    PreflightRefused,
-)
-from infercrane.core.events import Applied, Note, Sink, discard
+from infercrane.core.errors import IdempotencyConflict, InferCraneError
+from infercrane.core.events import Note, Sink, discard
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
-from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import Rollout
-from infercrane.core.urns import KIND_OF_TOKEN, component_of
+from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
+from infercrane.engine.checks import (
+    REFUSED_BEFORE_APPLY,
+    could_need_refresh,
+    delete_orphans,
+    live_check,
+    needs_refresh,
+    plan_rollout,
+    prime_cluster,
+    proven_no_op,
+    resolve_pending_creates,
+    stack_outputs,
+    verified,
+    vouch_for,
+)
 from infercrane.engine.workspace import Engine
 from infercrane.shell.channel import Prepared
 from infercrane.shell.gate import Gate
 
 if TYPE_CHECKING:  # the SDK (~0.2 s to import) is imported by the engine's start, beside the preflight
-    from pulumi.automation import EngineEvent
-
-
-@dataclass
-class ReplicaAction:
-    name: str  # the replica's object name: its component's logical name
-    action: Action
-    key: str | None = None
-    gpu: str | None = None
-    image: str | None = None
-    objects: list[str] = field(default_factory=list)
-
-
-def _both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None] | None) -> Callable[[EngineEvent], None]:
-    if second is None:
-        return first
-
-    def both(event: EngineEvent) -> None:
-        first(event)
-        second(event)
-
-    return both
-
-
-def applied_events(sink: Sink) -> Callable[[EngineEvent], None]:
-    """The engine's events as the person's progress: an :class:`~infercrane.core.events.Applied`
-    for every Kubernetes object (a component's child, ``$`` in its URN) whose outputs are in."""
-
-    def on_event(event: EngineEvent) -> None:
-        out = event.res_outputs_event
-        meta = getattr(out, "metadata", None)
-        if meta is None or "$" not in str(meta.urn):  # components and the provider are not objects
-            return
-        replica = component_of(str(meta.urn))
-        if replica is not None:
-            sink(Applied(replica))
-
-    return on_event
-
-
-class EventCollector:
-    """Collects per-replica operations from engine events (by component name)."""
-
-    def __init__(self) -> None:
-        self.ops: dict[str, set[Action]] = {}
-
-    def __call__(self, event: EngineEvent) -> None:
-        pre = event.resource_pre_event
-        if pre is None or pre.metadata is None:
-            return
-        name = component_of(pre.metadata.urn)
-        if name is not None:
-            self.ops.setdefault(name, set()).add(Action.of_step(pre.metadata.op))
-
-
-def summarize(
-    config: cfg.InferCraneConfig,
-    collector: EventCollector,
-    rendered: Sequence[RenderedReplica],
-    keys: Mapping[str, str] | None = None,
-) -> list[ReplicaAction]:
-    """One action per replica of the config, then one ``delete`` per replica only the engine saw
-    (``keys``: object name -> key, for the replicas the state names)."""
-    out = []
-    known = set()
-    for r in rendered:
-        known.add(r.name)
-        out.append(
-            ReplicaAction(
-                r.name,
-                Action.strongest(collector.ops.get(r.name, set())),
-                key=r.replica.key,
-                gpu=r.replica.gpu,
-                image=config.image_for(r.replica),
-                objects=[f"{m['kind']}/{m['metadata']['name']}" for m in r.manifests],
-            )
-        )
-    for name in sorted(collector.ops):
-        if name not in known and Action.DELETE in collector.ops[name]:
-            out.append(ReplicaAction(name, Action.DELETE, key=(keys or {}).get(name)))
-    return out
-
-
-# Raised by the program's own checks inside `pulumi up`, before anything is applied.
-REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)
-
-
-def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
-    """The stack outputs recorded in a state (``Engine.state``): the root Stack resource's outputs."""
-    root: dict[str, Any] = next((r for r in state.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
-    return dict(root.get("outputs") or {})
-
-
-def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state: dict[str, Any]) -> list[str]:
-    """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
-    about them on every run and never resolves them itself), after checking each live object.
-
-    An object that exists and carries this stack's exact ownership is ours: clearing the pending
-    operation lets the next ``up`` apply to it again (server-side apply adopts only after the
-    preflight has verified that ownership). An object that does not exist needs nothing. An object
-    with our name but not our ownership is refused: the state is left as it is, and nothing applied."""
-    from infercrane.live import cluster
-
-    pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
-    if not pending:
-        return []
-    client = cluster.client(config.kubernetes)
-    live = cluster.live_by_name(client, config.kubernetes, KIND_OF_TOKEN.values())
-    stack_id = naming.stack_id(engine.stack_name)
-    foreign = []
-    names = []
-    for op in pending:
-        res = op.get("resource") or {}
-        kind = KIND_OF_TOKEN.get(res.get("type", ""))
-        name = ((res.get("inputs") or {}).get("metadata") or {}).get("name")
-        if kind is None or name is None:
-            continue
-        names.append(f"{kind}/{name}")
-        obj = live.get((kind, name))
-        reasons = naming.not_owned(obj, namespace=config.kubernetes.namespace, stack=stack_id) if obj is not None else []
-        if reasons:
-            foreign.append(f"{kind}/{name}: {'; '.join(reasons)}")
-    if foreign:
-        raise InferCraneError(
-            "an interrupted update left pending creates for objects that are not this stack's; nothing was applied:\n"
-            + "\n".join(f"- {f}" for f in foreign),
-            fix="rename or delete the foreign objects yourself, then deploy again",
-        )
-    engine.refresh(clear_pending_creates=True)
-    return [
-        f"note: cleared {len(pending)} pending create(s) left by an interrupted update ({', '.join(names)}); "
-        "the live objects carry this stack's exact ownership and are applied again"
-    ]
-
-
-def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str, Any]], str | None]:
-    """The check a repair runs before it restores Pulumi's backup checkpoint of ``stack``
-    (:func:`infercrane.engine.backend.repair_torn_writes`): the live objects of this stack's exact
-    ownership that existed when the backup was written must be recorded in it. One LIST per kind,
-    run only when a checkpoint is damaged."""
-
-    def vouch(checkpoint: Mapping[str, Any]) -> str | None:
-        from infercrane.live import cluster
-
-        t = config.kubernetes
-        stack_id = naming.stack_id(stack)
-        live = {
-            ref: str(obj["metadata"].get("creationTimestamp") or "")
-            for ref, obj in cluster.live_by_name(cluster.client(t), t, t.object_kinds).items()
-            if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
-        }
-        older = urns.unrecorded_before(checkpoint, live)
-        return f"it does not record {', '.join(older)}, which existed when it was written" if older else None
-
-    return vouch
-
-
-def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica] | None = None) -> Any:
-    """The preflight's report (ownership, conflicts, strict dry run, live vs rendered, what runs),
-    or None when it refuses: the program's own preflight then refuses again inside the update,
-    where the refusal is recorded as a failed update (promote's health gate reads the history)."""
-    from infercrane.live import preflight
-
-    rendered = render_checked(config, stack) if rendered is None else rendered
-    manifests = [m for r in rendered for m in r.manifests]
-    try:
-        return preflight.run(config, manifests, naming.stack_id(stack))
-    except PreflightRefused:
-        return None
-
-
-def verified(config: cfg.InferCraneConfig, sink: Sink) -> cfg.InferCraneConfig | None:
-    """``config`` with only the model caches the cluster verifies mapped (``prefer``: the others
-    noted, their replicas download), or None when a required cache is not there: the program
-    then refuses inside the update, where the refusal is recorded (as :func:`live_check`)."""
-    from infercrane.live import preflight
-
-    try:
-        verdict = preflight.verify_cache(config)
-    except CacheRefused:
-        return None
-    for warning in verdict.warnings:
-        sink(Note(f"warning: {warning}"))
-    return verdict.config
-
-
-def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any) -> Rollout | None:
-    """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls)."""
-    if report is None:
-        return None
-    from infercrane.live import membership
-
-    return membership.plan_rollout(config, rendered, report, naming.stack_id(stack))
-
-
-def prime_cluster(config: cfg.InferCraneConfig) -> None:
-    """Have the API server build the OpenAPI document the provider reads on ``up`` while this
-    command renders and runs its preflight (:func:`infercrane.live.cluster.prime_openapi`): one
-    daemon thread, nothing waits for it."""
-    import threading
-
-    from infercrane.live import cluster
-
-    def prime() -> None:
-        try:
-            cluster.prime_openapi(cluster.client(config.kubernetes))
-        except Exception:  # noqa: BLE001, S110 - a bad kubeconfig is the preflight's to report
-            pass
-
-    threading.Thread(target=prime, name="prime-openapi", daemon=True).start()
+    pass
 
 
 def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, **fields: Any) -> dict[str, Any]:
     """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
     return {"config": config, "driven": True, "legacy": urns.legacy_names(state), "progress": sink, **fields}
-
-
-def could_need_refresh(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
-) -> bool:
-    """Whether some verdict of the preflight could make the first run need ``--refresh``
-    (:func:`needs_refresh`): only an object whose record Pulumi would trust can. With none -- a
-    first deploy, a lost state, every object changing -- the run can start before the preflight
-    is done (:mod:`infercrane.shell.gate`)."""
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    every = [f"{m['kind']}/{m['metadata']['name']}" for r in rendered for m in r.manifests]
-    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), every))
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -289,30 +72,6 @@ class DeployResult:
     actions: list[ReplicaAction]
     recorded_at: str
     rollout: Rollout | None = None  # the waves this deploy rolled (None: replayed, or refused)
-
-
-def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
-    """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
-    when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
-    what it does not know, and a key that leaves the config is deleted. Only objects with this stack's exact ownership, each with a uid
-    precondition; run after the last step, when every replica of the config is ready.
-    Returns object name -> key of what was deleted."""
-    from infercrane.live import cluster
-
-    t = config.kubernetes
-    stack_id = naming.stack_id(stack)
-    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
-    client = cluster.client(t)
-    deleted: dict[str, str] = {}
-    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds).items()):
-        key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
-        if key is None or key in keep or naming.not_owned(obj, namespace=t.namespace, stack=stack_id):
-            continue
-        if obj["metadata"].get("deletionTimestamp"):
-            continue  # already going
-        cluster.delete_exact(client, kind, name, t.namespace, str(obj["metadata"]["uid"]))
-        deleted[name] = str(key)
-    return deleted
 
 
 def describe_step(rollout: Rollout, index: int) -> str:
@@ -371,7 +130,7 @@ def deploy(
     config = checked or config
     rendered = render_checked(config, stack)
     run = functools.partial(
-        engine.apply, on_output=on_output, on_event=_both(collector, applied_events(sink)), skip_checkpoints=True
+        engine.apply, on_output=on_output, on_event=both(collector, applied_events(sink)), skip_checkpoints=True
     )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
@@ -457,37 +216,6 @@ class PlanResult:
         return any(a.action is not Action.SAME for a in self.actions)
 
 
-def needs_refresh(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
-) -> bool:
-    """Whether the engine must read the recorded objects back first (``--refresh``): only when a
-    live object drifted from a record Pulumi would otherwise trust (:func:`urns.trusted_but_stale`).
-    A new object or an intended change needs no refresh -- at fleet size it is one GET per object."""
-    if report is None or not report.drift:
-        return False
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), report.drift))
-
-
-def proven_no_op(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
-) -> list[str]:
-    """Why a ``pulumi preview`` could have something to do; empty when it cannot.
-
-    Nothing to do is proven when (1) the checkpoint records exactly the resources the program
-    registers for this config, with exactly the inputs it would send (the rendered manifests and
-    the provider's explicit settings and SDK version), with no pending operation, and (2) every
-    live object is present and a strict server-side dry run of its manifest changes nothing (the
-    preflight, run before this). Pulumi's own diff compares the same two things: recorded inputs
-    with new inputs, and -- with server-side apply -- a dry run against the live object."""
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    return urns.state_matches(state, urns.registrations(stack, rendered, provider))
-
-
 def plan(
     engine: Engine,
     config: cfg.InferCraneConfig,
@@ -533,7 +261,7 @@ def plan(
     }
     engine.preview(
         on_output=on_output,
-        on_event=_both(collector, applied_events(sink)),
+        on_event=both(collector, applied_events(sink)),
         refresh=needs_refresh(config, stack, state, rendered, report),
         inputs=inputs,
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),

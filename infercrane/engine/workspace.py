@@ -158,7 +158,7 @@ class Engine:
     project_dir: Path = field(default_factory=project_root)
     env: Mapping[str, str] | None = None
     #: Checks a backup checkpoint against the live objects before a repair restores it (the
-    #: operation that knows the cluster sets it: :func:`infercrane.engine.operations.vouch_for`).
+    #: operation that knows the cluster sets it: :func:`infercrane.engine.checks.vouch_for`).
     vouch: Vouch | None = None
     #: Where the engine's notes for the person go (a repair, a stale lock cleared): the caller's
     #: progress view; this layer never prints.

@@ -159,7 +159,7 @@ def test_bad_config_registers_nothing() -> None:
 @pytest.mark.usefixtures("clean_env")
 @pytest.mark.parametrize("stack", ["local", "dev", "staging", "prod"])
 def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> None:
-    """The no-op proof (operations.proven_no_op) compares the state with urns.registrations: the
+    """The no-op proof (checks.proven_no_op) compares the state with urns.registrations: the
     program must register exactly those URNs, types and inputs, and the provider those inputs."""
     from importlib.metadata import version
 

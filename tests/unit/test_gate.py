@@ -1,5 +1,5 @@
 """The hand-over point of a deploy whose first update starts beside its preflight (shell/gate.py),
-and when a deploy may start it that early (operations.could_need_refresh)."""
+and when a deploy may start it that early (checks.could_need_refresh)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def _local() -> tuple[object, list[object]]:
 
 
 def test_a_first_deploy_starts_its_update_beside_the_preflight() -> None:
-    from infercrane.engine.operations import could_need_refresh
+    from infercrane.engine.checks import could_need_refresh
 
     config, rendered = _local()
     assert could_need_refresh(config, "local", {}, rendered) is False  # type: ignore[arg-type]
@@ -60,7 +60,7 @@ def test_a_deploy_whose_objects_the_state_records_as_they_are_waits_for_the_pref
     from importlib.metadata import version
 
     from infercrane.core import urns
-    from infercrane.engine.operations import could_need_refresh
+    from infercrane.engine.checks import could_need_refresh
 
     config, rendered = _local()
     provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))  # type: ignore[attr-defined]

@@ -8,7 +8,7 @@ from infercrane.core import loading, naming
 from infercrane.core.actions import Action
 from infercrane.core.manifests import render_checked
 from infercrane.core.urns import component_of
-from infercrane.engine.operations import EventCollector, summarize
+from infercrane.engine.changes import EventCollector, summarize
 
 STACK = "urn:pulumi:dev::infercrane::"
 

@@ -119,7 +119,7 @@ def test_pulumis_log_lines_never_move_the_counts() -> None:
 
 
 def test_the_engines_objects_become_applied_events_and_components_do_not() -> None:
-    from infercrane.engine.operations import applied_events
+    from infercrane.engine.changes import applied_events
 
     seen: list[Any] = []
     on_event = applied_events(seen.append)
