@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 
 from infercrane.core import naming  # noqa: E402
 from infercrane.core.manifests import render_checked, to_yaml  # noqa: E402
-from infercrane.engine.workspace import engine_env  # noqa: E402
+from infercrane.engine.environment import engine_env  # noqa: E402
 from infercrane.live.cluster import client as make_client  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402
@@ -226,7 +226,7 @@ def bench_plain(plane: Plane, project: Path, n: int) -> dict[str, float]:
             os.chdir(cwd)
 
     env = engine_env("plain", plain) | {"PULUMI_CONFIG_PASSPHRASE": "bench"}
-    from infercrane.engine.workspace import pulumi_root
+    from infercrane.engine.environment import pulumi_root
 
     stack = auto.create_or_select_stack(
         stack_name="plain",

@@ -79,7 +79,7 @@ def cmd_local(args: argparse.Namespace) -> int:
         print(output.local_status(st, as_doc=args.json))
         return EXIT_OK if st["running"] else EXIT_FAILED
     elif args.local_command == "env":
-        from infercrane.engine.workspace import engine_env
+        from infercrane.engine.environment import engine_env
 
         env = engine_env("local", paths.project_root()) | {"KUBECONFIG": str(plane.kubeconfig)}
         print(output.local_env(str(plane.kubeconfig), env))

@@ -13,8 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Mapping
@@ -27,8 +25,10 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from infercrane.core.errors import EngineError
 from infercrane.core.events import Note, Sink, discard
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
+from infercrane.engine.environment import engine_env, pulumi_root
+from infercrane.engine.recognise import translate_text
 from infercrane.project.paths import project_root
-from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
+from infercrane.project.tools import find_tool
 from infercrane.shell.channel import Channel
 
 if TYPE_CHECKING:
@@ -42,108 +42,6 @@ def _auto() -> ModuleType:
     from pulumi import automation
 
     return automation
-
-
-# The local stack's passphrase protects no secret (the stack has none); other stacks need
-# PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
-LOCAL_PASSPHRASE: Final = "infercrane-local"
-LOCAL_STACKS: Final = ("local", "local-kserve")
-
-
-def pulumi_root() -> Path:
-    """The Pulumi CLI's installation root (``<root>/bin/pulumi``): the checkout's pinned build, else
-    the ``pulumi`` on PATH."""
-    pulumi = find_tool("pulumi").resolve()
-    if pulumi.parent.name != "bin":
-        raise EngineError(
-            f"the Pulumi CLI at {pulumi} is not in a bin/ directory of an installation.",
-            fix="install Pulumi with its installer (or put <root>/bin on PATH)",
-        )
-    return pulumi.parent.parent
-
-
-PROVIDER_BINARY: Final = "pulumi-resource-kubernetes"
-
-
-def install_provider_plugin(pulumi_home: Path) -> bool:
-    """Install the pinned provider binary into PULUMI_HOME's plugin cache (once), so the engine
-    uses it as a regular plugin of the SDK's version instead of an "ambient" one from PATH.
-    Returns False (and the caller keeps the provider on PATH) if the install fails or this is not
-    a checkout with the pinned build (an installed package uses the platform's own plugins).
-
-    The plugin is a symbolic link to the tool cache's binary, in a directory made under a
-    temporary name and renamed into place (Pulumi reads a plugin directory it did not install
-    itself): ``pulumi plugin install --file`` would copy its 160 MB on the first command of every
-    fresh PULUMI_HOME -- 1.3 s of a CI job's first deploy. Where links cannot be made, that copy."""
-    import subprocess
-    import tempfile
-    from importlib.metadata import version
-
-    provider = pinned_tool(PROVIDER_BINARY)
-    if provider is None:
-        return False
-    sdk_version = version("pulumi-kubernetes")
-    folder = pulumi_home / "plugins" / f"resource-kubernetes-v{sdk_version}"
-    installed = folder / PROVIDER_BINARY
-    if installed.is_file():
-        return True
-    staging: Path | None = None
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}-", dir=folder.parent))
-        (staging / PROVIDER_BINARY).symlink_to(provider.resolve())
-        if folder.exists():  # a broken install (its target gone): replaced as a whole
-            shutil.rmtree(folder)
-        staging.rename(folder)
-    except OSError:
-        if staging is not None:
-            shutil.rmtree(staging, ignore_errors=True)
-        if installed.is_file():
-            return True  # another command installed it meanwhile
-    else:
-        return installed.is_file()
-    cmd = [
-        str(find_tool("pulumi")),
-        "plugin",
-        "install",
-        "resource",
-        "kubernetes",
-        f"v{sdk_version}",
-        "--file",
-        str(provider),
-    ]
-    env = dict(os.environ) | {"PULUMI_HOME": str(pulumi_home), "PULUMI_SKIP_UPDATE_CHECK": "true"}
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    return done.returncode == 0 and installed.is_file()
-
-
-def engine_env(stack: str, project_dir: Path, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Environment of the Pulumi CLI and its plugins: pinned tools first, no downloads, file backend."""
-    home = Path(os.environ.get("PULUMI_HOME") or project_dir / ".infercrane" / "pulumi-home")
-    dirs = list(tool_dirs())
-    if install_provider_plugin(home):
-        dirs = [d for d in dirs if not (d / PROVIDER_BINARY).exists()]
-    env = {
-        "PATH": _path_with(tuple(str(d) for d in dirs), os.environ.get("PATH", "")),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK": "true",
-        "PULUMI_BACKEND_URL": os.environ.get("PULUMI_BACKEND_URL") or (project_dir / ".infercrane" / "pulumi-state").as_uri(),
-        "PULUMI_HOME": str(home),
-    }
-    if not (os.environ.get("PULUMI_CONFIG_PASSPHRASE") or os.environ.get("PULUMI_CONFIG_PASSPHRASE_FILE")):
-        if stack in LOCAL_STACKS:
-            env["PULUMI_CONFIG_PASSPHRASE"] = LOCAL_PASSPHRASE
-    env.update(extra or {})
-    if env["PULUMI_BACKEND_URL"].startswith("file://"):
-        Path(env["PULUMI_BACKEND_URL"].removeprefix("file://")).mkdir(parents=True, exist_ok=True)
-    return env
-
-
-def _path_with(first: tuple[str, ...], path: str) -> str:
-    """``first`` then the entries of ``path``, each once (in order): a shell that evals ``local
-    env`` twice keeps one copy of every entry."""
-    return os.pathsep.join(dict.fromkeys([*first, *(p for p in path.split(os.pathsep) if p)]))
 
 
 #: What :meth:`Engine.apply` gives the Automation API for the summary it does not read.
@@ -378,21 +276,6 @@ class Engine:
         return {k: v.value for k, v in self.stack.outputs().items()}
 
 
-# What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
-API_LOST_MARKERS: Final = (
-    "cluster is unreachable",
-    "connection refused",
-    "connection reset by peer",
-    "unexpected eof",
-    "i/o timeout",
-    "tls handshake timeout",
-    "context deadline exceeded",
-    "etcdserver:",
-    "the server is currently unable to handle the request",
-    "timeout: request did not complete",
-)
-
-
 def translate(exc: auto.CommandError, stack: str) -> EngineError:
     """Turn an Automation API failure into one message with the next step."""
     text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
@@ -401,89 +284,3 @@ def translate(exc: auto.CommandError, stack: str) -> EngineError:
     if isinstance(exc, _auto().StackNotFoundError):
         return translate_text(f"no stack named '{stack}' found", stack)
     return translate_text(text, stack)
-
-
-def translate_text(text: str, stack: str) -> EngineError:
-    """Turn the Pulumi CLI's output of a failed command into one message with the next step."""
-    if "the stack is currently locked" in text:
-        return EngineError(
-            f"stack {stack!r} is locked by another update (a live process, or one on another host).",
-            fix=f"wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry",
-        )
-    if f"no stack named '{stack}' found" in text:
-        return EngineError(
-            f"stack {stack!r} does not exist in this backend.", fix=f"run `infercrane deploy --stack {stack}` to create it"
-        )
-    if any(marker in text.lower() for marker in API_LOST_MARKERS):
-        return EngineError(
-            f"the Kubernetes API stopped answering during the update of stack {stack!r}; what was applied "
-            "carries this stack's ownership and is picked up again.",
-            fix="bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
-            "then rerun the same command with the same --idempotency-key",
-        )
-    if "Server-Side Apply field conflict" in text:
-        return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
-    if "forbidden" in text.lower():
-        return EngineError(
-            f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
-            fix="bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity",
-        )
-    if "passphrase" in text.lower():
-        return EngineError(
-            f"the secrets passphrase of stack {stack!r} is missing or wrong.", fix="export PULUMI_CONFIG_PASSPHRASE"
-        )
-    violations = policy_violations(text)
-    if violations:
-        return EngineError(
-            f"the policy pack blocked the preview of stack {stack!r} ({len(violations)} violation(s)); nothing was applied:\n"
-            + "\n".join(f"- {v}" for v in violations),
-            fix="fix each resource as its line says; the full report is in the engine log (the command's first line)",
-        )
-    errors = _error_lines(text)
-    return EngineError(
-        f"pulumi failed for stack {stack!r}:\n" + ("\n".join(errors) if errors else _tail(text, 10)),
-        fix="the full engine log is the file named on the command's first line ('pulumi log: …'; --verbose prints it); "
-        "fix what it names, then rerun the same command (with the same --idempotency-key): it picks up what was applied",
-    )
-
-
-def policy_violations(text: str) -> list[str]:
-    """``rule (type: name): what`` for each mandatory violation in a preview's ``Policies:`` report
-    (``- [mandatory]  rule  (type: name)``, then the description, then the pack's message)."""
-    lines = [_unwrapped(x) for x in text.splitlines()]
-    out = []
-    for i, line in enumerate(lines):
-        m = re.match(r"^- \[mandatory\]\s+(\S+)\s+\((.*)\)$", line.strip())
-        if m:
-            what = lines[i + 2].strip() if i + 2 < len(lines) else ""
-            out.append(f"{m.group(1)} ({m.group(2)}): {what}")
-    return out
-
-
-# The Automation API's own wrapping of a failed command (``code: 1`` / `` stdout:`` / `` stderr:``):
-# scaffolding, never what a person needs to read.
-_SCAFFOLD: Final = ("code:", "stdout:", "stderr:")
-
-
-def _error_lines(text: str, limit: int = 8) -> list[str]:
-    """Pulumi's own ``error:`` lines of a failed command, once each, without the scaffolding."""
-    seen: list[str] = []
-    for line in text.splitlines():
-        body = _unwrapped(line)
-        if body.startswith("error:") and body not in seen:
-            seen.append(body)
-    return seen[:limit]
-
-
-def _unwrapped(line: str) -> str:
-    body = line.strip()
-    if body.startswith("code:") and body.removeprefix("code:").strip().isdigit():
-        return ""
-    for prefix in _SCAFFOLD[1:]:
-        body = body.removeprefix(prefix).strip()
-    return body
-
-
-def _tail(text: str, lines: int = 25) -> str:
-    body = [line for line in text.strip().splitlines() if _unwrapped(line)]
-    return "\n".join(body[-lines:])

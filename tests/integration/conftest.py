@@ -223,7 +223,7 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
 
 def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the Automation API."""
-    from infercrane.engine.workspace import engine_env
+    from infercrane.engine.environment import engine_env
 
     env = dict(os.environ) | engine_env(stack, project.root)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from infercrane.core import guards
-from infercrane.engine.workspace import engine_env
+from infercrane.engine.environment import engine_env
 from tests.integration.conftest import ROOT, Project, cli, plain_pulumi, replica
 
 pytestmark = pytest.mark.integration

@@ -207,7 +207,7 @@ POLICY_REPORT = """Policies:
 
 
 def test_a_blocked_preview_names_each_mandatory_violation_with_its_resource() -> None:
-    from infercrane.engine.workspace import translate_text
+    from infercrane.engine.recognise import translate_text
 
     err = translate_text(POLICY_REPORT + "\nerror: preview failed\n", "dev")
     text = str(err)

@@ -1,0 +1,111 @@
+"""The Pulumi CLI's output of a failed command, recognised by the texts it matches -- the one place
+that reads the engine's words -- and turned into one message with the next step. The program's
+own failures never come this way: they come back typed on the Channel. Engine layer.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from infercrane.core.errors import EngineError
+
+# What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
+API_LOST_MARKERS: Final = (
+    "cluster is unreachable",
+    "connection refused",
+    "connection reset by peer",
+    "unexpected eof",
+    "i/o timeout",
+    "tls handshake timeout",
+    "context deadline exceeded",
+    "etcdserver:",
+    "the server is currently unable to handle the request",
+    "timeout: request did not complete",
+)
+
+
+def translate_text(text: str, stack: str) -> EngineError:
+    """Turn the Pulumi CLI's output of a failed command into one message with the next step."""
+    if "the stack is currently locked" in text:
+        return EngineError(
+            f"stack {stack!r} is locked by another update (a live process, or one on another host).",
+            fix=f"wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry",
+        )
+    if f"no stack named '{stack}' found" in text:
+        return EngineError(
+            f"stack {stack!r} does not exist in this backend.", fix=f"run `infercrane deploy --stack {stack}` to create it"
+        )
+    if any(marker in text.lower() for marker in API_LOST_MARKERS):
+        return EngineError(
+            f"the Kubernetes API stopped answering during the update of stack {stack!r}; what was applied "
+            "carries this stack's ownership and is picked up again.",
+            fix="bring the cluster back (`infercrane doctor --kubernetes`; local plane: `infercrane local status`), "
+            "then rerun the same command with the same --idempotency-key",
+        )
+    if "Server-Side Apply field conflict" in text:
+        return EngineError(f"pulumi-kubernetes hit a field-manager conflict; nothing was forced.\n{_tail(text)}")
+    if "forbidden" in text.lower():
+        return EngineError(
+            f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
+            fix="bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity",
+        )
+    if "passphrase" in text.lower():
+        return EngineError(
+            f"the secrets passphrase of stack {stack!r} is missing or wrong.", fix="export PULUMI_CONFIG_PASSPHRASE"
+        )
+    violations = policy_violations(text)
+    if violations:
+        return EngineError(
+            f"the policy pack blocked the preview of stack {stack!r} ({len(violations)} violation(s)); nothing was applied:\n"
+            + "\n".join(f"- {v}" for v in violations),
+            fix="fix each resource as its line says; the full report is in the engine log (the command's first line)",
+        )
+    errors = _error_lines(text)
+    return EngineError(
+        f"pulumi failed for stack {stack!r}:\n" + ("\n".join(errors) if errors else _tail(text, 10)),
+        fix="the full engine log is the file named on the command's first line ('pulumi log: …'; --verbose prints it); "
+        "fix what it names, then rerun the same command (with the same --idempotency-key): it picks up what was applied",
+    )
+
+
+def policy_violations(text: str) -> list[str]:
+    """``rule (type: name): what`` for each mandatory violation in a preview's ``Policies:`` report
+    (``- [mandatory]  rule  (type: name)``, then the description, then the pack's message)."""
+    lines = [_unwrapped(x) for x in text.splitlines()]
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^- \[mandatory\]\s+(\S+)\s+\((.*)\)$", line.strip())
+        if m:
+            what = lines[i + 2].strip() if i + 2 < len(lines) else ""
+            out.append(f"{m.group(1)} ({m.group(2)}): {what}")
+    return out
+
+
+# The Automation API's own wrapping of a failed command (``code: 1`` / `` stdout:`` / `` stderr:``):
+# scaffolding, never what a person needs to read.
+_SCAFFOLD: Final = ("code:", "stdout:", "stderr:")
+
+
+def _error_lines(text: str, limit: int = 8) -> list[str]:
+    """Pulumi's own ``error:`` lines of a failed command, once each, without the scaffolding."""
+    seen: list[str] = []
+    for line in text.splitlines():
+        body = _unwrapped(line)
+        if body.startswith("error:") and body not in seen:
+            seen.append(body)
+    return seen[:limit]
+
+
+def _unwrapped(line: str) -> str:
+    body = line.strip()
+    if body.startswith("code:") and body.removeprefix("code:").strip().isdigit():
+        return ""
+    for prefix in _SCAFFOLD[1:]:
+        body = body.removeprefix(prefix).strip()
+    return body
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    body = [line for line in text.strip().splitlines() if _unwrapped(line)]
+    return "\n".join(body[-lines:])
