@@ -9,21 +9,27 @@ from __future__ import annotations
 import re
 from typing import Annotated, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationInfo, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from infercrane.core import gpu, guards, image, naming, quantity
+from infercrane.core import gpu, image, naming, quantity
+from infercrane.core.endpoints import EndpointSettings, RolloutPolicy
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.kinds import WORKLOAD_KINDS
+from infercrane.core.pod import (
+    PodIdentity,
+    PodSettings,
+    Resources,
+    ResourcesOverride,
+    SecretKeyRef,
+    WorkerSecret,
+    memory_quantity,
+)
+from infercrane.core.schema import DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, Frozen, dns_label
 
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
 KEY_ENDPOINTS: Final = "infercrane:endpoints"
 
-DNS_LABEL_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
-QUALIFIED_NAME_RE: Final = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
-DNS_SUBDOMAIN_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 ARTIFACT_KEY_RE: Final = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 
 
@@ -46,56 +52,12 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
 JSON_ENV_FIELDS: Final = frozenset({"INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON"})
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True, str_strip_whitespace=False
-    )
-
-
-def _dns_label(value: str) -> str:
-    if not DNS_LABEL_RE.match(value):
-        raise ValueError(f"{value!r} is not a DNS label")
-    return value
-
-
-class SecretKeyRef(_Frozen):
-    """One data key of a Secret in the target namespace. Only referenced (``secretKeyRef``): its
-    value is never read, never in the state, the logs or the process arguments."""
-
-    name: str = Field(description="Secret name (DNS label), in the target namespace.")
-    key: str = Field(description="Data key inside the Secret.")
-
-    _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, v: str) -> str:
-        if not SECRET_KEY_RE.match(v):
-            raise ValueError(f"{v!r} is not a valid Secret data key")
-        return v
-
-
-class WorkerSecret(SecretKeyRef):
-    """The Secret holding the worker API key. Only referenced; its value is never read."""
-
-    name: str = Field("infercrane-worker", description="Secret name (DNS label), in the target namespace.")
-    key: str = Field("api-key", description="Data key inside the Secret.")
-
-
-class PodIdentity(_Frozen):
-    """The non-root identity the pods run as; with it they satisfy Pod Security ``restricted``."""
-
-    run_as_user: StrictInt = Field(ge=1, description="UID of the engine process (never 0: non-root).")
-    run_as_group: StrictInt = Field(ge=0, description="Primary GID of the engine process.")
-    fs_group: StrictInt = Field(ge=0, description="GID that owns mounted volumes (the model cache).")
-
-
 def artifact_key(model: str, revision: str | None) -> str | None:
     """``model@revision``, the key of a model cache entry (None: the revision is not pinned)."""
     return f"{model}@{revision}" if revision else None
 
 
-class ArtifactCache(_Frozen):
+class ArtifactCache(Frozen):
     """Model weights from a PersistentVolumeClaim an admin prepared (``huggingface-cli download
     --cache-dir``): mounted read-only as the engine's Hugging Face cache with offline mode on, so
     a restart loads from the volume instead of downloading again. The original adapter's contract:
@@ -136,216 +98,7 @@ class ArtifactCache(_Frozen):
         return None if self.policy == "disabled" or key is None else self.pvcs.get(key)
 
 
-def _memory(v: str) -> str:
-    quantity.memory_bytes(v)  # raises ValueError with the reason
-    return v
-
-
-def _cpu(v: str) -> str:
-    quantity.cpu_millis(v)
-    return v
-
-
-class Resources(_Frozen):
-    """CPU and memory of every replica, scaled by its GPU count (the defaults fit a GPU node's
-    share per GPU on common 4- and 8-GPU machines). Requests make the pods Burstable -- never
-    BestEffort, evicted first under node pressure; the memory limit adds the in-memory /dev/shm,
-    which the kernel charges to the container."""
-
-    cpu_per_gpu: str = Field("4", description="CPU requested per GPU (no CPU limit unless guaranteed: no throttling).")
-    memory_per_gpu: str = Field("32Gi", description="Memory requested per GPU; the limit adds shmSize.")
-    guaranteed: bool = Field(False, description="Limits = requests for CPU and memory: Guaranteed QoS, evicted last.")
-
-    _cpu = field_validator("cpu_per_gpu")(classmethod(lambda cls, v: _cpu(v)))
-    _memory = field_validator("memory_per_gpu")(classmethod(lambda cls, v: _memory(v)))
-
-
-class ResourcesOverride(_Frozen):
-    """One replica's own CPU and memory (totals, not per GPU); a field left out scales the target's."""
-
-    cpu: str | None = Field(None, description="CPU requested by this replica.")
-    memory: str | None = Field(None, description="Memory requested by this replica (the limit adds shmSize).")
-    guaranteed: bool | None = Field(None, description="As kubernetes.resources.guaranteed, for this replica.")
-
-    @field_validator("cpu")
-    @classmethod
-    def _cpu(cls, v: str | None) -> str | None:
-        return None if v is None else _cpu(v)
-
-    @field_validator("memory")
-    @classmethod
-    def _memory(cls, v: str | None) -> str | None:
-        return None if v is None else _memory(v)
-
-
-ENV_NAME_RE: Final = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
-
-
-class Toleration(_Frozen):
-    """A taint the pods tolerate besides the GPU one (e.g. a dedicated inference pool)."""
-
-    key: str | None = Field(None, description="Taint key (none with operator Exists: every taint).")
-    operator: Literal["Equal", "Exists"] = Field("Equal", description="Equal: the key's value must match; Exists: any value.")
-    value: str | None = Field(None, description="Taint value (operator Equal only).")
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(None, description="Effect (none: all).")
-    toleration_seconds: StrictInt | None = Field(None, ge=0, description="NoExecute only: how long the pod stays.")
-
-    @field_validator("key")
-    @classmethod
-    def _key(cls, v: str | None) -> str | None:
-        if v is not None and not QUALIFIED_NAME_RE.match(v):
-            raise ValueError(f"{v!r} is not a qualified Kubernetes name")
-        return v
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Toleration:
-        if self.operator == "Exists" and self.value is not None:
-            raise ValueError("operator Exists takes no value")
-        if self.operator == "Equal" and self.key is None:
-            raise ValueError("operator Equal needs a key")
-        if self.toleration_seconds is not None and self.effect != "NoExecute":
-            raise ValueError("tolerationSeconds applies to effect NoExecute only")
-        return self
-
-
-class EnvVar(_Frozen):
-    """One extra environment variable: a plain value, or a key of a named Secret (never read)."""
-
-    name: str = Field(description="Variable name; never one InferCrane sets.")
-    value: str | None = Field(None, description="Plain value (not for secrets: it is in the pod spec and the state).")
-    secret_key_ref: SecretKeyRef | None = Field(None, description="Secret key in the target namespace, by reference.")
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        if not ENV_NAME_RE.match(v):
-            raise ValueError(f"{v!r} is not an environment variable name")
-        if v in naming.MANAGED_ENV:
-            raise ValueError(f"{v} is set by InferCrane (the worker key, the token or the model cache)")
-        return v
-
-    @model_validator(mode="after")
-    def _one_source(self) -> EnvVar:
-        if (self.value is None) == (self.secret_key_ref is None):
-            raise ValueError(f"{self.name} needs exactly one of value or secretKeyRef")
-        if self.value is not None and guards.SECRET_NAME_RE.search(self.name):
-            raise ValueError(
-                f"{self.name} looks like a secret: a plain value is in the pod spec and the state; give it a secretKeyRef"
-            )
-        return self
-
-
-def _label_map(v: dict[str, str], what: str, value_re: re.Pattern[str] | None) -> dict[str, str]:
-    bad = [f"{k!r} is not a qualified {what} key" for k in v if not QUALIFIED_NAME_RE.match(k)]
-    bad += [f"{k} is InferCrane's own (ownership and identity are never overridden)" for k in v if naming.own_key(k)]
-    if value_re is not None:
-        bad += [f"{k}: {x!r} is not a valid label value" for k, x in v.items() if not value_re.match(x)]
-    if bad:
-        raise ValueError("; ".join(bad))
-    return v
-
-
-class PodSettings(_Frozen):
-    """Pod-level settings platform teams need; every field adds to what InferCrane renders and
-    never replaces a guarantee (the GPU selector and toleration, the keys it owns, the managed env)."""
-
-    image_pull_secrets: tuple[str, ...] = Field((), description="Secrets (names, in the namespace) to pull the image.")
-    priority_class_name: str | None = Field(None, description="PriorityClass of the pods (e.g. preempt batch work).")
-    tolerations: tuple[Toleration, ...] = Field((), description="Tolerations besides the GPU taint's.")
-    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels besides the GPU product label.")
-    env: tuple[EnvVar, ...] = Field((), description="Extra environment of the engine container (e.g. VLLM_* tuning).")
-    labels: dict[str, str] = Field(default_factory=dict, description="Extra pod labels (never InferCrane's keys).")
-    annotations: dict[str, str] = Field(default_factory=dict, description="Extra pod annotations (never InferCrane's keys).")
-
-    @field_validator("image_pull_secrets")
-    @classmethod
-    def _pull(cls, v: tuple[str, ...]) -> tuple[str, ...]:
-        bad = [n for n in v if not DNS_SUBDOMAIN_RE.match(n)]
-        if bad:
-            raise ValueError(f"{bad!r} are not Secret names")
-        return v
-
-    @field_validator("priority_class_name")
-    @classmethod
-    def _priority(cls, v: str | None) -> str | None:
-        if v is not None and not DNS_SUBDOMAIN_RE.match(v):
-            raise ValueError(f"{v!r} is not a PriorityClass name")
-        return v
-
-    @field_validator("node_selector")
-    @classmethod
-    def _selector(cls, v: dict[str, str]) -> dict[str, str]:
-        return _label_map(v, "node label", gpu.LABEL_VALUE_RE)
-
-    _labels = field_validator("labels")(classmethod(lambda cls, v: _label_map(v, "label", gpu.LABEL_VALUE_RE)))
-    _annotations = field_validator("annotations")(classmethod(lambda cls, v: _label_map(v, "annotation", None)))
-
-    @field_validator("env")
-    @classmethod
-    def _unique(cls, v: tuple[EnvVar, ...]) -> tuple[EnvVar, ...]:
-        names = [e.name for e in v]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"{', '.join(dup)} listed more than once")
-        return v
-
-    def over(self, base: PodSettings) -> PodSettings:
-        """These settings over ``base`` (the target's): lists add, maps and env merge, ours win."""
-        env = {e.name: e for e in base.env} | {e.name: e for e in self.env}
-        return PodSettings(
-            image_pull_secrets=tuple(dict.fromkeys(base.image_pull_secrets + self.image_pull_secrets)),
-            priority_class_name=self.priority_class_name or base.priority_class_name,
-            tolerations=tuple(dict.fromkeys(base.tolerations + self.tolerations)),
-            node_selector=base.node_selector | self.node_selector,
-            env=tuple(env.values()),
-            labels=base.labels | self.labels,
-            annotations=base.annotations | self.annotations,
-        )
-
-
-LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
-
-
-class RolloutPolicy(_Frozen):
-    """How an endpoint moves to a new intent: in waves, never below its replicas minus
-    ``maxUnavailable`` ready, never above its GPUs plus ``maxSurge`` replicas' worth.
-
-    Counted in replicas of the endpoint. The defaults replace one replica at a time in place:
-    scarce GPUs never deadlock (no surge needs a free GPU set) and the endpoint keeps all but one
-    replica serving. ``maxSurge >= 1`` starts each wave's new replica before its old one stops (the
-    Deployment rolls with ``RollingUpdate``), which needs that many free GPU sets of the product."""
-
-    max_unavailable: StrictInt = Field(1, ge=0, description="Replicas of the endpoint that may be not ready at once.")
-    max_surge: StrictInt = Field(0, ge=0, description="Extra replicas' worth of GPUs a wave may use (0: never more).")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _legacy(cls, v: object) -> object:
-        if isinstance(v, str) and v in LEGACY_ROLLOUT:
-            raise ValueError(f"rollout {v!r} is now a policy: write rollout: {LEGACY_ROLLOUT[v]}")
-        return v
-
-    @model_validator(mode="after")
-    def _progresses(self) -> RolloutPolicy:
-        if self.max_unavailable == 0 and self.max_surge == 0:
-            raise ValueError("maxUnavailable 0 with maxSurge 0 can never replace a replica")
-        return self
-
-
-class RolloutOverride(_Frozen):
-    """An endpoint's own rollout settings; a field left out takes the target's default."""
-
-    max_unavailable: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxUnavailable.")
-    max_surge: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxSurge.")
-
-
-class EndpointSettings(_Frozen):
-    """Settings of one logical endpoint (the replicas sharing a ``name``)."""
-
-    rollout: RolloutOverride = Field(default_factory=lambda: RolloutOverride.model_validate({}))
-
-
-class KubernetesTarget(_Frozen):
+class KubernetesTarget(Frozen):
     """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*``."""
 
     context: str = Field(description="kubeconfig context, always explicit; never the current-context.")
@@ -404,7 +157,7 @@ class KubernetesTarget(_Frozen):
             raise ValueError(f"context {v!r} is empty or contains whitespace")
         return v
 
-    _labels = field_validator("namespace", "service_account")(classmethod(lambda cls, v: _dns_label(v)))
+    _labels = field_validator("namespace", "service_account")(classmethod(lambda cls, v: dns_label(v)))
 
     @field_validator("image_digest")
     @classmethod
@@ -430,7 +183,7 @@ class KubernetesTarget(_Frozen):
         return v
 
 
-class Replica(_Frozen):
+class Replica(Frozen):
     """One durable replica intent: one Deployment + Service, or one InferenceService."""
 
     key: Annotated[str, Field(min_length=1, max_length=253, description="Durable replica key; names derive from it.")]
@@ -466,7 +219,7 @@ class Replica(_Frozen):
             raise ValueError(f"key {v!r} has surrounding whitespace or unprintable characters")
         return v
 
-    _name = field_validator("name")(classmethod(lambda cls, v: _dns_label(v)))
+    _name = field_validator("name")(classmethod(lambda cls, v: dns_label(v)))
 
     @field_validator("model_revision", mode="before")
     @classmethod
@@ -493,7 +246,7 @@ class Replica(_Frozen):
             raise ValueError(f"{problem}; known: {gpu.known_list(extra)}")
         return v
 
-    _shm = field_validator("shm_size")(classmethod(lambda cls, v: _memory(v)))
+    _shm = field_validator("shm_size")(classmethod(lambda cls, v: memory_quantity(v)))
 
     @field_validator("args")
     @classmethod
@@ -515,7 +268,7 @@ class Replica(_Frozen):
         return naming.object_name(self.key)
 
 
-class InferCraneConfig(_Frozen):
+class InferCraneConfig(Frozen):
     """The whole validated configuration of one stack."""
 
     kubernetes: KubernetesTarget

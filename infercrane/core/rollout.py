@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from infercrane.core import naming
-from infercrane.core.config import RolloutPolicy
+from infercrane.core.endpoints import RolloutPolicy
 
 Mode = Literal["in place", "surge"]
 IN_PLACE: Final = "in place"

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercrane.core.config import RolloutPolicy
+from infercrane.core.endpoints import RolloutPolicy
 from infercrane.core.rollout import Member, Rollout, Target, Wave, plan
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
