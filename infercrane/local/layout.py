@@ -1,5 +1,5 @@
 """Names of the local plane, shared by its start-up (:mod:`~infercrane.local.plane`) and its
-bootstrap (:mod:`~infercrane.local.bootstrap`): contexts, identities, namespaces, components.
+bootstrap (:mod:`~infercrane.local.bootstrap`): contexts, identities, namespaces (the processes: :mod:`~infercrane.local.components`).
 Local-plane layer.
 """
 
@@ -21,7 +21,6 @@ BOOTSTRAP_MANAGER: Final = "infercrane-bootstrap"
 KWOK_NODE_ANNOTATION: Final = "kwok.x-k8s.io/node"
 SERVICE_CIDR: Final = "10.96.0.0/16"
 START_TIMEOUT_SECONDS: Final = 90
-COMPONENTS: Final = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kserve-manager")
 # The KServe manager's own identity (client certificate), bound to KServe's own ClusterRole.
 KSERVE_USER: Final = "kserve-controller-manager"
 KSERVE_NAMESPACE: Final = "kserve"

@@ -13,42 +13,36 @@ Local-plane layer.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
-import ssl
 import subprocess
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from lightkube import ApiError
 
 from infercrane.core.errors import PlaneError
 from infercrane.local import pki
+from infercrane.local.components import COMPONENTS, NAMES, PORTS, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     CLUSTER,
-    COMPONENTS,
     CONTEXT,
     DEPLOYER_GROUPS,
     DEPLOYER_USER,
-    KSERVE_NAMESPACE,
     KSERVE_USER,
-    KWOK_NODE_ANNOTATION,
     NAMESPACE,
-    SERVICE_CIDR,
     START_TIMEOUT_SECONDS,
     VIEWER_CONTEXT,
     VIEWER_USER,
 )
-from infercrane.local.supervise import Supervisor, alive, free_port, port_open, read_record, stop_recorded
+from infercrane.local.supervise import Supervisor, alive, free_port, read_record, stop_recorded
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, kubernetes_tools
 
-HERE: Final = Path(__file__).resolve().parent
 
 
 def default_state_dir() -> Path:
@@ -95,11 +89,11 @@ class Plane:
         port = rec.get("ports", {}).get("apiserver")
         if not port:
             return False
-        return self._get(f"https://127.0.0.1:{port}/readyz", timeout) == 200
+        return http_status(f"https://127.0.0.1:{port}/readyz", self.pki_dir, timeout) == 200
 
     def running(self) -> bool:
         procs = self.processes()
-        return bool(procs) and all(procs.values()) and set(procs) == set(COMPONENTS) and self.api_ready()
+        return bool(procs) and all(procs.values()) and set(procs) == set(NAMES) and self.api_ready()
 
     def status(self) -> dict[str, Any]:
         rec = self._read_record()
@@ -114,18 +108,6 @@ class Plane:
             "kubernetesVersion": rec.get("kubernetesVersion"),
             "processes": self.processes(),
         }
-
-    def _ssl(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=str(self.pki_dir / "ca.crt"))
-        ctx.load_cert_chain(str(self.pki_dir / "admin.crt"), str(self.pki_dir / "admin.key"))
-        return ctx
-
-    def _get(self, url: str, timeout: float) -> int:
-        try:
-            with urllib.request.urlopen(url, context=self._ssl(), timeout=timeout) as resp:
-                return int(resp.status)
-        except Exception:  # noqa: BLE001 - any failure means "not ready yet"
-            return 0
 
     # -- start ---------------------------------------------------------------------------------
     def start(
@@ -160,19 +142,12 @@ class Plane:
                 )
             return status
         self.stop(quiet=True)
-        tools = {name: find_tool(name) for name in COMPONENTS}
+        tools = {name: find_tool(name) for name in NAMES}
         if kubernetes_version:
             tools |= {k: v for k, v in kubernetes_tools(kubernetes_version).items() if k in tools}
         version = self._version(tools["kube-apiserver"])
         self.state.mkdir(parents=True, exist_ok=True)
-        ports = {
-            "etcd": free_port(),
-            "etcd_peer": free_port(),
-            "apiserver": free_port(),
-            "kwok": free_port(),
-            "kserve_webhook": free_port(),
-            "kserve_probe": free_port(),
-        }
+        ports = {name: free_port() for name in PORTS}
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
         run = Supervisor(
@@ -181,33 +156,25 @@ class Plane:
             {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "kubernetesVersion": version},
             START_TIMEOUT_SECONDS,
         )
+        launch = Launch(
+            self.state, self.pki_dir, self.logs, ports, self._stages(tools["kwok"], pod_ready_delay), nodes_file, version
+        )
         try:
-            self._start(run, tools, ports, nodes_file, self._stages(tools["kwok"], pod_ready_delay), version)
+            for c in COMPONENTS:  # the table's order
+                if c.before is not None:
+                    c.before(launch)
+                run.launch(c.name, tools[c.name], c.args(launch), c.env(launch) if c.env else None)
+                if c.ready is not None:
+                    run.wait(functools.partial(c.ready, launch), c.ready_what)
+                if c.after is not None:
+                    c.after(launch)
+            run.check()
         except BaseException:
             run.rollback()  # a failed start leaves nothing running (etcd's data and the PKI stay)
             raise
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
         return self.status()
-
-    @staticmethod
-    def _version_flags(version: str) -> list[str]:
-        """API server flags a Kubernetes release needs on a loopback-only plane: from 1.37 the
-        endpoint reconciler refuses a loopback advertise address ("may not be in the loopback
-        range"); nothing here reaches the API server through the ``kubernetes`` Service, so it
-        reconciles nothing."""
-        return ["--endpoint-reconciler-type=none"] if _minor(version) >= (1, 37) else []
-
-    @staticmethod
-    def _controllers(version: str) -> str:
-        """The controller-manager's controllers: all but node IPAM and the cloud ones (no cloud
-        here). From 1.37 the cloud controllers are no longer part of it, and naming one fails."""
-        cloud = (
-            ""
-            if _minor(version) >= (1, 37)
-            else ",-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller"
-        )
-        return f"--controllers=*,-nodeipam{cloud}"
 
     @staticmethod
     def _version(apiserver: Path) -> str:
@@ -234,128 +201,6 @@ class Plane:
         delayed = self.state / "kwok-stages.yaml"
         delayed.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
         return delayed
-
-    def _start(
-        self,
-        run: Supervisor,
-        tools: dict[str, Path],
-        ports: dict[str, int],
-        nodes_file: Path | None,
-        stages: Path,
-        version: str = "",
-    ) -> None:
-        def launch(name: str, args: list[str], env: dict[str, str] | None = None) -> None:
-            run.launch(name, tools[name], args, env)
-
-        p, k = self.pki_dir, self.state
-        etcd_url = f"http://127.0.0.1:{ports['etcd']}"
-        peer_url = f"http://127.0.0.1:{ports['etcd_peer']}"
-        launch(
-            "etcd",
-            [
-                "--name=infercrane-local",
-                f"--data-dir={k / 'etcd'}",
-                f"--listen-client-urls={etcd_url}",
-                f"--advertise-client-urls={etcd_url}",
-                f"--listen-peer-urls={peer_url}",
-                f"--initial-advertise-peer-urls={peer_url}",
-                f"--initial-cluster=infercrane-local={peer_url}",
-                "--unsafe-no-fsync=true",  # a disposable local plane: speed over durability
-                "--log-level=warn",
-            ],
-        )
-        run.wait(lambda: port_open(ports["etcd"]), "etcd")
-        launch(
-            "kube-apiserver",
-            [
-                f"--etcd-servers={etcd_url}",
-                "--bind-address=127.0.0.1",
-                "--advertise-address=127.0.0.1",
-                f"--secure-port={ports['apiserver']}",
-                f"--cert-dir={k / 'apiserver'}",
-                f"--tls-cert-file={p / 'apiserver.crt'}",
-                f"--tls-private-key-file={p / 'apiserver.key'}",
-                f"--client-ca-file={p / 'ca.crt'}",
-                f"--service-account-key-file={p / 'sa.pub'}",
-                f"--service-account-signing-key-file={p / 'sa.key'}",
-                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-                f"--service-cluster-ip-range={SERVICE_CIDR}",
-                "--authorization-mode=RBAC",
-                "--enable-priority-and-fairness=false",
-                "--profiling=false",
-                "--v=0",
-                *self._version_flags(version),
-            ],
-        )
-        run.wait(self.api_ready, "kube-apiserver /readyz")
-        launch(
-            "kube-controller-manager",
-            [
-                f"--kubeconfig={k / 'controller-manager.kubeconfig'}",
-                "--leader-elect=false",
-                "--secure-port=0",
-                f"--service-account-private-key-file={p / 'sa.key'}",
-                f"--root-ca-file={p / 'ca.crt'}",
-                "--use-service-account-credentials=true",
-                self._controllers(version),
-                "--v=0",
-            ],
-        )
-        launch(
-            "kube-scheduler",
-            [f"--kubeconfig={k / 'scheduler.kubeconfig'}", "--leader-elect=false", "--secure-port=0", "--v=0"],
-        )
-        launch(
-            "kwok",
-            [
-                f"--kubeconfig={k / 'admin.kubeconfig'}",
-                f"--config={stages}",
-                "--manage-all-nodes=false",
-                f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
-                f"--server-address=127.0.0.1:{ports['kwok']}",
-                "--node-lease-duration-seconds=40",
-                "--cidr=10.244.0.0/16",
-            ],
-        )
-        from infercrane.local import bootstrap
-
-        try:
-            bootstrap.run(self.kubeconfig, nodes_file or HERE / "nodes.yaml")
-        except ApiError as exc:
-            raise PlaneError(
-                f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).",
-                fix=f"see {self.logs}; `infercrane local reset` then `local start` starts from scratch",
-            ) from None
-        except (OSError, yaml.YAMLError) as exc:
-            raise PlaneError(
-                f"bootstrapping the local plane failed: {exc}", fix="check the nodes file and deploy/ manifests"
-            ) from None
-        # KServe's manager: its CRDs, ConfigMap and ClusterRole are in place (bootstrap); it serves
-        # its admission webhooks with a certificate of the plane's CA, from $TMPDIR/k8s-webhook-server.
-        certs = k / "kserve" / "k8s-webhook-server" / "serving-certs"
-        certs.mkdir(parents=True, exist_ok=True)
-        shutil.copy(p / "kserve-webhook.crt", certs / "tls.crt")
-        shutil.copy(p / "kserve-webhook.key", certs / "tls.key")
-        launch(
-            "kserve-manager",
-            [
-                "--metrics-addr=0",
-                f"--health-probe-addr=127.0.0.1:{ports['kserve_probe']}",
-                f"--webhook-port={ports['kserve_webhook']}",
-                "--leader-elect=false",
-            ],
-            env={
-                "KUBECONFIG": str(k / "kserve-manager.kubeconfig"),
-                "TMPDIR": str(k / "kserve"),
-                "POD_NAMESPACE": KSERVE_NAMESPACE,
-            },
-        )
-        run.wait(lambda: self._get(f"http://127.0.0.1:{ports['kserve_probe']}/readyz", 1.0) == 200, "the KServe manager")
-        try:
-            bootstrap.register_kserve_webhooks(self.kubeconfig, self.pki_dir / "ca.crt", ports["kserve_webhook"])
-        except ApiError as exc:
-            raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from None
-        run.check()
 
     def _write_pki(self) -> None:
         p = self.pki_dir
@@ -439,7 +284,7 @@ class Plane:
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
         """End the plane's own processes (verified by pid and executable). Returns what was stopped."""
-        stopped = stop_recorded(self._record, reversed(COMPONENTS))
+        stopped = stop_recorded(self._record, reversed(NAMES))
         if not quiet:
             progress(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return stopped
@@ -447,9 +292,3 @@ class Plane:
     def reset(self) -> None:
         self.stop(quiet=True)
         shutil.rmtree(self.state, ignore_errors=True)
-
-
-def _minor(version: str) -> tuple[int, int]:
-    """``1.37.2`` -> ``(1, 37)``; an unknown version (empty) sorts before every release."""
-    parts = version.split(".")
-    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else (0, 0)

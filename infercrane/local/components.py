@@ -1,0 +1,233 @@
+"""The local plane's processes as one table: each component's name, command line, environment,
+what must be done before it starts and what it is waited for. The table's order is the start
+order; reversed, the stop order. Local-plane layer.
+"""
+
+from __future__ import annotations
+
+import shutil
+import ssl
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import yaml
+from lightkube import ApiError
+
+from infercrane.core.errors import PlaneError
+from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
+from infercrane.local.supervise import port_open
+
+HERE: Final = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Launch:
+    """What one start of the plane gives every component: its state directory, certificates,
+    logs, ports, kwok's stages, the nodes to create and the Kubernetes version the binaries are."""
+
+    state: Path
+    pki: Path
+    logs: Path
+    ports: dict[str, int]
+    stages: Path
+    nodes_file: Path | None = None
+    version: str = ""
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state / "kubeconfig"
+
+    def url(self, port: str, scheme: str = "http") -> str:
+        return f"{scheme}://127.0.0.1:{self.ports[port]}"
+
+
+@dataclass(frozen=True)
+class Component:
+    """One process of the plane. ``ready``: what start waits for before the next component
+    (None: nothing, it catches up), called ``ready_what`` in a timeout; ``before``: a step just
+    before it starts; ``after``: a step once it is ready."""
+
+    name: str
+    args: Callable[[Launch], list[str]]
+    env: Callable[[Launch], dict[str, str]] | None = None
+    ready: Callable[[Launch], bool] | None = None
+    ready_what: str = ""
+    before: Callable[[Launch], None] | None = None
+    after: Callable[[Launch], None] | None = None
+
+
+def http_status(url: str, pki: Path, timeout: float) -> int:
+    """The HTTP status of a GET as the plane's admin (its client certificate), 0 when no answer."""
+    try:
+        ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as resp:
+            return int(resp.status)
+    except Exception:  # noqa: BLE001 - any failure means "not ready yet"
+        return 0
+
+
+def minor(version: str) -> tuple[int, int]:
+    """``1.37.2`` -> ``(1, 37)``; an unknown version (empty) sorts before every release."""
+    parts = version.split(".")
+    return (int(parts[0]), int(parts[1])) if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit() else (0, 0)
+
+
+def version_flags(version: str) -> list[str]:
+    """API server flags a Kubernetes release needs on a loopback-only plane: from 1.37 the
+    endpoint reconciler refuses a loopback advertise address ("may not be in the loopback
+    range"); nothing here reaches the API server through the ``kubernetes`` Service, so it
+    reconciles nothing."""
+    return ["--endpoint-reconciler-type=none"] if minor(version) >= (1, 37) else []
+
+
+def controllers(version: str) -> str:
+    """The controller-manager's controllers: all but node IPAM and the cloud ones (no cloud
+    here). From 1.37 the cloud controllers are no longer part of it, and naming one fails."""
+    cloud = "" if minor(version) >= (1, 37) else ",-service-lb-controller,-cloud-node-lifecycle-controller,-node-route-controller"
+    return f"--controllers=*,-nodeipam{cloud}"
+
+
+def _etcd(x: Launch) -> list[str]:
+    client, peer = x.url("etcd"), x.url("etcd_peer")
+    return [
+        "--name=infercrane-local",
+        f"--data-dir={x.state / 'etcd'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=infercrane-local={peer}",
+        "--unsafe-no-fsync=true",  # a disposable local plane: speed over durability
+        "--log-level=warn",
+    ]
+
+
+def _apiserver(x: Launch) -> list[str]:
+    p = x.pki
+    return [
+        f"--etcd-servers={x.url('etcd')}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={x.ports['apiserver']}",
+        f"--cert-dir={x.state / 'apiserver'}",
+        f"--tls-cert-file={p / 'apiserver.crt'}",
+        f"--tls-private-key-file={p / 'apiserver.key'}",
+        f"--client-ca-file={p / 'ca.crt'}",
+        f"--service-account-key-file={p / 'sa.pub'}",
+        f"--service-account-signing-key-file={p / 'sa.key'}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        f"--service-cluster-ip-range={SERVICE_CIDR}",
+        "--authorization-mode=RBAC",
+        "--enable-priority-and-fairness=false",
+        "--profiling=false",
+        "--v=0",
+        *version_flags(x.version),
+    ]
+
+
+def _controller_manager(x: Launch) -> list[str]:
+    return [
+        f"--kubeconfig={x.state / 'controller-manager.kubeconfig'}",
+        "--leader-elect=false",
+        "--secure-port=0",
+        f"--service-account-private-key-file={x.pki / 'sa.key'}",
+        f"--root-ca-file={x.pki / 'ca.crt'}",
+        "--use-service-account-credentials=true",
+        controllers(x.version),
+        "--v=0",
+    ]
+
+
+def _scheduler(x: Launch) -> list[str]:
+    return [f"--kubeconfig={x.state / 'scheduler.kubeconfig'}", "--leader-elect=false", "--secure-port=0", "--v=0"]
+
+
+def _kwok(x: Launch) -> list[str]:
+    return [
+        f"--kubeconfig={x.state / 'admin.kubeconfig'}",
+        f"--config={x.stages}",
+        "--manage-all-nodes=false",
+        f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
+        f"--server-address=127.0.0.1:{x.ports['kwok']}",
+        "--node-lease-duration-seconds=40",
+        "--cidr=10.244.0.0/16",
+    ]
+
+
+def _kserve_manager(x: Launch) -> list[str]:
+    return [
+        "--metrics-addr=0",
+        f"--health-probe-addr=127.0.0.1:{x.ports['kserve_probe']}",
+        f"--webhook-port={x.ports['kserve_webhook']}",
+        "--leader-elect=false",
+    ]
+
+
+def _kserve_env(x: Launch) -> dict[str, str]:
+    return {
+        "KUBECONFIG": str(x.state / "kserve-manager.kubeconfig"),
+        "TMPDIR": str(x.state / "kserve"),
+        "POD_NAMESPACE": KSERVE_NAMESPACE,
+    }
+
+
+def _bootstrap(x: Launch) -> None:
+    """The plane's objects (RBAC, namespaces, KServe's CRDs, ConfigMap and ClusterRole, the
+    nodes, the worker Secret), then the certificate the KServe manager serves its admission
+    webhooks with (from ``$TMPDIR/k8s-webhook-server``)."""
+    from infercrane.local import bootstrap
+
+    try:
+        bootstrap.run(x.kubeconfig, x.nodes_file or HERE / "nodes.yaml")
+    except ApiError as exc:
+        raise PlaneError(
+            f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).",
+            fix=f"see {x.logs}; `infercrane local reset` then `local start` starts from scratch",
+        ) from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise PlaneError(
+            f"bootstrapping the local plane failed: {exc}", fix="check the nodes file and deploy/ manifests"
+        ) from None
+    certs = x.state / "kserve" / "k8s-webhook-server" / "serving-certs"
+    certs.mkdir(parents=True, exist_ok=True)
+    shutil.copy(x.pki / "kserve-webhook.crt", certs / "tls.crt")
+    shutil.copy(x.pki / "kserve-webhook.key", certs / "tls.key")
+
+
+def _kserve_webhooks(x: Launch) -> None:
+    from infercrane.local import bootstrap
+
+    try:
+        bootstrap.register_kserve_webhooks(x.kubeconfig, x.pki / "ca.crt", x.ports["kserve_webhook"])
+    except ApiError as exc:
+        raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from None
+
+
+def api_ready(x: Launch, timeout: float = 2.0) -> bool:
+    return http_status(f"{x.url('apiserver', 'https')}/readyz", x.pki, timeout) == 200
+
+
+#: The plane, in start order (reversed: the stop order).
+COMPONENTS: Final = (
+    Component("etcd", _etcd, ready=lambda x: port_open(x.ports["etcd"]), ready_what="etcd"),
+    Component("kube-apiserver", _apiserver, ready=api_ready, ready_what="kube-apiserver /readyz"),
+    Component("kube-controller-manager", _controller_manager),
+    Component("kube-scheduler", _scheduler),
+    Component("kwok", _kwok),
+    Component(
+        "kserve-manager",
+        _kserve_manager,
+        env=_kserve_env,
+        before=_bootstrap,
+        ready=lambda x: http_status(f"{x.url('kserve_probe')}/readyz", x.pki, 1.0) == 200,
+        ready_what="the KServe manager",
+        after=_kserve_webhooks,
+    ),
+)
+NAMES: Final = tuple(c.name for c in COMPONENTS)
+#: Every port a start allocates.
+PORTS: Final = ("etcd", "etcd_peer", "apiserver", "kwok", "kserve_webhook", "kserve_probe")

@@ -1,0 +1,41 @@
+"""The local plane's processes as one table: start order, stop order, and each command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from infercrane.local.components import COMPONENTS, NAMES, PORTS, Launch, controllers, version_flags
+
+
+def launch(version: str = "1.36.3") -> Launch:
+    root = Path("/plane")
+    return Launch(
+        root, root / "pki", root / "logs", {p: 10000 + i for i, p in enumerate(PORTS)}, root / "stages.yaml", None, version
+    )
+
+
+def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs() -> None:
+    assert NAMES == ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kserve-manager")
+    waited = {c.name: c.ready_what for c in COMPONENTS if c.ready is not None}
+    assert waited == {"etcd": "etcd", "kube-apiserver": "kube-apiserver /readyz", "kserve-manager": "the KServe manager"}
+    (kserve,) = [c for c in COMPONENTS if c.before is not None]
+    assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
+
+
+def test_every_component_gets_its_own_ports_and_the_plane_state() -> None:
+    x = launch()
+    args = {c.name: c.args(x) for c in COMPONENTS}
+    assert "--listen-client-urls=http://127.0.0.1:10000" in args["etcd"]
+    assert "--etcd-servers=http://127.0.0.1:10000" in args["kube-apiserver"]
+    assert "--secure-port=10002" in args["kube-apiserver"] and "--authorization-mode=RBAC" in args["kube-apiserver"]
+    assert "--config=/plane/stages.yaml" in args["kwok"]
+    assert "--webhook-port=10004" in args["kserve-manager"]
+    kserve = next(c for c in COMPONENTS if c.name == "kserve-manager")
+    assert kserve.env is not None and kserve.env(x)["TMPDIR"] == "/plane/kserve"
+
+
+def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers() -> None:
+    assert version_flags("1.36.3") == [] and version_flags("1.37.2") == ["--endpoint-reconciler-type=none"]
+    assert "-cloud-node-lifecycle-controller" in controllers("1.36.3")
+    assert controllers("1.37.2") == "--controllers=*,-nodeipam"
+    assert "--endpoint-reconciler-type=none" in next(c for c in COMPONENTS if c.name == "kube-apiserver").args(launch("1.37.2"))
