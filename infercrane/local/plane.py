@@ -20,7 +20,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import yaml
 
@@ -42,7 +42,6 @@ from infercrane.local.layout import (
 from infercrane.local.supervise import Supervisor, alive, free_port, read_record, stop_recorded
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, kubernetes_tools
-
 
 
 def default_state_dir() -> Path:
