@@ -99,7 +99,7 @@ class Lister:
         return [o for o in items if o.metadata.name in self.names]
 
     def ready(self) -> int:
-        from infercrane.live.readiness import deployment_verdict
+        from infercrane.live.verdicts import deployment_verdict
 
         return sum(deployment_verdict(o.to_dict(), 1).state == "ready" for o in self._ours("Deployment"))
 

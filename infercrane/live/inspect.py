@@ -15,7 +15,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, KubernetesTarget
-from infercrane.live import cluster, failures, readiness
+from infercrane.live import cluster, failures, verdicts, warnings
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
@@ -27,7 +27,7 @@ def object_state(kind: str, obj: dict[str, Any]) -> str:
     ``deploy`` never disagree about a replica."""
     if kind == "Service":
         return "ready"
-    return "ready" if readiness.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
+    return "ready" if verdicts.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
 
 
 def replica_state(expected: list[str], found: dict[str, dict[str, Any]]) -> str:
@@ -229,9 +229,9 @@ def inspect_report(
             }
         )
     not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
-    warnings = readiness.pod_warnings(client, t, not_ready)
+    events = warnings.pod_warnings(client, t, not_ready)
     for rec in out:
-        rec["reasons"] = warnings.get(rec["name"], [])
+        rec["reasons"] = events.get(rec["name"], [])
     return out, serving(config, live[kinds[0]], stack_id)
 
 

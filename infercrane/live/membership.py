@@ -17,7 +17,7 @@ from infercrane.core.config import InferCraneConfig
 from infercrane.core.render import RenderedReplica
 from infercrane.core.rollout import endpoint_of, gpus_of
 from infercrane.live.preflight import Report
-from infercrane.live.readiness import VERDICTS
+from infercrane.live.verdicts import VERDICTS
 
 
 def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> list[rollout.Member]:

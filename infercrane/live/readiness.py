@@ -5,13 +5,10 @@ and PVCs (the seed's Role grants none of the last three) and each Service deleti
 Here one poller serves every replica of a stack: each tick it LISTs the workload kind in the
 namespace (label ``managed-by=infercrane``) and judges every object still waited for. That needs
 only ``list`` on the replica objects -- the seed's own right -- and costs the same at 100 replicas
-as at 1. The reason a replica is not ready comes from the object's own conditions and, when the
-identity may read them, the namespace's Warning Events (FailedScheduling names the missing GPU).
-
-The verdict rule is ``kubectl rollout status``'s, with the seed's guard against stale status:
-ready only when ``status.observedGeneration == metadata.generation`` (at least the generation we
-applied), every replica updated to the current template, no old replica left, and an updated
-replica available. Live-cluster layer: lightkube only, never pulumi.
+as at 1. Each object is judged by :mod:`infercrane.live.verdicts` (``kubectl rollout status``'s rule
+with the seed's guard against stale status); the reason a replica is not ready comes from its own
+conditions and, when the identity may read them, the namespace's Warning Events
+(:mod:`infercrane.live.warnings`). Live-cluster layer: lightkube only, never pulumi.
 """
 
 from __future__ import annotations
@@ -21,126 +18,20 @@ import dataclasses
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from lightkube import Client
-from lightkube.resources.core_v1 import Event
 
-from infercrane.core import naming, times
+from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
-from infercrane.core.errors import POD_SECURITY_FIX, ClusterError
+from infercrane.core.errors import ClusterError
 from infercrane.live import cluster, failures
+from infercrane.live.verdicts import VERDICTS, Verdict
+from infercrane.live.warnings import pod_warnings
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
 AWAIT_MARGIN_SECONDS: Final = 60  # past the startup budget (the progress deadline), before giving up
 API_GRACE_SECONDS: Final = 30.0  # an API server unreachable this long fails the wait (not the startup budget)
-EVENTS_GRANT: Final = "get/list on events (deploy/kubernetes/base/provider-rbac.yaml grants it)"
-
-State = Literal["ready", "waiting", "failed"]
-
-POD_SECURITY_REJECTION: Final = "violates PodSecurity"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """What one object's live status says: ready, still waiting (and why), or failed (and why)."""
-
-    state: State
-    reason: str = ""
-    api_lost: bool = False  # failed because the API server stopped answering (not the object's fault)
-
-
-def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    return {str(c.get("type")): c for c in status.get("conditions") or []}
-
-
-def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
-    """When our field manager last changed what it applies (its managedFields entry's time, the API
-    server's clock): the moment the template we wait for was set."""
-    for entry in meta.get("managedFields") or []:
-        if entry.get("manager") == naming.FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource"):
-            return times.parse(entry.get("time"))
-    return None
-
-
-def _since_our_apply(meta: Mapping[str, Any], condition: Mapping[str, Any], *, same_second: bool) -> bool:
-    """Whether a failure condition is a verdict on the template we applied, not the one before.
-
-    The controller keeps a failure condition -- a timeout naming the old ReplicaSet, a
-    ReplicaFailure naming its rejected pods -- after it observed a new template, until the new
-    rollout makes progress (it never rewrites a condition of the same status and reason): a fix
-    applied right after a failure would fail at once on the failure it fixes. A condition last set
-    before our apply is that stale verdict; a new one comes after it. Timestamps are whole
-    seconds: ``same_second`` says whether a condition of the very second of our apply counts (a
-    pod rejection comes within milliseconds of the apply; a timeout never does -- it comes a
-    progress deadline later -- while a stale one can share the second of a quick rerun)."""
-    applied, updated = _applied_at(meta), times.parse(condition.get("lastUpdateTime"))
-    if applied is None or updated is None:
-        return True
-    return updated >= applied if same_second else updated > applied
-
-
-def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
-    """``Progressing=False/ProgressDeadlineExceeded`` about the template we applied."""
-    if progressing.get("status") != "False" or progressing.get("reason") != "ProgressDeadlineExceeded":
-        return False
-    return _since_our_apply(meta, progressing, same_second=False)
-
-
-def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
-    """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard."""
-    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
-    generation = int(meta.get("generation") or 0)
-    observed = int(status.get("observedGeneration") or 0)
-    if generation < applied_generation or observed < generation:
-        return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
-    progressing = _conditions(status).get("Progressing") or {}
-    if _timed_out(meta, progressing):
-        return Verdict("failed", f"ProgressDeadlineExceeded: {progressing.get('message') or 'no progress within the deadline'}")
-    want = int(spec.get("replicas", 1))
-    updated = int(status.get("updatedReplicas") or 0)
-    total = int(status.get("replicas") or 0)
-    available = int(status.get("availableReplicas") or 0)
-    failure = _conditions(status).get("ReplicaFailure") or {}
-    if (
-        failure.get("status") == "True"
-        and POD_SECURITY_REJECTION in str(failure.get("message"))
-        and _since_our_apply(meta, failure, same_second=True)
-    ):
-        # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
-        # created for this template, so there is nothing to wait for. (A template rejected right
-        # after a rejected one keeps the old condition: reported at the budget, same words.)
-        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      fix: {POD_SECURITY_FIX}")
-    suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
-    if updated < want:
-        return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
-    if total > updated:
-        return Verdict("waiting", f"{total - updated} old replica(s) pending termination{suffix}")
-    if available < max(updated, 1):
-        return Verdict("waiting", f"{available} of {updated} updated replica(s) available{suffix}")
-    return Verdict("ready")
-
-
-def inference_service_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
-    """KServe: ``Ready=True`` of the current generation (a stale Ready never counts)."""
-    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-    generation = int(meta.get("generation") or 0)
-    observed = int(status.get("observedGeneration") or 0)
-    if generation < applied_generation or observed < generation:
-        return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
-    ready = _conditions(status).get("Ready") or {}
-    if ready.get("status") == "True":
-        return Verdict("ready")
-    return Verdict(
-        "waiting", f"Ready={ready.get('status', 'Unknown')}: {ready.get('reason') or ''} {ready.get('message') or ''}".strip()
-    )
-
-
-VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
-    "Deployment": deployment_verdict,
-    "InferenceService": inference_service_verdict,
-}
 
 
 @dataclass
@@ -295,48 +186,6 @@ class FleetWaiter:
     def warnings(self, names: Iterable[str]) -> dict[str, list[str]]:
         """Recent Warning Events of each object and its pods (``<name>-…``), newest last; one LIST."""
         return pod_warnings(self._client, self._target, names)
-
-
-#: Whose warnings say most about why a replica is not ready: its pods, then what creates them.
-#: An autoscaler's metric warnings (KServe's HPA without a metrics API) come every 15 s and must
-#: not push a pod's FailedScheduling out of the few lines shown.
-_WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2}
-_OTHERS_RANK: Final = 3
-
-
-def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
-    """Warning Events in the namespace about each replica's objects or pods, by replica name: one
-    line per kind and reason (its newest message), at most ``limit``, the most telling first --
-    pods', then their creators', then the rest; newest first within each.
-
-    Pods are never read: an Event names its object, and a replica's pods are named
-    ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
-    """
-    wanted = sorted(set(names))
-    if not wanted:
-        return {}
-    try:
-        with failures.request("list events", target):
-            events: list[dict[str, Any]] = [
-                e.to_dict() for e in client.list(Event, namespace=target.namespace, fields={"type": "Warning"})
-            ]
-    except failures.Unreachable:
-        return {}
-    except failures.LiveError as exc:
-        why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
-        note = f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
-        return {n: [note] for n in wanted}
-    events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
-    newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
-    for order, e in enumerate(events):
-        involved = e.get("involvedObject") or {}
-        name, kind = str(involved.get("name") or ""), str(involved.get("kind") or "")
-        for n in wanted:
-            if name == n or name.startswith(n + "-"):
-                line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
-                rank = _WARNING_RANK.get(kind, _OTHERS_RANK)
-                newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
-    return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
 
 
 def wait_gone(

@@ -216,7 +216,7 @@ def await_readiness(
     t = config.kubernetes
     if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
-    from infercrane.live import cluster, readiness
+    from infercrane.live import cluster, readiness, verdicts
 
     publish = readiness_progress(channel)
     report = functools.partial(publish_snapshot, publish)
@@ -227,15 +227,15 @@ def await_readiness(
     if not components:
         return None
 
-    def wait(c: ReplicaComponent) -> pulumi.Output[readiness.Verdict]:
+    def wait(c: ReplicaComponent) -> pulumi.Output[verdicts.Verdict]:
         return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
             lambda meta: waiter.wait(c.name, int(getattr(meta, "generation", None) or 0), budgets[c.summary["key"]])
         )
 
-    def check(verdicts: list[readiness.Verdict]) -> None:
-        failures = [(c.summary["key"], c.name, v.reason) for c, v in zip(components, verdicts, strict=True) if v.state != "ready"]
+    def check(results: list[verdicts.Verdict]) -> None:
+        failures = [(c.summary["key"], c.name, v.reason) for c, v in zip(components, results, strict=True) if v.state != "ready"]
         if failures:
-            lost = all(v.api_lost for v in verdicts if v.state != "ready")
+            lost = all(v.api_lost for v in results if v.state != "ready")
             channel.error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(channel.error))
         publish(Readiness(len(components), len(components)), None)

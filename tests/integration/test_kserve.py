@@ -15,7 +15,7 @@ from lightkube.resources.core_v1 import Node, Pod, Service
 
 from infercrane.core import naming
 from infercrane.live.cluster import InferenceService
-from infercrane.live.readiness import inference_service_verdict
+from infercrane.live.verdicts import inference_service_verdict
 from tests.integration.conftest import Project, get_or_none, plain_pulumi, replica, wait_for
 from tests.integration.test_cli_ops import cli
 

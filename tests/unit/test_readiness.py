@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from infercrane.core.config import KubernetesTarget
-from infercrane.live.readiness import FleetWaiter, Verdict, deployment_verdict, inference_service_verdict
+from infercrane.live.readiness import FleetWaiter
+from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 
@@ -295,7 +296,7 @@ def event(kind: str, name: str, reason: str, message: str, at: int) -> dict[str,
 def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() -> None:
     """KServe's HPA warns every 15 s when no metrics API serves it; those newer lines must not push
     the pod's FailedScheduling out of the few shown (CI saw exactly that)."""
-    from infercrane.live.readiness import pod_warnings
+    from infercrane.live.warnings import pod_warnings
 
     isvc = "infercrane-it-kserve-b200-r0"
     events = [event("Pod", f"{isvc}-predictor-7d9f-abcde", "FailedScheduling", "0/3 nodes are available: old", 1)]
@@ -384,7 +385,7 @@ def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas
     """The kubelet's words when a secretKeyRef names no Secret (CreateContainerConfigError): the
     replica's reason names the Secret without InferCrane reading Secrets or Pods (the local plane
     runs no kubelet, so this is the one tier that sees the event)."""
-    from infercrane.live.readiness import pod_warnings
+    from infercrane.live.warnings import pod_warnings
 
     dep = "infercrane-0123456789abcdef01234567"
     events = [event("Pod", f"{dep}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)]

@@ -1,0 +1,123 @@
+"""Whether one workload is ready, from the object alone: the rule of ``kubectl rollout status``
+with the seed's guard against stale status -- ready only when ``status.observedGeneration ==
+metadata.generation`` (at least the generation we applied), every replica updated to the current
+template, no old replica left, and an updated replica available; failed on a progress deadline
+our apply's template reached, or on a ReplicaFailure. Live-cluster layer (pure functions of the
+objects a LIST returned).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, Literal
+
+from infercrane.core import naming, times
+from infercrane.core.errors import POD_SECURITY_FIX
+
+State = Literal["ready", "waiting", "failed"]
+
+
+POD_SECURITY_REJECTION: Final = "violates PodSecurity"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one object's live status says: ready, still waiting (and why), or failed (and why)."""
+
+    state: State
+    reason: str = ""
+    api_lost: bool = False  # failed because the API server stopped answering (not the object's fault)
+
+
+def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    return {str(c.get("type")): c for c in status.get("conditions") or []}
+
+
+def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
+    """When our field manager last changed what it applies (its managedFields entry's time, the API
+    server's clock): the moment the template we wait for was set."""
+    for entry in meta.get("managedFields") or []:
+        if entry.get("manager") == naming.FIELD_MANAGER and entry.get("operation") == "Apply" and not entry.get("subresource"):
+            return times.parse(entry.get("time"))
+    return None
+
+
+def _since_our_apply(meta: Mapping[str, Any], condition: Mapping[str, Any], *, same_second: bool) -> bool:
+    """Whether a failure condition is a verdict on the template we applied, not the one before.
+
+    The controller keeps a failure condition -- a timeout naming the old ReplicaSet, a
+    ReplicaFailure naming its rejected pods -- after it observed a new template, until the new
+    rollout makes progress (it never rewrites a condition of the same status and reason): a fix
+    applied right after a failure would fail at once on the failure it fixes. A condition last set
+    before our apply is that stale verdict; a new one comes after it. Timestamps are whole
+    seconds: ``same_second`` says whether a condition of the very second of our apply counts (a
+    pod rejection comes within milliseconds of the apply; a timeout never does -- it comes a
+    progress deadline later -- while a stale one can share the second of a quick rerun)."""
+    applied, updated = _applied_at(meta), times.parse(condition.get("lastUpdateTime"))
+    if applied is None or updated is None:
+        return True
+    return updated >= applied if same_second else updated > applied
+
+
+def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
+    """``Progressing=False/ProgressDeadlineExceeded`` about the template we applied."""
+    if progressing.get("status") != "False" or progressing.get("reason") != "ProgressDeadlineExceeded":
+        return False
+    return _since_our_apply(meta, progressing, same_second=False)
+
+
+def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
+    """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard."""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    generation = int(meta.get("generation") or 0)
+    observed = int(status.get("observedGeneration") or 0)
+    if generation < applied_generation or observed < generation:
+        return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
+    progressing = _conditions(status).get("Progressing") or {}
+    if _timed_out(meta, progressing):
+        return Verdict("failed", f"ProgressDeadlineExceeded: {progressing.get('message') or 'no progress within the deadline'}")
+    want = int(spec.get("replicas", 1))
+    updated = int(status.get("updatedReplicas") or 0)
+    total = int(status.get("replicas") or 0)
+    available = int(status.get("availableReplicas") or 0)
+    failure = _conditions(status).get("ReplicaFailure") or {}
+    if (
+        failure.get("status") == "True"
+        and POD_SECURITY_REJECTION in str(failure.get("message"))
+        and _since_our_apply(meta, failure, same_second=True)
+    ):
+        # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
+        # created for this template, so there is nothing to wait for. (A template rejected right
+        # after a rejected one keeps the old condition: reported at the budget, same words.)
+        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      fix: {POD_SECURITY_FIX}")
+    suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
+    if updated < want:
+        return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
+    if total > updated:
+        return Verdict("waiting", f"{total - updated} old replica(s) pending termination{suffix}")
+    if available < max(updated, 1):
+        return Verdict("waiting", f"{available} of {updated} updated replica(s) available{suffix}")
+    return Verdict("ready")
+
+
+def inference_service_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
+    """KServe: ``Ready=True`` of the current generation (a stale Ready never counts)."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    generation = int(meta.get("generation") or 0)
+    observed = int(status.get("observedGeneration") or 0)
+    if generation < applied_generation or observed < generation:
+        return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
+    ready = _conditions(status).get("Ready") or {}
+    if ready.get("status") == "True":
+        return Verdict("ready")
+    return Verdict(
+        "waiting", f"Ready={ready.get('status', 'Unknown')}: {ready.get('reason') or ''} {ready.get('message') or ''}".strip()
+    )
+
+
+VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
+    "Deployment": deployment_verdict,
+    "InferenceService": inference_service_verdict,
+}

@@ -1,0 +1,61 @@
+"""Why a replica is not ready, in the cluster's words: the namespace's Warning Events about its
+objects and pods (FailedScheduling names the missing GPU), read with one LIST and never a Pod
+read. Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+from lightkube import Client
+from lightkube.resources.core_v1 import Event
+
+from infercrane.core.config import KubernetesTarget
+from infercrane.live import failures
+
+EVENTS_GRANT: Final = "get/list on events (deploy/kubernetes/base/provider-rbac.yaml grants it)"
+
+
+#: Whose warnings say most about why a replica is not ready: its pods, then what creates them.
+#: An autoscaler's metric warnings (KServe's HPA without a metrics API) come every 15 s and must
+#: not push a pod's FailedScheduling out of the few lines shown.
+_WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2}
+
+
+_OTHERS_RANK: Final = 3
+
+
+def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
+    """Warning Events in the namespace about each replica's objects or pods, by replica name: one
+    line per kind and reason (its newest message), at most ``limit``, the most telling first --
+    pods', then their creators', then the rest; newest first within each.
+
+    Pods are never read: an Event names its object, and a replica's pods are named
+    ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
+    """
+    wanted = sorted(set(names))
+    if not wanted:
+        return {}
+    try:
+        with failures.request("list events", target):
+            events: list[dict[str, Any]] = [
+                e.to_dict() for e in client.list(Event, namespace=target.namespace, fields={"type": "Warning"})
+            ]
+    except failures.Unreachable:
+        return {}
+    except failures.LiveError as exc:
+        why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
+        note = f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
+        return {n: [note] for n in wanted}
+    events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+    newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
+    for order, e in enumerate(events):
+        involved = e.get("involvedObject") or {}
+        name, kind = str(involved.get("name") or ""), str(involved.get("kind") or "")
+        for n in wanted:
+            if name == n or name.startswith(n + "-"):
+                line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
+                rank = _WARNING_RANK.get(kind, _OTHERS_RANK)
+                newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
+    return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
