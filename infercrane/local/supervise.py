@@ -55,6 +55,9 @@ def read_record(path: Path) -> dict[str, Any]:
         return {}
 
 
+KILL_WAIT_SECONDS: Final = 5.0
+
+
 def stop_recorded(record_path: Path, order: Iterable[str], grace: float = STOP_GRACE_SECONDS) -> list[str]:
     """Stop every recorded process still alive, one at a time in ``order`` (dependents first):
     each gets SIGTERM and up to ``grace`` seconds to exit before the next is asked, and SIGKILL if
@@ -75,6 +78,9 @@ def stop_recorded(record_path: Path, order: Iterable[str], grace: float = STOP_G
             time.sleep(0.02)
         if alive(p["pid"], p["exe"]):
             os.kill(p["pid"], signal.SIGKILL)
+            deadline = time.monotonic() + KILL_WAIT_SECONDS  # returns when it is gone, not when it was told
+            while alive(p["pid"], p["exe"]) and time.monotonic() < deadline:
+                time.sleep(0.02)
     if rec:
         rec["processes"] = {}
         record_path.write_text(json.dumps(rec, indent=2))
