@@ -214,10 +214,10 @@ class Engine:
         A stack that does not exist yet has an empty one. Read from the backend directly when it
         is a local directory or PostgreSQL (milliseconds, see :mod:`infercrane.engine.backend`), else
         with one ``pulumi stack export``."""
-        from infercrane.engine import backend
+        from infercrane.engine import backend, stores
 
         self.repair()
-        store = backend.store_for(self.backend_url())
+        store = stores.store_for(self.backend_url())
         if store is not None:
             try:
                 latest = backend.checkpoint(store, "infercrane", self.stack_name)

@@ -20,7 +20,7 @@ from infercrane.core import config as cfg
 from infercrane.core import naming
 from infercrane.core.errors import NotReady, PreflightRefused
 from infercrane.core.manifests import render_checked
-from infercrane.engine import backend
+from infercrane.engine import backend, stores
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, preflight
 from infercrane.project import stackfile
@@ -71,7 +71,7 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     # The state read from the file backend directly is what `pulumi stack export` prints.
     engine = Engine("itdrift", project_dir=project.root)
     exported = engine.export()
-    store = backend.store_for(engine.backend_url())
+    store = stores.store_for(engine.backend_url())
     assert store is not None and backend.checkpoint(store, "infercrane", "itdrift") == exported
     # Nothing to do: proven by the state and a live dry run, and Pulumi's own preview agrees.
     r = cli(project, "plan", "--stack", "itdrift", "--json")

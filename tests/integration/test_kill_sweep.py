@@ -24,7 +24,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, Service
 
 from infercrane.core import naming
-from infercrane.engine import backend
+from infercrane.engine import stores
 from infercrane.engine.workspace import Engine
 from infercrane.live.verdicts import deployment_verdict
 from infercrane.project import stackfile
@@ -91,7 +91,7 @@ def kill_at(
 def assert_clean_state(project: Project, stack: str) -> dict[str, Any]:
     engine = Engine(stack, project_dir=project.root)
     url = engine.backend_url()
-    store = backend.store_for(url)
+    store = stores.store_for(url)
     assert store is not None
     assert store.locks("infercrane", stack) == [], "a lock was left"
     state = engine.state()

@@ -14,7 +14,7 @@ from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 
 from infercrane.core import naming
-from infercrane.engine import backend
+from infercrane.engine import backend, stores
 from infercrane.live.verdicts import deployment_verdict
 from tests.integration.conftest import Project, kill_deploy_while_waiting, replica
 from tests.integration.test_cli_ops import cli
@@ -35,7 +35,7 @@ def test_a_deploy_killed_on_a_postgresql_backend_leaves_a_lock_the_retry_clears(
     key = "it-pg-killed-r0"
     name = naming.object_name(key)
     engine = shared.stack("itpgkilled", [replica(key)])
-    store = backend.store_for(postgres)
+    store = stores.store_for(postgres)
     assert store is not None
     kill_deploy_while_waiting(shared, admin, "itpgkilled", key, "ci-run-9")
     left = store.locks("infercrane", "itpgkilled")

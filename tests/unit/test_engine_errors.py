@@ -143,7 +143,7 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
 def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layout() -> None:
     import ssl
 
-    from infercrane.engine import backend as locks
+    from infercrane.engine import stores as locks
 
     assert isinstance(locks.store_for("file:///var/state"), locks.FileBackend)
     assert locks.store_for("s3://bucket/state") is None  # explained by the "locked" message, never cleared
@@ -169,9 +169,9 @@ def test_a_checkpoint_is_read_from_the_backend_in_pulumis_layout_or_left_to_pulu
     import gzip
     import json
 
-    from infercrane.engine import backend
+    from infercrane.engine import backend, stores
 
-    store = backend.FileBackend(tmp_path)
+    store = stores.FileBackend(tmp_path)
     stacks = tmp_path / ".pulumi" / "stacks" / "infercrane"
     assert backend.checkpoint(store, "infercrane", "dev") == {}  # nothing written yet, in either layout: no stack
     (tmp_path / ".pulumi" / "stacks").mkdir(parents=True)
