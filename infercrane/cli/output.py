@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from infercrane.core.config import InferCraneConfig
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
-    from infercrane.core.rollout import Rollout
+    from infercrane.core.waves import Rollout
     from infercrane.engine.changes import ReplicaAction
     from infercrane.engine.operations import DeployResult, PlanResult
     from infercrane.engine.teardown import DestroyResult

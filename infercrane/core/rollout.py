@@ -27,51 +27,11 @@ anything longer needs ``infercrane deploy`` to drive the steps. Pure core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
 
-from infercrane.core import naming
 from infercrane.core.endpoints import RolloutPolicy
-
-Mode = Literal["in place", "surge"]
-IN_PLACE: Final = "in place"
-SURGE: Final = "surge"
-
-
-def containers_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The containers of a workload: a Deployment's pod template, an InferenceService's predictor."""
-    spec = obj.get("spec") or {}
-    pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
-    return list((pod or {}).get("containers") or [])
-
-
-def flag_value(obj: Mapping[str, Any], flag: str) -> str | None:
-    """The value after ``flag`` in the workload's first container's args (as InferCrane renders them)."""
-    for c in containers_of(obj)[:1]:
-        args = list(c.get("args") or [])
-        if flag in args[:-1]:
-            return str(args[args.index(flag) + 1])
-    return None
-
-
-def endpoint_of(obj: Mapping[str, Any]) -> str | None:
-    """The endpoint an object serves: its endpoint label, else its first served model name."""
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    if labels.get(naming.LABEL_ENDPOINT):
-        return str(labels[naming.LABEL_ENDPOINT])
-    return flag_value(obj, "--served-model-name")
-
-
-def gpus_of(obj: Mapping[str, Any], gpu_resource: str) -> int:
-    total = 0
-    for c in containers_of(obj):
-        value = ((c.get("resources") or {}).get("requests") or {}).get(gpu_resource)
-        try:
-            total += int(str(value)) if value is not None else 0
-        except ValueError:
-            pass
-    return total
+from infercrane.core.waves import IN_PLACE, SURGE, EndpointRollout, Mode, Rollout, Step, Wave
 
 
 @dataclass(frozen=True)
@@ -92,81 +52,6 @@ class Target:
     endpoint: str
     gpus: int
     restarts: bool = False
-
-
-@dataclass(frozen=True)
-class Wave:
-    """One wave of an endpoint: ``down`` stop serving (deleted, or restarted in place), ``up`` start
-    and are ready before the next wave begins."""
-
-    down: tuple[str, ...]
-    up: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class EndpointRollout:
-    """What a change does to one endpoint: its waves and the lowest point on the way."""
-
-    endpoint: str
-    max_unavailable: int
-    max_surge: int
-    mode: Mode
-    waves: tuple[Wave, ...]
-    ready_before: int
-    ready_after: int
-    lowest_ready: int
-    gpus_before: int
-    gpus_after: int
-    peak_gpus: int
-    updates: int = 0  # serving replicas whose pods restart
-    replacements: int = 0  # new keys taking serving old keys' places
-    deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
-    replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
-    deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
-
-    @property
-    def steps_needed(self) -> int:
-        """Engine runs this endpoint alone needs: one per wave, and one before the first wave
-        when in place replacements must free their GPUs first."""
-        return (1 if self.replaced_first else 0) + max(1, len(self.waves))
-
-    def all_at_once(self) -> str:
-        """What one engine run doing this endpoint's whole change at once would do to it."""
-        parts = []
-        if self.updates:
-            parts.append(f"{self.updates} serving replica(s) would restart together")
-        if self.replacements:
-            parts.append(f"{self.replacements} new replica(s) would need GPUs beside the ones they replace")
-        return " and ".join(parts)
-
-    @property
-    def extra_gpus(self) -> int:
-        """GPUs above both what the endpoint holds before and after: what a surge borrows."""
-        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
-
-
-@dataclass(frozen=True)
-class Step:
-    """One engine run (see the module docstring)."""
-
-    apply: frozenset[str]
-    hold: frozenset[str]
-
-
-@dataclass(frozen=True)
-class Rollout:
-    endpoints: tuple[EndpointRollout, ...]
-    steps: tuple[Step, ...]
-    first_wave_step: int = 0  # 1 when in place replacements need a step of their own first
-
-    @property
-    def waves(self) -> int:
-        return max((len(e.waves) for e in self.endpoints), default=0)
-
-    def beyond_one_step(self) -> list[EndpointRollout]:
-        """The endpoints that one engine run doing everything at once would take outside their
-        policy (more replicas down, or more GPUs, than allowed): they need several steps."""
-        return [e for e in self.endpoints if e.steps_needed > 1]
 
 
 @dataclass

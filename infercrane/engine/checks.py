@@ -22,8 +22,8 @@ from infercrane.core.errors import (
 from infercrane.core.events import Note, Sink
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
-from infercrane.core.rollout import Rollout
 from infercrane.core.urns import KIND_OF_TOKEN
+from infercrane.core.waves import Rollout
 from infercrane.engine.workspace import Engine
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.

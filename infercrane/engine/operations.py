@@ -25,7 +25,7 @@ from infercrane.core.errors import IdempotencyConflict, InferCraneError
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
-from infercrane.core.rollout import Rollout
+from infercrane.core.waves import Rollout
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
 from infercrane.engine.checks import (
     REFUSED_BEFORE_APPLY,

@@ -106,7 +106,7 @@ def serving(
     """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
     configured or not (one a rollout is taking out still serves) -- with key, model revision and
     intent hash, from the live objects (this stack's when ``stack_id`` is given)."""
-    from infercrane.core.rollout import endpoint_of, flag_value
+    from infercrane.core.workload import endpoint_of, flag_value
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name, obj in sorted(workloads.items()):

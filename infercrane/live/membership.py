@@ -15,7 +15,8 @@ from typing import Any
 from infercrane.core import naming, rollout
 from infercrane.core.config import InferCraneConfig
 from infercrane.core.render import RenderedReplica
-from infercrane.core.rollout import endpoint_of, gpus_of
+from infercrane.core.waves import Rollout
+from infercrane.core.workload import endpoint_of, gpus_of
 from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS
 
@@ -41,7 +42,7 @@ def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str
     return out
 
 
-def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], report: Report, stack_id: str) -> rollout.Rollout:
+def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], report: Report, stack_id: str) -> Rollout:
     """The rollout from what runs (the preflight's view) to ``rendered``."""
     targets = [
         rollout.Target(key=r.replica.key, endpoint=r.replica.name, gpus=r.replica.gpu_count, restarts=r.name in report.restarts)

@@ -13,7 +13,7 @@ from infercrane.core import config as cfg
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
 from infercrane.core.render import RenderedReplica
-from infercrane.core.rollout import Step
+from infercrane.core.waves import Step
 from infercrane.shell.gate import Gate
 
 

@@ -29,8 +29,8 @@ from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused
 from infercrane.core.events import Readiness
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
-from infercrane.core.rollout import endpoint_of
 from infercrane.core.urns import legacy_slots
+from infercrane.core.workload import endpoint_of
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.provider import make_provider

@@ -193,7 +193,7 @@ def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_
     import copy
 
     from infercrane.core.manifests import render_checked
-    from infercrane.core.rollout import Step
+    from infercrane.core.waves import Step
     from infercrane.shell import program
 
     values = stackfile.read_stack_values(paths.stack_file("local", ROOT))

@@ -9,7 +9,7 @@ import pytest
 
 from infercrane.core import loading, naming
 from infercrane.core.manifests import render_checked
-from infercrane.core.rollout import endpoint_of
+from infercrane.core.workload import endpoint_of
 from infercrane.live.membership import members
 from infercrane.live.preflight import restarts_pods
 

@@ -1,0 +1,46 @@
+"""Reading a workload object, rendered or live: its containers (a Deployment's pod template, an
+InferenceService's predictor), the engine flags InferCrane renders, the endpoint it serves and the
+GPUs it requests. Pure core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from infercrane.core import naming
+
+
+def containers_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The containers of a workload: a Deployment's pod template, an InferenceService's predictor."""
+    spec = obj.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
+    return list((pod or {}).get("containers") or [])
+
+
+def flag_value(obj: Mapping[str, Any], flag: str) -> str | None:
+    """The value after ``flag`` in the workload's first container's args (as InferCrane renders them)."""
+    for c in containers_of(obj)[:1]:
+        args = list(c.get("args") or [])
+        if flag in args[:-1]:
+            return str(args[args.index(flag) + 1])
+    return None
+
+
+def endpoint_of(obj: Mapping[str, Any]) -> str | None:
+    """The endpoint an object serves: its endpoint label, else its first served model name."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if labels.get(naming.LABEL_ENDPOINT):
+        return str(labels[naming.LABEL_ENDPOINT])
+    return flag_value(obj, "--served-model-name")
+
+
+def gpus_of(obj: Mapping[str, Any], gpu_resource: str) -> int:
+    total = 0
+    for c in containers_of(obj):
+        value = ((c.get("resources") or {}).get("requests") or {}).get(gpu_resource)
+        try:
+            total += int(str(value)) if value is not None else 0
+        except ValueError:
+            pass
+    return total
