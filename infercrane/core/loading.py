@@ -19,7 +19,6 @@ from pydantic import ValidationError
 
 from infercrane.core import naming
 from infercrane.core.config import (
-    ARTIFACT_KEY_RE,
     ENV_FIELDS,
     JSON_ENV_FIELDS,
     KEY_ENDPOINTS,
@@ -27,6 +26,7 @@ from infercrane.core.config import (
     KEY_TARGET,
     InferCraneConfig,
 )
+from infercrane.core.consistency import cache_problems, endpoint_problems, pod_problems, scaling_problems
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.problems import problem_from
 
@@ -134,10 +134,10 @@ def load(
                 problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].key", what, fix))
             seen.setdefault(r["key"], i)
     if config is not None:
-        problems += _endpoint_problems(config, source)
-        problems += _scaling_problems(config, source)
-        problems += _cache_problems(config, source)
-        problems += _pod_problems(config, source)
+        problems += endpoint_problems(config, source)
+        problems += scaling_problems(config, source)
+        problems += cache_problems(config, source)
+        problems += pod_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)
@@ -184,100 +184,6 @@ def advice(config: InferCraneConfig) -> list[str]:
         f"{KEY_TARGET}.resources: {{}} for the defaults (4 CPUs, 32Gi per GPU); the next deploy restarts each "
         "replica once, in waves"
     ]
-
-
-def _endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:
-    """Endpoint settings that name no endpoint, or whose merged rollout policy can never progress."""
-    problems = []
-    names = {r.name for r in config.replicas}
-    for name in config.endpoints:
-        where = f"{source}: {KEY_ENDPOINTS}.{name}"
-        if name not in names:
-            problems.append(
-                Problem(
-                    where,
-                    f"no replica is named {name!r}",
-                    f"use an endpoint name of {KEY_REPLICAS} ({', '.join(sorted(names)) or 'none'})",
-                )
-            )
-            continue
-        try:
-            config.rollout_for(name)
-        except ValueError:
-            problems.append(
-                Problem(
-                    f"{where}.rollout",
-                    "maxUnavailable 0 with maxSurge 0 (with the target's defaults) can never replace a replica",
-                    "allow one replica down (maxUnavailable: 1) or one extra (maxSurge: 1)",
-                )
-            )
-    return problems
-
-
-def _scaling_problems(config: InferCraneConfig, source: str) -> list[Problem]:
-    """``scaling: external`` is a Deployment's field left to an HPA; KServe scales by itself."""
-    if config.kubernetes.workload_api != "kserve":
-        return []
-    return [
-        Problem(
-            f"{source}: {KEY_REPLICAS}[{i}].scaling (replica {r.key!r})",
-            "external scaling leaves a Deployment's spec.replicas to an HPA; an InferenceService is scaled by KServe",
-            "leave scaling out (fixed) under workloadApi kserve, or use workloadApi deployment",
-        )
-        for i, r in enumerate(config.replicas)
-        if r.scaling == "external"
-    ]
-
-
-def _pod_problems(config: InferCraneConfig, source: str) -> list[Problem]:
-    """The GPU product label is the replica's ``gpu``, never a pod setting (it is never substituted)."""
-    label = config.kubernetes.gpu_product_label
-    fix = f"set the GPU with {KEY_REPLICAS}[].gpu; remove {label} from nodeSelector"
-    what = f"sets the GPU product label {label}, which comes from each replica's gpu"
-    problems = []
-    if label in config.kubernetes.pod.node_selector:
-        problems.append(Problem(f"{source}: {KEY_TARGET}.pod.nodeSelector", what, fix))
-    for i, r in enumerate(config.replicas):
-        if label in r.pod.node_selector:
-            problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].pod.nodeSelector (replica {r.key!r})", what, fix))
-    return problems
-
-
-def _cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
-    """Under ``artifactCache.policy: required`` every replica loads from a mapped claim: its
-    revision is pinned (a commit: a cache entry never changes) and its ``model@revision`` mapped."""
-    cache = config.kubernetes.artifact_cache
-    if cache.policy != "required":
-        return []
-    problems = []
-    for i, r in enumerate(config.replicas):
-        where = f"{source}: {KEY_REPLICAS}[{i}].modelRevision (replica {r.key!r})"
-        if not r.model_revision:
-            problems.append(
-                Problem(
-                    where,
-                    "has no pinned revision, but infercrane:kubernetes.artifactCache.policy is required",
-                    'pin the model\'s 40-hex commit (modelRevision: "<commit>") and map <model>@<commit> to its PVC',
-                )
-            )
-        elif not ARTIFACT_KEY_RE.match(f"{r.model}@{r.model_revision}"):
-            problems.append(
-                Problem(
-                    where,
-                    f"{r.model_revision!r} is not a commit, but artifactCache.policy is required (a cache entry never changes)",
-                    'pin the model\'s 40-hex commit: modelRevision: "<commit>"',
-                )
-            )
-        elif cache.claim_for(r.model, r.model_revision) is None:
-            problems.append(
-                Problem(
-                    where,
-                    f"no model cache is mapped for {r.model}@{r.model_revision} (artifactCache.policy is required)",
-                    f'add "{r.model}@{r.model_revision}": <pvc> to infercrane:kubernetes.artifactCache.pvcs, '
-                    "or use policy prefer to download what has no cache",
-                )
-            )
-    return problems
 
 
 JSON_FIX: Final = 'use a JSON object, e.g. \'{"Qwen/Qwen3-8B@<40-hex commit>": "qwen3-8b-weights"}\''

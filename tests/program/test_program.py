@@ -52,14 +52,14 @@ def run_program(stack: str, values: dict[str, Any] | None = None) -> tuple[Recor
     pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
     outputs: dict[str, Any] = {}
 
-    from infercrane.shell import program
+    from infercrane.shell import awaiting, program
 
     @pulumi.runtime.test
     def go() -> pulumi.Output[Any]:
         comps = program.build(
             loading.load(program.stack_values(), source=f"stacks/Pulumi.{stack}.yaml", env={}),
             stack,
-            preflight=not program.running_under_mocks(),
+            preflight=not awaiting.running_under_mocks(),
         )
         urns = [o.urn for c in comps for o in c.objects]
         return pulumi.Output.all(*urns).apply(lambda u: outputs.update(urns=u))

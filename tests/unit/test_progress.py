@@ -135,21 +135,21 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
     """The real producer (the program's publisher of the fleet wait's snapshots) into the real
     consumer (the CLI's view), as the Automation API run wires them through the Channel."""
     from infercrane.live.readiness import Progress
-    from infercrane.shell import program
+    from infercrane.shell import awaiting
     from infercrane.shell.channel import Channel
 
     out, clock = io.StringIO(), Clock()
     view = ProgressView("deploy", 3, stream=out, mode="json", children_per_replica=1, clock=clock)
-    publish = program.readiness_progress(Channel(progress=view))
+    publish = awaiting.readiness_progress(Channel(progress=view))
     snapshot = Progress(1, 3, {"qwen-1": "Pending", "qwen-2": "Pending"}, 12.0, {"qwen-1": ["FailedScheduling: 0/3 nodes"]})
-    program.publish_snapshot(publish, snapshot)
+    awaiting.publish_snapshot(publish, snapshot)
     publish(Readiness(3, 3), None)
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(e["ready"], e["waitingOn"], e["why"]) for e in events] == [(1, 2, "FailedScheduling on 1"), (3, 0, None)]
 
 
 def test_plain_pulumi_reads_the_readiness_wait_as_log_lines() -> None:
-    from infercrane.shell.program import readiness_line
+    from infercrane.shell.awaiting import readiness_line
 
     assert readiness_line(Readiness(1, 3, 2, "Pending"), 12.4) == "readiness: 1/3 ready after 12s; waiting on 2 (Pending)"
     assert readiness_line(Readiness(3, 3), None) == "readiness: 3/3 ready"
