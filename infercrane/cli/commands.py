@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from infercrane.cli import output
+from infercrane.cli.notices import disclose, event, progress
 from infercrane.cli.parser import replica_intent
 from infercrane.core.errors import ConfigError, InferCraneError, UsageError
 from infercrane.core.manifests import render_checked, to_yaml
 from infercrane.project import paths, stackfile
 
 if TYPE_CHECKING:
-    from infercrane.cli.progress import ProgressView
-    from infercrane.core.config import InferCraneConfig
+    pass
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -86,51 +84,6 @@ def cmd_local(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | None = None) -> None:
-    """Before anything else, on stderr: every field the environment overrides in ``stacks`` and,
-    for a command that changes a cluster, the context and namespace it acts on (JSON events with
-    --json)."""
-    as_json = bool(getattr(args, "json", False))
-    for stack in stacks:
-        for sentence in stackfile.env_overrides(stack):
-            _event(as_json, {"event": "override", "stack": stack, "message": sentence}, f"note: {sentence}")
-    if acting is not None:
-        from infercrane.core.loading import advice
-
-        for line in advice(acting):
-            _event(as_json, {"event": "advice", "stack": stacks[0], "message": line}, f"note: {line}")
-        t = acting.kubernetes
-        what = f"stack {stacks[0]}: context {t.context}, namespace {t.namespace}, workload API {t.workload_api}"
-        _event(as_json, {"event": "target", "stack": stacks[0], "context": t.context, "namespace": t.namespace}, what)
-
-
-def _event(as_json: bool, doc: dict[str, Any], text: str) -> None:
-    import json
-
-    print(json.dumps(doc) if as_json else text, file=sys.stderr, flush=True)
-
-
-@contextmanager
-def _progress(args: argparse.Namespace, op: str, total: int, children: int = 1) -> Iterator[ProgressView]:
-    """The progress view of one long command (infercrane.cli.progress): a live line on a terminal,
-    plain lines otherwise, JSON events with --json; Pulumi's full log in a file named here, or
-    also on stderr with --verbose."""
-    from infercrane.cli.progress import ProgressView, log_path
-
-    mode = "json" if args.json else ("live" if sys.stderr.isatty() else "lines")
-    path = log_path(paths.project_root(), args.stack, op)
-    with path.open("w", encoding="utf-8") as log:
-        if not args.json:
-            print(f"pulumi log: {paths.display_path(path)}", file=sys.stderr, flush=True)
-        view = ProgressView(op, total, stream=sys.stderr, mode=mode, children_per_replica=children, log=log, echo=args.verbose)
-        outcome = "failed"
-        try:
-            yield view
-            outcome = "done"
-        finally:
-            view.close(outcome)
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
     from infercrane.engine import operations
     from infercrane.engine.workspace import Engine
@@ -141,7 +94,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
     config = stackfile.load_stack(args.stack) if replica is None else stackfile.load_stack_with(args.stack, replica)
     disclose(args, args.stack, acting=config)
-    with _progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+    with progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
         result = operations.plan(
             Engine(args.stack, sink=view),
             config,
@@ -178,7 +131,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         before = path.read_text(encoding="utf-8")
         change = upsert_replica(path, replica, stackfile.check_stack_file(path))  # invalid: file untouched
         shown = paths.display_path(path)
-        _event(
+        event(
             args.json,
             {"event": "stack-file", "path": shown, "replica": replica["key"], "change": change},
             f"stack file {shown}: replica {replica['key']} {change}",
@@ -188,12 +141,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         disclose(args, args.stack, acting=config)
         key = args.idempotency_key or operations.new_idempotency_key()
         if not args.idempotency_key:
-            _event(
+            event(
                 args.json,
                 {"event": "idempotency-key", "key": key},
                 f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)",
             )
-        with _progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
+        with progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
             result = operations.deploy(Engine(args.stack, sink=view), config, key, on_output=view.on_output, sink=view)
     except InferCraneError as exc:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
@@ -201,13 +154,13 @@ def cmd_deploy(args: argparse.Namespace) -> int:
         shown = paths.display_path(path)
         if before is not None and exc.applied_nothing:
             stackfile.write_atomically(path, before)
-            _event(
+            event(
                 args.json,
                 {"event": "stack-file", "path": shown, "change": "restored"},
                 f"stack file {shown} restored: the intent was not applied",
             )
         elif before is not None:
-            _event(
+            event(
                 args.json,
                 {"event": "stack-file", "path": shown, "change": "kept"},
                 f"note: the intent stays in {shown}: the update started and may have applied part of it; "
@@ -236,7 +189,7 @@ def cmd_destroy(args: argparse.Namespace) -> int:
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack, acting=config)
-    with _progress(args, "destroy", 0) as view:
+    with progress(args, "destroy", 0) as view:
         result = teardown.destroy(
             Engine(args.stack, sink=view), config, cluster.client(config.kubernetes), on_output=view.on_output, sink=view
         )
