@@ -6,16 +6,16 @@ Models only -- every field with its rule and description; reading and merging va
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Final, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from infercrane.core import gpu, image, naming, quantity
 from infercrane.core.endpoints import EndpointSettings, RolloutPolicy
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.kinds import WORKLOAD_KINDS
 from infercrane.core.pod import (
+    ArtifactCache,
     PodIdentity,
     PodSettings,
     Resources,
@@ -24,13 +24,11 @@ from infercrane.core.pod import (
     WorkerSecret,
     memory_quantity,
 )
-from infercrane.core.schema import DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, Frozen, dns_label
+from infercrane.core.schema import QUALIFIED_NAME_RE, Frozen, dns_label
 
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
 KEY_ENDPOINTS: Final = "infercrane:endpoints"
-
-ARTIFACT_KEY_RE: Final = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")
 
 
 # INFERCRANE_KUBERNETES_* variable -> path inside infercrane:kubernetes. Same names as the seed.
@@ -50,52 +48,6 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
 }
 # Variables whose value is JSON (a map), not a plain string.
 JSON_ENV_FIELDS: Final = frozenset({"INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON"})
-
-
-def artifact_key(model: str, revision: str | None) -> str | None:
-    """``model@revision``, the key of a model cache entry (None: the revision is not pinned)."""
-    return f"{model}@{revision}" if revision else None
-
-
-class ArtifactCache(Frozen):
-    """Model weights from a PersistentVolumeClaim an admin prepared (``huggingface-cli download
-    --cache-dir``): mounted read-only as the engine's Hugging Face cache with offline mode on, so
-    a restart loads from the volume instead of downloading again. The original adapter's contract:
-    an entry is an immutable ``model@<40-hex commit>``; the preflight verifies each mapped claim
-    (exists, Bound, several readers) before anything is applied -- ``required`` refuses otherwise,
-    ``prefer`` warns and the replica downloads."""
-
-    policy: Literal["disabled", "prefer", "required"] = Field(
-        "disabled",
-        description="disabled: always download; prefer: a verified claim, else download; required: refuse without one.",
-    )
-    pvcs: dict[str, str] = Field(default_factory=dict, description='"<model>@<40-hex revision>" -> PVC name in the namespace.')
-
-    @field_validator("pvcs", mode="before")
-    @classmethod
-    def _pvcs(cls, v: object) -> object:
-        if not isinstance(v, dict):
-            raise ValueError(f"{v!r} is not a map of model@revision to PVC name")
-        bad = [f"key {k!r} is not <model>@<40-hex commit>" for k in v if not isinstance(k, str) or not ARTIFACT_KEY_RE.match(k)]
-        bad += [
-            f"claim {c!r} (for {k}) is not a PVC name"
-            for k, c in v.items()
-            if not isinstance(c, str) or not DNS_SUBDOMAIN_RE.match(c)
-        ]
-        if bad:
-            raise ValueError("; ".join(bad))
-        return v
-
-    @model_validator(mode="after")
-    def _enabled(self) -> ArtifactCache:
-        if self.policy == "disabled" and self.pvcs:
-            raise ValueError("maps model caches while the policy is disabled: they would never be used")
-        return self
-
-    def claim_for(self, model: str, revision: str | None) -> str | None:
-        """The claim mounted for ``model`` at ``revision`` (None: it downloads)."""
-        key = artifact_key(model, revision)
-        return None if self.policy == "disabled" or key is None else self.pvcs.get(key)
 
 
 class KubernetesTarget(Frozen):

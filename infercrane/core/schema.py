@@ -19,6 +19,7 @@ SECRET_KEY_RE: Final = re.compile(r"^[-._a-zA-Z0-9]{1,253}$")
 QUALIFIED_NAME_RE: Final = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
 
 
+ARTIFACT_KEY_RE: Final = re.compile(r"^[^@\s]+@[0-9a-f]{40}$")  # model@<40-hex commit>: a model cache entry
 DNS_SUBDOMAIN_RE: Final = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 
 
