@@ -193,13 +193,6 @@ class Engine:
         result: auto.RefreshResult = self._run("refresh", on_output=on_output, **kw)
         return result
 
-    def destroy(
-        self, on_output: Callable[[str], None] | None = None, *, skip_checkpoints: bool = False, **kw: Any
-    ) -> auto.DestroyResult:
-        """``pulumi destroy`` (``skip_checkpoints``: see :meth:`_run`)."""
-        result: auto.DestroyResult = self._run("destroy", on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
-        return result
-
     def repair(self) -> None:
         """Repair torn checkpoint writes of this stack (a killed run), once per command, before the
         engine or a direct read sees the state (stale locks are cleared before each engine call)."""
@@ -271,9 +264,6 @@ class Engine:
                 return []
             raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         return list(json.loads(done.stdout or "[]") or [])
-
-    def outputs(self) -> dict[str, Any]:
-        return {k: v.value for k, v in self.stack.outputs().items()}
 
 
 def translate(exc: auto.CommandError, stack: str) -> EngineError:

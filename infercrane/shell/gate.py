@@ -39,10 +39,6 @@ class Gate:
             self._reason = reason
             self._set.set()
 
-    @property
-    def settled(self) -> bool:
-        return self._set.is_set()
-
     def wait(self) -> Mapping[str, Any]:
         """The inputs (blocks until the caller decides); raises the reason it was called off."""
         self._set.wait()

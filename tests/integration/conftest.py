@@ -98,12 +98,24 @@ class Project:
                     except ApiError:
                         pass
 
-    def stack(self, name: str, replicas: list[dict[str, Any]], **target: Any) -> Engine:
+    def stack(self, name: str, replicas: list[dict[str, Any]], **target: Any) -> PulumiStack:
         t = {"context": "infercrane-local", "namespace": "infercrane-system", "imageDigest": DIGEST} | target
         self.stacks.add(name)
         doc = {"config": {"infercrane:kubernetes": t, "infercrane:replicas": replicas}}
         (self.root / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
-        return Engine(name, project_dir=self.root)
+        return PulumiStack(name, project_dir=self.root)
+
+
+class PulumiStack(Engine):
+    """A stack the tests also drive as plain Pulumi does (``infercrane destroy`` never runs
+    ``pulumi destroy``: it deletes by ownership, :mod:`infercrane.engine.teardown`)."""
+
+    def destroy(self) -> Any:
+        """``pulumi destroy`` through the Automation API, as the program's own engine runs it."""
+        return self._run("destroy")
+
+    def outputs(self) -> dict[str, Any]:
+        return {k: v.value for k, v in self.stack.outputs().items()}
 
 
 @pytest.fixture

@@ -67,7 +67,8 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
         "from infercrane.live.cluster import client\n"
         f"e = Engine('itrestart', project_dir=Path({str(project.root)!r}))\n"
         "c = stackfile.load_stack('itrestart', project_dir=e.project_dir)\n"
-        "print(json.dumps({'outputs': e.outputs(), 'inspect': inspect(c, client(c.kubernetes), read_nodes=False)}))\n"
+        "outputs = {k: v.value for k, v in e.stack.outputs().items()}\n"
+        "print(json.dumps({'outputs': outputs, 'inspect': inspect(c, client(c.kubernetes), read_nodes=False)}))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
