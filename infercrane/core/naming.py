@@ -26,6 +26,14 @@ LABEL_KEY_HASH: Final = "infercrane.dev/external-key-hash"
 LABEL_ENDPOINT: Final = "infercrane.dev/endpoint"
 APP_NAME: Final = "infercrane-runtime"
 MANAGED_BY: Final = "infercrane"
+#: The shipped Roles of the deploying identity, per workload API (what a fix hint tells to bind).
+ROLE_FILES: Final = {
+    "deployment": "deploy/kubernetes/base/provider-rbac.yaml",
+    "kserve": "deploy/kubernetes/kserve/provider-rbac.yaml",
+}
+BIND_ROLE_FIX: Final = (
+    f"bind {ROLE_FILES['deployment']} (or {ROLE_FILES['kserve'].removeprefix('deploy/kubernetes/')}) to this identity"
+)
 
 # Annotations.
 ANNOTATION_KEY: Final = "infercrane.dev/external-key"
@@ -55,6 +63,12 @@ MANAGED_ENV: Final = SECRET_ENV | {HF_HUB_CACHE_ENV, HF_HUB_OFFLINE_ENV}
 # Key prefixes and keys of ours: a user's extra pod labels and annotations never use them.
 OWN_KEY_PREFIXES: Final = ("infercrane.dev/", "pulumi.com/")
 OWN_LABELS: Final = frozenset({LABEL_NAME, LABEL_INSTANCE, LABEL_MANAGED_BY})
+
+
+def managed_selector() -> dict[str, Any]:
+    """The label selector of every object InferCrane manages (a superset of one stack's: ownership
+    is then checked by the annotations), fresh for each LIST."""
+    return {LABEL_MANAGED_BY: MANAGED_BY}
 
 
 def own_key(key: str) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
+from infercrane.core import naming
 from infercrane.core.errors import EngineError
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
@@ -48,7 +49,7 @@ def translate_text(text: str, stack: str) -> EngineError:
     if "forbidden" in text.lower():
         return EngineError(
             f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
-            fix="bind deploy/kubernetes/base/provider-rbac.yaml to the deploying identity",
+            fix=f"bind {naming.ROLE_FILES['deployment']} to the deploying identity",
         )
     if "passphrase" in text.lower():
         return EngineError(

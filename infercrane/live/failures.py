@@ -17,6 +17,7 @@ from typing import Final
 import httpx2
 from lightkube import ApiError
 
+from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError, with_fix
 
@@ -73,7 +74,7 @@ def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) 
     if code == 403:
         return with_fix(
             f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
-            "bind deploy/kubernetes/base/provider-rbac.yaml (or kserve/provider-rbac.yaml) to this identity",
+            naming.BIND_ROLE_FIX,
         )
     if code == 401:
         return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"

@@ -61,9 +61,7 @@ def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | No
     """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
     t = config.kubernetes
     selector: dict[str, Any] = (
-        {naming.KSERVE_ISVC_LABEL: operators.exists()}
-        if t.workload_api == "kserve"
-        else {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
+        {naming.KSERVE_ISVC_LABEL: operators.exists()} if t.workload_api == "kserve" else naming.managed_selector()
     )
     try:
         with failures.request("list pods", t):
@@ -155,7 +153,7 @@ def inspect_report(
     stack_id = naming.stack_id(stack) if stack else None
     live: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in kinds:
-        items = _list(client, cluster.resource_for({"kind": kind}), config, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
+        items = _list(client, cluster.resource_for({"kind": kind}), config, labels=naming.managed_selector())
         live[kind] = {o["metadata"]["name"]: o for o in items}
     pod_client = pod_client or client
     pods = _pods(pod_client, config)

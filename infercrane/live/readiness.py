@@ -107,9 +107,7 @@ class FleetWaiter:
     def _list(self) -> dict[str, dict[str, Any]]:
         out = {}
         with failures.request(f"list {self._kind}s", self._target):
-            for obj in self._client.list(
-                self._resource, namespace=self._target.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}
-            ):
+            for obj in self._client.list(self._resource, namespace=self._target.namespace, labels=naming.managed_selector()):
                 raw = cluster.as_dict(obj)
                 out[raw["metadata"]["name"]] = raw
         return out
@@ -218,7 +216,7 @@ def wait_gone(
                         items = client.list(
                             cluster.resource_for({"kind": kind}),
                             namespace=target.namespace,
-                            labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY},
+                            labels=naming.managed_selector(),
                         )
                         listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
                 except failures.NotFound:  # the kind is no longer served, nothing of it remains

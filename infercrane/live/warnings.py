@@ -11,10 +11,11 @@ from typing import Any, Final
 from lightkube import Client
 from lightkube.resources.core_v1 import Event
 
+from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.live import failures
 
-EVENTS_GRANT: Final = "get/list on events (deploy/kubernetes/base/provider-rbac.yaml grants it)"
+EVENTS_GRANT: Final = f"get/list on events ({naming.ROLE_FILES['deployment']} grants it)"
 
 
 #: Whose warnings say most about why a replica is not ready: its pods, then what creates them.
