@@ -21,12 +21,14 @@ class Applied:
 
 @dataclass(frozen=True)
 class Readiness:
-    """The program's fleet wait: ``ready`` of ``total`` replicas, ``waiting`` on how many, and why."""
+    """The program's fleet wait: ``ready`` of ``total`` replicas, ``waiting`` on how many, and why,
+    ``elapsed`` seconds into the wait."""
 
     ready: int
     total: int
     waiting: int = 0
     why: str = ""
+    elapsed: float = 0.0
 
 
 @dataclass(frozen=True)

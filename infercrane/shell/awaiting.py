@@ -64,34 +64,33 @@ def await_readiness(
             lost = all(v.api_lost for v in results if v.state != "ready")
             channel.error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(channel.error))
-        publish(Readiness(len(components), len(components)), None)
+        publish(Readiness(len(components), len(components)))
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
 
 
-def readiness_line(event: Readiness, elapsed: float | None = None) -> str:
+def readiness_line(event: Readiness) -> str:
     """The readiness wait as one log line, for a person reading plain ``pulumi up``'s output."""
     if event.ready == event.total and not event.waiting:
         return f"readiness: {event.ready}/{event.total} ready"
-    return f"readiness: {event.ready}/{event.total} ready after {elapsed or 0:.0f}s; waiting on {event.waiting}" + (
-        f" ({event.why})" if event.why else ""
-    )
+    why = f" ({event.why})" if event.why else ""
+    return f"readiness: {event.ready}/{event.total} ready after {event.elapsed:.0f}s; waiting on {event.waiting}{why}"
 
 
-def readiness_progress(channel: Channel) -> Callable[[Readiness, float | None], None]:
+def readiness_progress(channel: Channel) -> Callable[[Readiness], None]:
     """Where the readiness wait's snapshots go: the caller's sink (typed events, the
     :class:`Channel`'s ``progress``), else Pulumi's log as a line (plain ``pulumi``)."""
     sink = channel.progress
 
-    def publish(event: Readiness, elapsed: float | None = None) -> None:
+    def publish(event: Readiness) -> None:
         if sink is not None:
             sink(event)
         else:
-            pulumi.log.info(readiness_line(event, elapsed))
+            pulumi.log.info(readiness_line(event))
 
     return publish
 
 
-def publish_snapshot(publish: Callable[[Readiness, float | None], None], p: Any) -> None:
+def publish_snapshot(publish: Callable[[Readiness], None], p: Any) -> None:
     """One :class:`infercrane.live.readiness.Progress` snapshot, published."""
-    publish(Readiness(p.ready, p.total, len(p.waiting), p.summary()), p.elapsed)
+    publish(Readiness(p.ready, p.total, len(p.waiting), p.summary(), p.elapsed))

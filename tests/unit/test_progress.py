@@ -143,7 +143,7 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
     publish = awaiting.readiness_progress(Channel(progress=view))
     snapshot = Progress(1, 3, {"qwen-1": "Pending", "qwen-2": "Pending"}, 12.0, {"qwen-1": ["FailedScheduling: 0/3 nodes"]})
     awaiting.publish_snapshot(publish, snapshot)
-    publish(Readiness(3, 3), None)
+    publish(Readiness(3, 3))
     events = [json.loads(line) for line in out.getvalue().splitlines()]
     assert [(e["ready"], e["waitingOn"], e["why"]) for e in events] == [(1, 2, "FailedScheduling on 1"), (3, 0, None)]
 
@@ -151,5 +151,5 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
 def test_plain_pulumi_reads_the_readiness_wait_as_log_lines() -> None:
     from infercrane.shell.awaiting import readiness_line
 
-    assert readiness_line(Readiness(1, 3, 2, "Pending"), 12.4) == "readiness: 1/3 ready after 12s; waiting on 2 (Pending)"
-    assert readiness_line(Readiness(3, 3), None) == "readiness: 3/3 ready"
+    assert readiness_line(Readiness(1, 3, 2, "Pending", 12.4)) == "readiness: 1/3 ready after 12s; waiting on 2 (Pending)"
+    assert readiness_line(Readiness(3, 3)) == "readiness: 3/3 ready"
