@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class ReplicaAction:
+    """What a plan or deploy does to one replica (``--json``'s ``replicas``)."""
+
     name: str  # the replica's object name: its component's logical name
     action: Action
     key: str | None = None
@@ -29,15 +31,14 @@ class ReplicaAction:
     objects: list[str] = field(default_factory=list)
 
 
-def both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None] | None) -> Callable[[EngineEvent], None]:
-    if second is None:
-        return first
+def both(first: Callable[[EngineEvent], None], second: Callable[[EngineEvent], None]) -> Callable[[EngineEvent], None]:
+    """One engine-event handler that hands each event to ``first``, then ``second``."""
 
-    def both(event: EngineEvent) -> None:
+    def handle(event: EngineEvent) -> None:
         first(event)
         second(event)
 
-    return both
+    return handle
 
 
 def applied_events(sink: Sink) -> Callable[[EngineEvent], None]:
