@@ -5,6 +5,7 @@ User mistakes print one clear message and no traceback (exit 1; usage errors exi
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -18,17 +19,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return COMMANDS[args.command](args)
     except InferCraneError as exc:
-        if getattr(args, "json", False):  # with --json, stderr is JSON events only
-            print(json.dumps({"event": "error", "command": args.command, "message": str(exc)}), file=sys.stderr)
-        else:
-            print(f"error: {exc}", file=sys.stderr)
+        _say(args, "error", str(exc), f"error: {exc}")
         return EXIT_FAILED
     except UsageError as exc:
-        print(f"infercrane {args.command}: error: {exc}", file=sys.stderr)
+        _say(args, "usage-error", str(exc), f"infercrane {args.command}: error: {exc}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        _say(args, "interrupted", "interrupted", "interrupted")
         return 130
+
+
+def _say(args: argparse.Namespace, event: str, message: str, text: str) -> None:
+    """The command's last word on stderr: a JSON event with --json (stderr is JSON events only), else ``text``."""
+    if getattr(args, "json", False):
+        print(json.dumps({"event": event, "command": args.command, "message": message}), file=sys.stderr)
+    else:
+        print(text, file=sys.stderr)
 
 
 def entrypoint() -> None:

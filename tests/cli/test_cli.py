@@ -150,3 +150,16 @@ def test_every_variable_that_retargets_a_stack_is_said_first_with_the_file_and_b
     assert [e["event"] for e in events] == ["override", "override"]
     assert events[0]["message"].startswith("INFERCRANE_KUBERNETES_CONTEXT sets infercrane:kubernetes.context")
     assert cli("validate", "--stack", "dev", cwd=scratch_project).stderr == "", "nothing to say without the variables"
+
+
+def test_with_json_a_failure_is_one_json_event_on_stderr(cli: CliRunner, scratch_project: Path) -> None:
+    edit(scratch_project, "dev", "gpu: NVIDIA-L40S", "gpu: L40S")
+    r = cli("plan", "--stack", "dev", "--json", cwd=scratch_project)
+    assert r.returncode == 1 and r.stdout == ""
+    (event,) = [json.loads(line) for line in r.stderr.splitlines()]
+    assert event["event"] == "error" and event["command"] == "plan"
+    assert event["message"].startswith("invalid InferCrane configuration (1 problem(s)); nothing was applied:")
+    r = cli("plan", "--stack", "dev", "--json", "--policy-pack", "no-such-dir", cwd=scratch_project)
+    assert r.returncode == 2
+    (event,) = [json.loads(line) for line in r.stderr.splitlines()]
+    assert event["event"] == "usage-error" and "--policy-pack no-such-dir: no PulumiPolicy.yaml" in event["message"]
