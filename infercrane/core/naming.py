@@ -31,9 +31,9 @@ ROLE_FILES: Final = {
     "deployment": "deploy/kubernetes/base/provider-rbac.yaml",
     "kserve": "deploy/kubernetes/kserve/provider-rbac.yaml",
 }
-BIND_ROLE_FIX: Final = (
-    f"bind {ROLE_FILES['deployment']} (or {ROLE_FILES['kserve'].removeprefix('deploy/kubernetes/')}) to this identity"
-)
+#: How a message names them: the deployment Role, and the KServe one beside it.
+ROLES_SHOWN: Final = f"{ROLE_FILES['deployment']} (or {ROLE_FILES['kserve'].removeprefix('deploy/kubernetes/')})"
+BIND_ROLE_FIX: Final = f"bind {ROLES_SHOWN} to this identity"
 
 # Annotations.
 ANNOTATION_KEY: Final = "infercrane.dev/external-key"

@@ -105,7 +105,7 @@ def _can(client: Client, namespace: str, verb: str, group: str, resource: str, n
         return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")
-    fix = f"apply {naming.ROLE_FILES['deployment']} (or kserve/provider-rbac.yaml) bound to this identity"
+    fix = f"apply {naming.ROLES_SHOWN} bound to this identity"
     if need == "shipped":
         return Check(
             name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix

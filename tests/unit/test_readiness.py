@@ -424,3 +424,30 @@ def test_a_destroy_wait_rides_out_a_short_outage_and_still_proves_the_objects_go
     client = Flaky([{"Deployment": []}])
     left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
     assert left == []
+
+
+def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusal() -> None:
+    from lightkube import ApiError
+    from lightkube.models.meta_v1 import Status
+
+    from infercrane.core.errors import ClusterError
+    from infercrane.live.readiness import wait_gone
+
+    class Answers(ByKind):
+        def __init__(self, codes: list[int], listings: list[dict[str, list[Listed]]]) -> None:
+            super().__init__(listings)
+            self.codes = codes
+
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None) -> list[Listed]:
+            if self.codes:
+                code = self.codes.pop(0)
+                raise ApiError(status=Status(code=code, message=f"answer {code}"))
+            return super().list(res, namespace, labels)
+
+    ridden = Answers([500, 503, 429], [{"Deployment": []}])
+    left, _ = wait_gone(ridden, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+    assert left == [] and ridden.codes == []
+    refused = Answers([403], [{"Deployment": []}])
+    with pytest.raises(ClusterError) as exc:
+        wait_gone(refused, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+    assert str(exc.value).startswith("list Deployments in namespace infercrane-system: forbidden for the identity of context")
