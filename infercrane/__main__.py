@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
+from infercrane.cli.main import entrypoint
 
-from infercrane.cli import main
-
-sys.exit(main(sys.argv[1:]))
+entrypoint()

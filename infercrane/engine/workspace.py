@@ -47,6 +47,9 @@ def _auto() -> ModuleType:
 #: What :meth:`Engine.apply` gives the Automation API for the summary it does not read.
 _NO_SUMMARY: Final = object()
 
+#: What :meth:`Engine.clear_state` leaves out of the checkpoint it imports (resources become []).
+CLEARED: Final = frozenset({"resources", "pending_operations", "secrets_providers"})
+
 
 @dataclass
 class Engine:
@@ -234,11 +237,17 @@ class Engine:
         which deletes by ownership, never by the state. ``recorded`` is the checkpoint just read
         (:meth:`state`); what is imported is the same with no resources and no pending operations
         -- what ``pulumi state delete --all`` leaves, for less (alone, at 200 objects: 0.27 s
-        instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md)."""
+        instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md).
+
+        Nor its secrets provider: a deployment that names one makes ``stack import`` build that
+        provider, and the passphrase provider derives its key with 1,000,000 rounds of PBKDF2
+        (a quarter to half a second of a core, beside the DELETEs). A deployment without resources
+        holds no ciphertext to read, and the next update takes its secrets provider from the stack
+        file (``encryptionsalt`` / ``secretsprovider``), as a new stack's first update does."""
         self.repair()
         for note in clear_stale_locks(self.stack_name, self.engine_env):
             self.sink(Note(note))
-        empty = {k: v for k, v in recorded.items() if k not in ("resources", "pending_operations")} | {"resources": []}
+        empty = {k: v for k, v in recorded.items() if k not in CLEARED} | {"resources": []}
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:
             json.dump({"version": 3, "deployment": empty}, fh)
             fh.flush()

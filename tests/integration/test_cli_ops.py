@@ -107,7 +107,7 @@ def test_a_deploy_retried_with_its_key_replays_and_the_key_is_refused_for_a_new_
 
 def test_deploy_without_a_key_prints_one_then_inspect_and_destroy_report_as_the_shipped_role(project: Project) -> None:
     key = "it-clinokey-r0"
-    project.stack("itclinokey", [replica(key)])
+    engine = project.stack("itclinokey", [replica(key)])
     r = cli(project, "deploy", "--stack", "itclinokey")
     assert r.returncode == 0 and "idempotency key: deploy-" in r.stderr
     r = cli(project, "inspect", "--stack", "itclinokey", "--json")
@@ -126,6 +126,14 @@ def test_deploy_without_a_key_prints_one_then_inspect_and_destroy_report_as_the_
     r = cli(project, "destroy", "--stack", "itclinokey")
     assert r.returncode == 0, r.stderr
     assert "destroy: zero objects owned by stack itclinokey remain in namespace infercrane-system" in r.stdout
+    # The cleared state names no secrets provider (its import derives no passphrase key); the next
+    # deploy takes it from the stack file again, as a new stack's first update does.
+    cleared = engine.state()
+    assert not cleared.get("resources") and "secrets_providers" not in cleared
+    r = cli(project, "deploy", "--stack", "itclinokey")
+    assert r.returncode == 0, r.stderr
+    assert engine.state()["secrets_providers"]["type"] == "passphrase"
+    assert cli(project, "destroy", "--stack", "itclinokey").returncode == 0
 
 
 def test_deploy_model_writes_intent_keeping_comments(project: Project) -> None:
