@@ -21,6 +21,9 @@ API_LOST_MARKERS: Final = (
     "tls handshake timeout",
     "context deadline exceeded",
     "etcdserver:",
+    # the API server's etcd client lost its server (a request that reached storage as etcd died;
+    # e.g. a Service's cluster IP allocation, reported as that Service being invalid)
+    "rpc error: code = unavailable",
     "the server is currently unable to handle the request",
     "timeout: request did not complete",
 )

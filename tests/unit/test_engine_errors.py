@@ -44,6 +44,16 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
             "then rerun the same command with the same --idempotency-key",
         ),
         (
+            # etcd killed while the API server allocated a Service's cluster IP (seen in the outage test)
+            err(
+                auto.CommandError,
+                'error: resource "urn:…::infercrane-a4b4-service" was not successfully created by the Kubernetes API '
+                'server: Service "infercrane-a4b4" is invalid: spec.clusterIPs: Invalid value: [""]: failed to '
+                "allocate IP: rpc error: code = Unavailable desc = error reading from server: EOF",
+            ),
+            "the Kubernetes API stopped answering during the update of stack 'dev'",
+        ),
+        (
             err(auto.StackNotFoundError, "error: no stack named 'dev' found"),
             "stack 'dev' does not exist in this backend.\n    fix: run `infercrane deploy --stack dev` to create it",
         ),
@@ -70,6 +80,7 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
         "api-lost",
         "api-lost-mid-create",
         "etcd-lost",
+        "etcd-lost-while-allocating-a-cluster-ip",
         "missing-stack",
         "ssa-conflict",
         "rbac",
