@@ -95,15 +95,16 @@ def test_a_control_plane_lost_mid_deploy_fails_bounded_without_traceback_and_the
     wait_for(lambda: _ours(admin, stack), "the first object applied", timeout=180, interval=0.1)
     _kill(outage.plane, component)
     lost = time.monotonic()
-    out, err = proc.communicate(timeout=API_GRACE_SECONDS + 150)
-    took = time.monotonic() - lost
-    assert proc.returncode == 1, (out, err[-3000:])
-    assert "Traceback" not in err and "Traceback" not in out
-    # One message: what happened and the next step (same command, same key).
-    assert "stopped answering" in err and "--idempotency-key" in err, err[-3000:]
-    assert took < API_GRACE_SECONDS + 120, f"took {took:.0f}s after the {component} was killed"
-
-    outage.plane.start(progress=lambda m: None)  # the plane back (new ports, same etcd data)
+    try:
+        out, err = proc.communicate(timeout=API_GRACE_SECONDS + 150)
+        took = time.monotonic() - lost
+        assert proc.returncode == 1, (out, err[-3000:])
+        assert "Traceback" not in err and "Traceback" not in out
+        # One message: what happened and the next step (same command, same key).
+        assert "stopped answering" in err and "--idempotency-key" in err, err[-3000:]
+        assert took < API_GRACE_SECONDS + 120, f"took {took:.0f}s after the {component} was killed"
+    finally:  # the plane back (new ports, same etcd data) -- also for the next test when this one fails
+        outage.plane.start(progress=lambda m: None)
     _converges(outage, stack, "ci-run-7", keys)
     r = _run(outage, "destroy", "--stack", stack)
     assert r.returncode == 0, r.stderr[-3000:]
