@@ -224,9 +224,7 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
         return [((kind, raw["metadata"]["name"]), raw) for raw in map(as_dict, items)]
 
     every = sorted(set(kinds))
-    if len(every) < 2:
-        return dict(pair for kind in every for pair in listed(kind))
-    with ThreadPoolExecutor(max_workers=len(every)) as pool:
+    with ThreadPoolExecutor(max_workers=len(every) or 1) as pool:
         return dict(pair for found in pool.map(listed, every) for pair in found)
 
 

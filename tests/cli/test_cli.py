@@ -18,7 +18,9 @@ STACKS = ["local", "dev", "staging", "prod"]
 
 
 def run_as_user(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("INFERCRANE_") and k != "PULUMI_K8S_ENABLE_PATCH_FORCE"}
+    # PYTHONUNBUFFERED left out too: a user's stdout into a pipe is block-buffered.
+    dropped = ("PULUMI_K8S_ENABLE_PATCH_FORCE", "PYTHONUNBUFFERED")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("INFERCRANE_") and k not in dropped}
     base["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
         [sys.executable, "-m", "infercrane", *args], cwd=cwd, env=base | (env or {}), capture_output=True, text=True, timeout=60
@@ -124,6 +126,10 @@ def test_python_m_infercrane_validates_and_renders_as_a_user_runs_it() -> None:
     assert r.returncode == 0 and r.stdout.startswith("stack dev: valid ("), r.stderr
     r = run_as_user("render", "--stack", "local")
     assert r.returncode == 0 and r.stdout == (ROOT / "tests" / "golden" / "expected" / "local.yaml").read_text()
+    # The entry point ends the process itself: a failure's code and message still arrive whole.
+    r = run_as_user("plan", "--stack", "nosuch")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.endswith("fix: create it (copy stacks/Pulumi.dev.yaml) or pick another --stack\n"), r.stderr
 
 
 def test_python_m_infercrane_usage_error_exits_2_with_argparse_usage() -> None:
