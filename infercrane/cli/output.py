@@ -88,6 +88,8 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
         lines.append(head)
         if e.deleted_idle:
             lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not serving)")
+        if e.repaired_first:
+            lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not serving; already counts as unavailable)")
         for i, w in enumerate(e.waves, 1):
             order = "down, then up" if e.mode == "in place" else "up, then down"
             lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")

@@ -4,8 +4,12 @@ config names, in waves, under its rollout policy -- and the engine runs ("steps"
 A replica's identity is its durable key. Per endpoint, comparing what runs (:class:`Member`, read
 from the live objects) with what the config renders (:class:`Target`):
 
-- a key whose pods would not change (same pod template), a new key that replaces nothing, and a
-  key that is not serving anyway cost nothing and are applied in the first step;
+- a key whose pods would not change (same pod template) and a new key that replaces nothing cost
+  nothing and are applied in the first step;
+- a key that runs but is not serving (a failed wave's replica, one a killed deploy left loading, a
+  surge under way) already counts against ``maxUnavailable``, as it does for the Deployment
+  controller: it is applied in the first step too, and when the endpoint has serving replicas to
+  take down, the first wave waits until it serves again -- a rerun never takes one more down;
 - a serving key whose pod template changes (new image, revision, args, GPU, endpoint name) is an
   *update*: its pods restart;
 - a new key takes the place of a serving key that leaves the config: a *replacement pair*;
@@ -40,8 +44,13 @@ class Member:
 
     key: str
     endpoint: str
-    ready: bool
+    ready: bool  # settled: the current template rolled out and available
     gpus: int
+    serving: bool | None = None  # a pod available, settled or not (a surge under way); None: as ready
+
+    @property
+    def available(self) -> bool:
+        return self.ready if self.serving is None else self.serving
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,7 @@ class _Schedule:
     """One endpoint's plan in its own wave numbers; merged into global steps by :func:`plan`."""
 
     free: list[str] = field(default_factory=list)  # applied in the first step
+    repair: list[str] = field(default_factory=list)  # not serving: applied in the first step, before any wave
     delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
@@ -77,7 +87,8 @@ def _endpoint(
     sched = _Schedule()
     adds = [t for t in targets if t.key not in by_key]
     updates = [t for t in targets if t.key in by_key and t.restarts and by_key[t.key].ready]
-    sched.free = [t.key for t in targets if t.key in by_key and not (t.restarts and by_key[t.key].ready)]
+    sched.free = [t.key for t in targets if t.key in by_key and by_key[t.key].ready and not t.restarts]
+    not_serving = [t.key for t in targets if t.key in by_key and not by_key[t.key].ready]
     leaving = [m for m in members if m.key not in target_keys]
     serving_leaving = [m for m in leaving if m.ready]
     sched.delete_idle = [m.key for m in leaving if not m.ready]
@@ -89,6 +100,10 @@ def _endpoint(
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates] + [(a.key, r.key) for a, r in pairs]
     chunks = _chunks(units, per_wave)
+    if chunks:
+        sched.repair = not_serving  # the waves take serving replicas down: only once these serve again
+    else:
+        sched.free += not_serving  # nothing serving goes down: nothing to wait for
     waves = []
     for i, chunk in enumerate(chunks):
         ups = [up for up, _ in chunk]
@@ -105,7 +120,7 @@ def _endpoint(
 
     gpus_of = {m.key: m.gpus for m in members}
     new_gpus = {t.key: t.gpus for t in targets}
-    ready = {m.key for m in members if m.ready}
+    ready = {m.key for m in members if m.available}
     held = dict(gpus_of)  # key -> GPUs its pods hold now
     lowest = len(ready)
     peak = sum(held.values())
@@ -115,6 +130,9 @@ def _endpoint(
         lowest = min(lowest, len(ready))
         peak = max(peak, sum(held.values()))
 
+    for k in sched.repair:  # the first step waits for them; its deletions come after
+        held[k] = new_gpus[k]
+        ready.add(k)
     for k in sched.delete_first:
         ready.discard(k)
         held.pop(k, None)
@@ -162,7 +180,7 @@ def _endpoint(
             max_surge=policy.max_surge,
             mode=mode,
             waves=tuple(waves),
-            ready_before=sum(m.ready for m in members),
+            ready_before=sum(m.available for m in members),
             ready_after=len(targets),
             lowest_ready=lowest,
             gpus_before=sum(gpus_of.values()),
@@ -172,6 +190,7 @@ def _endpoint(
             replacements=len(pairs),
             deleted_idle=tuple(sched.delete_idle),
             replaced_first=tuple(sched.delete_first),
+            repaired_first=tuple(sched.repair),
             deleted_last=tuple(sched.delete_last),
         ),
         sched,
@@ -197,7 +216,7 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
         rollouts.append(r)
         schedules.append(s)
 
-    prep = any(s.delete_first for s in schedules)
+    prep = any(s.delete_first or s.repair for s in schedules)
     n_waves = max((len(s.waves) for s in schedules), default=0)
     n_steps = (1 if prep else 0) + max(1, n_waves)
     first_wave_step = 1 if prep else 0
@@ -207,7 +226,7 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
     deleted_at: dict[str, int] = {}
     applied_at: dict[str, int] = {}
     for s in schedules:
-        for k in s.free:
+        for k in s.free + s.repair:
             applied_at[k] = 0
         for k in s.delete_first + s.delete_idle:
             deleted_at[k] = 0

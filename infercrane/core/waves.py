@@ -45,13 +45,15 @@ class EndpointRollout:
     replacements: int = 0  # new keys taking serving old keys' places
     deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
+    repaired_first: tuple[str, ...] = ()  # not serving now: applied and ready before the first wave starts
     deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
 
     @property
     def steps_needed(self) -> int:
         """Engine runs this endpoint alone needs: one per wave, and one before the first wave
-        when in place replacements must free their GPUs first."""
-        return (1 if self.replaced_first else 0) + max(1, len(self.waves))
+        when in place replacements must free their GPUs first or replicas that do not serve must
+        serve again first."""
+        return (1 if self.replaced_first or self.repaired_first else 0) + max(1, len(self.waves))
 
     def all_at_once(self) -> str:
         """What one engine run doing this endpoint's whole change at once would do to it."""
@@ -80,7 +82,7 @@ class Step:
 class Rollout:
     endpoints: tuple[EndpointRollout, ...]
     steps: tuple[Step, ...]
-    first_wave_step: int = 0  # 1 when in place replacements need a step of their own first
+    first_wave_step: int = 0  # 1 when replacements in place or replicas not serving need a step of their own first
 
     @property
     def waves(self) -> int:

@@ -79,8 +79,12 @@ def describe_step(rollout: Rollout, index: int) -> str:
     parts = []
     for e in rollout.endpoints:
         w = index - rollout.first_wave_step
-        if index < rollout.first_wave_step and e.replaced_first:
-            parts.append(f"{e.endpoint}: stop {', '.join(e.replaced_first)} first (in place: frees its GPUs)")
+        if index < rollout.first_wave_step and (e.replaced_first or e.repaired_first):
+            first = [f"bring back {', '.join(e.repaired_first)} first (not serving: the waves wait for it)"]
+            first = (first if e.repaired_first else []) + (
+                [f"stop {', '.join(e.replaced_first)} first (in place: frees its GPUs)"] if e.replaced_first else []
+            )
+            parts.append(f"{e.endpoint}: {', then '.join(first)}")
         elif 0 <= w < len(e.waves):
             wave = e.waves[w]
             parts.append(f"{e.endpoint} wave {w + 1}/{len(e.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})")

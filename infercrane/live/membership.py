@@ -18,7 +18,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.waves import Rollout
 from infercrane.core.workload import endpoint_of, gpus_of
 from infercrane.live.preflight import Report
-from infercrane.live.verdicts import VERDICTS
+from infercrane.live.verdicts import VERDICTS, serving
 
 
 def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> list[rollout.Member]:
@@ -37,6 +37,7 @@ def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str
                 endpoint=endpoint_of(obj) or "",
                 ready=verdict(obj, 0).state == "ready",
                 gpus=gpus_of(obj, t.gpu_resource),
+                serving=serving({"kind": kind, **obj}),
             )
         )
     return out

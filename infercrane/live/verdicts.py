@@ -117,6 +117,16 @@ def inference_service_verdict(obj: Mapping[str, Any], applied_generation: int) -
     )
 
 
+def serving(obj: Mapping[str, Any]) -> bool:
+    """Whether a workload has a pod serving now, settled or not: a Deployment mid-surge still serves
+    from its old pod; one whose only pod restarts in place does not. (An InferenceService: its
+    ``Ready`` condition, whatever generation it speaks for.)"""
+    status = obj.get("status") or {}
+    if obj.get("kind") == "InferenceService":
+        return (_conditions(status).get("Ready") or {}).get("status") == "True"
+    return int(status.get("availableReplicas") or 0) >= 1
+
+
 VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
     "Deployment": deployment_verdict,
     "InferenceService": inference_service_verdict,

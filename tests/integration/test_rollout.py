@@ -31,7 +31,7 @@ from lightkube.resources.core_v1 import Pod, Service
 from infercrane.core import naming
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
-from tests.integration.conftest import ROOT, Project, cli, get_or_none
+from tests.integration.conftest import DIGEST, ROOT, Project, cli, get_or_none
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -177,25 +177,29 @@ def test_kept_keys_keep_their_objects_and_pods_through_cutover_reorder_removal_a
 
 
 class Watcher:
-    """Samples one endpoint's pods every 0.5 s: how many are Ready (and not terminating), and how
-    many GPUs its scheduled, not yet finished pods hold (a terminating pod still holds them)."""
+    """Samples one endpoint's pods every 0.5 s: how many are Ready (and not terminating), how
+    many GPUs its scheduled, not yet finished pods hold (a terminating pod still holds them), and
+    how many pods it has that are not terminating (scheduled or not: each asks for a GPU set)."""
 
     def __init__(self, admin: Client, keys: list[str], gpu_resource: str = "nvidia.com/gpu") -> None:
         self.admin, self.names, self.gpu = admin, {naming.object_name(k) for k in keys}, gpu_resource
         self.samples: list[tuple[int, int]] = []
+        self.pods: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> tuple[int, int]:
-        ready = gpus = 0
+        ready = gpus = pods = 0
         for p in self.admin.list(Pod, namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
             if (p.metadata.labels or {}).get(naming.LABEL_INSTANCE) not in self.names:
                 continue
+            pods += not p.metadata.deletionTimestamp and (p.status.phase or "") not in ("Succeeded", "Failed")
             if p.spec.nodeName and (p.status.phase or "") not in ("Succeeded", "Failed"):
                 gpus += sum(int((c.resources.requests or {}).get(self.gpu, 0)) for c in p.spec.containers)
             conditions = {c.type: c.status for c in (p.status.conditions or [])}
             if conditions.get("Ready") == "True" and not p.metadata.deletionTimestamp:
                 ready += 1
+        self.pods.append(pods)
         return ready, gpus
 
     def _run(self) -> None:
@@ -301,6 +305,53 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
         dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
         assert dep.spec.template.spec.nodeSelector["nvidia.com/gpu.product"] == "NVIDIA-L40S"
         assert dep.status.availableReplicas == 1
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+@pytest.mark.parametrize(
+    ("gpu", "rollout", "floor"),
+    [("NVIDIA-L40S", None, 3), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4)],
+    ids=["in-place", "surge"],
+)
+def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_finishes_after_the_fix(
+    slow: Project, slow_admin: Client, gpu: str, rollout: dict[str, int] | None, floor: int
+) -> None:
+    """The retry drill: r0's new intent cannot start; the deploy is run three times, as a CI retry
+    would. A replica that is not serving already counts against the policy: no attempt takes a
+    second one down (in place) or starts a second surge, and each names the replica and why."""
+    stack = "rolretry" + ("surge" if rollout else "inplace")
+    keys = [f"{stack}-r{i}" for i in range(4)]
+    target = {"rollout": rollout} if rollout else {}
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target)
+    deploy(slow, stack)
+    broken = [rep(keys[0], gpu="NVIDIA-B200")] + [rep(k, gpu=gpu) for k in keys[1:]]  # no node carries B200
+    slow.stack(stack, broken, **target, imageDigest=NEW_DIGEST)
+    with Watcher(slow_admin, keys) as w:
+        for attempt in range(3):
+            r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-{attempt}")
+            assert r.returncode == 1, r.stderr[-3000:]
+            assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, (attempt, r.stderr[-3000:])
+            assert "the old replicas it had not reached keep serving" in r.stderr, r.stderr[-3000:]
+            if attempt:
+                assert "bring back " + keys[0] in r.stderr, r.stderr[-3000:]
+    assert w.samples and w.lowest_ready >= floor, w.samples
+    assert max(w.pods) <= 4 + (1 if rollout else 0), w.pods  # never a second surge
+    for k in keys[1:]:  # never reached: the old intent, serving
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.containers[0].image == DIGEST and dep.status.availableReplicas == 1
+
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target, imageDigest=NEW_DIGEST)  # the fix
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3 and f"lowest ready {floor}" in plan.stdout, plan.stdout
+    with Watcher(slow_admin, keys) as w:
+        r = cli(slow, "deploy", "--stack", stack, "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert w.lowest_ready == floor, w.samples  # what the plan said, no lower
+    assert max(w.pods) <= 4 + (1 if rollout else 0), w.pods
+    for k in keys:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.containers[0].image == NEW_DIGEST and dep.status.availableReplicas == 1
     assert_no_op_plan(slow, stack)
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 

@@ -184,3 +184,60 @@ def test_describe_step_names_what_each_engine_run_does() -> None:
         "rollout step 2/3: e wave 1/2 (down a0; up b0)",
         "rollout step 3/3: e wave 2/2 (down a1; up b1)",
     ]
+
+
+def test_a_replica_that_is_not_serving_already_counts_as_unavailable_so_no_serving_one_goes_down_beside_it() -> None:
+    # The retry of a failed wave: r0's new intent could not start, r1..r3 still serve the old one.
+    keys = [f"r{i}" for i in range(4)]
+    members = [m("r0", ready=False)] + [m(k) for k in keys[1:]]
+    r = plan(members, [t(k, restarts=True) for k in keys], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert e.repaired_first == ("r0",) and [w.up for w in e.waves] == [("r1",), ("r2",), ("r3",)]
+    assert steps(r)[0] == (["r0"], ["r1", "r2", "r3"])  # the rerun restarts only r0 and waits for it
+    assert (e.lowest_ready, e.steps_needed, len(r.steps)) == (3, 4, 4)
+
+
+def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
+    keys = [f"r{i}" for i in range(3)]
+    mid_surge = Member("r0", "e", ready=False, gpus=1, serving=True)  # a killed deploy left it: old pod serves
+    r = plan([mid_surge] + [m(k) for k in keys[1:]], [t(k, restarts=True) for k in keys], policy(SURGE))
+    (e,) = r.endpoints
+    assert e.repaired_first == ("r0",)
+    assert (e.ready_before, e.lowest_ready) == (3, 3)  # its old pod serves throughout
+    assert steps(r)[0] == (["r0"], ["r1", "r2"])
+    assert all(len(w.up) <= 1 for w in e.waves) and len(r.steps) == 3
+
+
+def test_replicas_not_serving_need_no_step_of_their_own_when_nothing_serving_goes_down() -> None:
+    r = plan([m("a", ready=False), m("b", ready=False)], [t("a", restarts=True), t("b", restarts=True)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert (e.repaired_first, e.waves, steps(r)) == ((), (), [(["a", "b"], [])])
+
+
+def test_describe_step_names_the_replicas_brought_back_before_the_waves() -> None:
+    from infercrane.engine.operations import describe_step
+
+    r = plan([m("a", ready=False), m("b")], [t("a", restarts=True), t("b", restarts=True)], policy(DEFAULT))
+    assert describe_step(r, 0) == "rollout step 1/2: e: bring back a first (not serving: the waves wait for it)"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(KEYS, st.tuples(st.sampled_from("xy"), st.booleans()), max_size=6),
+    st.dictionaries(KEYS, st.tuples(st.sampled_from("xy"), st.booleans()), max_size=6),
+    st.integers(0, 3),
+    st.integers(0, 2),
+)
+def test_no_step_restarts_a_serving_replica_before_every_replica_not_serving_of_its_endpoint_serves_again(
+    live: dict[str, tuple[str, bool]], want: dict[str, tuple[str, bool]], unavailable: int, surge: int
+) -> None:
+    if unavailable == 0 and surge == 0:
+        unavailable = 1
+    members = [m(k, e, ready) for k, (e, ready) in sorted(live.items())]
+    targets = [t(k, e, restarts) for k, (e, restarts) in sorted(want.items())]
+    r = plan(members, targets, policy(RolloutPolicy(max_unavailable=unavailable, max_surge=surge)))
+    applied_at = {k: next(i for i, s in enumerate(r.steps) if k in s.apply) for k in want}
+    for k, (endpoint, restarts) in want.items():
+        if k in live and live[k][1] and restarts:  # a serving replica whose pods restart
+            down = [o for o, (e, _) in want.items() if e == endpoint and o in live and not live[o][1]]
+            assert all(applied_at[o] < applied_at[k] for o in down), (k, down, steps(r))
