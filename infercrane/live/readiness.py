@@ -122,26 +122,37 @@ class FleetWaiter:
         for name in list(self._waited):
             self._resolve(name, Verdict("failed", reason, api_lost=api_lost))
 
+    def _expire(self, now: float) -> None:
+        """Fail every wait past its deadline with what was last seen of it: a tick whose LIST got
+        no answer still ends the waits whose budget is spent (the bound never rests on a LIST)."""
+        for name, waited in list(self._waited.items()):
+            if now >= waited.deadline:
+                self._resolve(
+                    name, Verdict("failed", f"not ready within its startup budget + margin; last seen: {waited.last.reason}")
+                )
+
     async def _run(self) -> None:
-        unreachable_since: float | None = None
+        lost_since: float | None = None  # since when no LIST got an answer it could use (none: the last did)
         last_report = self._clock()
         while self._waited:
             self._ticks += 1
             tick = self._ticks
             try:
                 live = await asyncio.to_thread(self._list)
-                unreachable_since = None
-            except failures.Unreachable as exc:
+                lost_since = None
+            except (failures.Unreachable, failures.Unavailable) as exc:
+                # No answer (connection, TLS, timeout), or an answer of "not now" (429 from API
+                # Priority and Fairness, 5xx while etcd is gone): ask again on the next tick, within
+                # both bounds -- each wait's own deadline and the grace for a lost API server.
                 now = self._clock()
-                unreachable_since = unreachable_since or now
-                if now - unreachable_since >= self._grace:
+                lost_since = lost_since if lost_since is not None else now
+                if now - lost_since >= self._grace:
                     first = str(exc).splitlines()[0]
                     self._fail_all(f"{first} (for {self._grace:.0f} s while waiting for readiness)", api_lost=True)
                     return
-                await asyncio.sleep(self._poll)
-                continue
-            except failures.Unavailable:  # the next tick asks again anyway
-                await asyncio.sleep(self._poll)
+                self._expire(now)
+                if self._waited:
+                    await asyncio.sleep(self._poll)
                 continue
             except failures.LiveError as exc:
                 self._fail_all(str(exc))

@@ -451,3 +451,43 @@ def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusa
     with pytest.raises(ClusterError) as exc:
         wait_gone(refused, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
     assert str(exc.value).startswith("list Deployments in namespace infercrane-system: forbidden for the identity of context")
+
+
+class Overloaded:
+    """A client whose every LIST the API server answers ``code`` (429: API Priority and Fairness;
+    503: etcd gone): the Unavailable path alone."""
+
+    def __init__(self, code: int) -> None:
+        self.code, self.calls = code, 0
+
+    def list(self, *a: Any, **k: Any) -> list[Any]:
+        from lightkube import ApiError
+
+        self.calls += 1
+        raise ApiError(response=_response(self.code))
+
+
+def _response(code: int) -> Any:
+    import httpx2
+
+    body = {"kind": "Status", "apiVersion": "v1", "code": code, "message": "too many requests" if code == 429 else "etcd down"}
+    return httpx2.Response(code, json=body, request=httpx2.Request("GET", "https://x/apis/apps/v1/deployments"))
+
+
+@pytest.mark.parametrize("code", [429, 503], ids=["priority-and-fairness", "etcd-gone"])
+def test_a_wait_whose_every_list_is_refused_for_now_ends_at_the_grace(code: int) -> None:
+    ticks = iter(range(10_000))
+    client = Overloaded(code)
+    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 3600), 10))  # real seconds: a wait that never ends fails
+    assert verdict.state == "failed" and verdict.api_lost, verdict
+    assert "(for 30 s while waiting for readiness)" in verdict.reason
+    assert client.calls <= 40, client.calls  # one LIST a tick, ~30 ticks of a second: bounded by the grace
+
+
+@pytest.mark.parametrize("code", [429, 503], ids=["priority-and-fairness", "etcd-gone"])
+def test_a_wait_whose_budget_ends_while_lists_are_refused_fails_at_its_budget_with_the_last_reason(code: int) -> None:
+    ticks = iter(range(10_000))
+    waiter = FleetWaiter(Overloaded(code), target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 5), 10))
+    assert verdict == Verdict("failed", "not ready within its startup budget + margin; last seen: not observed yet")
