@@ -175,7 +175,7 @@ def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str,
     what it does not know, and a key that leaves the config is deleted. Only objects with this stack's exact ownership, each with a uid
     precondition; run after the last step, when every replica of the config is ready.
     Returns object name -> key of what was deleted."""
-    from infercrane.live import cluster
+    from infercrane.live import cluster, failures
 
     t = config.kubernetes
     stack_id = naming.stack_id(stack)
@@ -188,7 +188,11 @@ def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str,
             continue
         if obj["metadata"].get("deletionTimestamp"):
             continue  # already going
-        cluster.delete_exact(client, kind, name, t.namespace, str(obj["metadata"]["uid"]))
+        try:
+            with failures.request(f"delete {kind}/{name}", t):
+                cluster.delete_exact(client, kind, name, t.namespace, str(obj["metadata"]["uid"]))
+        except failures.Conflict:
+            continue  # replaced by another object since it was listed: not the one we checked, left untouched
         deleted[name] = str(key)
     return deleted
 
@@ -222,3 +226,29 @@ def proven_no_op(
 
     provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
     return urns.state_matches(state, urns.registrations(stack, rendered, provider))
+
+
+def replay_doubts(
+    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
+) -> list[str]:
+    """Why what runs does not show a deploy of ``config`` as complete; empty when it does -- the
+    evidence a replay needs beyond its record: the preflight passes, every live object is exactly
+    the rendered one, the state records exactly this config's resources (:func:`proven_no_op`), no
+    replica of a key that left the config is left (an orphan deletion that failed), and every
+    replica is ready."""
+    if report is None:
+        return ["the preflight refuses now"]
+    if report.drift:
+        return [f"{len(report.drift)} live object(s) are missing or differ ({', '.join(report.drift[:3])})"]
+    from infercrane.live import membership
+
+    stack_id = naming.stack_id(stack)
+    keys = {r.key for r in config.replicas}
+    members = membership.members(config, report.live, stack_id)
+    left = sorted(m.key for m in members if m.key not in keys)
+    if left:
+        return [f"replica(s) {', '.join(left)} of keys that left the config still run"]
+    waiting = sorted(m.key for m in members if not m.ready)
+    if waiting:
+        return [f"replica(s) {', '.join(waiting)} are not ready"]
+    return [f"the state differs: {why}" for why in proven_no_op(config, stack, state, rendered)]

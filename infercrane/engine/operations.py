@@ -36,6 +36,7 @@ from infercrane.engine.checks import (
     plan_rollout,
     prime_cluster,
     proven_no_op,
+    replay_doubts,
     resolve_pending_creates,
     stack_outputs,
     verified,
@@ -122,23 +123,36 @@ def deploy(
             f"({str(record.get('intent'))[:19]}…, now {intent[:19]}…); nothing was applied.",
             fix="use a new --idempotency-key for a new intent (or omit it to get one)",
         )
+    stack = engine.stack_name
+    looked: tuple[Any, Any] | None = None  # (render, preflight report) already made for a replay's check
+    checked = None
     if record:
-        return DeployResult(key, intent, "replayed", [], str(record.get("at")))
+        # The record says this intent was deployed; a replay also needs what runs to say so: the
+        # state and the live objects exactly this intent, no replica of another left, all ready.
+        # Re-running an older key (a rollback) finds the newer release running, and applies its own.
+        checked = verified(config, sink)
+        rendered = render_checked(checked or config, stack)
+        report = live_check(checked or config, stack, rendered) if checked else None
+        doubts = replay_doubts(checked or config, stack, state, rendered, report)
+        if not doubts:
+            return DeployResult(key, intent, "replayed", [], str(record.get("at")))
+        sink(Note(f"note: idempotency key {key} was deployed at {record.get('at')}, but {doubts[0]}: applying its intent again"))
+        looked = (rendered, report)
     prime_cluster(config)  # an update will run: its provider reads the document
     for note in resolve_pending_creates(engine, config, state):
         sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
-    stack = engine.stack_name
-    checked = verified(config, sink)
+    if looked is None:
+        checked = verified(config, sink)
     config = checked or config
-    rendered = render_checked(config, stack)
+    rendered = render_checked(config, stack) if looked is None else looked[0]
     run = functools.partial(
         engine.apply, on_output=on_output, on_event=both(collector, applied_events(sink)), skip_checkpoints=True
     )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
-    gate = Gate() if checked and not could_need_refresh(config, stack, state, rendered) else None
+    gate = Gate() if looked is None and checked and not could_need_refresh(config, stack, state, rendered) else None
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         started: Future[Any]
@@ -148,7 +162,10 @@ def deploy(
             placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "prepared": None}
             started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, gate=gate, **placeholders))
         try:
-            report = live_check(config, stack, rendered) if checked else None
+            if looked is None:
+                report = live_check(config, stack, rendered) if checked else None
+            else:
+                report = looked[1]
             rollout = plan_rollout(config, stack, rendered, report)
         except BaseException as exc:
             if gate is not None:
@@ -195,7 +212,7 @@ def deploy(
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
         pool.shutdown(wait=True)
-    orphans = delete_orphans(config, stack, state)  # the state before the last step: what Pulumi knew
+    orphans = delete_orphans_after_rollout(config, stack, state)  # the state before the last step: what Pulumi knew
     if orphans:
         sink(
             Note(
@@ -206,6 +223,21 @@ def deploy(
         for name in orphans:
             collector.ops.setdefault(name, set()).add(Action.DELETE)
     return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names | orphans), at, rollout)
+
+
+def delete_orphans_after_rollout(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
+    """:func:`~infercrane.engine.checks.delete_orphans` once the rollout is done: a failure there
+    comes after every replica was applied, and says so (the CLI keeps the stack file's intent)."""
+    try:
+        return delete_orphans(config, stack, state)
+    except InferCraneError as exc:
+        after = InferCraneError(
+            "every replica of the config is applied and ready, but deleting the replicas of keys that left the "
+            f"config failed: {exc.args[0]}",
+            fix="deploy again with the same --idempotency-key: it finds them still running and deletes them",
+        )
+        after.applied_nothing = False
+        raise after from None
 
 
 @dataclass

@@ -233,3 +233,53 @@ def test_a_key_that_left_the_config_is_deleted_even_when_the_state_lost_it(proje
     wait_for(lambda: get_or_none(admin, Deployment, naming.object_name(left)) is None, "the orphan's Deployment to go")
     assert get_or_none(admin, Service, naming.object_name(left)) is None
     assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def test_re_running_an_older_key_rolls_back_to_its_intent_and_a_replay_needs_what_runs_to_agree(
+    project: Project, admin: Client
+) -> None:
+    """CI re-runs an older job (``prod-<sha>``) to roll back: its key's record matches its intent,
+    but prod runs the newer release -- the older intent is applied, never "replayed"."""
+    from lightkube import codecs
+
+    from tests.integration.conftest import DIGEST
+
+    stack = "itreplay"
+    key = "it-replay-r0"
+    newer = "vllm/vllm-openai@sha256:" + "e" * 64
+    project.stack(stack, [replica(key)])
+    first = cli(project, "deploy", "--stack", stack, "--idempotency-key", "prod-old", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    project.stack(stack, [replica(key)], imageDigest=newer)
+    assert cli(project, "deploy", "--stack", stack, "--idempotency-key", "prod-new").returncode == 0
+    image = lambda: admin.get(Deployment, naming.object_name(key), namespace=NS).spec.template.spec.containers[0].image  # noqa: E731
+    assert image() == newer
+
+    project.stack(stack, [replica(key)])  # the older job's checkout
+    r = cli(project, "deploy", "--stack", stack, "--idempotency-key", "prod-old", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["status"] == "succeeded", r.stdout
+    assert "note: idempotency key prod-old was deployed at " in r.stderr, r.stderr[-2000:]
+    assert ": applying its intent again" in r.stderr
+    assert image() == DIGEST
+    again = cli(project, "deploy", "--stack", stack, "--idempotency-key", "prod-old", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["status"] == "replayed", again.stdout + again.stderr[-2000:]
+
+    # A replica of a key that left the config still runs (an orphan deletion that failed after the
+    # record was written): the same key again is no replay -- it deletes it.
+    project.stack(stack, [replica(key), replica("it-replay-gone")])
+    for m in [m for r in _rendered(project, stack) for m in r.manifests if r.replica.key == "it-replay-gone"]:
+        admin.apply(codecs.from_dict(m), field_manager=naming.FIELD_MANAGER)
+    project.stack(stack, [replica(key)])
+    r = cli(project, "deploy", "--stack", stack, "--idempotency-key", "prod-old", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "it-replay-gone of keys that left the config still run" in r.stderr, r.stderr[-2000:]
+    assert json.loads(r.stdout)["status"] == "succeeded"
+    wait_for(lambda: get_or_none(admin, Deployment, naming.object_name("it-replay-gone")) is None, "the orphan to go")
+    assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def _rendered(project: Project, stack: str) -> Any:
+    from infercrane.core.manifests import render_checked
+
+    return render_checked(stackfile.load_stack(stack, project_dir=project.root), stack)

@@ -1,0 +1,88 @@
+"""What fails after the last step of a deploy: the deletion of replicas that left the config but
+that the state did not know (lost state, a killed run) -- typed at the client's edge, and said to
+come after the rollout applied everything."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+import pytest
+from lightkube import ApiError
+
+from infercrane.core import naming
+from infercrane.core.config import InferCraneConfig
+from infercrane.core.errors import ClusterError, InferCraneError
+from infercrane.engine import checks, operations
+from infercrane.live import cluster
+
+DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+
+
+def config() -> InferCraneConfig:
+    return InferCraneConfig.model_validate(
+        {
+            "kubernetes": {"context": "c", "imageDigest": DIGEST},
+            "replicas": [{"key": "kept", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}],
+        }
+    )
+
+
+def orphan(name: str, key: str) -> dict[str, Any]:
+    meta = {
+        "name": name,
+        "namespace": "infercrane-system",
+        "uid": "u-" + name,
+        "labels": naming.labels(key),
+        "annotations": naming.ownership_annotations(key, "sha256:" + "0" * 64, naming.stack_id("s")),
+    }
+    return {"kind": "Deployment", "metadata": meta}
+
+
+def api_error(code: int) -> ApiError:
+    body = {"kind": "Status", "apiVersion": "v1", "code": code, "message": "etcd leader changed" if code == 500 else "uid"}
+    return ApiError(response=httpx2.Response(code, json=body, request=httpx2.Request("DELETE", "https://x/apis")))
+
+
+@pytest.fixture
+def listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    gone = naming.object_name("gone")
+    objects = {("Deployment", gone): orphan(gone, "gone")}
+    monkeypatch.setattr(cluster, "client", lambda target: object())
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds: objects)
+    return [gone]
+
+
+def test_a_failed_orphan_delete_is_a_typed_cluster_error_not_a_raw_api_error(
+    monkeypatch: pytest.MonkeyPatch, listed: list[str]
+) -> None:
+    def refuse(*a: Any) -> bool:
+        raise api_error(500)
+
+    monkeypatch.setattr(cluster, "delete_exact", refuse)
+    with pytest.raises(ClusterError) as exc:
+        checks.delete_orphans(config(), "s", {})
+    assert f"delete Deployment/{listed[0]}" in str(exc.value) and "etcd leader changed" in str(exc.value)
+
+
+def test_an_orphan_replaced_since_it_was_listed_is_left_untouched(monkeypatch: pytest.MonkeyPatch, listed: list[str]) -> None:
+    def conflict(*a: Any) -> bool:
+        raise api_error(409)
+
+    monkeypatch.setattr(cluster, "delete_exact", conflict)
+    assert checks.delete_orphans(config(), "s", {}) == {}
+
+
+def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_stack_files_intent(
+    monkeypatch: pytest.MonkeyPatch, listed: list[str]
+) -> None:
+    def refuse(*a: Any) -> bool:
+        raise api_error(500)
+
+    monkeypatch.setattr(cluster, "delete_exact", refuse)
+    with pytest.raises(InferCraneError) as exc:
+        operations.delete_orphans_after_rollout(config(), "s", {})
+    assert exc.value.applied_nothing is False
+    text = str(exc.value)
+    assert text.startswith("every replica of the config is applied and ready, but deleting the replicas of keys that left")
+    assert "fix: deploy again with the same --idempotency-key: it finds them still running and deletes them" in text
