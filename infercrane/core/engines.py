@@ -1,8 +1,11 @@
 """Inference engines: how each is started -- explicit ``command`` (never the image ENTRYPOINT),
 its model and tensor-parallel flags, the flags InferCrane manages itself.
 
-The argv never carries the API key: vLLM reads ``VLLM_API_KEY`` from the environment, which comes
-from a Secret reference. Pure core.
+The argv never carries the API key's value: vLLM reads ``VLLM_API_KEY`` from the environment, which
+comes from a Secret reference; SGLang reads no variable, so it is started with ``--api-key
+$(INFERCRANE_WORKER_API_KEY)`` -- a reference the kubelet expands from that same Secret-backed
+variable when it starts the container (the object, the state and the logs hold only the
+reference). Pure core.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ class EngineSpec:
     # vLLM's --served-model-name takes several names (the first is reported and used in metrics);
     # SGLang's takes one string, so there the model is served under the endpoint name only.
     several_served_names: bool = False
+    # How the engine gets the worker key when it reads no variable of its own: the flag, given
+    # the kubelet's reference to the Secret-backed variable (never a value).
+    key_flag: str | None = None
 
     @property
     def managed_flags(self) -> tuple[str, ...]:
@@ -35,9 +41,10 @@ ENGINES: Final = {
     "vllm": EngineSpec(
         ("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size", several_served_names=True
     ),
-    "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size"),
+    "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
 }
 SECRET_FLAGS: Final = ("--api-key",)
+WORKER_KEY_REFERENCE: Final = "$(INFERCRANE_WORKER_API_KEY)"  # naming.WORKER_KEY_ENV, as the kubelet expands it
 
 
 def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
@@ -51,4 +58,6 @@ def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
         args += ["--revision", r.model_revision]
     if r.gpu_count > 1:
         args += [e.tensor_parallel_flag, str(r.gpu_count)]
+    if e.key_flag:
+        args += [e.key_flag, WORKER_KEY_REFERENCE]
     return list(e.command), args + list(r.args)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from infercrane.core import gpu, image, naming
+from infercrane.core.engines import WORKER_KEY_REFERENCE
 
 SECRET_NAME_RE: Final = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)($|_)", re.I)
 
@@ -135,7 +136,7 @@ def _workload(
             wants_gpu = True
             if gpu_resource not in lim or lim.get(gpu_resource) != req.get(gpu_resource):
                 yield "gpu-limits", f"{cname}: {gpu_resource} limits must equal requests and be set"
-        if any(str(a).split("=", 1)[0] == "--api-key" for a in c.get("args") or []):
+        if _key_in_args(c):
             yield "no-secret-literals", f"{cname}: --api-key in args would expose the worker key"
         for e in c.get("env") or []:
             name = str(e.get("name", ""))
@@ -218,3 +219,20 @@ def check_all(
     for m in manifests:
         out += check(m, gpu_resource=gpu_resource, gpu_label=gpu_label, gpu_products=gpu_products)
     return out
+
+
+def _key_in_args(container: Mapping[str, Any]) -> bool:
+    """Whether the args carry an ``--api-key`` other than exactly the kubelet's reference to the
+    worker key's variable, that variable coming from a secretKeyRef in this container."""
+    args = [str(a) for a in container.get("args") or []]
+    from_secret = any(
+        e.get("name") == naming.WORKER_KEY_ENV and "secretKeyRef" in (e.get("valueFrom") or {}) for e in container.get("env") or []
+    )
+    for i, a in enumerate(args):
+        flag, eq, inline = a.partition("=")
+        if flag != "--api-key":
+            continue
+        value = inline if eq else (args[i + 1] if i + 1 < len(args) else "")
+        if not (from_secret and value == WORKER_KEY_REFERENCE):
+            return True
+    return False

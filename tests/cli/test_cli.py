@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from tests.conftest import CliRunner
 
@@ -66,6 +67,19 @@ def test_render_local_equals_golden(cli: CliRunner) -> None:
     r = cli("render", "--stack", "local")
     assert r.returncode == 0, r.stderr
     assert r.stdout == (ROOT / "tests" / "golden" / "expected" / "local.yaml").read_text()
+
+
+def test_render_prod_starts_the_sglang_replica_with_the_worker_key_by_reference_and_hardened_pods(cli: CliRunner) -> None:
+    r = cli("render", "--stack", "prod")
+    assert r.returncode == 0, r.stderr
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d and d.get("kind") == "Deployment"]
+    (llama,) = [d for d in docs if "sglang" in d["spec"]["template"]["spec"]["containers"][0]["command"][-1]]
+    args = llama["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert args[args.index("--api-key") + 1] == "$(INFERCRANE_WORKER_API_KEY)"
+    for d in docs:
+        pod = d["spec"]["template"]["spec"]
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert all(c["securityContext"]["capabilities"] == {"drop": ["ALL"]} for c in pod["containers"])
 
 
 def test_render_out_writes_one_file_per_object(cli: CliRunner, tmp_path: Path) -> None:

@@ -75,6 +75,19 @@ CASES: list[tuple[str, Mutator, str]] = [
     ),
     ("api-key-arg", lambda m: _container(m)["args"].append("--api-key=x"), "--api-key in args"),
     (
+        "api-key-reference-without-its-secret",  # the reference is allowed only to a Secret-backed variable
+        lambda m: (
+            _container(m)["args"].extend(["--api-key", "$(INFERCRANE_WORKER_API_KEY)"]),
+            _container(m).update(env=[e for e in _container(m)["env"] if e["name"] != "INFERCRANE_WORKER_API_KEY"]),
+        ),
+        "--api-key in args",
+    ),
+    (
+        "api-key-other-reference",
+        lambda m: _container(m)["args"].extend(["--api-key", "$(OTHER_KEY)"]),
+        "--api-key in args",
+    ),
+    (
         "unlimited-memory",
         lambda m: _container(m)["resources"]["requests"].update(memory="32Gi"),
         "a memory request needs a memory limit (request + /dev/shm, which is charged to it)",
@@ -93,3 +106,21 @@ def test_guard_catches(values: dict[str, Any], mutate: Mutator, expected: str) -
     mutate(m)
     out = check(m)
     assert any(expected in v for v in out), out
+
+
+def test_sglang_gets_the_worker_key_as_the_kubelets_reference_and_the_guard_allows_exactly_that(
+    values: dict[str, Any],
+) -> None:
+    values["infercrane:replicas"][0]["engine"] = "sglang"
+    m = _dep(values)
+    args = _container(m)["args"]
+    assert args[-2:] == ["--api-key", "$(INFERCRANE_WORKER_API_KEY)"]
+    (env,) = [e for e in _container(m)["env"] if e["name"] == "INFERCRANE_WORKER_API_KEY"]
+    assert "secretKeyRef" in env["valueFrom"]
+    assert check(m) == []
+    _container(m)["args"] = [*args[:-1], "$(INFERCRANE_WORKER_API_KEY)x"]
+    assert any("--api-key in args" in v for v in check(m))
+
+
+def test_vllm_gets_no_key_argument_it_reads_its_variable(values: dict[str, Any]) -> None:
+    assert "--api-key" not in _container(_dep(values))["args"]

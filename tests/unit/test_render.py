@@ -29,7 +29,8 @@ def test_deployment_contract(values: dict[str, Any]) -> None:
     assert pod["nodeSelector"] == {"nvidia.com/gpu.product": "NVIDIA-L40S"}
     assert pod["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
     assert pod["automountServiceAccountToken"] is False and pod["serviceAccountName"] == "infercrane-runtime"
-    assert c["securityContext"] == {"allowPrivilegeEscalation": False}
+    assert c["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
     assert {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "8Gi"}} in pod["volumes"]
     assert c["ports"] == [{"name": "http", "containerPort": 8000, "protocol": "TCP"}]
     assert svc["spec"]["selector"] == spec["selector"]["matchLabels"]
@@ -73,7 +74,7 @@ def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[
         # adapter send the model id); SGLang's flag takes one name.
         ("vllm", 1, None, ["Qwen/Qwen3-8B"]),
         ("vllm", 4, "abc", ["Qwen/Qwen3-8B", "--revision", "abc", "--tensor-parallel-size", "4"]),
-        ("sglang", 2, "abc", ["--revision", "abc", "--tp-size", "2"]),
+        ("sglang", 2, "abc", ["--revision", "abc", "--tp-size", "2", "--api-key", "$(INFERCRANE_WORKER_API_KEY)"]),
     ],
     ids=["vllm-single", "vllm-tp-revision", "sglang-tp-revision"],
 )
@@ -141,7 +142,9 @@ def test_external_scaling_leaves_spec_replicas_out_of_what_is_applied(values: di
 def test_a_pod_identity_makes_the_pods_meet_pod_security_restricted_and_none_keeps_baseline(values: dict[str, Any]) -> None:
     dep, _ = render(values)
     pod = dep["spec"]["template"]["spec"]
-    assert "securityContext" not in pod and pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False}
+    # Without an identity: hardened all the same -- the runtime's seccomp profile, no capabilities.
+    assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+    assert pod["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     values["infercrane:kubernetes"]["securityContext"] = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 2000}
     dep, _ = render(values)
     pod = dep["spec"]["template"]["spec"]

@@ -135,22 +135,22 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
         placement["priorityClassName"] = pod.priority_class_name
     if pod.image_pull_secrets:
         placement["imagePullSecrets"] = [{"name": n} for n in pod.image_pull_secrets]
+    # Hardened whatever the identity: the runtime's default seccomp profile (and, per container, no
+    # capabilities and no privilege escalation) needs no uid; a pod identity adds restricted's
+    # non-root rule.
     who = t.security_context
-    if who is not None:  # Pod Security restricted: non-root, seccomp RuntimeDefault (and, per container, no capabilities)
-        placement["securityContext"] = {
-            "runAsNonRoot": True,
-            "runAsUser": who.run_as_user,
-            "runAsGroup": who.run_as_group,
-            "fsGroup": who.fs_group,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        }
+    identity = {} if who is None else {"runAsNonRoot": True, "runAsUser": who.run_as_user, "runAsGroup": who.run_as_group}
+    placement["securityContext"] = {
+        **identity,
+        **({} if who is None else {"fsGroup": who.fs_group}),
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     return placement
 
 
 def _container_security(config: InferCraneConfig) -> dict[str, Any]:
-    """Baseline always (no privilege escalation); with a pod identity also restricted's rule: no capabilities."""
-    if config.kubernetes.security_context is None:
-        return {"allowPrivilegeEscalation": False}
+    """No privilege escalation and no capabilities, with or without a pod identity (an inference
+    server binds an unprivileged port and opens the GPU device nodes the device plugin hands it)."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
