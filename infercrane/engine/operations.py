@@ -56,9 +56,13 @@ def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, 
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
-    """One hash over every replica's intent hash and the target identity."""
+    """One hash over every replica's intent hash, the target identity and each endpoint's rollout
+    policy (how the change is carried out is part of what a deploy is asked to do: a key recorded
+    under one policy is not replayed for another)."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
-    return naming.intent_hash({"stack": parts})
+    endpoints = sorted({r.name for r in config.replicas})
+    policies = {e: config.rollout_for(e).model_dump(mode="json") for e in endpoints}
+    return naming.intent_hash({"stack": parts, "rollout": policies})
 
 
 def new_idempotency_key() -> str:

@@ -49,3 +49,16 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     col = EventCollector()
     col.ops = {naming.object_name("qwen-kubernetes-rev-1-r0"): {Action.SAME, Action.REPLACE, Action.CREATE}}
     assert summarize(c, col, render_checked(c, "dev"))[0].action == "replace"
+
+
+def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_replayed_for_it() -> None:
+    from infercrane.core.config import InferCraneConfig
+    from infercrane.engine.operations import stack_intent
+
+    def cfg(**rollout: int) -> InferCraneConfig:
+        target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64} | ({"rollout": rollout} if rollout else {})
+        replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
+        return InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
+
+    assert stack_intent(cfg()) == stack_intent(cfg(maxUnavailable=1, maxSurge=0))  # the defaults spelled out
+    assert stack_intent(cfg()) != stack_intent(cfg(maxUnavailable=0, maxSurge=1))
