@@ -226,7 +226,8 @@ def _key_in_args(container: Mapping[str, Any]) -> bool:
     worker key's variable, that variable coming from a secretKeyRef in this container."""
     args = [str(a) for a in container.get("args") or []]
     from_secret = any(
-        e.get("name") == naming.WORKER_KEY_ENV and "secretKeyRef" in (e.get("valueFrom") or {}) for e in container.get("env") or []
+        e.get("name") == naming.WORKER_KEY_ENV and "secretKeyRef" in (e.get("valueFrom") or {})
+        for e in container.get("env") or []
     )
     for i, a in enumerate(args):
         flag, eq, inline = a.partition("=")

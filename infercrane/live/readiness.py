@@ -26,7 +26,7 @@ from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
 from infercrane.live import cluster, failures
-from infercrane.live.verdicts import VERDICTS, Verdict
+from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
 from infercrane.live.warnings import pod_warnings
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
@@ -92,6 +92,10 @@ class FleetWaiter:
         self._poll, self._grace = poll_seconds, api_grace_seconds
         self._report, self._report_every, self._clock = report, report_every, clock
         self._waited: dict[str, _Waited] = {}
+        # KServe: each tick also LISTs the predictor Deployments (the evidence that is current,
+        # verdicts.inference_service_by_predictor) -- with the deployment Role's `list`; without
+        # it, the InferenceService's own status (weaker: its counter is copied, see there).
+        self._predictors: dict[str, dict[str, Any]] | None = {} if kind == "InferenceService" else None
         self._ticks = 0  # LISTs begun
         self._done = 0
         self._task: asyncio.Task[None] | None = None
@@ -110,7 +114,29 @@ class FleetWaiter:
             for obj in self._client.list(self._resource, namespace=self._target.namespace, labels=naming.managed_selector()):
                 raw = cluster.as_dict(obj)
                 out[raw["metadata"]["name"]] = raw
+        if self._predictors is not None:
+            self._predictors = self._list_predictors()
         return out
+
+    def _list_predictors(self) -> dict[str, dict[str, Any]] | None:
+        """KServe's predictor Deployments by name (they carry the labels KServe copies from their
+        InferenceService), or None when this identity may not list Deployments."""
+        try:
+            with failures.request("list deployments", self._target):
+                items = self._client.list(
+                    cluster.resource_for({"kind": "Deployment"}),
+                    namespace=self._target.namespace,
+                    labels=naming.managed_selector(),
+                )
+                return {o["metadata"]["name"]: o for o in map(cluster.as_dict, items)}
+        except failures.Forbidden:
+            return None
+
+    def _judge(self, obj: Mapping[str, Any], generation: int) -> Verdict:
+        if self._predictors is None:
+            return self._verdict(obj, generation)
+        name = predictor_name(str((obj.get("metadata") or {}).get("name")))
+        return inference_service_by_predictor(obj, generation, self._predictors.get(name))
 
     def _resolve(self, name: str, verdict: Verdict) -> None:
         waited = self._waited.pop(name)
@@ -166,7 +192,7 @@ class FleetWaiter:
                 verdict = (
                     Verdict("failed", "the object was deleted while waiting for it")
                     if obj is None
-                    else self._verdict(obj, waited.generation)
+                    else self._judge(obj, waited.generation)
                 )
                 if verdict.state == "waiting" and now >= waited.deadline:
                     verdict = Verdict("failed", f"not ready within its startup budget + margin; last seen: {verdict.reason}")

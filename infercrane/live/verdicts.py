@@ -68,15 +68,18 @@ def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
     return _since_our_apply(meta, progressing, same_second=False)
 
 
-def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdict:
-    """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard."""
+def deployment_verdict(obj: Mapping[str, Any], applied_generation: int, applied: Mapping[str, Any] | None = None) -> Verdict:
+    """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard. ``applied``:
+    the metadata whose managedFields date our apply (default: the object's own; a KServe predictor's
+    are its InferenceService's)."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    ours = meta if applied is None else applied
     generation = int(meta.get("generation") or 0)
     observed = int(status.get("observedGeneration") or 0)
     if generation < applied_generation or observed < generation:
         return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
     progressing = _conditions(status).get("Progressing") or {}
-    if _timed_out(meta, progressing):
+    if _timed_out(ours, progressing):
         return Verdict("failed", f"ProgressDeadlineExceeded: {progressing.get('message') or 'no progress within the deadline'}")
     want = int(spec.get("replicas", 1))
     updated = int(status.get("updatedReplicas") or 0)
@@ -86,7 +89,7 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int) -> Verdi
     if (
         failure.get("status") == "True"
         and POD_SECURITY_REJECTION in str(failure.get("message"))
-        and _since_our_apply(meta, failure, same_second=True)
+        and _since_our_apply(ours, failure, same_second=True)
     ):
         # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
         # created for this template, so there is nothing to wait for. (A template rejected right
@@ -110,6 +113,45 @@ def inference_service_verdict(obj: Mapping[str, Any], applied_generation: int) -
     if generation < applied_generation or observed < generation:
         return Verdict("waiting", f"controller has not observed generation {max(generation, applied_generation)} yet")
     ready = _conditions(status).get("Ready") or {}
+    if ready.get("status") == "True":
+        return Verdict("ready")
+    return Verdict(
+        "waiting", f"Ready={ready.get('status', 'Unknown')}: {ready.get('reason') or ''} {ready.get('message') or ''}".strip()
+    )
+
+
+def predictor_name(isvc_name: str) -> str:
+    """The Deployment KServe (Standard mode) runs an InferenceService's predictor in."""
+    return f"{isvc_name}-predictor"
+
+
+def inference_service_by_predictor(
+    obj: Mapping[str, Any], applied_generation: int, predictor: Mapping[str, Any] | None
+) -> Verdict:
+    """KServe, judged by current evidence: the predictor Deployment runs the template of *this*
+    intent and is ready by the Deployment rule, and the InferenceService says ``Ready=True``.
+
+    KServe 0.16 copies ``status.observedGeneration`` from the predictor Deployment
+    (``PropagateRawStatus``), so the InferenceService's own counter is no guard: after a predictor
+    restart it runs ahead (a stale ``Ready`` passes), after metadata-only applies it runs behind
+    (never ready). KServe copies the InferenceService's annotations onto the predictor's pod
+    template and patches it when they change, so our intent hash there says which intent the
+    predictor's pods were made from; its own status comes from the Deployment controller."""
+    meta = obj.get("metadata") or {}
+    generation = int(meta.get("generation") or 0)
+    if generation < applied_generation:
+        return Verdict("waiting", f"generation {applied_generation} not listed yet")
+    name = predictor_name(str(meta.get("name")))
+    if predictor is None:
+        return Verdict("waiting", f"KServe has not created Deployment {name} yet")
+    want = (meta.get("annotations") or {}).get(naming.ANNOTATION_INTENT)
+    template = ((predictor.get("spec") or {}).get("template") or {}).get("metadata") or {}
+    if want and (template.get("annotations") or {}).get(naming.ANNOTATION_INTENT) != want:
+        return Verdict("waiting", f"KServe has not applied this intent to Deployment {name} yet")
+    rolled = deployment_verdict(predictor, 0, applied=meta)
+    if rolled.state != "ready":
+        return Verdict(rolled.state, f"Deployment {name}: {rolled.reason}")
+    ready = _conditions(obj.get("status") or {}).get("Ready") or {}
     if ready.get("status") == "True":
         return Verdict("ready")
     return Verdict(

@@ -356,6 +356,43 @@ def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_kserve_rollout_after_an_out_of_band_predictor_restart_waits_for_the_new_pods(
+    slow: Project, slow_admin: Client
+) -> None:
+    """KServe copies the predictor Deployment's observedGeneration into the InferenceService: after
+    `kubectl rollout restart` of the predictors it runs ahead of the next generation, and a stale
+    Ready=True must not pass a wave while its new pod still loads."""
+    from lightkube.types import PatchType
+
+    stack = "rolkserve"
+    keys = [f"{stack}-r0", f"{stack}-r1"]
+    slow.stack(stack, [rep(k) for k in keys], workloadApi="kserve")
+    deploy(slow, stack)
+    predictors = [naming.object_name(k) + "-predictor" for k in keys]
+    for round_ in range(2):  # twice: the predictors' generation runs two ahead of the InferenceServices'
+        for p in predictors:
+            restarted = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": f"r{round_}"}}}}}
+            slow_admin.patch(Deployment, p, restarted, namespace=NS, patch_type=PatchType.MERGE)
+        for p in predictors:
+            wait_ready = lambda p=p: (  # noqa: E731
+                (d := slow_admin.get(Deployment, p, namespace=NS)).status.observedGeneration == d.metadata.generation
+                and d.status.updatedReplicas == d.status.availableReplicas == 1
+                and (d.status.replicas or 0) == 1
+            )
+            deadline = time.monotonic() + 60
+            while not wait_ready() and time.monotonic() < deadline:
+                time.sleep(0.5)
+    slow.stack(stack, [rep(k) for k in keys], workloadApi="kserve", imageDigest=NEW_DIGEST)
+    with Watcher(slow_admin, keys) as w:
+        deploy(slow, stack)
+        returned = [slow_admin.get(Deployment, p, namespace=NS) for p in predictors]
+    for d in returned:  # when deploy returned, every predictor ran the new pods, ready
+        assert d.spec.template.spec.containers[0].image == NEW_DIGEST
+        assert (d.status.updatedReplicas, d.status.availableReplicas, d.status.replicas) == (1, 1, 1), d.status
+    assert w.lowest_ready >= 1, w.samples  # never both replicas down
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def slot_scheme_release(tmp: Path) -> Path:
     """The package and its tool pins as the slot scheme's release had them (git archive of that
     commit; the same pins, so the same cached tools)."""

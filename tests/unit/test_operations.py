@@ -56,7 +56,9 @@ def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_
     from infercrane.engine.operations import stack_intent
 
     def cfg(**rollout: int) -> InferCraneConfig:
-        target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64} | ({"rollout": rollout} if rollout else {})
+        target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64} | (
+            {"rollout": rollout} if rollout else {}
+        )
         replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
         return InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
 

@@ -491,3 +491,77 @@ def test_a_wait_whose_budget_ends_while_lists_are_refused_fails_at_its_budget_wi
     waiter = FleetWaiter(Overloaded(code), target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 5), 10))
     assert verdict == Verdict("failed", "not ready within its startup budget + margin; last seen: not observed yet")
+
+
+def isvc(generation: int, observed: int, intent: str, ready: str = "True") -> dict[str, Any]:
+    return {
+        "kind": "InferenceService",
+        "metadata": {"name": "infercrane-x", "generation": generation, "annotations": {"infercrane.dev/intent-hash": intent}},
+        "status": {"observedGeneration": observed, "conditions": [{"type": "Ready", "status": ready}]},
+    }
+
+
+def predictor(intent: str, **status: int) -> dict[str, Any]:
+    d = dep(4, 4, **status)
+    d["metadata"]["name"] = "infercrane-x-predictor"
+    d["spec"]["template"] = {"metadata": {"annotations": {"infercrane.dev/intent-hash": intent}}}
+    return d
+
+
+@pytest.mark.parametrize(
+    ("obj", "pred", "state", "reason"),
+    [
+        # A predictor restarted out of band: KServe's copied counter (3) runs ahead of the new generation (2).
+        (isvc(2, 3, "sha256:new"), predictor("sha256:old"), "waiting", "KServe has not applied this intent to Deployment"),
+        (
+            isvc(2, 3, "sha256:new"),
+            predictor("sha256:new", updated=0),
+            "waiting",
+            "infercrane-x-predictor: 0 of 1 replica(s) updated",
+        ),
+        (isvc(2, 3, "sha256:new"), predictor("sha256:new", available=0), "waiting", "0 of 1 updated replica(s) available"),
+        # The counter behind (metadata-only applies do not move the Deployment's): still ready on evidence.
+        (isvc(5, 2, "sha256:new"), predictor("sha256:new"), "ready", ""),
+        (isvc(2, 2, "sha256:new", ready="False"), predictor("sha256:new"), "waiting", "Ready=False"),
+        (isvc(2, 2, "sha256:new"), None, "waiting", "KServe has not created Deployment infercrane-x-predictor yet"),
+    ],
+    ids=["counter-ahead-old-template", "not-rolled", "not-available", "counter-behind", "not-ready", "no-predictor"],
+)
+def test_kserve_readiness_is_judged_by_the_predictor_deployment_not_the_copied_counter(
+    obj: dict[str, Any], pred: dict[str, Any] | None, state: str, reason: str
+) -> None:
+    from infercrane.live.verdicts import inference_service_by_predictor
+
+    verdict = inference_service_by_predictor(obj, 2, pred)
+    assert verdict.state == state and reason in verdict.reason, verdict
+
+
+class KServeList:
+    """ISVCs and their predictor Deployments; ``deployments=None``: this identity may not list them."""
+
+    def __init__(self, isvcs: list[dict[str, Any]], deployments: list[dict[str, Any]] | None) -> None:
+        self.isvcs, self.deployments = isvcs, deployments
+
+    def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+        if fields is not None:
+            return []
+        if res.__name__ == "Deployment":
+            if self.deployments is None:
+                from lightkube import ApiError
+
+                raise ApiError(response=_response(403))
+            return [Wrapped(d) for d in self.deployments]
+        return [Wrapped(o) for o in self.isvcs]
+
+
+@pytest.mark.parametrize(
+    ("deployments", "state"),
+    [([predictor("sha256:old")], "failed"), (None, "ready")],
+    ids=["with-the-deployment-read-a-stale-ready-waits", "without-it-the-status-rule"],
+)
+def test_the_fleet_wait_reads_kserves_predictors_when_it_may(deployments: list[dict[str, Any]] | None, state: str) -> None:
+    ticks = iter(range(10_000))
+    client = KServeList([isvc(2, 3, "sha256:new")], deployments)
+    waiter = FleetWaiter(client, target(), "InferenceService", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    verdict = run(asyncio.wait_for(waiter.wait("infercrane-x", 2, 5), 10))
+    assert verdict.state == state, verdict
