@@ -14,7 +14,11 @@ from the live objects) with what the config renders (:class:`Target`):
   *update*: its pods restart;
 - a new key takes the place of a serving key that leaves the config: a *replacement pair*;
 - serving keys that leave without a new key taking their place (a smaller endpoint) are deleted
-  last, once everything else is ready; keys that leave while not serving are deleted at once.
+  last, once everything else is ready; keys that leave while not serving are deleted at once;
+- a key whose live objects are of another form than the config renders (``workloadApi`` switched:
+  a Deployment becoming an InferenceService) *moves*: its old form is its own predecessor, a
+  replacement pair of one key -- in place its old form goes before its new form starts, with a
+  surge its new form starts first.
 
 Updates and replacements are the units of a rollout, rolled ``maxUnavailable`` at a time *in
 place* (the old replica stops, then its successor starts: never more GPUs than the endpoint holds)
@@ -61,6 +65,7 @@ class Target:
     endpoint: str
     gpus: int
     restarts: bool = False
+    moves: bool = False  # it runs in another form (another workload kind): its old form goes, its new one starts
 
 
 @dataclass
@@ -86,9 +91,11 @@ def _endpoint(
     target_keys = {t.key for t in targets}
     sched = _Schedule()
     adds = [t for t in targets if t.key not in by_key]
-    updates = [t for t in targets if t.key in by_key and t.restarts and by_key[t.key].ready]
-    sched.free = [t.key for t in targets if t.key in by_key and by_key[t.key].ready and not t.restarts]
-    not_serving = [t.key for t in targets if t.key in by_key and not by_key[t.key].ready]
+    moved = [t for t in targets if t.key in by_key and t.moves]
+    staying = [t for t in targets if t.key in by_key and not t.moves]
+    updates = [t for t in staying if t.restarts and by_key[t.key].ready]
+    sched.free = [t.key for t in staying if by_key[t.key].ready and not t.restarts]
+    not_serving = [t.key for t in staying if not by_key[t.key].ready]
     leaving = [m for m in members if m.key not in target_keys]
     serving_leaving = [m for m in leaving if m.ready]
     sched.delete_idle = [m.key for m in leaving if not m.ready]
@@ -98,7 +105,8 @@ def _endpoint(
 
     mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
-    units: list[tuple[str, str | None]] = [(t.key, None) for t in updates] + [(a.key, r.key) for a, r in pairs]
+    units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
+    units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
     chunks = _chunks(units, per_wave)
     if chunks:
         sched.repair = not_serving  # the waves take serving replicas down: only once these serve again
@@ -148,11 +156,11 @@ def _endpoint(
             # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
             peak = max(peak, sum(held.values()) + sum(new_gpus[up] for up, _ in chunk))
             for up, old in chunk:
-                held[up] = new_gpus[up]
-                ready.add(up)
-                if old is not None:
+                if old is not None and old != up:  # a moved key's old form goes as its new one serves
                     ready.discard(old)
                     held.pop(old, None)
+                held[up] = new_gpus[up]
+                ready.add(up)
             note()
         else:
             for up, old in chunk:
@@ -188,6 +196,7 @@ def _endpoint(
             peak_gpus=peak,
             updates=len(updates),
             replacements=len(pairs),
+            moves=len(moved),
             deleted_idle=tuple(sched.delete_idle),
             replaced_first=tuple(sched.delete_first),
             repaired_first=tuple(sched.repair),
@@ -240,8 +249,11 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
     steps = []
     for j in range(n_steps):
         apply = frozenset(k for k in target_keys if applied_at.get(k, 0) <= j)
+        # Held as recorded: a live key not applied yet, until the end of the step that deletes it
+        # (a moved key: neither held nor applied in the step its old form goes, in place).
         hold = frozenset(
-            k for k in member_keys if (k in target_keys and applied_at.get(k, 0) > j) or (k in deleted_at and deleted_at[k] > j)
+            k for k in member_keys if k not in apply and (k in target_keys or k in deleted_at) and deleted_at.get(k, n_steps) > j
         )
-        steps.append(Step(apply=apply, hold=hold))
+        delete = frozenset(k for k, at in deleted_at.items() if at == j)
+        steps.append(Step(apply=apply, hold=hold, delete=delete))
     return Rollout(endpoints=tuple(rollouts), steps=tuple(steps), first_wave_step=first_wave_step)

@@ -43,6 +43,7 @@ class EndpointRollout:
     peak_gpus: int
     updates: int = 0  # serving replicas whose pods restart
     replacements: int = 0  # new keys taking serving old keys' places
+    moves: int = 0  # keys moving to another workload API (their old form goes, their new one starts)
     deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
     repaired_first: tuple[str, ...] = ()  # not serving now: applied and ready before the first wave starts
@@ -62,6 +63,8 @@ class EndpointRollout:
             parts.append(f"{self.updates} serving replica(s) would restart together")
         if self.replacements:
             parts.append(f"{self.replacements} new replica(s) would need GPUs beside the ones they replace")
+        if self.moves:
+            parts.append(f"{self.moves} replica(s) would move to the new workload API together, each beside its old form")
         return " and ".join(parts)
 
     @property
@@ -76,6 +79,7 @@ class Step:
 
     apply: frozenset[str]
     hold: frozenset[str]
+    delete: frozenset[str] = frozenset()  # live keys (or, for a moved key, its old form) gone at the end of this step
 
 
 @dataclass(frozen=True)

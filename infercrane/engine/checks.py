@@ -6,7 +6,7 @@ creates, a damaged checkpoint, orphans of a lost state). Engine layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from infercrane.core import config as cfg
@@ -20,6 +20,7 @@ from infercrane.core.errors import (
     PreflightRefused,
 )
 from infercrane.core.events import Note, Sink
+from infercrane.core.kinds import KINDS
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
 from infercrane.core.urns import KIND_OF_TOKEN
@@ -28,6 +29,7 @@ from infercrane.engine.workspace import Engine
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.
 REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)
+GONE_TIMEOUT_SECONDS: Final = 120.0  # what a step waits for the objects it deleted itself to be gone
 
 
 def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
@@ -172,28 +174,55 @@ def could_need_refresh(
 def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
     """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
     when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
-    what it does not know, and a key that leaves the config is deleted. Only objects with this stack's exact ownership, each with a uid
-    precondition; run after the last step, when every replica of the config is ready.
-    Returns object name -> key of what was deleted."""
-    from infercrane.live import cluster, failures
+    what it does not know, and a key that leaves the config is deleted. Only objects with this
+    stack's exact ownership, each with a uid precondition; run after the last step, when every
+    replica of the config is ready. Returns object name -> key of what was deleted."""
+    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
+    return _delete_owned(config, stack, lambda key, kind: key not in keep, wait=False)
+
+
+def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str]) -> dict[str, str]:
+    """What a rollout step deletes at its end (:attr:`~infercrane.core.waves.Step.delete`) that the
+    state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
+    deleted here, by this stack's exact ownership with a uid precondition, and waited for until
+    gone, so the next step's replicas find the GPUs free: a key that left the config, all of it;
+    a key that moved to another workload API, its old form only. Returns object name -> key."""
+    current = set(config.kubernetes.object_kinds)
+    configured = {r.key for r in config.replicas}
+    return _delete_owned(
+        config, stack, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True
+    )
+
+
+def _delete_owned(config: cfg.InferCraneConfig, stack: str, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
+    from infercrane.live import cluster, failures, readiness
 
     t = config.kubernetes
     stack_id = naming.stack_id(stack)
-    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
     client = cluster.client(t)
     deleted: dict[str, str] = {}
-    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds).items()):
-        key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
-        if key is None or key in keep or naming.not_owned(obj, namespace=t.namespace, stack=stack_id):
-            continue
-        if obj["metadata"].get("deletionTimestamp"):
-            continue  # already going
+    sent: dict[tuple[str, str], str] = {}
+    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds, optional=KINDS).items()):
+        meta = obj.get("metadata") or {}
+        key = (meta.get("annotations") or {}).get(naming.ANNOTATION_KEY)
+        if key is None or meta.get("ownerReferences") or not wanted(str(key), kind):
+            continue  # (an object with an owner is a controller's child, e.g. KServe's predictor: never ours)
+        if naming.not_owned(obj, namespace=t.namespace, stack=stack_id) or meta.get("deletionTimestamp"):
+            continue  # not ours, or already going
         try:
             with failures.request(f"delete {kind}/{name}", t):
-                cluster.delete_exact(client, kind, name, t.namespace, str(obj["metadata"]["uid"]))
+                cluster.delete_exact(client, kind, name, t.namespace, str(meta["uid"]))
         except failures.Conflict:
             continue  # replaced by another object since it was listed: not the one we checked, left untouched
         deleted[name] = str(key)
+        sent[(kind, name)] = str(meta["uid"])
+    if wait and sent:
+        left, _ = readiness.wait_gone(client, t, sent, timeout=GONE_TIMEOUT_SECONDS)
+        if left:
+            raise ClusterError(
+                f"{len(left)} object(s) the rollout deleted are still present {GONE_TIMEOUT_SECONDS:.0f} s later: {', '.join(left)}",
+                fix="look for finalizers on them (`kubectl get -o yaml`), then deploy again",
+            )
     return deleted
 
 

@@ -31,6 +31,7 @@ from infercrane.engine.checks import (
     REFUSED_BEFORE_APPLY,
     could_need_refresh,
     delete_orphans,
+    delete_unrecorded,
     live_check,
     needs_refresh,
     plan_rollout,
@@ -210,6 +211,20 @@ def deploy(
                         f"serving; fix the cause and deploy again to continue from there.\n{exc.args[0]}",
                     )
                 raise
+            if step is not None and step.delete:
+                # What this step ended by deleting that Pulumi did not know (lost state, a takeover):
+                # deleted here before the next step needs its GPUs.
+                unknown = step.delete - set(urns.recorded_objects(state))
+                try:
+                    gone = delete_unrecorded(config, stack, unknown) if unknown else {}
+                except InferCraneError as exc:
+                    exc.applied_nothing = False  # this step applied its replicas
+                    raise
+                if gone:
+                    sink(Note(f"note: deleted {', '.join(sorted(set(gone.values())))} (not in the state) as this step planned"))
+                    names |= {n: k for n, k in gone.items()}
+                    for name in gone:
+                        collector.ops.setdefault(name, set()).add(Action.DELETE)
             if not last:
                 state = engine.state()
     finally:

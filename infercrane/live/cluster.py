@@ -24,7 +24,7 @@ from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
 from infercrane.core.kinds import INFERENCE_SERVICE
-from infercrane.live.failures import RETRYABLE_CODES, NotFound, request
+from infercrane.live.failures import RETRYABLE_CODES, Forbidden, NotFound, request
 from infercrane.project.paths import project_root
 
 T = TypeVar("T")
@@ -208,11 +208,15 @@ def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str)
     return True
 
 
-def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str]) -> dict[tuple[str, str], dict[str, Any]]:
+def live_by_name(
+    client: Client, target: KubernetesTarget, kinds: Iterable[str], *, optional: Iterable[str] = ()
+) -> dict[tuple[str, str], dict[str, Any]]:
     """Every object of ``kinds`` in the target namespace -- ours or not, a foreign one may carry our
     name -- keyed by ``(kind, name)``: one LIST per kind, the kinds at once, each retried while the
-    server says 429/503. A kind the server does not serve (no KServe) has no objects. Other
-    failures: ClusterError (the first kind's, in name order, when several fail)."""
+    server says 429/503. A kind the server does not serve (no KServe) has no objects, and neither
+    has an ``optional`` kind this identity may not list. Other failures: ClusterError (the first
+    kind's, in name order, when several fail)."""
+    maybe = set(optional) - set(kinds)
 
     def listed(kind: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
         res = resource_for({"kind": kind})
@@ -221,9 +225,13 @@ def live_by_name(client: Client, target: KubernetesTarget, kinds: Iterable[str])
                 items = retrying(lambda: list(client.list(res, namespace=target.namespace)))
         except NotFound:
             return []
+        except Forbidden:
+            if kind in maybe:
+                return []
+            raise
         return [((kind, raw["metadata"]["name"]), raw) for raw in map(as_dict, items)]
 
-    every = sorted(set(kinds))
+    every = sorted(set(kinds) | maybe)
     with ThreadPoolExecutor(max_workers=len(every) or 1) as pool:
         return dict(pair for found in pool.map(listed, every) for pair in found)
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from infercrane.core import naming, rollout
 from infercrane.core.config import InferCraneConfig
+from infercrane.core.kinds import WORKLOAD_KINDS
 from infercrane.core.render import RenderedReplica
 from infercrane.core.waves import Rollout
 from infercrane.core.workload import endpoint_of, gpus_of
@@ -21,21 +22,40 @@ from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS, serving
 
 
+def _workloads(
+    config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str
+) -> dict[str, tuple[str, Mapping[str, Any]]]:
+    """key -> (kind, object) of the stack's live workload objects of every workload API: the
+    current one's, and the other one's after a ``workloadApi`` switch (listed when the identity
+    may). An object with an owner is a controller's child -- KServe copies our labels and
+    annotations onto its predictor Deployment -- never one of ours; a key with objects of both
+    kinds is the current kind's."""
+    t = config.kubernetes
+    current = t.object_kinds[0]
+    workload_kinds = {kinds[0] for kinds in WORKLOAD_KINDS.values()}
+    out: dict[str, tuple[str, Mapping[str, Any]]] = {}
+    for (kind, _name), obj in sorted(live.items()):
+        meta = obj.get("metadata") or {}
+        if kind not in workload_kinds or meta.get("ownerReferences"):
+            continue
+        if naming.not_owned(dict(obj), namespace=t.namespace, stack=stack_id):
+            continue
+        key = str((meta.get("annotations") or {})[naming.ANNOTATION_KEY])
+        if key not in out or kind == current:
+            out[key] = (kind, obj)
+    return out
+
+
 def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> list[rollout.Member]:
     """The stack's live replicas, in name order: owned workload objects only."""
     t = config.kubernetes
-    kind = t.object_kinds[0]
-    verdict = VERDICTS[kind]
     out = []
-    for (k, _name), obj in sorted(live.items()):
-        if k != kind or naming.not_owned(dict(obj), namespace=t.namespace, stack=stack_id):
-            continue
-        key = str(((obj.get("metadata") or {}).get("annotations") or {})[naming.ANNOTATION_KEY])
+    for key, (kind, obj) in sorted(_workloads(config, live, stack_id).items(), key=lambda kv: str(kv[1][1]["metadata"]["name"])):
         out.append(
             rollout.Member(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
-                ready=verdict(obj, 0).state == "ready",
+                ready=VERDICTS[kind](obj, 0).state == "ready",
                 gpus=gpus_of(obj, t.gpu_resource),
                 serving=serving({"kind": kind, **obj}),
             )
@@ -43,10 +63,23 @@ def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str
     return out
 
 
+def moved(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> set[str]:
+    """Keys whose live workload is of another kind than the config renders (a ``workloadApi`` switch)."""
+    current = config.kubernetes.object_kinds[0]
+    return {key for key, (kind, _) in _workloads(config, live, stack_id).items() if kind != current}
+
+
 def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], report: Report, stack_id: str) -> Rollout:
     """The rollout from what runs (the preflight's view) to ``rendered``."""
+    moving = moved(config, report.live, stack_id)
     targets = [
-        rollout.Target(key=r.replica.key, endpoint=r.replica.name, gpus=r.replica.gpu_count, restarts=r.name in report.restarts)
+        rollout.Target(
+            key=r.replica.key,
+            endpoint=r.replica.name,
+            gpus=r.replica.gpu_count,
+            restarts=r.name in report.restarts,
+            moves=r.replica.key in moving,
+        )
         for r in rendered
     ]
     return rollout.plan(members(config, report.live, stack_id), targets, config.rollout_for)

@@ -49,7 +49,7 @@ def listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     gone = naming.object_name("gone")
     objects = {("Deployment", gone): orphan(gone, "gone")}
     monkeypatch.setattr(cluster, "client", lambda target: object())
-    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds: objects)
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: objects)
     return [gone]
 
 

@@ -241,3 +241,29 @@ def test_no_step_restarts_a_serving_replica_before_every_replica_not_serving_of_
         if k in live and live[k][1] and restarts:  # a serving replica whose pods restart
             down = [o for o, (e, _) in want.items() if e == endpoint and o in live and not live[o][1]]
             assert all(applied_at[o] < applied_at[k] for o in down), (k, down, steps(r))
+
+
+def test_a_workload_api_switch_in_place_stops_each_old_form_before_its_new_form_starts() -> None:
+    r = plan([m("a"), m("b")], [Target("a", "e", 1, moves=True), Target("b", "e", 1, moves=True)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert (e.lowest_ready, e.peak_gpus, e.extra_gpus, e.replaced_first) == (1, 2, 0, ("a",))
+    assert [(sorted(s.apply), sorted(s.hold), sorted(s.delete)) for s in r.steps] == [
+        ([], ["b"], ["a"]),  # a's old form goes first (in place: frees its GPUs)
+        (["a"], [], ["b"]),  # a's new form starts; once it is ready b's old form goes
+        (["a", "b"], [], []),
+    ]
+
+
+def test_a_workload_api_switch_with_surge_starts_each_new_form_beside_its_old_one() -> None:
+    r = plan([m("a"), m("b")], [Target("a", "e", 1, moves=True), Target("b", "e", 1, moves=True)], policy(SURGE))
+    (e,) = r.endpoints
+    assert (e.lowest_ready, e.peak_gpus, e.extra_gpus) == (2, 3, 1)
+    assert [(sorted(s.apply), sorted(s.hold), sorted(s.delete)) for s in r.steps] == [
+        (["a"], ["b"], ["a"]),  # the step that starts a's new form ends with its old form gone
+        (["a", "b"], [], ["b"]),
+    ]
+
+
+def test_each_step_names_the_live_keys_it_ends_by_deleting() -> None:
+    r = plan([m("a0"), m("a1"), m("idle", ready=False)], [t("b0"), t("b1")], policy(DEFAULT))
+    assert [sorted(s.delete) for s in r.steps] == [["a0", "idle"], ["a1"], []]
