@@ -150,6 +150,11 @@ def ownership_mismatches(obj: dict[str, Any], *, key: str, namespace: str, stack
     got_labels = meta.get("labels") or {}
     got_ann = meta.get("annotations") or {}
     reasons: list[str] = []
+    # A controller's child is never ours: KServe copies an InferenceService's labels and
+    # annotations -- our ownership among them -- onto the predictor Deployment it owns.
+    owners = [f"{o.get('kind')}/{o.get('name')}" for o in meta.get("ownerReferences") or []]
+    if owners:
+        reasons.append(f"it is owned by {', '.join(owners)} (a controller's child)")
     if meta.get("namespace", namespace) != namespace:
         reasons.append(f"namespace is {meta.get('namespace')!r}, not {namespace!r}")
     checks = [

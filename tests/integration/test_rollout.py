@@ -393,6 +393,59 @@ def test_a_kserve_rollout_after_an_out_of_band_predictor_restart_waits_for_the_n
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
+    """Deployment -> InferenceService: in place, each key's old form goes before its new form
+    starts -- never more GPUs than the endpoint holds, never more than maxUnavailable down; plain
+    `pulumi up` refuses the switch it would do at once."""
+    from infercrane.live.cluster import InferenceService
+    from tests.integration.conftest import plain_pulumi
+
+    stack = "rolmove"
+    keys = [f"{stack}-r{i}" for i in range(2)]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy(slow, stack)
+    slow.stack(stack, [rep(k) for k in keys], workloadApi="kserve")
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr[-2000:]
+    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+    r = plain_pulumi(slow, stack)("up", "--yes", "--skip-preview")
+    assert r.returncode != 0 and "2 replica(s) would move to the new workload API together" in r.stdout + r.stderr, (
+        r.stdout[-2000:] + r.stderr[-2000:]
+    )
+    with Watcher(slow_admin, keys) as w:
+        doc = deploy(slow, stack)
+    (e,) = doc["rollout"]["endpoints"]
+    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
+    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    for k in keys:
+        assert get_or_none(slow_admin, InferenceService, naming.object_name(k)) is not None
+        assert get_or_none(slow_admin, Service, naming.object_name(k)) is None  # the old form's Service went too
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_cutover_after_lost_state_on_a_full_node_deletes_each_old_key_before_its_successor_needs_the_gpus(
+    slow: Project, slow_admin: Client
+) -> None:
+    """The state is gone; the old keys run, unknown to Pulumi, on a node with no free GPU. Each
+    step deletes the old key it planned to (by exact ownership), so each new key finds its GPU."""
+    stack = "rollost"
+    old = [f"{stack}-a{i}" for i in range(4)]
+    new = [f"{stack}-b{i}" for i in range(4)]
+    slow.stack(stack, [rep(k, gpu="NVIDIA-L40S") for k in old])  # 4 one-GPU replicas: the L40S node is full
+    deploy(slow, stack)
+    shutil.rmtree(slow.root / ".infercrane" / "pulumi-state")
+    slow.stack(stack, [rep(k, gpu="NVIDIA-L40S") for k in new])
+    with Watcher(slow_admin, old + new) as w:
+        r = cli(slow, "deploy", "--stack", stack, "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "(not in the state) as this step planned" in r.stderr, r.stderr[-3000:]
+    assert w.lowest_ready >= 3 and w.peak_gpus <= 4, w.samples
+    assert gone(slow_admin, old)
+    assert all(slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1 for k in new)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def slot_scheme_release(tmp: Path) -> Path:
     """The package and its tool pins as the slot scheme's release had them (git archive of that
     commit; the same pins, so the same cached tools)."""

@@ -35,3 +35,17 @@ def test_workflows_call_the_tested_commands_and_print_no_secret() -> None:
     ):
         assert cmd in text
     assert 'echo "$KUBECONFIG_CONTENT"' not in text and "set -x" not in text
+
+
+def test_the_prod_job_deploys_exactly_the_commit_its_key_names() -> None:
+    """The prod job checks out the commit staging recorded and keys its deploy with that commit --
+    never main (which may have moved) under the run's commit."""
+    import yaml
+
+    jobs = yaml.safe_load((ROOT / ".github" / "workflows" / "deploy.yml").read_text())["jobs"]
+    (checkout,) = [s for s in jobs["prod"]["steps"] if str(s.get("uses", "")).startswith("actions/checkout")]
+    bundle = "${{ needs.staging.outputs.bundle }}"
+    assert checkout["with"]["ref"] == bundle
+    (deploy,) = [s for s in jobs["prod"]["steps"] if "infercrane deploy --stack prod" in str(s.get("run", ""))]
+    assert f'--idempotency-key "prod-{bundle}"' in deploy["run"]
+    assert jobs["staging"]["outputs"]["bundle"] == "${{ steps.record.outputs.bundle }}"

@@ -75,3 +75,13 @@ def test_not_owned_reads_the_key_from_the_objects_own_annotation() -> None:
     ]
     del obj["metadata"]["annotations"][naming.ANNOTATION_KEY]
     assert naming.not_owned(obj, namespace="ns", stack=stack) == ["annotation infercrane.dev/external-key is missing"]
+
+
+def test_a_controllers_child_carrying_our_copied_metadata_is_not_ours() -> None:
+    """KServe copies an InferenceService's labels and annotations onto the predictor Deployment it owns."""
+    child = _owned()
+    child["metadata"]["ownerReferences"] = [{"kind": "InferenceService", "name": "infercrane-x", "controller": True}]
+    assert naming.ownership_mismatches(child, key="k", namespace="ns", stack="infercrane/dev") == [
+        "it is owned by InferenceService/infercrane-x (a controller's child)"
+    ]
+    assert naming.not_owned(child, namespace="ns", stack="infercrane/dev") != []
