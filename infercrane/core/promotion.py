@@ -10,11 +10,14 @@ unless the source stack's last update succeeded and every source replica is read
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 from infercrane.core import config as cfg
+from infercrane.core.engines import ENGINES
 from infercrane.core.errors import PromotionRefused
+from infercrane.core.workload import containers_of, flag_value, pod_of
 
 BUNDLE_FIELDS: Final = ("model", "modelRevision", "engine", "args", "gpu", "gpuCount")
 
@@ -33,6 +36,23 @@ def bundle(config: cfg.InferCraneConfig, replica: cfg.Replica) -> dict[str, Any]
     out = {f: data[f] for f in BUNDLE_FIELDS}
     out["image"] = config.image_for(replica)
     return out
+
+
+def unlike_live(config: cfg.InferCraneConfig, replica: cfg.Replica, obj: Mapping[str, Any] | None) -> list[str]:
+    """How the live workload of ``replica`` differs from the bundle its stack file names (empty:
+    it runs that bundle) -- what a promotion copies must be what the source runs, not an edit of
+    its file that was never deployed."""
+    if obj is None:
+        return ["no live workload"]
+    want = bundle(config, replica)
+    first = containers_of(obj)[:1]
+    live = {
+        "image": first[0].get("image") if first else None,
+        "model": flag_value(obj, ENGINES[replica.engine].model_flag),
+        "modelRevision": flag_value(obj, "--revision"),
+        "gpu": (pod_of(obj).get("nodeSelector") or {}).get(config.kubernetes.gpu_product_label),
+    }
+    return [f"{f} {live[f]!r} (the file: {want[f]!r})" for f in live if live[f] != want[f]]
 
 
 def diff(source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[str] | None) -> list[Change]:

@@ -11,11 +11,16 @@ from typing import Any
 from infercrane.core import naming
 
 
-def containers_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The containers of a workload: a Deployment's pod template, an InferenceService's predictor."""
+def pod_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod part of a workload: a Deployment's pod template spec, an InferenceService's predictor."""
     spec = obj.get("spec") or {}
     pod = (spec.get("template") or {}).get("spec") if "template" in spec else spec.get("predictor")
-    return list((pod or {}).get("containers") or [])
+    return pod or {}
+
+
+def containers_of(obj: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The containers of a workload: a Deployment's pod template, an InferenceService's predictor."""
+    return list(pod_of(obj).get("containers") or [])
 
 
 def flag_value(obj: Mapping[str, Any], flag: str) -> str | None:

@@ -9,6 +9,7 @@ replica is ready (live inspect); the CLI then writes the bundles into the target
 from __future__ import annotations
 
 from infercrane.core import config as cfg
+from infercrane.core import naming, promotion
 from infercrane.core.errors import PromotionRefused
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
@@ -17,7 +18,8 @@ from infercrane.live.inspect import inspect
 
 def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[str] | None) -> None:
     """Refuse (PromotionRefused) unless the source stack's last update succeeded and every
-    promoted replica is ready."""
+    promoted replica is ready and runs the bundle its stack file names (image, model, revision,
+    GPU: an edited, never-deployed source file is not what was tested)."""
     updates = [h for h in Engine(source_stack).history() if h.get("kind") == "update"]
     if not updates or updates[0].get("result") != "succeeded":
         state = f"its last update {updates[0].get('result')}" if updates else "it was never deployed"
@@ -25,11 +27,26 @@ def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[st
             f"stack {source_stack!r} is not healthy: {state}; nothing was written.",
             fix=f"make `infercrane deploy --stack {source_stack}` succeed first",
         )
-    records = inspect(source, cluster.client(source.kubernetes), stack=source_stack, read_nodes=False)
+    client = cluster.client(source.kubernetes)
+    records = inspect(source, client, stack=source_stack, read_nodes=False)
     not_ready = [r for r in records if r["state"] != "ready" and (keys is None or r["key"] in keys)]
     if not_ready:
         listed = ", ".join(f"{r['key']} ({r['state']})" for r in not_ready)
         raise PromotionRefused(
             f"stack {source_stack!r} has replicas that are not ready: {listed}; nothing was written.",
             fix=f"check `infercrane inspect --stack {source_stack}`; promote only what runs",
+        )
+    t = source.kubernetes
+    live = cluster.live_by_name(client, t, t.object_kinds[:1])
+    unlike = [
+        f"{r.key}: {'; '.join(why)}"
+        for r in source.replicas
+        if (keys is None or r.key in keys)
+        and (why := promotion.unlike_live(source, r, live.get((t.object_kinds[0], naming.object_name(r.key)))))
+    ]
+    if unlike:
+        raise PromotionRefused(
+            f"stack {source_stack!r} does not run what its stack file names; nothing was written:\n"
+            + "\n".join(f"- {u}" for u in unlike),
+            fix=f"deploy the source first (`infercrane deploy --stack {source_stack}`), then promote what it runs",
         )

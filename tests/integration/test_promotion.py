@@ -65,6 +65,17 @@ def test_deploy_dev_promote_deploy_staging_and_refuse_a_failed_dev(project: Proj
     (c,) = dep.spec.template.spec.containers
     assert c.image == D1 and c.args[c.args.index("--revision") + 1] == R1
 
+    # An edit of the dev file that was never deployed is not what dev runs: nothing is promoted.
+    dev_text = dev_file.read_text()
+    dev_file.write_text(dev_text.replace(D1, D2))
+    before = staging_file.read_text()
+    r = cli(project, "promote", "--from", "itdev", "--to", "itstg")
+    assert r.returncode == 1, r.stdout
+    assert "stack 'itdev' does not run what its stack file names; nothing was written:" in r.stderr, r.stderr
+    assert f"- {key}: image '{D1}' (the file: '{D2}')" in r.stderr, r.stderr
+    assert staging_file.read_text() == before
+    dev_file.write_text(dev_text)
+
     # A failed dev update (a foreign manager took a field, so deploy is refused) blocks promotion.
     foreign_apply(project.plane, name, 2)
     dev_file = project.root / "stacks" / "Pulumi.itdev.yaml"

@@ -93,3 +93,20 @@ def test_bundle_the_target_would_reject_is_not_written(stacks: tuple[Path, Path]
         stackfile.write_bundles(staging, load(dev), load(staging), None)
     assert staging.read_text() == before
     assert not list(staging.parent.glob("*.tmp"))
+
+
+def test_a_source_runs_its_bundle_only_when_the_live_workload_has_its_image_model_revision_and_gpu() -> None:
+    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.manifests import render_checked
+    from infercrane.core.promotion import unlike_live
+
+    d1, d2 = "vllm/vllm-openai@sha256:" + "1" * 64, "vllm/vllm-openai@sha256:" + "2" * 64
+    replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S", "modelRevision": "a" * 40}]
+
+    def config(digest: str) -> InferCraneConfig:
+        return InferCraneConfig.model_validate({"kubernetes": {"context": "c", "imageDigest": digest}, "replicas": replicas})
+
+    live = render_checked(config(d1), "dev")[0].manifests[0]
+    assert unlike_live(config(d1), config(d1).replicas[0], live) == []
+    assert unlike_live(config(d2), config(d2).replicas[0], live) == [f"image '{d1}' (the file: '{d2}')"]
+    assert unlike_live(config(d1), config(d1).replicas[0], None) == ["no live workload"]
