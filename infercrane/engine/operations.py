@@ -104,6 +104,29 @@ def deploy(
     on_output: Callable[[str], None] | None = None,
     sink: Sink = discard,
 ) -> DeployResult:
+    """:func:`rolled` -- and when it is refused before anything is applied on a stack that did
+    not exist (a context missing from the kubeconfig, a foreign object), the stack the engine's
+    start created beside the preflight is removed and its stack file put back: a refused command
+    writes nothing."""
+    from infercrane.project import paths
+
+    path = paths.stack_file(engine.stack_name, engine.project_dir)
+    before = path.read_bytes() if path.is_file() else None
+    try:
+        return rolled(engine, config, key, on_output, sink)
+    except InferCraneError as exc:
+        if exc.applied_nothing and engine.created:
+            engine.forget_new(before)
+        raise
+
+
+def rolled(
+    engine: Engine,
+    config: cfg.InferCraneConfig,
+    key: str,
+    on_output: Callable[[str], None] | None = None,
+    sink: Sink = discard,
+) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
 
     The rollout (:mod:`infercrane.core.rollout`) is planned from what runs now; each of its steps

@@ -51,6 +51,11 @@ _NO_SUMMARY: Final = object()
 CLEARED: Final = frozenset({"resources", "pending_operations", "secrets_providers"})
 
 
+# What a refused first run may have recorded without touching the cluster: the stack itself and
+# its provider (registered before the program's checks finish, shell/gate.py).
+_BOOKKEEPING: Final = ("pulumi:pulumi:Stack", "pulumi:providers:")
+
+
 @dataclass
 class Engine:
     """One stack of the project, ready for preview/up/refresh/destroy."""
@@ -66,6 +71,12 @@ class Engine:
     sink: Sink = discard
     _stack: auto.Stack | None = None
     _repaired: bool = False
+    _absent: bool = False  # the last state read found no such stack: selecting it creates it
+
+    @property
+    def created(self) -> bool:
+        """Whether this engine's start created the stack (it did not exist when its state was read)."""
+        return self._absent and self._stack is not None
 
     @functools.cached_property
     def engine_env(self) -> dict[str, str]:
@@ -220,8 +231,11 @@ class Engine:
             except Exception:  # noqa: BLE001 - unreadable here: pulumi reads it (and reports why)
                 latest = None
             if latest is not None:
+                self._absent = False
                 return latest
-        return self.export()
+        exported = self.export()
+        self._absent = not exported
+        return exported
 
     def export(self) -> dict[str, Any]:
         """The checkpoint as ``pulumi stack export`` prints it (empty for a stack that does not exist)."""
@@ -252,6 +266,24 @@ class Engine:
             json.dump({"version": 3, "deployment": empty}, fh)
             fh.flush()
             self._cli("stack", "import", "--file", fh.name)
+
+    def forget_new(self, stack_file: bytes | None) -> None:
+        """Undo what selecting a stack that did not exist wrote, after a refusal applied nothing:
+        the empty stack in the backend (``stack rm``: it has no resources) and the stack file's
+        ``encryptionsalt`` (its bytes put back; ``stack_file`` None: it had none). A refused
+        command leaves no trace; the next run creates the stack again."""
+        if self._stack is None:
+            return
+        self._stack = None
+        kept = [r for r in self.export().get("resources") or [] if not str(r.get("type", "")).startswith(_BOOKKEEPING)]
+        if kept:
+            return  # something beyond the stack and its provider was recorded: not ours to forget
+        self._cli("stack", "rm", "--yes", "--force", "--preserve-config", check=False)
+        from infercrane.project import paths
+
+        path = paths.stack_file(self.stack_name, self.project_dir)
+        if stack_file is not None:
+            path.write_bytes(stack_file)
 
     def _cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """One Pulumi CLI command on this stack outside the Automation API (no program, no

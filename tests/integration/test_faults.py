@@ -129,3 +129,36 @@ def test_a_torn_checkpoint_write_is_repaired_before_the_engine_runs_and_the_reru
     assert admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid == uid
     assert plain_pulumi(project, "ittorn")("stack", "export").returncode == 0
     assert cli(project, "destroy", "--stack", "ittorn").returncode == 0
+
+
+@pytest.mark.parametrize("why", ["missing-context", "foreign-object"])
+def test_a_first_deploy_refused_before_anything_is_applied_writes_nothing(project: Project, admin: Client, why: str) -> None:
+    """The engine starts beside the preflight (it creates the stack and writes its encryptionsalt);
+    a refusal that applied nothing takes both back: the stack file byte for byte, no stack left."""
+    from lightkube import codecs
+
+    stack = f"itrefused{why.split('-')[0]}"
+    key = f"it-refused-{why}"
+    target = {"context": "no-such-context"} if why == "missing-context" else {}
+    project.stack(stack, [replica(key)], **target)
+    if why == "foreign-object":  # a Service of our name that is not ours: the preflight refuses
+        foreign = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": naming.object_name(key), "namespace": "infercrane-system"},
+            "spec": {"ports": [{"port": 80}]},
+        }
+        admin.create(codecs.from_dict(foreign))
+    path = project.root / "stacks" / f"Pulumi.{stack}.yaml"
+    before = path.read_bytes()
+    r = cli(project, "deploy", "--stack", stack)
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert ("no-such-context" if why == "missing-context" else "not owned by this stack") in r.stderr, r.stderr[-2000:]
+    assert path.read_bytes() == before, path.read_text()
+    assert Engine(stack, project_dir=project.root).export() == {}, "the refused deploy left a stack behind"
+    if why == "foreign-object":
+        admin.delete(Service, naming.object_name(key), namespace="infercrane-system")
+        r = cli(project, "deploy", "--stack", stack)  # the next run creates the stack again
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert b"encryptionsalt" in path.read_bytes()
+        assert cli(project, "destroy", "--stack", stack).returncode == 0
