@@ -281,3 +281,41 @@ def replay_doubts(
     if waiting:
         return [f"replica(s) {', '.join(waiting)} are not ready"]
     return [f"the state differs: {why}" for why in proven_no_op(config, stack, state, rendered)]
+
+
+def foreign_deletions(
+    config: cfg.InferCraneConfig,
+    stack: str,
+    recorded: Mapping[str, Sequence[Mapping[str, Any]]],
+    keep: Collection[str],
+    live: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+) -> list[str]:
+    """The objects an engine run would delete -- the recorded ones of keys it does not register
+    (``keep``) -- whose live namesake is not this stack's: Pulumi deletes by name, with no
+    ownership or uid check (``destroy`` has both), so an object replaced since by a foreign one
+    would go. One LIST per kind unless ``live`` (the preflight's) is given; an object in another
+    namespace than the target's is not seen here."""
+    leaving = {k: ms for k, ms in recorded.items() if k not in keep}
+    if not leaving:
+        return []
+    from infercrane.live import cluster
+
+    t = config.kubernetes
+    if live is None:
+        kinds = {str(m.get("kind")) for ms in leaving.values() for m in ms}
+        live = cluster.live_by_name(cluster.client(t), t, kinds & set(KINDS))
+    stack_id = naming.stack_id(stack)
+    out = []
+    for key, manifests in sorted(leaving.items()):
+        for m in manifests:
+            meta = m.get("metadata") or {}
+            if meta.get("namespace", t.namespace) != t.namespace:
+                continue
+            obj = live.get((str(m.get("kind")), str(meta.get("name"))))
+            why = naming.ownership_mismatches(dict(obj), key=key, namespace=t.namespace, stack=stack_id) if obj else []
+            if why:
+                out.append(
+                    f"{m.get('kind')} {t.namespace}/{meta.get('name')} (recorded for key {key!r}, which leaves) is no "
+                    f"longer this stack's: {'; '.join(why)}; deleting it by name would delete another's object"
+                )
+    return out

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
 from infercrane.core.actions import Action
-from infercrane.core.errors import IdempotencyConflict, InferCraneError
+from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
@@ -32,6 +32,7 @@ from infercrane.engine.checks import (
     could_need_refresh,
     delete_orphans,
     delete_unrecorded,
+    foreign_deletions,
     live_check,
     needs_refresh,
     plan_rollout,
@@ -220,6 +221,10 @@ def rolled(
                 prepared=Prepared(rendered, report) if index == 0 and report is not None else None,
             )
             try:
+                keep = (step.apply | step.hold) if step is not None else {r.key for r in config.replicas}
+                foreign = foreign_deletions(config, stack, urns.recorded_objects(state), keep)
+                if foreign:
+                    raise PreflightRefused(foreign, [])
                 if index == 0 and gate is not None:
                     gate.open(inputs)
                     started.result()

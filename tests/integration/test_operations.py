@@ -283,3 +283,36 @@ def _rendered(project: Project, stack: str) -> Any:
     from infercrane.core.manifests import render_checked
 
     return render_checked(stackfile.load_stack(stack, project_dir=project.root), stack)
+
+
+def test_a_leaving_keys_object_replaced_by_a_foreign_namesake_is_not_deleted_by_name(project: Project, admin: Client) -> None:
+    """Pulumi deletes what its state records by name; the deploy refuses when the live namesake is
+    no longer this stack's (someone replaced it), and leaves it."""
+    from lightkube import codecs
+
+    stack = "itforeignleave"
+    kept, left = "it-fleave-kept", "it-fleave-left"
+    project.stack(stack, [replica(kept), replica(left)])
+    assert cli(project, "deploy", "--stack", stack).returncode == 0
+    name = naming.object_name(left)
+    admin.delete(Service, name, namespace=NS)
+    wait_for(lambda: get_or_none(admin, Service, name) is None, "the Service to go")
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"ports": [{"port": 80}]},
+    }
+    admin.create(codecs.from_dict(foreign))
+    project.stack(stack, [replica(kept)])
+    r = cli(project, "deploy", "--stack", stack)
+    assert r.returncode == 1, r.stdout + r.stderr[-2000:]
+    assert f"Service {NS}/{name} (recorded for key '{left}', which leaves) is no longer this stack's" in r.stderr, r.stderr[
+        -2000:
+    ]
+    assert get_or_none(admin, Service, name) is not None  # the foreign one stays
+    assert get_or_none(admin, Deployment, name) is not None  # nothing of the change was applied
+    admin.delete(Service, name, namespace=NS)
+    r = cli(project, "deploy", "--stack", stack)  # the foreign object gone: the change goes through
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert cli(project, "destroy", "--stack", stack).returncode == 0

@@ -86,3 +86,25 @@ def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_s
     text = str(exc.value)
     assert text.startswith("every replica of the config is applied and ready, but deleting the replicas of keys that left")
     assert "fix: deploy again with the same --idempotency-key: it finds them still running and deletes them" in text
+
+
+def test_an_object_pulumi_would_delete_by_name_but_that_is_no_longer_ours_is_named_and_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    gone = naming.object_name("gone")
+    recorded = {
+        "kept": [{"kind": "Deployment", "metadata": {"name": naming.object_name("kept"), "namespace": "infercrane-system"}}],
+        "gone": [{"kind": "Service", "metadata": {"name": gone, "namespace": "infercrane-system"}}],
+    }
+    foreign = {"kind": "Service", "metadata": {"name": gone, "namespace": "infercrane-system", "labels": {"app": "x"}}}
+    monkeypatch.setattr(cluster, "client", lambda target: object())
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): foreign})
+    (line,) = checks.foreign_deletions(config(), "s", recorded, keep={"kept"})
+    assert line.startswith(
+        f"Service infercrane-system/{gone} (recorded for key 'gone', which leaves) is no longer this stack's: "
+    )
+    assert "label app.kubernetes.io/managed-by is missing" in line
+    ours = orphan(gone, "gone") | {"kind": "Service"}
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): ours})
+    assert checks.foreign_deletions(config(), "s", recorded, keep={"kept"}) == []
+    assert checks.foreign_deletions(config(), "s", recorded, keep={"kept", "gone"}) == []  # nothing leaves: no LIST
