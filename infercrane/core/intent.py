@@ -58,3 +58,11 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
 LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod")
+
+
+def pod_intent(config: InferCraneConfig, replica: Replica) -> str:
+    """The intent hash the pods carry (the Deployment's pod template annotation): the replica's
+    intent without what only shapes the Deployment around its pods -- ``scaling`` decides who owns
+    ``spec.replicas``, not what a pod runs -- so switching it restarts no pod. Equal to
+    :func:`intent` for a replica at the default (``fixed``): upgrading changes no pod template."""
+    return intent(config, replica.model_copy(update={"scaling": Replica.model_fields["scaling"].default}))

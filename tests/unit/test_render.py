@@ -205,3 +205,12 @@ def test_a_replicas_own_resources_apply_without_a_target_setting_and_a_stack_wit
     values["infercrane:replicas"][0].pop("resources")
     after = loading.load(values, source="s", env={})
     assert intent(after, after.replicas[0]) == intent(before, before.replicas[0])
+
+
+def test_switching_scaling_changes_the_deployment_but_not_its_pod_template(values: dict[str, Any]) -> None:
+    fixed, _ = render(values)
+    external, _ = render(values, scaling="external")
+    assert fixed["spec"]["template"] == external["spec"]["template"]  # no pod restarts
+    key = "infercrane.dev/intent-hash"
+    assert fixed["metadata"]["annotations"][key] != external["metadata"]["annotations"][key]  # still a new intent
+    assert fixed["metadata"]["annotations"][key] == fixed["spec"]["template"]["metadata"]["annotations"][key]

@@ -16,6 +16,7 @@ from typing import Any
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, Replica
 from infercrane.core.engines import command_and_args
+from infercrane.core.intent import pod_intent
 from infercrane.core.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 
 HEALTH_PATH = "/health"
@@ -198,7 +199,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
                     "annotations": {
                         **pod.annotations,
                         naming.ANNOTATION_KEY: replica.key,
-                        naming.ANNOTATION_INTENT: intent,
+                        naming.ANNOTATION_INTENT: pod_intent(config, replica),
                     },
                 },
                 "spec": {
