@@ -84,6 +84,7 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
             f"  endpoint {e.endpoint}: {e.ready_before} -> {e.ready_after} replica(s), {len(e.waves)} wave(s) {e.mode} "
             f"(maxUnavailable {e.max_unavailable}, maxSurge {e.max_surge}); lowest ready {e.lowest_ready}; "
             f"GPUs {e.gpus_before} -> {e.gpus_after}, peak {e.peak_gpus} ({e.extra_gpus} extra)"
+            + (f"; per product {', '.join(f'{p} {n}' for p, n in e.peak_by_product)}" if e.peak_by_product else "")
         )
         lines.append(head)
         if e.deleted_idle:

@@ -35,7 +35,8 @@ anything longer needs ``infercrane deploy`` to drive the steps. Pure core.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.endpoints import RolloutPolicy
@@ -51,6 +52,7 @@ class Member:
     ready: bool  # settled: the current template rolled out and available
     gpus: int
     serving: bool | None = None  # a pod available, settled or not (a surge under way); None: as ready
+    product: str = ""  # the GPU product its pods are placed on (the product label's value)
 
     @property
     def available(self) -> bool:
@@ -66,6 +68,7 @@ class Target:
     gpus: int
     restarts: bool = False
     moves: bool = False  # it runs in another form (another workload kind): its old form goes, its new one starts
+    product: str = ""  # the GPU product it asks for
 
 
 @dataclass
@@ -78,6 +81,13 @@ class _Schedule:
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
+
+
+def _by_product(held: Iterable[tuple[str, int]]) -> Counter[str]:
+    out: Counter[str] = Counter()
+    for product, n in held:
+        out[product] += n
+    return out
 
 
 def _chunks(items: Sequence[tuple[str, str | None]], size: int) -> list[list[tuple[str, str | None]]]:
@@ -126,17 +136,21 @@ def _endpoint(
         # Both modes stop the same replicas and start the same ones; in place stops first, surge starts first.
         waves.append(Wave(down=tuple([up for up, old in chunk if old is None] + replaced), up=tuple(ups)))
 
-    gpus_of = {m.key: m.gpus for m in members}
-    new_gpus = {t.key: t.gpus for t in targets}
+    # GPUs are counted per product: an endpoint moving from one product to another holds both on
+    # the way, and a product's capacity is what it can spare -- never a sum across products.
+    gpus_of = {m.key: (m.product, m.gpus) for m in members}
+    new_gpus = {t.key: (t.product, t.gpus) for t in targets}
     ready = {m.key for m in members if m.available}
-    held = dict(gpus_of)  # key -> GPUs its pods hold now
+    held = dict(gpus_of)  # key -> (product, GPUs its pods hold now)
     lowest = len(ready)
-    peak = sum(held.values())
+    peak: Counter[str] = _by_product(held.values())
 
-    def note() -> None:
-        nonlocal lowest, peak
+    def note(extra: Iterable[tuple[str, int]] = ()) -> None:
+        nonlocal lowest
         lowest = min(lowest, len(ready))
-        peak = max(peak, sum(held.values()))
+        now = _by_product([*held.values(), *extra])
+        for product, n in now.items():
+            peak[product] = max(peak[product], n)
 
     for k in sched.repair:  # the first step waits for them; its deletions come after
         held[k] = new_gpus[k]
@@ -154,7 +168,7 @@ def _endpoint(
     for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
         if mode == SURGE:
             # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
-            peak = max(peak, sum(held.values()) + sum(new_gpus[up] for up, _ in chunk))
+            note([new_gpus[up] for up, _ in chunk])
             for up, old in chunk:
                 if old is not None and old != up:  # a moved key's old form goes as its new one serves
                     ready.discard(old)
@@ -191,9 +205,15 @@ def _endpoint(
             ready_before=sum(m.available for m in members),
             ready_after=len(targets),
             lowest_ready=lowest,
-            gpus_before=sum(gpus_of.values()),
-            gpus_after=sum(new_gpus.values()),
-            peak_gpus=peak,
+            gpus_before=sum(n for _, n in gpus_of.values()),
+            gpus_after=sum(n for _, n in new_gpus.values()),
+            peak_gpus=sum(peak.values()),
+            peak_by_product=tuple(sorted(peak.items())) if len(peak) > 1 else (),
+            extra_gpus=sum(
+                max(0, n - max(before[p], after[p]))
+                for before, after in [(_by_product(gpus_of.values()), _by_product(new_gpus.values()))]
+                for p, n in peak.items()
+            ),
             updates=len(updates),
             replacements=len(pairs),
             moves=len(moved),

@@ -40,7 +40,9 @@ class EndpointRollout:
     lowest_ready: int
     gpus_before: int
     gpus_after: int
-    peak_gpus: int
+    peak_gpus: int  # the sum over GPU products of each product's peak on the way
+    peak_by_product: tuple[tuple[str, int], ...] = ()  # each GPU product's peak, when the change spans several
+    extra_gpus: int = 0  # per product, GPUs above both what the endpoint holds of it before and after: what a surge borrows
     updates: int = 0  # serving replicas whose pods restart
     replacements: int = 0  # new keys taking serving old keys' places
     moves: int = 0  # keys moving to another workload API (their old form goes, their new one starts)
@@ -66,11 +68,6 @@ class EndpointRollout:
         if self.moves:
             parts.append(f"{self.moves} replica(s) would move to the new workload API together, each beside its old form")
         return " and ".join(parts)
-
-    @property
-    def extra_gpus(self) -> int:
-        """GPUs above both what the endpoint holds before and after: what a surge borrows."""
-        return max(0, self.peak_gpus - max(self.gpus_before, self.gpus_after))
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from infercrane.core.config import InferCraneConfig
 from infercrane.core.kinds import WORKLOAD_KINDS
 from infercrane.core.render import RenderedReplica
 from infercrane.core.waves import Rollout
-from infercrane.core.workload import endpoint_of, gpus_of
+from infercrane.core.workload import endpoint_of, gpus_of, pod_of
 from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS, serving
 
@@ -58,6 +58,7 @@ def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str
                 ready=VERDICTS[kind](obj, 0).state == "ready",
                 gpus=gpus_of(obj, t.gpu_resource),
                 serving=serving({"kind": kind, **obj}),
+                product=str((pod_of(obj).get("nodeSelector") or {}).get(t.gpu_product_label) or ""),
             )
         )
     return out
@@ -79,6 +80,7 @@ def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], 
             gpus=r.replica.gpu_count,
             restarts=r.name in report.restarts,
             moves=r.replica.key in moving,
+            product=r.replica.gpu,
         )
         for r in rendered
     ]

@@ -267,3 +267,18 @@ def test_a_workload_api_switch_with_surge_starts_each_new_form_beside_its_old_on
 def test_each_step_names_the_live_keys_it_ends_by_deleting() -> None:
     r = plan([m("a0"), m("a1"), m("idle", ready=False)], [t("b0"), t("b1")], policy(DEFAULT))
     assert [sorted(s.delete) for s in r.steps] == [["a0", "idle"], ["a1"], []]
+
+
+def test_gpus_are_counted_per_product_never_summed_across_products() -> None:
+    l40s = [Member(f"a{i}", "e", True, 1, product="NVIDIA-L40S") for i in range(2)]
+    h100 = [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-H100-80GB-HBM3") for i in range(2)]
+    (e,) = plan(l40s, h100, policy(SURGE)).endpoints
+    # Moving products with a surge: each H100 starts beside the L40S it replaces; no product ever
+    # holds more than it holds before or after -- summed across products it would look like 1 extra.
+    assert (e.gpus_before, e.gpus_after, e.extra_gpus) == (2, 2, 0)
+    (same,) = plan(
+        [Member(f"a{i}", "e", True, 1, product="NVIDIA-L40S") for i in range(2)],
+        [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-L40S") for i in range(2)],
+        policy(SURGE),
+    ).endpoints
+    assert (same.peak_gpus, same.extra_gpus) == (3, 1)  # one product: the surge borrows one
