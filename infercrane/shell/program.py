@@ -84,6 +84,35 @@ def held_summary(key: str, manifests: list[dict[str, Any]], namespace: str) -> d
     }
 
 
+def recorded_slots(stack: str) -> dict[str, str]:
+    """Key -> slot name of the components the stack's state still names by slot (a stack last
+    deployed by the slot scheme), read from the state with ``pulumi stack export`` -- under plain
+    ``pulumi``, where no caller hands them over. Never from the current config: removing,
+    reordering or moving a replica changes the slots a config gives, and an alias to another
+    key's slot would delete that key's objects."""
+    import json
+    import shutil
+    import subprocess
+
+    from infercrane.core.urns import legacy_names
+
+    pulumi_cli = shutil.which("pulumi") or "pulumi"
+    done = subprocess.run(
+        [pulumi_cli, "stack", "export", "--stack", stack, "--non-interactive"],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    if done.returncode != 0:
+        raise InferCraneError(
+            f"could not read the state of stack {stack!r} to find how its replicas are named; nothing was applied: "
+            + (done.stderr.strip().splitlines() or ["pulumi stack export failed"])[-1],
+            fix=f"run `infercrane deploy --stack {stack}`, which reads the state itself",
+        )
+    return legacy_names(dict(json.loads(done.stdout or "{}").get("deployment") or {}))
+
+
 def check_rollout(config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any) -> None:
     """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
     rollout policy (preview only warns), naming the command that rolls it in waves."""
@@ -151,11 +180,12 @@ def registrations(
         if not channel.driven:
             check_rollout(config, stack, rendered, report)
     provider = provider or make_provider(t)
-    legacy = (
-        channel.legacy
-        if channel.legacy is not None
-        else dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
-    )
+    if channel.legacy is not None:
+        legacy = channel.legacy
+    elif preflight:
+        legacy = recorded_slots(stack)  # plain `pulumi`: the real slots, from the stack's own state
+    else:  # Pulumi mocks: no state to read
+        legacy = dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
     step = channel.step
     for r in rendered:
         key = r.replica.key

@@ -495,6 +495,37 @@ def test_a_stack_deployed_under_slot_names_moves_to_key_identity_without_a_repla
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_plain_pulumi_up_on_a_stack_still_named_by_slot_keeps_each_kept_keys_objects_when_one_leaves(
+    slow: Project, slow_admin: Client, tmp_path: Path
+) -> None:
+    """The slot names come from the stack's state, never from the current config: removing r0 of
+    [r0, r1] under plain `pulumi up` gives r1 its own slot's alias (rev-1), not r0's (rev-0)."""
+    from tests.integration.conftest import plain_pulumi
+
+    stack = "rolslotplain"
+    keys = [f"{stack}-r0", f"{stack}-r1"]
+    slow.stack(stack, [rep(k) for k in keys])
+    release = slot_scheme_release(tmp_path)
+    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(slow.root), "PYTHONPATH": str(release)}
+    old = subprocess.run(
+        [sys.executable, "-m", "infercrane", "deploy", "--stack", stack],
+        cwd=slow.root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert old.returncode == 0, old.stderr[-3000:]
+    kept = live(slow_admin, keys[1:])
+    slow.stack(stack, [rep(keys[1])])
+    r = plain_pulumi(slow, stack)("up", "--yes", "--skip-preview")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert live(slow_admin, keys[1:]) == kept  # same Deployment, same pod: nothing of r1 was replaced
+    assert gone(slow_admin, keys[:1])
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_plain_pulumi_up_refuses_a_change_that_needs_waves_and_applies_nothing(slow: Project, slow_admin: Client) -> None:
     from tests.integration.conftest import plain_pulumi
 
