@@ -94,6 +94,16 @@ def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
     return out
 
 
+def recorded_namespaces(state: Mapping[str, Any]) -> set[str]:
+    """The namespaces the state records this stack's objects in."""
+    return {
+        str((m.get("metadata") or {}).get("namespace"))
+        for ms in recorded_objects(state).values()
+        for m in ms
+        if (m.get("metadata") or {}).get("namespace")
+    }
+
+
 def unrecorded_before(checkpoint: Mapping[str, Any], live: Mapping[tuple[str, str], str]) -> list[str]:
     """``Kind/name`` of the live objects (``(kind, name) -> creationTimestamp``, this stack's own)
     that existed when ``checkpoint`` (Pulumi's ``{"latest": {...}}``) was written but that it

@@ -131,13 +131,17 @@ def verified(config: cfg.InferCraneConfig, sink: Sink) -> cfg.InferCraneConfig |
     return verdict.config
 
 
-def plan_rollout(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any) -> Rollout | None:
-    """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls)."""
+def plan_rollout(
+    config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any, state: Mapping[str, Any]
+) -> Rollout | None:
+    """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls),
+    counting the replicas the state records in another namespace (a ``namespace`` switch)."""
     if report is None:
         return None
     from infercrane.live import membership
 
-    return membership.plan_rollout(config, rendered, report, naming.stack_id(stack))
+    elsewhere = membership.recorded_elsewhere(config, urns.recorded_namespaces(state))
+    return membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
 
 
 def prime_cluster(config: cfg.InferCraneConfig) -> None:

@@ -195,7 +195,7 @@ def rolled(
                 report = live_check(config, stack, rendered) if checked else None
             else:
                 report = looked[1]
-            rollout = plan_rollout(config, stack, rendered, report)
+            rollout = plan_rollout(config, stack, rendered, report, state)
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -324,7 +324,7 @@ def plan(
         rendered = render_checked(config, stack)
         report = live_check(config, stack, rendered) if checked else None
         state = reading.result()
-    rollout = plan_rollout(config, stack, rendered, report)
+    rollout = plan_rollout(config, stack, rendered, report, state)
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.core.errors import EngineError
 from infercrane.core.events import Note, Sink, discard
+from infercrane.core.urns import legacy_names
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.engine.environment import engine_env, pulumi_root
 from infercrane.engine.recognise import translate_text
@@ -145,6 +146,10 @@ class Engine:
             self.sink(Note(note))
         channel = self._channel
         defaults = Channel()
+        if op in ("preview", "up") and "legacy" not in (inputs or {}):
+            # The program runs in this process, beside no `pulumi` of its own environment: it gets
+            # the slot names from here, read from the state (plain `pulumi` reads them itself).
+            inputs = {**(inputs or {}), "legacy": legacy_names(self.state())}
         for name, value in (inputs or {}).items():
             setattr(channel, name, value)
         channel.error = None

@@ -9,7 +9,7 @@ pods request. Read from the preflight's one LIST per kind -- no extra request. L
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infercrane.core import naming, rollout
@@ -18,39 +18,49 @@ from infercrane.core.kinds import WORKLOAD_KINDS
 from infercrane.core.render import RenderedReplica
 from infercrane.core.waves import Rollout
 from infercrane.core.workload import endpoint_of, gpus_of, pod_of
+from infercrane.live import cluster, failures
 from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS, serving
 
 
 def _workloads(
-    config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str
-) -> dict[str, tuple[str, Mapping[str, Any]]]:
-    """key -> (kind, object) of the stack's live workload objects of every workload API: the
-    current one's, and the other one's after a ``workloadApi`` switch (listed when the identity
-    may). An object with an owner is a controller's child -- KServe copies our labels and
-    annotations onto its predictor Deployment -- never one of ours; a key with objects of both
-    kinds is the current kind's."""
+    config: InferCraneConfig,
+    live: Mapping[tuple[str, str], Mapping[str, Any]],
+    stack_id: str,
+    elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+) -> dict[str, tuple[str, str, Mapping[str, Any]]]:
+    """key -> (namespace, kind, object) of the stack's live workload objects of every workload
+    API, in the target namespace (``live``) and in the namespaces the state records them in
+    (``elsewhere``, ``(namespace, kind, name) -> object``: after a ``namespace`` switch). An
+    object with an owner is a controller's child -- KServe copies our labels and annotations onto
+    its predictor Deployment -- never one of ours; a key found in several forms is the target's."""
     t = config.kubernetes
-    current = t.object_kinds[0]
+    current = (t.namespace, t.object_kinds[0])
     workload_kinds = {kinds[0] for kinds in WORKLOAD_KINDS.values()}
-    out: dict[str, tuple[str, Mapping[str, Any]]] = {}
-    for (kind, _name), obj in sorted(live.items()):
+    found = [(t.namespace, kind, obj) for (kind, _), obj in sorted(live.items())]
+    found += [(ns, kind, obj) for (ns, kind, _), obj in sorted((elsewhere or {}).items())]
+    out: dict[str, tuple[str, str, Mapping[str, Any]]] = {}
+    for ns, kind, obj in found:
         meta = obj.get("metadata") or {}
-        if kind not in workload_kinds or meta.get("ownerReferences"):
-            continue
-        if naming.not_owned(dict(obj), namespace=t.namespace, stack=stack_id):
+        if kind not in workload_kinds or naming.not_owned(dict(obj), namespace=ns, stack=stack_id):
             continue
         key = str((meta.get("annotations") or {})[naming.ANNOTATION_KEY])
-        if key not in out or kind == current:
-            out[key] = (kind, obj)
+        if key not in out or (ns, kind) == current:
+            out[key] = (ns, kind, obj)
     return out
 
 
-def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> list[rollout.Member]:
+def members(
+    config: InferCraneConfig,
+    live: Mapping[tuple[str, str], Mapping[str, Any]],
+    stack_id: str,
+    elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+) -> list[rollout.Member]:
     """The stack's live replicas, in name order: owned workload objects only."""
     t = config.kubernetes
     out = []
-    for key, (kind, obj) in sorted(_workloads(config, live, stack_id).items(), key=lambda kv: str(kv[1][1]["metadata"]["name"])):
+    found = _workloads(config, live, stack_id, elsewhere)
+    for key, (_ns, kind, obj) in sorted(found.items(), key=lambda kv: str(kv[1][2]["metadata"]["name"])):
         out.append(
             rollout.Member(
                 key=key,
@@ -64,15 +74,28 @@ def members(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str
     return out
 
 
-def moved(config: InferCraneConfig, live: Mapping[tuple[str, str], Mapping[str, Any]], stack_id: str) -> set[str]:
-    """Keys whose live workload is of another kind than the config renders (a ``workloadApi`` switch)."""
-    current = config.kubernetes.object_kinds[0]
-    return {key for key, (kind, _) in _workloads(config, live, stack_id).items() if kind != current}
+def moved(
+    config: InferCraneConfig,
+    live: Mapping[tuple[str, str], Mapping[str, Any]],
+    stack_id: str,
+    elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+) -> set[str]:
+    """Keys whose live workload is of another form than the config renders: another kind (a
+    ``workloadApi`` switch) or another namespace (a ``namespace`` switch)."""
+    t = config.kubernetes
+    current = (t.namespace, t.object_kinds[0])
+    return {key for key, (ns, kind, _) in _workloads(config, live, stack_id, elsewhere).items() if (ns, kind) != current}
 
 
-def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], report: Report, stack_id: str) -> Rollout:
-    """The rollout from what runs (the preflight's view) to ``rendered``."""
-    moving = moved(config, report.live, stack_id)
+def plan_rollout(
+    config: InferCraneConfig,
+    rendered: Sequence[RenderedReplica],
+    report: Report,
+    stack_id: str,
+    elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+) -> Rollout:
+    """The rollout from what runs (the preflight's view, and ``elsewhere``) to ``rendered``."""
+    moving = moved(config, report.live, stack_id, elsewhere)
     targets = [
         rollout.Target(
             key=r.replica.key,
@@ -84,4 +107,27 @@ def plan_rollout(config: InferCraneConfig, rendered: Sequence[RenderedReplica], 
         )
         for r in rendered
     ]
-    return rollout.plan(members(config, report.live, stack_id), targets, config.rollout_for)
+    return rollout.plan(members(config, report.live, stack_id, elsewhere), targets, config.rollout_for)
+
+
+def recorded_elsewhere(config: InferCraneConfig, namespaces: Iterable[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """The workload objects in ``namespaces`` (where the state records this stack's objects, other
+    than the target's: a ``namespace`` switch), ``(namespace, kind, name) -> object``, one LIST per
+    namespace and workload kind. A namespace this identity may not list fails: its replicas still
+    run and hold GPUs, and a rollout that cannot count them would start every replica beside them."""
+    from infercrane.core.errors import ClusterError
+
+    out: dict[tuple[str, str, str], dict[str, Any]] = {}
+    kinds = {k[0] for k in WORKLOAD_KINDS.values()}
+    client = cluster.client(config.kubernetes)
+    for ns in sorted(set(namespaces) - {config.kubernetes.namespace}):
+        there = config.kubernetes.model_copy(update={"namespace": ns})
+        try:
+            listed = cluster.live_by_name(client, there, config.kubernetes.object_kinds[:1], optional=kinds)
+        except failures.Forbidden as exc:
+            raise ClusterError(
+                f"the state records this stack's replicas in namespace {ns!r}, which this identity cannot list: {exc}",
+                fix=f"grant the deploying identity the shipped Role in {ns!r} too (it deletes them there), then deploy again",
+            ) from None
+        out |= {(ns, kind, name): obj for (kind, name), obj in listed.items()}
+    return out

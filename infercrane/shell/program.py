@@ -27,7 +27,7 @@ from infercrane.core.actions import Action
 from infercrane.core.errors import InferCraneError, RolloutRefused
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
-from infercrane.core.urns import legacy_slots
+from infercrane.core.urns import legacy_names, legacy_slots, recorded_namespaces
 from infercrane.core.workload import endpoint_of
 from infercrane.shell.awaiting import await_readiness, running_under_mocks
 from infercrane.shell.channel import Channel
@@ -84,17 +84,15 @@ def held_summary(key: str, manifests: list[dict[str, Any]], namespace: str) -> d
     }
 
 
-def recorded_slots(stack: str) -> dict[str, str]:
-    """Key -> slot name of the components the stack's state still names by slot (a stack last
-    deployed by the slot scheme), read from the state with ``pulumi stack export`` -- under plain
-    ``pulumi``, where no caller hands them over. Never from the current config: removing,
-    reordering or moving a replica changes the slots a config gives, and an alias to another
-    key's slot would delete that key's objects."""
+def own_state(stack: str) -> dict[str, Any]:
+    """The stack's own state, read with ``pulumi stack export`` -- under plain ``pulumi``, where no
+    caller hands over what it says: the slot names of components still named by slot (never
+    computed from the current config: removing, reordering or moving a replica changes the slots
+    a config gives, and an alias to another key's slot would delete that key's objects), and the
+    namespaces its replicas run in (a ``namespace`` switch counts them)."""
     import json
     import shutil
     import subprocess
-
-    from infercrane.core.urns import legacy_names
 
     pulumi_cli = shutil.which("pulumi") or "pulumi"
     done = subprocess.run(
@@ -110,15 +108,18 @@ def recorded_slots(stack: str) -> dict[str, str]:
             + (done.stderr.strip().splitlines() or ["pulumi stack export failed"])[-1],
             fix=f"run `infercrane deploy --stack {stack}`, which reads the state itself",
         )
-    return legacy_names(dict(json.loads(done.stdout or "{}").get("deployment") or {}))
+    return dict(json.loads(done.stdout or "{}").get("deployment") or {})
 
 
-def check_rollout(config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any) -> None:
+def check_rollout(
+    config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any, state: dict[str, Any]
+) -> None:
     """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
     rollout policy (preview only warns), naming the command that rolls it in waves."""
     from infercrane.live import membership
 
-    plan = membership.plan_rollout(config, rendered, report, naming.stack_id(stack))
+    elsewhere = membership.recorded_elsewhere(config, recorded_namespaces(state))
+    plan = membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
     breaches = [
         f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
         f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
@@ -177,13 +178,14 @@ def registrations(
                 f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
                 + (" …" if len(drift) > 5 else "")
             )
-        if not channel.driven:
-            check_rollout(config, stack, rendered, report)
+    state = own_state(stack) if preflight and channel.legacy is None else None  # plain `pulumi`
+    if preflight and not channel.driven:
+        check_rollout(config, stack, rendered, report, state or {})
     provider = provider or make_provider(t)
     if channel.legacy is not None:
         legacy = channel.legacy
-    elif preflight:
-        legacy = recorded_slots(stack)  # plain `pulumi`: the real slots, from the stack's own state
+    elif state is not None:
+        legacy = legacy_names(state)  # the real slots, from the stack's own state
     else:  # Pulumi mocks: no state to read
         legacy = dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
     step = channel.step

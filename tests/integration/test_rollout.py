@@ -181,8 +181,8 @@ class Watcher:
     many GPUs its scheduled, not yet finished pods hold (a terminating pod still holds them), and
     how many pods it has that are not terminating (scheduled or not: each asks for a GPU set)."""
 
-    def __init__(self, admin: Client, keys: list[str], gpu_resource: str = "nvidia.com/gpu") -> None:
-        self.admin, self.names, self.gpu = admin, {naming.object_name(k) for k in keys}, gpu_resource
+    def __init__(self, admin: Client, keys: list[str], gpu_resource: str = "nvidia.com/gpu", namespace: str = NS) -> None:
+        self.admin, self.names, self.gpu, self.namespace = admin, {naming.object_name(k) for k in keys}, gpu_resource, namespace
         self.samples: list[tuple[int, int]] = []
         self.pods: list[int] = []
         self._stop = threading.Event()
@@ -190,7 +190,7 @@ class Watcher:
 
     def _sample(self) -> tuple[int, int]:
         ready = gpus = pods = 0
-        for p in self.admin.list(Pod, namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
+        for p in self.admin.list(Pod, namespace=self.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
             if (p.metadata.labels or {}).get(naming.LABEL_INSTANCE) not in self.names:
                 continue
             pods += not p.metadata.deletionTimestamp and (p.status.phase or "") not in ("Succeeded", "Failed")
@@ -420,6 +420,34 @@ def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slo
     for k in keys:
         assert get_or_none(slow_admin, InferenceService, naming.object_name(k)) is not None
         assert get_or_none(slow_admin, Service, naming.object_name(k)) is None  # the old form's Service went too
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_namespace_switch_moves_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
+    """The state records the replicas in the old namespace; the rollout counts them there: in
+    place, each key's old objects go before its new ones start in the new namespace."""
+    from lightkube import ALL_NS
+
+    from tests.integration.test_promotion import bootstrap_namespace
+
+    bootstrap_namespace(slow_admin, "it-moved")
+    stack = "rolns"
+    keys = [f"{stack}-r{i}" for i in range(2)]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy(slow, stack)
+    slow.stack(stack, [rep(k) for k in keys], namespace="it-moved")
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr[-2000:]
+    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+    with Watcher(slow_admin, keys, namespace=ALL_NS) as w:
+        doc = deploy(slow, stack)
+    (e,) = doc["rollout"]["endpoints"]
+    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
+    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    for k in keys:
+        assert slow_admin.get(Deployment, naming.object_name(k), namespace="it-moved").status.availableReplicas == 1
+    assert gone(slow_admin, keys)  # nothing left in the old namespace
     assert_no_op_plan(slow, stack)
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 

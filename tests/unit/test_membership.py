@@ -74,3 +74,36 @@ def test_an_inference_services_rollout_strategy_is_not_a_pod_change() -> None:
     assert restarts_pods(before, after) is False
     after["spec"]["predictor"]["containers"][0]["image"] = "b"
     assert restarts_pods(before, after) is True
+
+
+def test_replicas_the_state_records_in_another_namespace_move_in_waves_not_all_at_once() -> None:
+    from infercrane.core import naming
+    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.manifests import render_checked
+    from infercrane.live.membership import plan_rollout
+    from infercrane.live.preflight import Report
+
+    digest = "vllm/vllm-openai@sha256:" + "a" * 64
+    replicas = [{"key": f"k{i}", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"} for i in range(2)]
+
+    def config(ns: str) -> InferCraneConfig:
+        return InferCraneConfig.model_validate(
+            {"kubernetes": {"context": "c", "imageDigest": digest, "namespace": ns}, "replicas": replicas}
+        )
+
+    old = render_checked(config("old-ns"), "s")
+    ready = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+    elsewhere = {
+        ("old-ns", "Deployment", r.name): {
+            **r.manifests[0],
+            "metadata": {**r.manifests[0]["metadata"], "generation": 1},
+            "status": ready,
+        }
+        for r in old
+    }
+    new = config("new-ns")
+    rollout = plan_rollout(new, render_checked(new, "s"), Report(), naming.stack_id("s"), elsewhere)
+    (e,) = rollout.endpoints
+    assert (e.moves, len(e.waves), e.lowest_ready, e.peak_gpus) == (2, 2, 1, 2)
+    alone = plan_rollout(new, render_checked(new, "s"), Report(), naming.stack_id("s"))
+    assert alone.endpoints[0].waves == ()  # without the old namespace's view: all at once, 2x the GPUs
