@@ -72,12 +72,12 @@ class Engine:
     sink: Sink = discard
     _stack: auto.Stack | None = None
     _repaired: bool = False
-    _absent: bool = False  # the last state read found no such stack: selecting it creates it
+    _created: bool = False  # selecting the stack created it (this engine's start wrote it)
 
     @property
     def created(self) -> bool:
-        """Whether this engine's start created the stack (it did not exist when its state was read)."""
-        return self._absent and self._stack is not None
+        """Whether this engine's start created the stack (it did not exist when it was selected)."""
+        return self._created and self._stack is not None
 
     @functools.cached_property
     def engine_env(self) -> dict[str, str]:
@@ -113,16 +113,22 @@ class Engine:
         if self._stack is None:
             from infercrane.shell import program
 
-            try:
-                channel = Channel()
-                self._stack = _auto().create_or_select_stack(
-                    stack_name=self.stack_name,
-                    project_name="infercrane",
-                    program=functools.partial(program.run, channel),
-                    opts=self._options(),
-                )
+            auto = _auto()
+            channel = Channel()
+            chosen = {
+                "stack_name": self.stack_name,
+                "project_name": "infercrane",
+                "program": functools.partial(program.run, channel),
+                "opts": self._options(),
+            }
+            try:  # what create_or_select_stack does, knowing which of the two it was
+                try:
+                    self._stack = auto.select_stack(**chosen)
+                except auto.StackNotFoundError:
+                    self._stack = auto.create_stack(**chosen)
+                    self._created = True
                 self._channel = channel
-            except _auto().CommandError as exc:
+            except auto.CommandError as exc:
                 raise translate(exc, self.stack_name) from None
         return self._stack
 
@@ -236,11 +242,8 @@ class Engine:
             except Exception:  # noqa: BLE001 - unreadable here: pulumi reads it (and reports why)
                 latest = None
             if latest is not None:
-                self._absent = False
                 return latest
-        exported = self.export()
-        self._absent = not exported
-        return exported
+        return self.export()
 
     def export(self) -> dict[str, Any]:
         """The checkpoint as ``pulumi stack export`` prints it (empty for a stack that does not exist)."""
@@ -280,6 +283,7 @@ class Engine:
         if self._stack is None:
             return
         self._stack = None
+        self._created = False
         kept = [r for r in self.export().get("resources") or [] if not str(r.get("type", "")).startswith(_BOOKKEEPING)]
         if kept:
             return  # something beyond the stack and its provider was recorded: not ours to forget

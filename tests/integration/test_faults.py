@@ -154,7 +154,7 @@ def test_a_first_deploy_refused_before_anything_is_applied_writes_nothing(projec
     r = cli(project, "deploy", "--stack", stack)
     assert r.returncode == 1, r.stderr[-2000:]
     assert ("no-such-context" if why == "missing-context" else "not owned by this stack") in r.stderr, r.stderr[-2000:]
-    assert path.read_bytes() == before, path.read_text()
+    assert path.read_bytes() == before, path.read_text() + r.stderr[-2000:]
     assert Engine(stack, project_dir=project.root).export() == {}, "the refused deploy left a stack behind"
     if why == "foreign-object":
         admin.delete(Service, naming.object_name(key), namespace="infercrane-system")
