@@ -291,35 +291,48 @@ def foreign_deletions(
     config: cfg.InferCraneConfig,
     stack: str,
     recorded: Mapping[str, Sequence[Mapping[str, Any]]],
-    keep: Collection[str],
-    live: Mapping[tuple[str, str], Mapping[str, Any]] | None = None,
+    *,
+    held: Collection[str],
+    applied: Collection[str],
 ) -> list[str]:
-    """The objects an engine run would delete -- the recorded ones of keys it does not register
-    (``keep``) -- whose live namesake is not this stack's: Pulumi deletes by name, with no
-    ownership or uid check (``destroy`` has both), so an object replaced since by a foreign one
-    would go. One LIST per kind unless ``live`` (the preflight's) is given; an object in another
-    namespace than the target's is not seen here."""
-    leaving = {k: ms for k, ms in recorded.items() if k not in keep}
-    if not leaving:
-        return []
+    """The objects an engine run would delete whose live namesake is not this stack's: Pulumi
+    deletes by name, with no ownership or uid check (``destroy`` has both), so an object replaced
+    since by a foreign one would go. Deleted are the recorded objects of keys the run does not
+    register (neither ``held``, registered exactly as recorded, nor ``applied``), and of an applied
+    key those the config no longer renders: another kind or namespace (a ``workloadApi`` or
+    ``namespace`` switch). One LIST per namespace and kind; in a namespace other than the
+    target's a kind this identity may not list is not checked."""
     from infercrane.live import cluster
 
     t = config.kubernetes
-    if live is None:
-        kinds = {str(m.get("kind")) for ms in leaving.values() for m in ms}
-        live = cluster.live_by_name(cluster.client(t), t, kinds & set(KINDS))
+
+    def deleted(key: str, m: Mapping[str, Any]) -> bool:
+        if key in held:
+            return False
+        namespace = (m.get("metadata") or {}).get("namespace", t.namespace)
+        return key not in applied or str(m.get("kind")) not in t.object_kinds or namespace != t.namespace
+
+    leaving = [(key, m) for key, ms in sorted(recorded.items()) for m in ms if deleted(key, m)]
+    kinds: dict[str, set[str]] = {}
+    for _, m in leaving:
+        kinds.setdefault((m.get("metadata") or {}).get("namespace", t.namespace), set()).add(str(m.get("kind")))
+    live: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for ns, listed in sorted(kinds.items()):
+        there = t.model_copy(update={"namespace": ns})
+        elsewhere = listed & set(KINDS) if ns != t.namespace else set()
+        found = cluster.live_by_name(cluster.client(t), there, listed & set(KINDS) - elsewhere, optional=elsewhere)
+        live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
     stack_id = naming.stack_id(stack)
     out = []
-    for key, manifests in sorted(leaving.items()):
-        for m in manifests:
-            meta = m.get("metadata") or {}
-            if meta.get("namespace", t.namespace) != t.namespace:
-                continue
-            obj = live.get((str(m.get("kind")), str(meta.get("name"))))
-            why = naming.ownership_mismatches(dict(obj), key=key, namespace=t.namespace, stack=stack_id) if obj else []
-            if why:
-                out.append(
-                    f"{m.get('kind')} {t.namespace}/{meta.get('name')} (recorded for key {key!r}, which leaves) is no "
-                    f"longer this stack's: {'; '.join(why)}; deleting it by name would delete another's object"
-                )
+    for key, m in leaving:
+        meta = m.get("metadata") or {}
+        ns = meta.get("namespace", t.namespace)
+        obj = live.get((ns, str(m.get("kind")), str(meta.get("name"))))
+        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=stack_id) if obj else []
+        if why:
+            out.append(
+                f"{m.get('kind')} {ns}/{meta.get('name')} (recorded for key {key!r}, which "
+                f"{'moves' if key in applied else 'leaves'}) is no longer this stack's: {'; '.join(why)}; "
+                "deleting it by name would delete another's object"
+            )
     return out

@@ -221,8 +221,13 @@ def rolled(
                 prepared=Prepared(rendered, report) if index == 0 and report is not None else None,
             )
             try:
-                keep = (step.apply | step.hold) if step is not None else {r.key for r in config.replicas}
-                foreign = foreign_deletions(config, stack, urns.recorded_objects(state), keep)
+                foreign = foreign_deletions(
+                    config,
+                    stack,
+                    urns.recorded_objects(state),
+                    held=step.hold if step is not None else (),
+                    applied=step.apply if step is not None else {r.key for r in config.replicas},
+                )
                 if foreign:
                     raise PreflightRefused(foreign, [])
                 if index == 0 and gate is not None:

@@ -99,12 +99,39 @@ def test_an_object_pulumi_would_delete_by_name_but_that_is_no_longer_ours_is_nam
     foreign = {"kind": "Service", "metadata": {"name": gone, "namespace": "infercrane-system", "labels": {"app": "x"}}}
     monkeypatch.setattr(cluster, "client", lambda target: object())
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): foreign})
-    (line,) = checks.foreign_deletions(config(), "s", recorded, keep={"kept"})
+    (line,) = checks.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"})
     assert line.startswith(
         f"Service infercrane-system/{gone} (recorded for key 'gone', which leaves) is no longer this stack's: "
     )
     assert "label app.kubernetes.io/managed-by is missing" in line
     ours = orphan(gone, "gone") | {"kind": "Service"}
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): ours})
-    assert checks.foreign_deletions(config(), "s", recorded, keep={"kept"}) == []
-    assert checks.foreign_deletions(config(), "s", recorded, keep={"kept", "gone"}) == []  # nothing leaves: no LIST
+    assert checks.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"}) == []
+
+    def no_list(*args: Any, **kw: Any) -> Any:
+        raise AssertionError("nothing is deleted: no LIST")
+
+    monkeypatch.setattr(cluster, "live_by_name", no_list)
+    assert checks.foreign_deletions(config(), "s", recorded, held={"gone"}, applied={"kept"}) == []
+
+
+def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pulumi_deletes_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A namespace switch: the applied key is registered in the new namespace, so Pulumi deletes
+    its recorded objects in the old one -- checked there (a held key's are not deleted)."""
+    name = naming.object_name("kept")
+    recorded = {"kept": [{"kind": "Deployment", "metadata": {"name": name, "namespace": "old-ns"}}]}
+    foreign = {"kind": "Deployment", "metadata": {"name": name, "namespace": "old-ns", "labels": {"app": "x"}}}
+    asked: list[tuple[str, frozenset[str], frozenset[str]]] = []
+
+    def listed(client: Any, target: Any, kinds: Any, *, optional: Any = ()) -> dict[tuple[str, str], Any]:
+        asked.append((target.namespace, frozenset(kinds), frozenset(optional)))
+        return {("Deployment", name): foreign}
+
+    monkeypatch.setattr(cluster, "client", lambda target: object())
+    monkeypatch.setattr(cluster, "live_by_name", listed)
+    (line,) = checks.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"})
+    assert line.startswith(f"Deployment old-ns/{name} (recorded for key 'kept', which moves) is no longer this stack's: ")
+    assert asked == [("old-ns", frozenset(), frozenset({"Deployment"}))]  # another namespace: listed if allowed
+    assert checks.foreign_deletions(config(), "s", recorded, held={"kept"}, applied=()) == []
