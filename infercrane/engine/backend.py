@@ -14,10 +14,11 @@ SIGKILL never removes it, and every later update of the stack fails "currently l
 someone runs ``pulumi cancel`` -- which removes *all* the stack's locks, a live update's too.
 
 Here, before an update, each lock is read and removed only when it is certainly stale: written
-by a ``pulumi`` process of *this* host that no longer runs (a zombie or a pid reused by another
-program counts as gone). A lock of a live process or of another host is left alone; the update
-then fails with the "locked" message and its fix. Removal is exact: that one key, and only if
-its content is unchanged.
+by a ``pulumi`` process that a run of *this machine* started for this stack, never saw end, and
+that no longer runs (a zombie or a pid reused by another program counts as gone) -- host name
+and pid alone prove nothing, two containers may share a host name (:mod:`infercrane.engine.runs`).
+Any other lock is left alone; the update then fails with the "locked" message and its fix.
+Removal is exact: that one key, and only if its content is unchanged.
 
 Backends: a local directory and PostgreSQL (:mod:`infercrane.engine.stores`). Others (cloud
 buckets) are not read here: their checkpoints come from ``pulumi stack export``, and their locks
@@ -33,7 +34,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from infercrane.engine.stores import BackendStore, FileBackend, store_for
+from infercrane.engine import runs
+from infercrane.engine.stores import BackendStore, FileBackend, Lock, store_for
 
 CHECKPOINT_VERSION: Final = 3
 
@@ -67,9 +69,11 @@ def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] 
     return dict(latest) if isinstance(latest, dict) else {}
 
 
-def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "infercrane") -> list[str]:
-    """Remove this stack's locks left by a ``pulumi`` process of this host that no longer runs --
-    a CI job killed mid-update -- and say so (see the module docstring)."""
+def clear_stale_locks(stack: str, env: Mapping[str, str], project_dir: Path, *, project: str = "infercrane") -> list[str]:
+    """Remove this stack's locks left by a ``pulumi`` process a run of this machine started and
+    that no longer runs -- a CI job killed mid-update -- and say so (see the module docstring). A
+    lock of this host name that no run here recorded is left, with a note: another container
+    with the same host name may hold it."""
     store = store_for(env.get("PULUMI_BACKEND_URL", ""))
     if store is None:
         return []
@@ -78,17 +82,36 @@ def clear_stale_locks(stack: str, env: Mapping[str, str], *, project: str = "inf
     except Exception:  # noqa: BLE001 - the backend unreadable here: the update itself reports it
         return []
     notes = []
-    here = socket.gethostname()
+    ours = runs.started(project_dir, stack)
     for lock in locks:
-        if lock.host != here or process_alive(lock.pid):
-            continue
-        store.remove(lock)
-        notes.append(
-            f"note: removed the lock of stack {stack!r} left by pulumi process {lock.pid} (no longer running on this host, "
-            f"since {lock.timestamp}); the interrupted update's objects carry this stack's ownership "
-            "and are checked before anything is applied"
-        )
+        if stale(lock, ours):
+            store.remove(lock)
+            runs.forget(project_dir, stack, lock.pid)
+            notes.append(
+                f"note: removed the lock of stack {stack!r} left by pulumi process {lock.pid} (started by a run on this "
+                f"machine, no longer running, since {lock.timestamp}); the interrupted update's objects carry this "
+                "stack's ownership and are checked before anything is applied"
+            )
+        elif lock.host == socket.gethostname() and not process_alive(lock.pid):
+            notes.append(
+                f"note: stack {stack!r} is locked by pulumi process {lock.pid} of host {lock.host!r} (since "
+                f"{lock.timestamp}), which no run on this machine started: it may run in another container with "
+                f"this host name, so the lock is left; if no update of {stack!r} runs anywhere, "
+                f"`pulumi cancel --stack {stack}` removes it"
+            )
     return notes
+
+
+def stale(lock: Lock, ours: Mapping[int, float]) -> bool:
+    """Whether ``lock`` was certainly left by a ``pulumi`` process that is gone: one a run of this
+    machine started (``ours``: :func:`infercrane.engine.runs.started`), writing the lock soon after
+    it started, and that no longer runs."""
+    return (
+        lock.host == socket.gethostname()
+        and lock.pid in ours
+        and runs.lock_written_by(lock.timestamp, ours[lock.pid])
+        and not process_alive(lock.pid)
+    )
 
 
 def process_alive(pid: int) -> bool:
@@ -128,10 +151,12 @@ def _parses(raw: bytes) -> bool:
 Vouch = Callable[[Mapping[str, Any]], str | None]
 
 
-def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercrane", vouch: Vouch | None = None) -> list[str]:
+def repair_torn_writes(
+    backend_url: str, stack: str, project_dir: Path, *, project: str = "infercrane", vouch: Vouch | None = None
+) -> list[str]:
     """Repair what a kill in the middle of a file-backend write leaves of *this* stack's
     checkpoint, before the engine reads it, and say what was done -- only when no live ``pulumi``
-    process holds the stack's lock (then the files may be mid-write by their owner).
+    process holds the stack's lock, nor may (then the files may be mid-write by their owner).
 
     The blob store writes a checkpoint to a temporary file, renames it, and writes an ``.attrs``
     sidecar (content type, md5) in a separate step. Killed between them: an empty or unparsable
@@ -155,9 +180,9 @@ def repair_torn_writes(backend_url: str, stack: str, *, project: str = "infercra
     folder = store.root / ".pulumi" / "stacks" / project
     if not folder.is_dir():
         return []
-    here = socket.gethostname()
-    if any(lock.host != here or process_alive(lock.pid) for lock in store.locks(project, stack)):
-        return []  # an update holds the stack: its files are its own
+    ours = runs.started(project_dir, stack)
+    if not all(stale(lock, ours) for lock in store.locks(project, stack)):
+        return []  # an update holds the stack (or may: a lock not proven stale): its files are its own
     notes = []
     base = folder / f"{stack}.json"
     blobs = [base, base.with_name(base.name + ".gz")]

@@ -33,7 +33,8 @@ def translate_text(text: str, stack: str) -> EngineError:
     """Turn the Pulumi CLI's output of a failed command into one message with the next step."""
     if "the stack is currently locked" in text:
         return EngineError(
-            f"stack {stack!r} is locked by another update (a live process, or one on another host).",
+            f"stack {stack!r} is locked by another update (a live process, one on another host, or one no run "
+            "on this machine started).",
             fix=f"wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry",
         )
     if f"no stack named '{stack}' found" in text:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 from infercrane.core.errors import EngineError
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.urns import legacy_names
+from infercrane.engine import runs
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.engine.environment import engine_env, pulumi_root
 from infercrane.engine.recognise import translate_text
@@ -148,7 +149,7 @@ class Engine:
         config even when the state does not record them (the kill sweep proves it)."""
         self.repair()
         stack = self.stack
-        for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars):
+        for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars, self.project_dir):
             self.sink(Note(note))
         channel = self._channel
         defaults = Channel()
@@ -163,7 +164,8 @@ class Engine:
         if skip_checkpoints:
             env["PULUMI_SKIP_CHECKPOINTS"] = "true"
         try:
-            return getattr(stack, op)(color="never", **kw)
+            with runs.watching(self.project_dir, self.stack_name):  # proof its lock is ours, should it be killed
+                return getattr(stack, op)(color="never", **kw)
         except _auto().CommandError as exc:
             if channel.error is not None:
                 raise channel.error from None
@@ -224,7 +226,7 @@ class Engine:
         if self._repaired:
             return
         self._repaired = True
-        for note in repair_torn_writes(self.backend_url(), self.stack_name, vouch=self.vouch):
+        for note in repair_torn_writes(self.backend_url(), self.stack_name, self.project_dir, vouch=self.vouch):
             self.sink(Note(note))
 
     def state(self) -> dict[str, Any]:
@@ -267,7 +269,7 @@ class Engine:
         holds no ciphertext to read, and the next update takes its secrets provider from the stack
         file (``encryptionsalt`` / ``secretsprovider``), as a new stack's first update does."""
         self.repair()
-        for note in clear_stale_locks(self.stack_name, self.engine_env):
+        for note in clear_stale_locks(self.stack_name, self.engine_env, self.project_dir):
             self.sink(Note(note))
         empty = {k: v for k, v in recorded.items() if k not in CLEARED} | {"resources": []}
         with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:
@@ -299,7 +301,8 @@ class Engine:
         ``pulumi version`` probe, no SDK import): state bookkeeping. Failures: EngineError."""
         env = {**os.environ, **self.check_passphrase()}
         cmd = [str(find_tool("pulumi")), *args, "--stack", self.stack_name, "--non-interactive"]
-        done = subprocess.run(cmd, cwd=self.project_dir, env=env, capture_output=True, text=True, check=False)
+        with runs.watching(self.project_dir, self.stack_name):
+            done = subprocess.run(cmd, cwd=self.project_dir, env=env, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         return done

@@ -39,6 +39,33 @@ def test_deploy_killed_while_waiting_is_retried_with_the_same_key_and_converges(
     assert cli(project, "destroy", "--stack", "itkilled").returncode == 0
 
 
+def test_a_lock_of_this_host_name_that_no_run_here_recorded_is_left_and_explained(project: Project, admin: Client) -> None:
+    """Another container given the same host name holds the lock (its pids are not ours to see):
+    stood for by a killed run whose records are gone. The lock stays, the deploy says why and
+    applies nothing; after `pulumi cancel` the same command converges."""
+    import shutil
+
+    from tests.integration.conftest import plain_pulumi
+
+    key = "it-unrecorded-r0"
+    project.stack("itunrecorded", [replica(key)])
+    kill_deploy_while_waiting(project, admin, "itunrecorded", key, "ci-run-43")
+    locks = project.root / ".infercrane" / "pulumi-state" / ".pulumi" / "locks"
+    (left,) = list(locks.rglob("*.json"))
+    shutil.rmtree(project.root / ".infercrane" / "engine-runs")
+    r = cli(project, "deploy", "--stack", "itunrecorded", "--idempotency-key", "ci-run-43")
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "which no run on this machine started: it may run in another container with this host name" in r.stderr
+    assert "stack 'itunrecorded' is locked by another update" in r.stderr and "Traceback" not in r.stderr
+    assert left.exists()
+    assert plain_pulumi(project, "itunrecorded")("cancel", "--yes").returncode == 0
+    r = cli(project, "deploy", "--stack", "itunrecorded", "--idempotency-key", "ci-run-43")
+    assert r.returncode == 0, r.stderr[-3000:]
+    dep = admin.get(Deployment, naming.object_name(key), namespace=NS)
+    assert deployment_verdict(dep.to_dict(), int(dep.metadata.generation or 0)).state == "ready"
+    assert cli(project, "destroy", "--stack", "itunrecorded").returncode == 0
+
+
 def _interrupt_create(engine: Engine, type_token: str) -> str:
     """Leave the stack's checkpoint as an update killed inside a create leaves it: the object is
     live, the resource is missing from the checkpoint's resources and listed as a pending CREATE.

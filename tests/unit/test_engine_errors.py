@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,8 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
     [
         (
             err(auto.ConcurrentUpdateError, "error: the stack is currently locked by 1 lock(s)"),
-            "stack 'dev' is locked by another update (a live process, or one on another host).\n"
+            "stack 'dev' is locked by another update (a live process, one on another host, or one no run on this machine "
+            "started).\n"
             "    fix: wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack dev`",
         ),
         (
@@ -107,14 +109,21 @@ def test_rbac_message_keeps_the_apiserver_words() -> None:
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
 
 
-def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp_path: Path) -> None:
+def test_a_lock_of_a_gone_pulumi_process_a_run_here_started_is_removed_others_kept(tmp_path: Path) -> None:
+    """Removed: the lock of a process a run of this machine recorded starting, gone (exited, a
+    zombie, its pid reused by another program). Kept: a live one; another host's; and one of this
+    host name whose pid no run here recorded -- another container with the same host name may hold
+    it (its pid means nothing in our pid namespace) -- with a note naming `pulumi cancel`."""
     import json
     import shutil
     import signal
     import socket
     import subprocess
     import sys
+    import time
+    from datetime import datetime
 
+    from infercrane.engine import runs
     from infercrane.engine.backend import clear_stale_locks
 
     fake_pulumi = tmp_path / "pulumi"  # a live process whose name is pulumi
@@ -125,30 +134,79 @@ def test_a_lock_of_a_gone_pulumi_process_of_this_host_is_removed_others_kept(tmp
     other = subprocess.Popen([shutil.which("sleep") or "sleep", "30"])  # the pid now runs something else
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
+    unrecorded = subprocess.Popen([sys.executable, "-c", "pass"])
+    unrecorded.wait()
     try:
-        import time
-
         time.sleep(0.2)
+        project = tmp_path / "project"
         locks = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "infercrane" / "dev"
         locks.mkdir(parents=True)
         here = socket.gethostname()
+        started = time.time() - 5
+        written = datetime.fromtimestamp(started + 1, tz=UTC).isoformat().replace("+00:00", "123Z")
         cases = {
             "dead": (dead.pid, here),
             "zombie": (zombie.pid, here),
             "reused": (other.pid, here),
             "live": (live.pid, here),
             "remote": (dead.pid, "ci-runner-7"),
+            "unrecorded": (unrecorded.pid, here),
         }
+        records = runs.folder(project, "dev")
+        records.mkdir(parents=True)
         for name, (pid, host) in cases.items():
-            (locks / f"{name}.json").write_text(json.dumps({"pid": pid, "hostname": host, "username": "u", "timestamp": "t"}))
-        notes = clear_stale_locks("dev", {"PULUMI_BACKEND_URL": (tmp_path / "state").as_uri()})
-        assert sorted(p.name for p in locks.iterdir()) == ["live.json", "remote.json"]
-        assert len(notes) == 3
-        assert any(f"left by pulumi process {zombie.pid} (no longer running on this host" in n for n in notes)
+            content = {"pid": pid, "hostname": host, "username": "u", "timestamp": written}
+            (locks / f"{name}.json").write_text(json.dumps(content))
+            if name != "unrecorded":
+                (records / f"{pid}.json").write_text(json.dumps({"pid": pid, "started": started}))
+        notes = clear_stale_locks("dev", {"PULUMI_BACKEND_URL": (tmp_path / "state").as_uri()}, project)
+        assert sorted(p.name for p in locks.iterdir()) == ["live.json", "remote.json", "unrecorded.json"]
+        removed = [n for n in notes if n.startswith("note: removed the lock")]
+        assert len(removed) == 3
+        assert any(
+            f"left by pulumi process {zombie.pid} (started by a run on this machine, no longer running" in n for n in notes
+        )
+        (kept,) = [n for n in notes if not n.startswith("note: removed the lock")]
+        assert kept.startswith(f"note: stack 'dev' is locked by pulumi process {unrecorded.pid} of host {here!r}")
+        assert "which no run on this machine started: it may run in another container with this host name" in kept
+        assert kept.endswith("`pulumi cancel --stack dev` removes it")
+        assert set(runs.started(project, "dev")) == {live.pid}  # the removed locks' records go
     finally:
         for p in (live, zombie, other):
             p.kill()
             p.wait()
+
+
+def test_a_lock_written_long_after_the_recorded_process_started_is_not_its_lock() -> None:
+    from infercrane.engine import runs
+
+    start = 1_796_274_400.0  # 2026-12-03T05:06:40Z
+    assert runs.lock_written_by("2026-12-03T05:06:41.123456789Z", start)
+    assert runs.lock_written_by("2026-12-03T06:06:41+01:00", start)
+    assert not runs.lock_written_by("2026-12-03T05:06:30Z", start)  # before the process started
+    assert not runs.lock_written_by("2026-12-03T05:16:40Z", start)  # a later process with the same pid
+    assert not runs.lock_written_by("?", start)
+
+
+def test_a_run_records_the_pulumi_processes_it_starts_and_forgets_them_when_it_ends(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+
+    from infercrane.engine import runs
+
+    fake_pulumi = tmp_path / "pulumi"
+    fake_pulumi.symlink_to(shutil.which("sleep") or "/bin/sleep")
+    with runs.watching(tmp_path, "dev"):
+        child = subprocess.Popen([str(fake_pulumi), "1"])
+        seen = {}
+        for _ in range(50):
+            seen = runs.started(tmp_path, "dev")
+            if seen:
+                break
+            child.poll() is None and __import__("time").sleep(0.05)
+        child.wait()
+    assert list(seen) == [child.pid]
+    assert runs.started(tmp_path, "dev") == {}  # the run ended: its process with it
 
 
 def test_lock_stores_are_chosen_by_backend_url_and_read_pulumis_postgresql_layout() -> None:

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import json
-import os
 import socket
+from datetime import UTC
 from pathlib import Path
 
 import pytest
@@ -32,7 +32,7 @@ def test_an_empty_sidecar_and_a_leftover_temp_file_are_removed_with_a_note_each(
     (stacks / "d2.json.123456789.tmp").write_bytes(GOOD[:10])
     (stacks / "other.json.attrs").write_bytes(b"")  # another stack: never touched
     (stacks / "other.json.42.tmp").write_bytes(b"")
-    notes = repair_torn_writes(url, "d2")
+    notes = repair_torn_writes(url, "d2", tmp_path)
     assert notes == [
         "note: d2.json.attrs of stack 'd2' was empty (a write interrupted by a kill); removed it -- Pulumi reads the "
         "checkpoint without it",
@@ -45,7 +45,7 @@ def test_an_empty_sidecar_and_a_leftover_temp_file_are_removed_with_a_note_each(
         "other.json.42.tmp",
         "other.json.attrs",
     ]
-    assert repair_torn_writes(url, "d2") == []  # nothing left to repair
+    assert repair_torn_writes(url, "d2", tmp_path) == []  # nothing left to repair
 
 
 def test_a_checkpoint_that_does_not_parse_is_kept_aside_and_replaced_by_pulumis_backup(tmp_path: Path) -> None:
@@ -53,7 +53,7 @@ def test_a_checkpoint_that_does_not_parse_is_kept_aside_and_replaced_by_pulumis_
     (stacks / "d2.json").write_bytes(GOOD[:25])
     (stacks / "d2.json.attrs").write_bytes(ATTRS)
     (stacks / "d2.json.bak").write_bytes(GOOD)
-    (note,) = repair_torn_writes(url, "d2")
+    (note,) = repair_torn_writes(url, "d2", tmp_path)
     assert note.startswith("note: the checkpoint of stack 'd2' did not parse (kept as d2.json.damaged-")
     assert (stacks / "d2.json").read_bytes() == GOOD and not (stacks / "d2.json.attrs").exists()
     assert [p.read_bytes() for p in stacks.glob("d2.json.damaged-*")] == [GOOD[:25]]
@@ -64,29 +64,41 @@ def test_a_damaged_checkpoint_without_a_usable_backup_is_refused_with_the_manual
     (stacks / "d2.json").write_bytes(b"")
     (stacks / "d2.json.bak").write_bytes(b"{")
     with pytest.raises(EngineError) as exc:
-        repair_torn_writes(url, "d2")
+        repair_torn_writes(url, "d2", tmp_path)
     text = str(exc.value)
     assert "the checkpoint of stack 'd2' (" in text and "does not parse" in text and "nothing was applied" in text
     assert "fix: restore the newest file of" in text and "`pulumi stack import --stack d2`" in text
     assert (stacks / "d2.json").read_bytes() == b""  # untouched
 
 
-def test_nothing_is_repaired_while_a_live_pulumi_process_holds_the_stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("recorded", [True, False], ids=["a-live-process-of-this-machine", "a-lock-no-run-here-recorded"])
+def test_nothing_is_repaired_while_a_pulumi_process_holds_the_stack_or_may(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: bool
+) -> None:
+    """Live, or not proven gone: a lock of this host name that no run of this machine recorded may
+    be another container's (same host name, another pid namespace) -- its files are its own."""
+    from datetime import datetime
+
+    from infercrane.engine import backend as b
+    from infercrane.engine import runs
+
     url, stacks = backend(tmp_path)
     (stacks / "d2.json.attrs").write_bytes(b"")
     locks = tmp_path / ".pulumi" / "locks" / "organization" / "infercrane" / "d2"
     locks.mkdir(parents=True)
-    lock = {"pid": os.getpid(), "hostname": socket.gethostname(), "timestamp": "now"}
+    lock = {"pid": 424242, "hostname": socket.gethostname(), "timestamp": "2026-12-03T06:00:01.123456789Z"}
     (locks / "a.json").write_text(json.dumps(lock))
-    from infercrane.engine import backend as b
-
-    monkeypatch.setattr(b, "process_alive", lambda pid: True)
-    assert repair_torn_writes(url, "d2") == []
+    if recorded:
+        monkeypatch.setattr(b, "process_alive", lambda pid: True)
+        monkeypatch.setattr(
+            runs, "started", lambda project_dir, stack: {424242: datetime(2026, 12, 3, 6, 0, tzinfo=UTC).timestamp()}
+        )
+    assert repair_torn_writes(url, "d2", tmp_path) == []
     assert (stacks / "d2.json.attrs").exists()
 
 
 def test_other_backends_are_not_touched() -> None:
-    assert repair_torn_writes("s3://bucket", "d2") == []
+    assert repair_torn_writes("s3://bucket", "d2", Path(".")) == []
 
 
 def checkpoint_at(time: str, names: list[str]) -> bytes:
@@ -102,7 +114,7 @@ def test_a_backup_older_than_the_live_objects_is_not_restored_and_the_message_na
     (stacks / "d2.json.bak").write_bytes(checkpoint_at("2026-12-01T12:00:30.5Z", ["infercrane-a"]))
     live = {("Deployment", "infercrane-a"): "2026-12-01T11:00:00Z", ("Deployment", "infercrane-b"): "2026-12-01T12:00:10Z"}
     with pytest.raises(EngineError) as err:
-        repair_torn_writes(url, "d2", vouch=lambda cp: ", ".join(urns.unrecorded_before(cp, live)) or None)
+        repair_torn_writes(url, "d2", tmp_path, vouch=lambda cp: ", ".join(urns.unrecorded_before(cp, live)) or None)
     assert "d2.json.bak beside it is older than the cluster: Deployment/infercrane-b; nothing was applied." in str(err.value)
     assert "that records those objects as d2.json, or `pulumi stack import --stack d2`" in str(err.value.fix)
     assert (stacks / "d2.json").read_bytes() == GOOD[:25]  # nothing moved

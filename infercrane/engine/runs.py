@@ -1,0 +1,131 @@
+"""Which ``pulumi`` processes this machine's runs started: the evidence that a stack lock is stale.
+
+A lock names the pid and host name of the ``pulumi`` process that holds it, nothing else. A pid
+means something only in the pid namespace it was read in, and a host name is not unique: two
+containers given one host name (a runner image, ``hostname:`` in a pod spec) each see the other's
+pid as "not running" and would remove each other's *live* lock. So a lock is only ever removed
+when this machine -- this boot of this kernel and this pid namespace, with this host name --
+recorded starting that process for that stack, and the run that started it never ended.
+
+While an engine call runs (:func:`watching`), a thread notes each ``pulumi`` child of this
+process: its pid and start time, one file per process under
+``.infercrane/engine-runs/<machine>/<stack>/`` of the project. The call's end removes its files;
+a run killed with SIGKILL (a CI job cancelled) leaves them, and with them the proof its lock is
+ours. :func:`started` reads them back. Engine layer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import re
+import socket
+import threading
+from collections.abc import Iterator
+from datetime import datetime
+from pathlib import Path
+from typing import Final
+
+#: How often the watcher looks for the call's ``pulumi`` process (it writes its lock after
+#: starting its engine: hundreds of milliseconds later).
+POLL_SECONDS: Final = 0.1
+#: A lock is the recorded process's only when written this soon after the process started.
+LOCK_AFTER_START_SECONDS: Final = 120.0
+
+
+def machine() -> str:
+    """This boot of this kernel, this pid namespace and this host name, as a short token."""
+    parts = [socket.gethostname()]
+    for path, read in (("/proc/sys/kernel/random/boot_id", "text"), ("/proc/self/ns/pid", "link")):
+        try:
+            parts.append(Path(path).read_text().strip() if read == "text" else os.readlink(path))
+        except OSError:
+            parts.append("?")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+
+
+def folder(project_dir: Path, stack: str) -> Path:
+    return project_dir / ".infercrane" / "engine-runs" / machine() / stack
+
+
+def started(project_dir: Path, stack: str) -> dict[int, float]:
+    """pid -> start time (epoch seconds) of each ``pulumi`` process a run of this machine started
+    for ``stack`` and that run did not see end."""
+    out = {}
+    here = folder(project_dir, stack)
+    for path in here.glob("*.json") if here.is_dir() else ():
+        try:
+            doc = json.loads(path.read_text())
+            out[int(doc["pid"])] = float(doc["started"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def forget(project_dir: Path, stack: str, pid: int) -> None:
+    (folder(project_dir, stack) / f"{pid}.json").unlink(missing_ok=True)
+
+
+def lock_written_by(timestamp: str, start: float) -> bool:
+    """Whether a lock written at ``timestamp`` (Pulumi's RFC 3339, nanoseconds) can be the lock of
+    a process started at ``start``: not before it, and within :data:`LOCK_AFTER_START_SECONDS`."""
+    text = re.sub(r"(\.\d{6})\d+", r"\1", timestamp.strip()).replace("Z", "+00:00")
+    try:
+        at = datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return False
+    return start - 1.0 <= at <= start + LOCK_AFTER_START_SECONDS
+
+
+def _children() -> set[int]:
+    out: set[int] = set()
+    for children in Path("/proc/self/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            out |= {int(p) for p in children.read_text().split()}
+    return out
+
+
+def _start_time(pid: int) -> float | None:
+    """When ``pid`` started (epoch seconds), if it is a ``pulumi`` process."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
+    except (OSError, StopIteration):
+        return None
+    if "pulumi" not in text[text.index("(") + 1 : text.rindex(")")]:
+        return None
+    ticks = int(text[text.rindex(")") + 1 :].split()[19])  # field 22, starttime
+    return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def watching(project_dir: Path, stack: str) -> Iterator[None]:
+    """Record each ``pulumi`` child this process starts while the block runs (see the module
+    docstring); at its end -- the run ended, its process with it -- remove the records."""
+    here = folder(project_dir, stack)
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(POLL_SECONDS):
+            for pid in _children() - seen:
+                start = _start_time(pid)
+                seen.add(pid)
+                if start is None:
+                    continue
+                here.mkdir(parents=True, exist_ok=True)
+                tmp = here / f".{pid}.tmp"
+                tmp.write_text(json.dumps({"pid": pid, "started": start}))
+                tmp.replace(here / f"{pid}.json")
+
+    thread = threading.Thread(target=watch, name="infercrane-runs", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        for pid in seen:
+            forget(project_dir, stack, pid)
