@@ -24,7 +24,7 @@ from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
 from infercrane.core.kinds import INFERENCE_SERVICE
-from infercrane.live.failures import RETRYABLE_CODES, Forbidden, NotFound, request
+from infercrane.live.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
 from infercrane.project.paths import project_root
 
 T = TypeVar("T")
@@ -260,8 +260,8 @@ def retrying(call: Callable[[], T], *, attempts: int = 6, delay: float = 0.25) -
     for attempt in range(attempts):
         try:
             return call()
-        except ApiError as exc:
-            if exc.status.code not in RETRYABLE_CODES or attempt == attempts - 1:
+        except (ApiError, httpx2.HTTPStatusError) as exc:  # with a Status body or without (APF's 429)
+            if status_code(exc) not in RETRYABLE_CODES or attempt == attempts - 1:
                 raise
             time.sleep(delay * 2**attempt)
         except httpx2.ConnectError as exc:

@@ -37,9 +37,9 @@ class LiveError(ClusterError):
     """A request the API server refused or could not answer. ``api``: the server's answer (None
     when no answer came); ``code``: its HTTP status."""
 
-    def __init__(self, message: str, *, api: ApiError | None = None) -> None:
+    def __init__(self, message: str, *, api: ApiError | None = None, code: int | None = None) -> None:
         self.api = api
-        self.code = api.status.code if api is not None else None
+        self.code = api.status.code if api is not None else code
         super().__init__(message)
 
 
@@ -69,8 +69,11 @@ class Unreachable(LiveError):
 
 def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) -> str:
     """One line for an API error, with the next step for the common codes."""
-    code = exc.status.code
-    msg = exc.status.message or str(exc)
+    return describe(exc.status.code, exc.status.message or str(exc), action=action, target=target)
+
+
+def describe(code: int | None, msg: str, *, action: str, target: KubernetesTarget) -> str:
+    """One line for the API server's answer ``code`` saying ``msg``, with the next step."""
     if code == 403:
         return with_fix(
             f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
@@ -104,18 +107,37 @@ def unreachable(exc: Exception, target: KubernetesTarget) -> Unreachable:
 def typed(exc: ApiError, *, action: str, target: KubernetesTarget) -> LiveError:
     """The API server's answer as the type a caller branches on, with its message."""
     code = exc.status.code or 0
-    message = describe_api_error(exc, action=action, target=target)
+    kind = _kind(code, exc.status.message or "")
+    return kind(describe_api_error(exc, action=action, target=target), api=exc)
+
+
+def typed_plain(exc: httpx2.HTTPStatusError, *, action: str, target: KubernetesTarget) -> LiveError:
+    """An answer without a Kubernetes ``Status`` body -- API Priority and Fairness rejects with a
+    plain-text 429, a proxy in front of the server answers 502/503 in its own words -- typed by
+    its HTTP status like any other (lightkube raises these as httpx's error, not ``ApiError``)."""
+    code = exc.response.status_code
+    words = exc.response.text.strip().splitlines()
+    msg = words[0] if words else exc.response.reason_phrase
+    return _kind(code, msg)(describe(code, msg, action=action, target=target), code=code)
+
+
+def _kind(code: int, msg: str) -> type[LiveError]:
     if code in (401, 403):
-        return Forbidden(message, api=exc)
+        return Forbidden
     if code == 404:
-        return NotFound(message, api=exc)
+        return NotFound
     if code == 409:
-        return Conflict(message, api=exc)
-    if code == 422 or any(m in (exc.status.message or "") for m in VALIDATION_MARKERS):
-        return Invalid(message, api=exc)
+        return Conflict
+    if code == 422 or any(m in msg for m in VALIDATION_MARKERS):
+        return Invalid
     if code in TRANSIENT_CODES:
-        return Unavailable(message, api=exc)
-    return LiveError(message, api=exc)
+        return Unavailable
+    return LiveError
+
+
+def status_code(exc: ApiError | httpx2.HTTPStatusError) -> int | None:
+    """The HTTP status of an answer, with or without a ``Status`` body."""
+    return exc.status.code if isinstance(exc, ApiError) else exc.response.status_code
 
 
 @contextmanager
@@ -125,5 +147,7 @@ def request(action: str, target: KubernetesTarget) -> Iterator[None]:
         yield
     except ApiError as exc:
         raise typed(exc, action=action, target=target) from None
+    except httpx2.HTTPStatusError as exc:
+        raise typed_plain(exc, action=action, target=target) from None
     except TRANSPORT_ERRORS as exc:
         raise unreachable(exc, target) from None

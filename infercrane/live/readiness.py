@@ -105,8 +105,19 @@ class FleetWaiter:
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks)
         if self._task is None or self._task.done():
-            self._task = asyncio.ensure_future(self._run())
+            self._task = asyncio.ensure_future(self._guarded())
         return await future
+
+    async def _guarded(self) -> None:
+        """:meth:`_run`, whose every failure ends the waits: an error nobody expected (a new kind
+        of answer, a bug) fails each wait with its words instead of leaving them pending forever."""
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported on every wait, never swallowed
+            first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+            self._fail_all(f"the wait stopped: {exc.__class__.__name__}: {first}")
 
     def _list(self) -> dict[str, dict[str, Any]]:
         out = {}

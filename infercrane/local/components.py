@@ -122,7 +122,6 @@ def _apiserver(x: Launch) -> list[str]:
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=RBAC",
-        "--enable-priority-and-fairness=false",
         "--profiling=false",
         "--v=0",
         *version_flags(x.version),

@@ -10,6 +10,7 @@ a stack deployed by the slot scheme of the previous release moves without a repl
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -20,16 +21,18 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Final
 
+import httpx2
 import pytest
 import yaml
-from lightkube import Client
+from lightkube import ApiError, Client, KubeConfig
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, Service
 
 from infercrane.core import naming
 from infercrane.local.bootstrap import admin_client
+from infercrane.local.layout import DEPLOYER_USER
 from infercrane.local.plane import Plane
 from tests.integration.conftest import DIGEST, ROOT, Project, cli, get_or_none
 
@@ -329,6 +332,227 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
         dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
         assert dep.spec.template.spec.nodeSelector["nvidia.com/gpu.product"] == "NVIDIA-L40S"
         assert dep.status.availableReplicas == 1
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+class SeatHolder:
+    """Keeps the one request a zero-seat APF priority level admits busy, so that level rejects
+    every other request (429): a validating webhook (HTTPS on loopback, the plane's webhook
+    certificate) that holds each dry-run create of a labelled Service until told to stop, and a
+    thread that sends the next as soon as one returns. API Priority and Fairness admits a request
+    to a level with no seats only when none of its requests is executing."""
+
+    LABEL: ClassVar[dict[str, str]] = {"it-apf-hold": "true"}
+
+    def __init__(self, plane: Plane, admin: Client) -> None:
+        import http.server
+        import ssl
+
+        self.admin, self.stop = admin, threading.Event()
+        stop = self.stop
+
+        class Hold(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                review = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stop.wait(20)
+                body = json.dumps(
+                    {
+                        "apiVersion": "admission.k8s.io/v1",
+                        "kind": "AdmissionReview",
+                        "response": {"uid": review["request"]["uid"], "allowed": True},
+                    }
+                ).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(plane.pki_dir / "kserve-webhook.crt", plane.pki_dir / "kserve-webhook.key")
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hold)
+        self.server.socket = context.wrap_socket(self.server.socket, server_side=True)
+        self.ca = base64.b64encode((plane.pki_dir / "ca.crt").read_bytes()).decode()
+        self.deployer = Client(  # a held request answers after up to 20 s
+            KubeConfig.from_file(plane.kubeconfig).get(context_name="infercrane-local"), timeout=httpx2.Timeout(60.0)
+        )
+        self.threads = [threading.Thread(target=self.server.serve_forever, daemon=True)]
+        self.threads.append(threading.Thread(target=self._occupy, daemon=True))
+        self.errors: list[str] = []
+
+    def _occupy(self) -> None:
+        from lightkube import codecs
+
+        held = {
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": {"name": "it-apf-hold", "namespace": NS, "labels": self.LABEL},
+            "spec": {"ports": [{"port": 80}]},
+        }
+        while not self.stop.is_set():
+            try:
+                self.deployer.create(codecs.from_dict(held), dry_run=True)
+            except ApiError as exc:  # 429: a request of the wait got the seat first; ask again at once
+                if exc.status.code != 429:
+                    self.errors.append(str(exc))
+                    time.sleep(0.1)
+            except Exception as exc:  # noqa: BLE001 - reported by the test, never a dead thread
+                self.errors.append(repr(exc))
+                time.sleep(0.1)
+
+    def webhook(self) -> dict[str, Any]:
+        port = self.server.server_address[1]
+        return {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "it-apf-hold"},
+            "webhooks": [
+                {
+                    "name": "hold.it-apf.infercrane.dev",
+                    "clientConfig": {"url": f"https://127.0.0.1:{port}/hold", "caBundle": self.ca},
+                    "rules": [
+                        {
+                            "operations": ["CREATE"],
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "resources": ["services"],
+                            "scope": "Namespaced",
+                        }
+                    ],
+                    "objectSelector": {"matchLabels": self.LABEL},
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                    "timeoutSeconds": 25,
+                    "failurePolicy": "Ignore",
+                }
+            ],
+        }
+
+    def __enter__(self) -> SeatHolder:
+        from lightkube import codecs
+
+        self.threads[0].start()
+        self.admin.create(codecs.from_dict(self.webhook()))
+        return self
+
+    def throttle(self) -> None:
+        """From now on every LIST of Deployments by the deploying identity in NS is rejected."""
+        from lightkube import codecs
+        from lightkube.resources.flowcontrol_apiserver_v1 import FlowSchema
+
+        self.admin.create(codecs.from_dict(APF_LEVEL))
+        self.admin.create(codecs.from_dict(APF_SCHEMA))
+        deadline = time.monotonic() + 30
+        while not any(  # the API server's flow control has taken the schema in (its status written)
+            c.type == "Dangling" and c.status == "False"
+            for c in self.admin.get(FlowSchema, APF_SCHEMA["metadata"]["name"]).status.conditions or []
+        ):
+            assert time.monotonic() < deadline, "API Priority and Fairness never took the FlowSchema in"
+            time.sleep(0.05)
+        self.threads[1].start()
+
+    def __exit__(self, *exc: object) -> None:
+        from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+        from lightkube.resources.flowcontrol_apiserver_v1 import FlowSchema, PriorityLevelConfiguration
+
+        self.stop.set()
+        for kind, name in (
+            (FlowSchema, APF_SCHEMA["metadata"]["name"]),
+            (PriorityLevelConfiguration, APF_LEVEL["metadata"]["name"]),
+            (ValidatingWebhookConfiguration, "it-apf-hold"),
+        ):
+            try:
+                self.admin.delete(kind, name)
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+        if self.threads[1].is_alive() or self.threads[1].ident:
+            self.threads[1].join(30)
+        self.server.shutdown()
+        self.server.server_close()
+
+
+APF_LEVEL: Final[dict[str, Any]] = {
+    "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+    "kind": "PriorityLevelConfiguration",
+    "metadata": {"name": "it-no-seats"},
+    "spec": {
+        "type": "Limited",
+        "limited": {
+            "nominalConcurrencyShares": 0,
+            "lendablePercent": 0,
+            "borrowingLimitPercent": 0,
+            "limitResponse": {"type": "Reject"},
+        },
+    },
+}
+APF_SCHEMA: Final[dict[str, Any]] = {
+    "apiVersion": "flowcontrol.apiserver.k8s.io/v1",
+    "kind": "FlowSchema",
+    "metadata": {"name": "it-throttle-deployer"},
+    "spec": {
+        "priorityLevelConfiguration": {"name": "it-no-seats"},
+        "matchingPrecedence": 50,
+        "rules": [
+            {
+                "subjects": [{"kind": "User", "user": {"name": DEPLOYER_USER}}],
+                "resourceRules": [
+                    {"verbs": ["list"], "apiGroups": ["apps"], "resources": ["deployments"], "namespaces": [NS]},
+                    {"verbs": ["create"], "apiGroups": [""], "resources": ["services"], "namespaces": [NS]},
+                ],
+            }
+        ],
+    },
+}
+
+
+def test_a_wait_whose_every_list_api_priority_and_fairness_rejects_ends_within_the_grace_and_a_rerun_converges(
+    slow: Project, slow_plane: Plane, slow_admin: Client
+) -> None:
+    """Throttled, not lost: once the replica is applied (its pod Pending: its node cordoned), API
+    Priority and Fairness rejects every LIST of Deployments by the deploying identity (429). The
+    wait asks again each tick and gives up after the 30 s grace -- long before the replica's
+    budget -- naming the answer; with the throttle lifted and the node back, the same command
+    converges."""
+    from lightkube.resources.core_v1 import Node
+
+    from infercrane.live.readiness import API_GRACE_SECONDS
+    from tests.integration.conftest import start_cli
+
+    stack = "rolapf"
+    key = f"{stack}-r0"
+    name = naming.object_name(key)
+    slow.stack(stack, [rep(key, startupBudgetSeconds=300)])
+    node = "kwok-a100-0"
+    slow_admin.patch(Node, node, {"spec": {"unschedulable": True}})
+    try:
+        with SeatHolder(slow_plane, slow_admin) as holder:
+            proc = start_cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolapf-1", capture=True)
+            try:
+                deadline = time.monotonic() + 120
+                while get_or_none(slow_admin, Deployment, name) is None:
+                    assert proc.poll() is None and time.monotonic() < deadline, "the deploy never applied its Deployment"
+                    time.sleep(0.1)
+                holder.throttle()
+                began = time.monotonic()
+                _, err = proc.communicate(timeout=300)
+                took = time.monotonic() - began
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, 9)
+        assert not holder.errors, holder.errors[:3]
+    finally:
+        slow_admin.patch(Node, node, {"spec": {"unschedulable": None}})
+    assert proc.returncode == 1, err[-3000:]
+    assert "(HTTP 429)" in err and f"(for {API_GRACE_SECONDS:.0f} s while waiting for readiness)" in err, err[-3000:]
+    assert took < API_GRACE_SECONDS + 30, took  # the grace ended it, not the replica's 300 s budget
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolapf-1", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert slow_admin.get(Deployment, name, namespace=NS).status.availableReplicas == 1
     assert_no_op_plan(slow, stack)
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 

@@ -455,42 +455,82 @@ def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusa
 
 class Overloaded:
     """A client whose every LIST the API server answers ``code`` (429: API Priority and Fairness;
-    503: etcd gone): the Unavailable path alone."""
+    503: etcd gone): the Unavailable path alone. ``plain``: the answer has no Kubernetes
+    ``Status`` body -- what API Priority and Fairness sends ("Too many requests, please try again
+    later."), which lightkube raises as httpx's HTTPStatusError, not ApiError."""
 
-    def __init__(self, code: int) -> None:
-        self.code, self.calls = code, 0
+    def __init__(self, code: int, plain: bool = False) -> None:
+        self.code, self.plain, self.calls = code, plain, 0
 
     def list(self, *a: Any, **k: Any) -> list[Any]:
         from lightkube import ApiError
 
         self.calls += 1
+        if self.plain:
+            _response(self.code, plain=True).raise_for_status()
         raise ApiError(response=_response(self.code))
 
 
-def _response(code: int) -> Any:
+def _response(code: int, plain: bool = False) -> Any:
     import httpx2
 
+    request = httpx2.Request("GET", "https://x/apis/apps/v1/deployments")
+    if plain:
+        return httpx2.Response(code, text="Too many requests, please try again later.\n", request=request)
     body = {"kind": "Status", "apiVersion": "v1", "code": code, "message": "too many requests" if code == 429 else "etcd down"}
-    return httpx2.Response(code, json=body, request=httpx2.Request("GET", "https://x/apis/apps/v1/deployments"))
+    return httpx2.Response(code, json=body, request=request)
 
 
-@pytest.mark.parametrize("code", [429, 503], ids=["priority-and-fairness", "etcd-gone"])
-def test_a_wait_whose_every_list_is_refused_for_now_ends_at_the_grace(code: int) -> None:
+REFUSALS = pytest.mark.parametrize(
+    ("code", "plain"), [(429, True), (429, False), (503, False)], ids=["priority-and-fairness", "status-429", "etcd-gone"]
+)
+
+
+@REFUSALS
+def test_a_wait_whose_every_list_is_refused_for_now_ends_at_the_grace(code: int, plain: bool) -> None:
     ticks = iter(range(10_000))
-    client = Overloaded(code)
+    client = Overloaded(code, plain)
     waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 3600), 10))  # real seconds: a wait that never ends fails
     assert verdict.state == "failed" and verdict.api_lost, verdict
     assert "(for 30 s while waiting for readiness)" in verdict.reason
+    assert f"(HTTP {code})" in verdict.reason
+    if plain:
+        assert "list Deployments: Too many requests, please try again later. (HTTP 429)" in verdict.reason
     assert client.calls <= 40, client.calls  # one LIST a tick, ~30 ticks of a second: bounded by the grace
 
 
-@pytest.mark.parametrize("code", [429, 503], ids=["priority-and-fairness", "etcd-gone"])
-def test_a_wait_whose_budget_ends_while_lists_are_refused_fails_at_its_budget_with_the_last_reason(code: int) -> None:
+@REFUSALS
+def test_a_wait_whose_budget_ends_while_lists_are_refused_fails_at_its_budget_with_the_last_reason(
+    code: int, plain: bool
+) -> None:
     ticks = iter(range(10_000))
-    waiter = FleetWaiter(Overloaded(code), target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Overloaded(code, plain), target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 5), 10))
     assert verdict == Verdict("failed", "not ready within its startup budget + margin; last seen: not observed yet")
+
+
+def test_a_wait_whose_watcher_meets_an_error_nobody_expected_fails_with_its_words_instead_of_hanging() -> None:
+    class Broken:
+        def list(self, *a: Any, **k: Any) -> list[Any]:
+            raise RuntimeError("a new kind of answer")
+
+    waiter = FleetWaiter(Broken(), target(), "Deployment", poll_seconds=0.0001)  # type: ignore[arg-type]
+    verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 3600), 10))
+    assert verdict == Verdict("failed", "the wait stopped: RuntimeError: a new kind of answer")
+
+
+def test_a_plain_text_429_is_retried_like_one_with_a_status_body() -> None:
+    from infercrane.live import cluster
+
+    answers = iter([True, True, False])
+
+    def call() -> str:
+        if next(answers):
+            _response(429, plain=True).raise_for_status()
+        return "listed"
+
+    assert cluster.retrying(call, delay=0.001) == "listed"
 
 
 def isvc(generation: int, observed: int, intent: str, ready: str = "True") -> dict[str, Any]:
