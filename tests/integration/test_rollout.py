@@ -604,6 +604,58 @@ def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("gpu", "rollout", "floor"),
+    [("NVIDIA-L40S", None, 3), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4)],
+    ids=["in-place", "surge"],
+)
+def test_a_deploy_killed_while_a_waves_replica_loads_is_rerun_without_taking_another_replica_down(
+    slow: Project, slow_admin: Client, gpu: str, rollout: dict[str, int] | None, floor: int
+) -> None:
+    """A CI job killed mid-wave: the replica it had just rolled is still loading. The rerun (same
+    key) counts that replica against the policy -- it waits for it before the next wave, never
+    taking a second one down in place nor starting a second surge -- and finishes."""
+    from tests.integration.conftest import kill_as_ci, start_cli
+
+    stack = "rolkill" + ("surge" if rollout else "inplace")
+    keys = [f"{stack}-r{i}" for i in range(4)]
+    target = {"rollout": rollout} if rollout else {}
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target)
+    deploy(slow, stack)
+    slow.stack(stack, [rep(k, gpu=gpu) for k in keys], **target, imageDigest=NEW_DIGEST)
+
+    def rolled() -> list[str]:
+        return [
+            k
+            for k in keys
+            if slow_admin.get(Deployment, naming.object_name(k), namespace=NS).spec.template.spec.containers[0].image
+            == NEW_DIGEST
+        ]
+
+    with Watcher(slow_admin, keys) as w:
+        proc = start_cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1")
+        try:
+            deadline = time.monotonic() + 120
+            while not rolled():  # the first wave's replica is applied: its new pod loads (3 s)
+                assert proc.poll() is None and time.monotonic() < deadline, "the deploy never rolled a replica"
+                time.sleep(0.1)
+        finally:
+            kill_as_ci(proc)
+        loading = rolled()
+        r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1", "--json")
+        assert r.returncode == 0, r.stderr[-3000:]
+    assert len(loading) == 1, loading  # killed inside the first wave
+    # the rerun plans within the 3 s its pod loads: it saw it not serving (the window this tests)
+    assert f"bring back {loading[0]} first (not serving: the waves wait for it)" in r.stderr, r.stderr[-3000:]
+    assert w.samples and w.lowest_ready >= floor, w.samples
+    assert max(w.pods) <= 4 + (1 if rollout else 0), w.pods  # never a second surge
+    for k in keys:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.containers[0].image == NEW_DIGEST and dep.status.availableReplicas == 1
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_a_kserve_rollout_after_an_out_of_band_predictor_restart_waits_for_the_new_pods(
     slow: Project, slow_admin: Client
 ) -> None:
