@@ -1,12 +1,13 @@
 """What plan and deploy decide before and after an engine run, from the stack's state and the live
 cluster: the preflight's report and the model caches, whether a run needs ``--refresh`` or can start
 beside the preflight, whether nothing is left to do, what a killed run left behind (pending
-creates, a damaged checkpoint, orphans of a lost state). Engine layer.
+creates, a damaged checkpoint). What is deleted, and how, is :mod:`infercrane.engine.deletions`.
+Engine layer.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from infercrane.core import config as cfg
@@ -20,7 +21,6 @@ from infercrane.core.errors import (
     PreflightRefused,
 )
 from infercrane.core.events import Note, Sink
-from infercrane.core.kinds import KINDS
 from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
 from infercrane.core.urns import KIND_OF_TOKEN
@@ -29,7 +29,6 @@ from infercrane.engine.workspace import Engine
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.
 REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)
-GONE_TIMEOUT_SECONDS: Final = 120.0  # what a step waits for the objects it deleted itself to be gone
 
 
 def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
@@ -175,61 +174,6 @@ def could_need_refresh(
     return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), every))
 
 
-def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
-    """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
-    when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
-    what it does not know, and a key that leaves the config is deleted. Only objects with this
-    stack's exact ownership, each with a uid precondition; run after the last step, when every
-    replica of the config is ready. Returns object name -> key of what was deleted."""
-    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
-    return _delete_owned(config, stack, lambda key, kind: key not in keep, wait=False)
-
-
-def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str]) -> dict[str, str]:
-    """What a rollout step deletes at its end (:attr:`~infercrane.core.waves.Step.delete`) that the
-    state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
-    deleted here, by this stack's exact ownership with a uid precondition, and waited for until
-    gone, so the next step's replicas find the GPUs free: a key that left the config, all of it;
-    a key that moved to another workload API, its old form only. Returns object name -> key."""
-    current = set(config.kubernetes.object_kinds)
-    configured = {r.key for r in config.replicas}
-    return _delete_owned(
-        config, stack, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True
-    )
-
-
-def _delete_owned(config: cfg.InferCraneConfig, stack: str, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
-    from infercrane.live import cluster, failures, readiness
-
-    t = config.kubernetes
-    stack_id = naming.stack_id(stack)
-    client = cluster.client(t)
-    deleted: dict[str, str] = {}
-    sent: dict[tuple[str, str], str] = {}
-    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds, optional=KINDS).items()):
-        meta = obj.get("metadata") or {}
-        key = (meta.get("annotations") or {}).get(naming.ANNOTATION_KEY)
-        if key is None or meta.get("ownerReferences") or not wanted(str(key), kind):
-            continue  # (an object with an owner is a controller's child, e.g. KServe's predictor: never ours)
-        if naming.not_owned(obj, namespace=t.namespace, stack=stack_id) or meta.get("deletionTimestamp"):
-            continue  # not ours, or already going
-        try:
-            with failures.request(f"delete {kind}/{name}", t):
-                cluster.delete_exact(client, kind, name, t.namespace, str(meta["uid"]))
-        except failures.Conflict:
-            continue  # replaced by another object since it was listed: not the one we checked, left untouched
-        deleted[name] = str(key)
-        sent[(kind, name)] = str(meta["uid"])
-    if wait and sent:
-        left, _ = readiness.wait_gone(client, t, sent, timeout=GONE_TIMEOUT_SECONDS)
-        if left:
-            raise ClusterError(
-                f"{len(left)} object(s) the rollout deleted are still present {GONE_TIMEOUT_SECONDS:.0f} s later: {', '.join(left)}",
-                fix="look for finalizers on them (`kubectl get -o yaml`), then deploy again",
-            )
-    return deleted
-
-
 def needs_refresh(
     config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
 ) -> bool:
@@ -285,54 +229,3 @@ def replay_doubts(
     if waiting:
         return [f"replica(s) {', '.join(waiting)} are not ready"]
     return [f"the state differs: {why}" for why in proven_no_op(config, stack, state, rendered)]
-
-
-def foreign_deletions(
-    config: cfg.InferCraneConfig,
-    stack: str,
-    recorded: Mapping[str, Sequence[Mapping[str, Any]]],
-    *,
-    held: Collection[str],
-    applied: Collection[str],
-) -> list[str]:
-    """The objects an engine run would delete whose live namesake is not this stack's: Pulumi
-    deletes by name, with no ownership or uid check (``destroy`` has both), so an object replaced
-    since by a foreign one would go. Deleted are the recorded objects of keys the run does not
-    register (neither ``held``, registered exactly as recorded, nor ``applied``), and of an applied
-    key those the config no longer renders: another kind or namespace (a ``workloadApi`` or
-    ``namespace`` switch). One LIST per namespace and kind; in a namespace other than the
-    target's a kind this identity may not list is not checked."""
-    from infercrane.live import cluster
-
-    t = config.kubernetes
-
-    def deleted(key: str, m: Mapping[str, Any]) -> bool:
-        if key in held:
-            return False
-        namespace = (m.get("metadata") or {}).get("namespace", t.namespace)
-        return key not in applied or str(m.get("kind")) not in t.object_kinds or namespace != t.namespace
-
-    leaving = [(key, m) for key, ms in sorted(recorded.items()) for m in ms if deleted(key, m)]
-    kinds: dict[str, set[str]] = {}
-    for _, m in leaving:
-        kinds.setdefault((m.get("metadata") or {}).get("namespace", t.namespace), set()).add(str(m.get("kind")))
-    live: dict[tuple[str, str, str], Mapping[str, Any]] = {}
-    for ns, listed in sorted(kinds.items()):
-        there = t.model_copy(update={"namespace": ns})
-        elsewhere = listed & set(KINDS) if ns != t.namespace else set()
-        found = cluster.live_by_name(cluster.client(t), there, listed & set(KINDS) - elsewhere, optional=elsewhere)
-        live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
-    stack_id = naming.stack_id(stack)
-    out = []
-    for key, m in leaving:
-        meta = m.get("metadata") or {}
-        ns = meta.get("namespace", t.namespace)
-        obj = live.get((ns, str(m.get("kind")), str(meta.get("name"))))
-        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=stack_id) if obj else []
-        if why:
-            out.append(
-                f"{m.get('kind')} {ns}/{meta.get('name')} (recorded for key {key!r}, which "
-                f"{'moves' if key in applied else 'leaves'}) is no longer this stack's: {'; '.join(why)}; "
-                "deleting it by name would delete another's object"
-            )
-    return out

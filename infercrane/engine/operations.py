@@ -30,9 +30,6 @@ from infercrane.engine.changes import EventCollector, ReplicaAction, applied_eve
 from infercrane.engine.checks import (
     REFUSED_BEFORE_APPLY,
     could_need_refresh,
-    delete_orphans,
-    delete_unrecorded,
-    foreign_deletions,
     live_check,
     needs_refresh,
     plan_rollout,
@@ -44,6 +41,7 @@ from infercrane.engine.checks import (
     verified,
     vouch_for,
 )
+from infercrane.engine.deletions import delete_orphans_after_rollout, delete_unrecorded, foreign_deletions
 from infercrane.engine.workspace import Engine
 from infercrane.shell.channel import Prepared
 from infercrane.shell.gate import Gate
@@ -275,21 +273,6 @@ def rolled(
         for name in orphans:
             collector.ops.setdefault(name, set()).add(Action.DELETE)
     return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names | orphans), at, rollout)
-
-
-def delete_orphans_after_rollout(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
-    """:func:`~infercrane.engine.checks.delete_orphans` once the rollout is done: a failure there
-    comes after every replica was applied, and says so (the CLI keeps the stack file's intent)."""
-    try:
-        return delete_orphans(config, stack, state)
-    except InferCraneError as exc:
-        after = InferCraneError(
-            "every replica of the config is applied and ready, but deleting the replicas of keys that left the "
-            f"config failed: {exc.args[0]}",
-            fix="deploy again with the same --idempotency-key: it finds them still running and deletes them",
-        )
-        after.applied_nothing = False
-        raise after from None
 
 
 @dataclass
