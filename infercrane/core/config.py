@@ -13,7 +13,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from infercrane.core import gpu, image, naming, quantity
 from infercrane.core.endpoints import EndpointSettings, RolloutPolicy
 from infercrane.core.engines import ENGINES, SECRET_FLAGS
-from infercrane.core.kinds import WORKLOAD_KINDS
+from infercrane.core.kinds import WORKLOAD_APIS, WorkloadApi
 from infercrane.core.pod import (
     ArtifactCache,
     PodIdentity,
@@ -98,9 +98,14 @@ class KubernetesTarget(Frozen):
     kubeconfig: str | None = Field(None, description="kubeconfig file; default: $KUBECONFIG or ~/.kube/config.")
 
     @property
+    def api(self) -> WorkloadApi:
+        """What this target's workload API means (kinds, Role, pods, limits): :mod:`~infercrane.core.kinds`."""
+        return WORKLOAD_APIS[self.workload_api]
+
+    @property
     def object_kinds(self) -> tuple[str, ...]:
         """The kinds of object each replica has under this workload API."""
-        return WORKLOAD_KINDS[self.workload_api]
+        return self.api.kind_names
 
     @field_validator("context")
     @classmethod
@@ -263,7 +268,7 @@ class InferCraneConfig(Frozen):
             both = {"cpu": quantity.cpu_text(cpu), "memory": quantity.memory_text(limit)}
             return {"requests": dict(both), "limits": dict(both)}
         limits = {"memory": quantity.memory_text(limit)}
-        if self.kubernetes.workload_api == "kserve":
+        if self.kubernetes.api.explicit_cpu_limit:
             # KServe fills a missing CPU limit with its own default (1 CPU, inferenceservice-config),
             # below the request: the predictor's Deployment would be invalid. The limit is explicit.
             limits = {"cpu": quantity.cpu_text(cpu), **limits}

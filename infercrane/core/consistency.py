@@ -41,7 +41,7 @@ def endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:
 
 def scaling_problems(config: InferCraneConfig, source: str) -> list[Problem]:
     """``scaling: external`` is a Deployment's field left to an HPA; KServe scales by itself."""
-    if config.kubernetes.workload_api != "kserve":
+    if not config.kubernetes.api.scaled_by_controller:
         return []
     return [
         Problem(

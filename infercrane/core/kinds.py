@@ -1,15 +1,19 @@
-"""The Kubernetes kinds InferCrane renders: one home for each kind's API version, resource
-plural, Pulumi type token and child-name suffix, and for which kinds each workload API uses.
+"""The Kubernetes kinds InferCrane renders, and the workload APIs made of them: one home for each
+kind's API version, resource plural, Pulumi type token and child-name suffix, and for everything
+that differs between ``workloadApi: deployment`` and ``kserve`` (:class:`WorkloadApi`).
 
-Everything else derives from this table: the renderer's ``apiVersion``, the URNs and type tokens
-(:mod:`~infercrane.core.urns`), the live client's resources (:mod:`~infercrane.live.cluster`).
-Pure core.
+Everything else derives from these tables: the renderer's ``apiVersion`` and objects, the URNs
+and type tokens (:mod:`~infercrane.core.urns`), the live client's resources
+(:mod:`~infercrane.live.cluster`), the rights ``doctor`` reviews. No code outside them branches
+on a workload API's name. Pure core.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Final
+
+from infercrane.core import naming
 
 
 @dataclass(frozen=True)
@@ -38,8 +42,65 @@ SERVICE: Final = Kind("Service", "v1", "services", "service")
 INFERENCE_SERVICE: Final = Kind("InferenceService", "serving.kserve.io/v1beta1", "inferenceservices", "inferenceservice")
 KINDS: Final = {k.name: k for k in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE)}
 
-# The objects of one replica, per workload API, the workload (readiness) first.
-WORKLOAD_KINDS: Final[dict[str, tuple[str, ...]]] = {
-    "deployment": (DEPLOYMENT.name, SERVICE.name),
-    "kserve": (INFERENCE_SERVICE.name,),
-}
+
+@dataclass(frozen=True)
+class WorkloadApi:
+    """What one ``workloadApi`` means, for each part that differs between them."""
+
+    name: str
+    kinds: tuple[Kind, ...]  # the objects of one replica, the workload (readiness) first
+    role_file: str  # the shipped Role of the deploying identity
+    role_name: str  # its metadata.name
+    extra_rights: tuple[tuple[str, str, str], ...]  # (verb, group, resource) the Role adds to the seed's
+    optional_reads: tuple[str, ...]  # resources an optional Role may grant for this API (doctor reviews them)
+    pod_label: str  # the pod label naming the replica's object: ours, or the one its controller sets
+    controller_pods: bool  # a controller (KServe) makes the pods: they carry its labels, not our managed-by
+    scaled_by_controller: bool  # the controller scales it: `scaling: external` has nothing to hand over
+    explicit_cpu_limit: bool  # the controller fills a missing CPU limit with its own default (KServe: 1 CPU)
+    endpoint: str  # the in-cluster URL, from the object {name}, {namespace} and the replica's {port}
+    crd: Kind | None = None  # served by a CustomResourceDefinition that must be installed
+
+    @property
+    def workload(self) -> Kind:
+        return self.kinds[0]
+
+    @property
+    def kind_names(self) -> tuple[str, ...]:
+        return tuple(k.name for k in self.kinds)
+
+
+DEPLOYMENT_API: Final = WorkloadApi(
+    name="deployment",
+    kinds=(DEPLOYMENT, SERVICE),
+    role_file="deploy/kubernetes/base/provider-rbac.yaml",
+    role_name="infercrane-provider-deployment",
+    extra_rights=(("get", "", "events"), ("list", "", "events")),  # a failed deploy quotes the scheduler
+    optional_reads=("pods",),
+    pod_label=naming.LABEL_INSTANCE,
+    controller_pods=False,
+    scaled_by_controller=False,
+    explicit_cpu_limit=False,
+    endpoint="http://{name}.{namespace}.svc:{port}",
+)
+KSERVE_API: Final = WorkloadApi(
+    name="kserve",
+    kinds=(INFERENCE_SERVICE,),
+    role_file="deploy/kubernetes/kserve/provider-rbac.yaml",
+    role_name="infercrane-provider-kserve",
+    extra_rights=(),
+    optional_reads=(),
+    pod_label=naming.KSERVE_ISVC_LABEL,
+    controller_pods=True,
+    scaled_by_controller=True,
+    explicit_cpu_limit=True,
+    endpoint="http://{name}-predictor.{namespace}.svc.cluster.local",
+    crd=INFERENCE_SERVICE,
+)
+WORKLOAD_APIS: Final = {a.name: a for a in (DEPLOYMENT_API, KSERVE_API)}
+
+#: The workload kind of every API: what holds a replica's GPUs, whichever API rendered it.
+WORKLOADS: Final = frozenset(a.workload.name for a in WORKLOAD_APIS.values())
+
+#: How a message names the shipped Roles: the deployment Role, and the KServe one beside it.
+ROLES_SHOWN: Final = f"{DEPLOYMENT_API.role_file} (or {KSERVE_API.role_file.removeprefix('deploy/kubernetes/')})"
+BIND_ROLE_FIX: Final = f"bind {ROLES_SHOWN} to this identity"

@@ -26,14 +26,6 @@ LABEL_KEY_HASH: Final = "infercrane.dev/external-key-hash"
 LABEL_ENDPOINT: Final = "infercrane.dev/endpoint"
 APP_NAME: Final = "infercrane-runtime"
 MANAGED_BY: Final = "infercrane"
-#: The shipped Roles of the deploying identity, per workload API (what a fix hint tells to bind).
-ROLE_FILES: Final = {
-    "deployment": "deploy/kubernetes/base/provider-rbac.yaml",
-    "kserve": "deploy/kubernetes/kserve/provider-rbac.yaml",
-}
-#: How a message names them: the deployment Role, and the KServe one beside it.
-ROLES_SHOWN: Final = f"{ROLE_FILES['deployment']} (or {ROLE_FILES['kserve'].removeprefix('deploy/kubernetes/')})"
-BIND_ROLE_FIX: Final = f"bind {ROLES_SHOWN} to this identity"
 
 # Annotations.
 ANNOTATION_KEY: Final = "infercrane.dev/external-key"

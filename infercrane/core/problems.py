@@ -11,12 +11,13 @@ from typing import Any, Final
 from infercrane.core import image
 from infercrane.core.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
 from infercrane.core.errors import Problem
+from infercrane.core.kinds import WORKLOAD_APIS
 
 # How to fix a bad value, by field (alias). The message itself names the bad value.
 FIX: Final[dict[str, str]] = {
     "context": "name a context of your kubeconfig explicitly (InferCrane never uses the current-context)",
     "namespace": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
-    "workloadApi": "use 'deployment' or 'kserve'",
+    "workloadApi": "use " + " or ".join(repr(name) for name in WORKLOAD_APIS),
     "serviceAccount": "use a DNS label, e.g. infercrane-runtime",
     "name": "use a DNS label: lowercase letters, digits and '-', at most 63 characters",
     "workerSecret.key": "use letters, digits, '-', '_' and '.' only",

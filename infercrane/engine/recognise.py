@@ -8,8 +8,8 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from infercrane.core import naming
 from infercrane.core.errors import EngineError
+from infercrane.core.kinds import DEPLOYMENT_API
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
 API_LOST_MARKERS: Final = (
@@ -53,7 +53,7 @@ def translate_text(text: str, stack: str) -> EngineError:
     if "forbidden" in text.lower():
         return EngineError(
             f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
-            fix=f"bind {naming.ROLE_FILES['deployment']} to the deploying identity",
+            fix=f"bind {DEPLOYMENT_API.role_file} to the deploying identity",
         )
     if "passphrase" in text.lower():
         return EngineError(

@@ -22,22 +22,15 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAcc
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
-from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.kinds import ROLES_SHOWN, WORKLOAD_APIS
 from infercrane.live import cluster, failures
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
 UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up
 SEED_VERBS: Final = ("get", "list", "create", "patch", "delete")
-# (group, resource) the program applies, per workload API: the seed's rights are these x SEED_VERBS.
-WORKLOAD_RESOURCES: Final = {
-    "deployment": (("apps", "deployments"), ("", "services")),
-    "kserve": (("serving.kserve.io", "inferenceservices"),),
-}
 # The shipped Role of each workload API (deploy/kubernetes/{base,kserve}/provider-rbac.yaml).
-SHIPPED_ROLES: Final = {"deployment": "infercrane-provider-deployment", "kserve": "infercrane-provider-kserve"}
-# Read rights the shipped Role adds to the seed's: a failed deploy quotes the scheduler's Events.
-SHIPPED_EXTRA: Final = {"deployment": (("get", "", "events"), ("list", "", "events")), "kserve": ()}
+SHIPPED_ROLES: Final = {a.name: a.role_name for a in WORKLOAD_APIS.values()}
 # Optional reads, by resource: the file that grants them, what they give, what is missing without.
 OPTIONAL_READS: Final = {
     "pods": (
@@ -56,11 +49,12 @@ OPTIONAL_RIGHTS: Final = tuple((v, "", r) for r in OPTIONAL_READS for v in ("get
 
 def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
     """The seed's rights: (verb, group, resource) every command needs in the namespace."""
-    return [(v, g, r) for g, r in WORKLOAD_RESOURCES[workload_api] for v in SEED_VERBS]
+    return [(v, k.group, k.plural) for k in WORKLOAD_APIS[workload_api].kinds for v in SEED_VERBS]
 
 
 def shipped_extra_rights(workload_api: str) -> list[tuple[str, str, str]]:
-    return list(SHIPPED_EXTRA[workload_api])
+    """Read rights the shipped Role adds to the seed's (a failed deploy quotes the scheduler's Events)."""
+    return list(WORKLOAD_APIS[workload_api].extra_rights)
 
 
 @dataclass(frozen=True)
@@ -81,7 +75,7 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     for v, g, r in OPTIONAL_RIGHTS:
         if r == "persistentvolumeclaims":
             need.append((v, g, r, "required-optional" if cache_required else "optional"))
-        elif api == "deployment":
+        elif r in config.kubernetes.api.optional_reads:
             need.append((v, g, r, "optional"))
     return need
 
@@ -105,7 +99,7 @@ def _can(client: Client, namespace: str, verb: str, group: str, resource: str, n
         return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")
-    fix = f"apply {naming.ROLES_SHOWN} bound to this identity"
+    fix = f"apply {ROLES_SHOWN} bound to this identity"
     if need == "shipped":
         return Check(
             name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix
@@ -208,7 +202,7 @@ def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
     t = config.kubernetes
     client = client or cluster.client(t)
     jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(client, config))]
-    if t.workload_api == "kserve":
+    if t.api.crd is not None:
         jobs.append(("KServe API", lambda: _kserve(client, config)))
     jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
     jobs += [

@@ -17,9 +17,9 @@ from typing import Final
 import httpx2
 from lightkube import ApiError
 
-from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError, with_fix
+from infercrane.core.kinds import BIND_ROLE_FIX
 
 TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 
@@ -77,7 +77,7 @@ def describe(code: int | None, msg: str, *, action: str, target: KubernetesTarge
     if code == 403:
         return with_fix(
             f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
-            naming.BIND_ROLE_FIX,
+            BIND_ROLE_FIX,
         )
     if code == 401:
         return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"

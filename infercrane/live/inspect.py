@@ -54,15 +54,13 @@ def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[st
 
 def _pod_owner_label(config: InferCraneConfig) -> str:
     """The pod label naming the replica: ours on our Deployments' pods, KServe's on the pods it makes."""
-    return naming.KSERVE_ISVC_LABEL if config.kubernetes.workload_api == "kserve" else naming.LABEL_INSTANCE
+    return config.kubernetes.api.pod_label
 
 
 def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
     """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
     t = config.kubernetes
-    selector: dict[str, Any] = (
-        {naming.KSERVE_ISVC_LABEL: operators.exists()} if t.workload_api == "kserve" else naming.managed_selector()
-    )
+    selector: dict[str, Any] = {t.api.pod_label: operators.exists()} if t.api.controller_pods else naming.managed_selector()
     try:
         with failures.request("list pods", t):
             return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]

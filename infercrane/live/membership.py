@@ -14,7 +14,7 @@ from typing import Any
 
 from infercrane.core import naming, rollout
 from infercrane.core.config import InferCraneConfig
-from infercrane.core.kinds import WORKLOAD_KINDS
+from infercrane.core.kinds import WORKLOADS
 from infercrane.core.render import RenderedReplica
 from infercrane.core.waves import Rollout
 from infercrane.core.workload import endpoint_of, gpus_of, pod_of
@@ -36,7 +36,7 @@ def _workloads(
     its predictor Deployment -- never one of ours; a key found in several forms is the target's."""
     t = config.kubernetes
     current = (t.namespace, t.object_kinds[0])
-    workload_kinds = {kinds[0] for kinds in WORKLOAD_KINDS.values()}
+    workload_kinds = set(WORKLOADS)
     found = [(t.namespace, kind, obj) for (kind, _), obj in sorted(live.items())]
     found += [(ns, kind, obj) for (ns, kind, _), obj in sorted((elsewhere or {}).items())]
     out: dict[str, tuple[str, str, Mapping[str, Any]]] = {}
@@ -118,7 +118,7 @@ def recorded_elsewhere(config: InferCraneConfig, namespaces: Iterable[str]) -> d
     from infercrane.core.errors import ClusterError
 
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
-    kinds = {k[0] for k in WORKLOAD_KINDS.values()}
+    kinds = set(WORKLOADS)
     client = cluster.client(config.kubernetes)
     for ns in sorted(set(namespaces) - {config.kubernetes.namespace}):
         there = config.kubernetes.model_copy(update={"namespace": ns})

@@ -30,7 +30,7 @@ from infercrane.core import cache, naming
 from infercrane.core.actions import Action
 from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
-from infercrane.core.kinds import WORKLOAD_KINDS
+from infercrane.core.kinds import WORKLOADS
 from infercrane.live import cluster, failures
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
@@ -127,7 +127,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     try:
         # The other workload API's kind too, when this identity may list it: after a `workloadApi`
         # switch the replicas still run in their old form, and the rollout counts them.
-        others = {kinds[0] for kinds in WORKLOAD_KINDS.values()}
+        others = set(WORKLOADS)
         live = cluster.live_by_name(client, target, {m["kind"] for m in manifests}, optional=others)
     except ClusterError as exc:
         raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from None

@@ -11,11 +11,11 @@ from typing import Any, Final
 from lightkube import Client
 from lightkube.resources.core_v1 import Event
 
-from infercrane.core import naming
 from infercrane.core.config import KubernetesTarget
+from infercrane.core.kinds import DEPLOYMENT_API
 from infercrane.live import failures
 
-EVENTS_GRANT: Final = f"get/list on events ({naming.ROLE_FILES['deployment']} grants it)"
+EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"
 
 
 #: Whose warnings say most about why a replica is not ready: its pods, then what creates them.

@@ -7,8 +7,9 @@ unchanged, the CLI's ``render`` prints them, and the golden tests freeze them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, Replica
@@ -16,6 +17,13 @@ from infercrane.core.intent import intent as replica_intent
 from infercrane.core.render.workloads import deployment, inference_service, service
 
 Manifest = dict[str, Any]
+
+#: Each kind's renderer: a replica's objects are its workload API's kinds, rendered in order.
+RENDERERS: Final[dict[str, Callable[[InferCraneConfig, Replica, str, str], Manifest]]] = {
+    "Deployment": deployment,
+    "Service": service,
+    "InferenceService": inference_service,
+}
 
 
 @dataclass(frozen=True)
@@ -34,12 +42,8 @@ def render_replica(config: InferCraneConfig, replica: Replica, stack: str) -> Re
     intent = replica_intent(config, replica)
     t = config.kubernetes
     name = naming.object_name(replica.key)
-    if t.workload_api == "kserve":
-        manifests: tuple[Manifest, ...] = (inference_service(config, replica, intent, stack),)
-        endpoint = f"http://{name}-predictor.{t.namespace}.svc.cluster.local"
-    else:
-        manifests = (deployment(config, replica, intent, stack), service(config, replica, intent, stack))
-        endpoint = f"http://{name}.{t.namespace}.svc:{replica.port}"
+    manifests = tuple(RENDERERS[kind](config, replica, intent, stack) for kind in t.object_kinds)
+    endpoint = t.api.endpoint.format(name=name, namespace=t.namespace, port=replica.port)
     return RenderedReplica(replica=replica, name=name, intent=intent, manifests=manifests, endpoint=endpoint)
 
 
