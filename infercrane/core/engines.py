@@ -5,16 +5,13 @@ The argv never carries the API key's value: vLLM reads ``VLLM_API_KEY`` from the
 comes from a Secret reference; SGLang reads no variable, so it is started with ``--api-key
 $(INFERCRANE_WORKER_API_KEY)`` -- a reference the kubelet expands from that same Secret-backed
 variable when it starts the container (the object, the state and the logs hold only the
-reference). Pure core.
+reference). The argv itself is rendered by :mod:`infercrane.core.render.command`. Pure core.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
-
-if TYPE_CHECKING:
-    from infercrane.core.config import Replica
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -45,19 +42,3 @@ ENGINES: Final = {
 }
 SECRET_FLAGS: Final = ("--api-key",)
 WORKER_KEY_REFERENCE: Final = "$(INFERCRANE_WORKER_API_KEY)"  # naming.WORKER_KEY_ENV, as the kubelet expands it
-
-
-def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
-    """The container ``command`` and ``args`` for the replica's engine."""
-    r, e = replica, ENGINES[replica.engine]
-    # Clients of the original adapter send the model id ("model": "Qwen/Qwen3-8B"); serve it under
-    # both names where the engine allows several, the endpoint name first.
-    served = [r.name, r.model] if e.several_served_names and r.model != r.name else [r.name]
-    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served]
-    if r.model_revision:
-        args += ["--revision", r.model_revision]
-    if r.gpu_count > 1:
-        args += [e.tensor_parallel_flag, str(r.gpu_count)]
-    if e.key_flag:
-        args += [e.key_flag, WORKER_KEY_REFERENCE]
-    return list(e.command), args + list(r.args)

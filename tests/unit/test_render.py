@@ -5,8 +5,8 @@ from typing import Any
 import pytest
 
 from infercrane.core import loading, naming
-from infercrane.core.engines import command_and_args
 from infercrane.core.render import render_all
+from infercrane.core.render.command import command_and_args
 
 STACK = "infercrane/dev"
 

@@ -15,9 +15,9 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.config import InferCraneConfig, Replica
-from infercrane.core.engines import command_and_args
 from infercrane.core.intent import pod_intent
 from infercrane.core.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from infercrane.core.render.command import command_and_args
 
 HEALTH_PATH = "/health"
 STARTUP_PERIOD_SECONDS = 10
