@@ -62,6 +62,20 @@ class TakeoverRefused(InferCraneError):
     """Some live object is not exactly the original adapter's for its key; nothing was changed."""
 
 
+class RolloutStopped(InferCraneError):
+    """A step of a rollout of several failed: the replicas it had not reached keep serving and the
+    same command continues from there. ``cause`` (also ``__cause__``): the step's own error, whose
+    words and fix follow."""
+
+    def __init__(self, step: int, steps: int, cause: InferCraneError) -> None:
+        self.step, self.steps, self.cause = step, steps, cause
+        super().__init__(
+            f"the rollout stopped at step {step}/{steps}: the old replicas it had not reached keep serving; fix the "
+            f"cause and deploy again to continue from there.\n{cause}"
+        )
+        self.applied_nothing = cause.applied_nothing
+
+
 class IdempotencyConflict(InferCraneError):
     """The idempotency key was already used for a different intent."""
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
 from infercrane.core.actions import Action
-from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused
+from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused, RolloutStopped
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.intent import intent as replica_intent
 from infercrane.core.manifests import render_checked
@@ -237,10 +237,7 @@ def rolled(
                 # Refused by the program's own checks inside the first update: nothing was applied.
                 exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)
                 if len(steps) > 1:
-                    exc.args = (
-                        f"the rollout stopped at step {index + 1}/{len(steps)}: the old replicas it had not reached keep "
-                        f"serving; fix the cause and deploy again to continue from there.\n{exc.args[0]}",
-                    )
+                    raise RolloutStopped(index + 1, len(steps), exc) from exc
                 raise
             if step is not None and step.delete:
                 # What this step ended by deleting that Pulumi did not know (lost state, a takeover):

@@ -283,3 +283,16 @@ def test_a_blocked_preview_names_each_mandatory_violation_with_its_resource() ->
     assert text.startswith("the policy pack blocked the preview of stack 'dev' (2 violation(s)); nothing was applied:")
     assert "- image-digest (kubernetes:apps/v1:Deployment: tagged): Deployment/tagged: container app: image" in text
     assert "- no-patch-force (pulumi:providers:kubernetes: default_4_25_0): the Kubernetes provider sets enablePatchForce" in text
+
+
+def test_a_stopped_rollout_names_its_step_and_carries_the_steps_own_words_and_fix() -> None:
+    from infercrane.core.errors import ClusterError, RolloutStopped
+
+    cause = ClusterError("replica r0 failed: FailedScheduling", fix="add a node")
+    cause.applied_nothing = False
+    stopped = RolloutStopped(2, 4, cause)
+    assert str(stopped) == (
+        "the rollout stopped at step 2/4: the old replicas it had not reached keep serving; fix the cause and deploy "
+        "again to continue from there.\nreplica r0 failed: FailedScheduling\n    fix: add a node"
+    )
+    assert stopped.cause is cause and stopped.applied_nothing is False
