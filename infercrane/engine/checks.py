@@ -8,7 +8,7 @@ Engine layer.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
@@ -21,11 +21,13 @@ from infercrane.core.errors import (
     PreflightRefused,
 )
 from infercrane.core.events import Note, Sink
-from infercrane.core.manifests import render_checked
 from infercrane.core.render import RenderedReplica
 from infercrane.core.urns import KIND_OF_TOKEN
 from infercrane.core.waves import Rollout
 from infercrane.engine.workspace import Engine
+
+if TYPE_CHECKING:  # lightkube is imported where a request is made
+    from lightkube import Client
 
 # Raised by the program's own checks inside `pulumi up`, before anything is applied.
 REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)
@@ -37,7 +39,7 @@ def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
     return dict(root.get("outputs") or {})
 
 
-def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state: dict[str, Any]) -> list[str]:
+def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state: dict[str, Any], client: Client) -> list[str]:
     """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
     about them on every run and never resolves them itself), after checking each live object.
 
@@ -50,7 +52,6 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
     if not pending:
         return []
-    client = cluster.client(config.kubernetes)
     live = cluster.live_by_name(client, config.kubernetes, KIND_OF_TOKEN.values())
     stack_id = naming.stack_id(engine.stack_name)
     foreign = []
@@ -79,7 +80,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     ]
 
 
-def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str, Any]], str | None]:
+def vouch_for(config: cfg.InferCraneConfig, stack: str, client: Client) -> Callable[[Mapping[str, Any]], str | None]:
     """The check a repair runs before it restores Pulumi's backup checkpoint of ``stack``
     (:func:`infercrane.engine.backend.repair_torn_writes`): the live objects of this stack's exact
     ownership that existed when the backup was written must be recorded in it. One LIST per kind,
@@ -92,7 +93,7 @@ def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str
         stack_id = naming.stack_id(stack)
         live = {
             ref: str(obj["metadata"].get("creationTimestamp") or "")
-            for ref, obj in cluster.live_by_name(cluster.client(t), t, t.object_kinds).items()
+            for ref, obj in cluster.live_by_name(client, t, t.object_kinds).items()
             if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
         }
         older = urns.unrecorded_before(checkpoint, live)
@@ -101,28 +102,27 @@ def vouch_for(config: cfg.InferCraneConfig, stack: str) -> Callable[[Mapping[str
     return vouch
 
 
-def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica] | None = None) -> Any:
+def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], client: Client) -> Any:
     """The preflight's report (ownership, conflicts, strict dry run, live vs rendered, what runs),
     or None when it refuses: the program's own preflight then refuses again inside the update,
     where the refusal is recorded as a failed update (promote's health gate reads the history)."""
     from infercrane.live import preflight
 
-    rendered = render_checked(config, stack) if rendered is None else rendered
     manifests = [m for r in rendered for m in r.manifests]
     try:
-        return preflight.run(config, manifests, naming.stack_id(stack))
+        return preflight.run(config, manifests, naming.stack_id(stack), client)
     except PreflightRefused:
         return None
 
 
-def verified(config: cfg.InferCraneConfig, sink: Sink) -> cfg.InferCraneConfig | None:
+def verified(config: cfg.InferCraneConfig, sink: Sink, client: Client) -> cfg.InferCraneConfig | None:
     """``config`` with only the model caches the cluster verifies mapped (``prefer``: the others
     noted, their replicas download), or None when a required cache is not there: the program
     then refuses inside the update, where the refusal is recorded (as :func:`live_check`)."""
     from infercrane.live import preflight
 
     try:
-        verdict = preflight.verify_cache(config)
+        verdict = preflight.verify_cache(config, client)
     except CacheRefused:
         return None
     for warning in verdict.warnings:
@@ -131,7 +131,12 @@ def verified(config: cfg.InferCraneConfig, sink: Sink) -> cfg.InferCraneConfig |
 
 
 def plan_rollout(
-    config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], report: Any, state: Mapping[str, Any]
+    config: cfg.InferCraneConfig,
+    stack: str,
+    rendered: Sequence[RenderedReplica],
+    report: Any,
+    state: Mapping[str, Any],
+    client: Client,
 ) -> Rollout | None:
     """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls),
     counting the replicas the state records in another namespace (a ``namespace`` switch)."""
@@ -139,11 +144,11 @@ def plan_rollout(
         return None
     from infercrane.live import membership
 
-    elsewhere = membership.recorded_elsewhere(config, urns.recorded_namespaces(state))
+    elsewhere = membership.recorded_elsewhere(config, urns.recorded_namespaces(state), client)
     return membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
 
 
-def prime_cluster(config: cfg.InferCraneConfig) -> None:
+def prime_cluster(client: Client) -> None:
     """Have the API server build the OpenAPI document the provider reads on ``up`` while this
     command renders and runs its preflight (:func:`infercrane.live.cluster.prime_openapi`): one
     daemon thread, nothing waits for it."""
@@ -153,7 +158,7 @@ def prime_cluster(config: cfg.InferCraneConfig) -> None:
 
     def prime() -> None:
         try:
-            cluster.prime_openapi(cluster.client(config.kubernetes))
+            cluster.prime_openapi(client)
         except Exception:  # noqa: BLE001, S110 - a bad kubeconfig is the preflight's to report
             pass
 

@@ -12,27 +12,30 @@ waited for until gone, so the next step finds the GPUs free), the rest after the
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.core import config as cfg
 from infercrane.core import naming, urns
 from infercrane.core.errors import ClusterError, InferCraneError
 from infercrane.core.kinds import KINDS
 
+if TYPE_CHECKING:  # lightkube is imported where a request is made
+    from lightkube import Client
+
 GONE_TIMEOUT_SECONDS: Final = 120.0  # what a step waits for the objects it deleted itself to be gone
 
 
-def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
+def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], client: Client) -> dict[str, str]:
     """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
     when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
     what it does not know, and a key that leaves the config is deleted. Only objects with this
     stack's exact ownership, each with a uid precondition; run after the last step, when every
     replica of the config is ready. Returns object name -> key of what was deleted."""
     keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
-    return _delete_owned(config, stack, lambda key, kind: key not in keep, wait=False)
+    return _delete_owned(config, stack, client, lambda key, kind: key not in keep, wait=False)
 
 
-def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str]) -> dict[str, str]:
+def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str], client: Client) -> dict[str, str]:
     """What a rollout step deletes at its end (:attr:`~infercrane.core.waves.Step.delete`) that the
     state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
     deleted here, by this stack's exact ownership with a uid precondition, and waited for until
@@ -41,16 +44,17 @@ def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection
     current = set(config.kubernetes.object_kinds)
     configured = {r.key for r in config.replicas}
     return _delete_owned(
-        config, stack, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True
+        config, stack, client, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True
     )
 
 
-def _delete_owned(config: cfg.InferCraneConfig, stack: str, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
+def _delete_owned(
+    config: cfg.InferCraneConfig, stack: str, client: Client, wanted: Callable[[str, str], bool], *, wait: bool
+) -> dict[str, str]:
     from infercrane.live import cluster, failures, readiness
 
     t = config.kubernetes
     stack_id = naming.stack_id(stack)
-    client = cluster.client(t)
     deleted: dict[str, str] = {}
     sent: dict[tuple[str, str], str] = {}
     for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds, optional=KINDS).items()):
@@ -77,11 +81,13 @@ def _delete_owned(config: cfg.InferCraneConfig, stack: str, wanted: Callable[[st
     return deleted
 
 
-def delete_orphans_after_rollout(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any]) -> dict[str, str]:
+def delete_orphans_after_rollout(
+    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], client: Client
+) -> dict[str, str]:
     """:func:`delete_orphans` once the rollout is done: a failure there
     comes after every replica was applied, and says so (the CLI keeps the stack file's intent)."""
     try:
-        return delete_orphans(config, stack, state)
+        return delete_orphans(config, stack, state, client)
     except InferCraneError as exc:
         after = InferCraneError(
             "every replica of the config is applied and ready, but deleting the replicas of keys that left the "
@@ -99,6 +105,7 @@ def foreign_deletions(
     *,
     held: Collection[str],
     applied: Collection[str],
+    client: Client,
 ) -> list[str]:
     """The objects an engine run would delete whose live namesake is not this stack's: Pulumi
     deletes by name, with no ownership or uid check (``destroy`` has both), so an object replaced
@@ -125,7 +132,7 @@ def foreign_deletions(
     for ns, listed in sorted(kinds.items()):
         there = t.model_copy(update={"namespace": ns})
         elsewhere = listed & set(KINDS) if ns != t.namespace else set()
-        found = cluster.live_by_name(cluster.client(t), there, listed & set(KINDS) - elsewhere, optional=elsewhere)
+        found = cluster.live_by_name(client, there, listed & set(KINDS) - elsewhere, optional=elsewhere)
         live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
     stack_id = naming.stack_id(stack)
     out = []

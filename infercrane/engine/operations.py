@@ -46,13 +46,13 @@ from infercrane.engine.workspace import Engine
 from infercrane.shell.channel import Prepared
 from infercrane.shell.gate import Gate
 
-if TYPE_CHECKING:  # the SDK (~0.2 s to import) is imported by the engine's start, beside the preflight
-    pass
+if TYPE_CHECKING:  # lightkube is imported where a request is made
+    from lightkube import Client
 
 
-def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, **fields: Any) -> dict[str, Any]:
+def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, client: Client, **fields: Any) -> dict[str, Any]:
     """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
-    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), "progress": sink, **fields}
+    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), "progress": sink, "client": client, **fields}
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -139,8 +139,11 @@ def rolled(
     if the whole deploy succeeded, costs no extra engine call, and is gone with the state it
     describes (a replay never claims a result that no longer stands)."""
 
+    from infercrane.live import cluster
+
     intent = stack_intent(config)
-    engine.vouch = vouch_for(config, engine.stack_name)
+    client = cluster.client(config.kubernetes)  # this command's one client: every read and delete below
+    engine.vouch = vouch_for(config, engine.stack_name, client)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -157,21 +160,21 @@ def rolled(
         # The record says this intent was deployed; a replay also needs what runs to say so: the
         # state and the live objects exactly this intent, no replica of another left, all ready.
         # Re-running an older key (a rollback) finds the newer release running, and applies its own.
-        checked = verified(config, sink)
+        checked = verified(config, sink, client)
         rendered = render_checked(checked or config, stack)
-        report = live_check(checked or config, stack, rendered) if checked else None
+        report = live_check(checked or config, stack, rendered, client) if checked else None
         doubts = replay_doubts(checked or config, stack, state, rendered, report)
         if not doubts:
             return DeployResult(key, intent, "replayed", [], str(record.get("at")))
         sink(Note(f"note: idempotency key {key} was deployed at {record.get('at')}, but {doubts[0]}: applying its intent again"))
         looked = (rendered, report)
-    prime_cluster(config)  # an update will run: its provider reads the document
-    for note in resolve_pending_creates(engine, config, state):
+    prime_cluster(client)  # an update will run: its provider reads the document
+    for note in resolve_pending_creates(engine, config, state, client):
         sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
     if looked is None:
-        checked = verified(config, sink)
+        checked = verified(config, sink, client)
     config = checked or config
     rendered = render_checked(config, stack) if looked is None else looked[0]
     run = functools.partial(
@@ -187,13 +190,13 @@ def rolled(
             started = pool.submit(lambda: engine.stack)
         else:
             placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "prepared": None}
-            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, gate=gate, **placeholders))
+            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, client, gate=gate, **placeholders))
         try:
             if looked is None:
-                report = live_check(config, stack, rendered) if checked else None
+                report = live_check(config, stack, rendered, client) if checked else None
             else:
                 report = looked[1]
-            rollout = plan_rollout(config, stack, rendered, report, state)
+            rollout = plan_rollout(config, stack, rendered, report, state, client)
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -211,6 +214,7 @@ def rolled(
                 config,
                 state,
                 sink,
+                client,
                 step=None if last else step,
                 held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
@@ -225,6 +229,7 @@ def rolled(
                     urns.recorded_objects(state),
                     held=step.hold if step is not None else (),
                     applied=step.apply if step is not None else {r.key for r in config.replicas},
+                    client=client,
                 )
                 if foreign:
                     raise PreflightRefused(foreign, [])
@@ -244,7 +249,7 @@ def rolled(
                 # deleted here before the next step needs its GPUs.
                 unknown = step.delete - set(urns.recorded_objects(state))
                 try:
-                    gone = delete_unrecorded(config, stack, unknown) if unknown else {}
+                    gone = delete_unrecorded(config, stack, unknown, client) if unknown else {}
                 except InferCraneError as exc:
                     exc.applied_nothing = False  # this step applied its replicas
                     raise
@@ -259,7 +264,7 @@ def rolled(
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
         pool.shutdown(wait=True)
-    orphans = delete_orphans_after_rollout(config, stack, state)  # the state before the last step: what Pulumi knew
+    orphans = delete_orphans_after_rollout(config, stack, state, client)  # the state before the last step: what Pulumi knew
     if orphans:
         sink(
             Note(
@@ -300,16 +305,19 @@ def plan(
     preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
     record, :func:`needs_refresh`); with ``policy_packs`` always, the engine running those packs
     on it. The rollout's waves come from the live objects either way."""
+    from infercrane.live import cluster
+
     stack = engine.stack_name
-    engine.vouch = vouch_for(config, stack)
+    client = cluster.client(config.kubernetes)  # this command's one client
+    engine.vouch = vouch_for(config, stack, client)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        checked = verified(config, sink)
+        checked = verified(config, sink, client)
         config = checked or config
         rendered = render_checked(config, stack)
-        report = live_check(config, stack, rendered) if checked else None
+        report = live_check(config, stack, rendered, client) if checked else None
         state = reading.result()
-    rollout = plan_rollout(config, stack, rendered, report, state)
+    rollout = plan_rollout(config, stack, rendered, report, state, client)
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview
@@ -326,6 +334,7 @@ def plan(
         "driven": True,
         "legacy": urns.legacy_names(state),
         "prepared": Prepared(rendered, report) if report is not None else None,
+        "client": client,
     }
     engine.preview(
         on_output=on_output,

@@ -110,7 +110,9 @@ def plan_rollout(
     return rollout.plan(members(config, report.live, stack_id, elsewhere), targets, config.rollout_for)
 
 
-def recorded_elsewhere(config: InferCraneConfig, namespaces: Iterable[str]) -> dict[tuple[str, str, str], dict[str, Any]]:
+def recorded_elsewhere(
+    config: InferCraneConfig, namespaces: Iterable[str], client: Any = None
+) -> dict[tuple[str, str, str], dict[str, Any]]:
     """The workload objects in ``namespaces`` (where the state records this stack's objects, other
     than the target's: a ``namespace`` switch), ``(namespace, kind, name) -> object``, one LIST per
     namespace and workload kind. A namespace this identity may not list fails: its replicas still
@@ -119,8 +121,10 @@ def recorded_elsewhere(config: InferCraneConfig, namespaces: Iterable[str]) -> d
 
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     kinds = set(WORKLOADS)
-    client = cluster.client(config.kubernetes)
-    for ns in sorted(set(namespaces) - {config.kubernetes.namespace}):
+    others = sorted(set(namespaces) - {config.kubernetes.namespace})
+    if others:
+        client = client or cluster.client(config.kubernetes)
+    for ns in others:
         there = config.kubernetes.model_copy(update={"namespace": ns})
         try:
             listed = cluster.live_by_name(client, there, config.kubernetes.object_kinds[:1], optional=kinds)

@@ -46,7 +46,7 @@ def await_readiness(
 
     publish = readiness_progress(channel)
     report = functools.partial(publish_snapshot, publish)
-    waiter = readiness.FleetWaiter(cluster.client(t), t, t.object_kinds[0], report=report)
+    waiter = readiness.FleetWaiter(channel.client or cluster.client(t), t, t.object_kinds[0], report=report)
 
     budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
     components = [c for c in components if not c.summary.get("held")]  # held ones are not rolled by this run

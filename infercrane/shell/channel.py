@@ -46,7 +46,8 @@ class Channel:
     verifies the caches and runs its own preflight.
     ``gate`` -- the run started before the caller's preflight was done
     (:mod:`infercrane.shell.gate`): the program registers its provider, then waits there for the
-    rest of its inputs. ``progress`` -- the caller's sink for the readiness wait's typed
+    rest of its inputs. ``client`` -- the command's live client (under plain ``pulumi`` the program
+    builds its own). ``progress`` -- the caller's sink for the readiness wait's typed
     :class:`~infercrane.core.events.Readiness` events (without it, plain ``pulumi``: log lines).
     Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
     parsing the engine's output."""
@@ -60,4 +61,5 @@ class Channel:
     prepared: Prepared | None = None
     gate: Gate | None = None
     progress: Sink | None = None
+    client: Any = None  # the command's lightkube client: an in-process run builds none of its own
     error: InferCraneError | None = None

@@ -159,7 +159,7 @@ def registrations(
         if preflight:
             from infercrane.live import preflight as live
 
-            verdict = live.verify_cache(config)
+            verdict = live.verify_cache(config, channel.client)
             for warning in verdict.warnings:
                 pulumi.log.warn(f"preflight: {warning}")
             config = verdict.config
@@ -169,7 +169,7 @@ def registrations(
         from infercrane.live import preflight as live
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = prepared.report if prepared is not None else live.run(config, manifests, naming.stack_id(stack))
+        report = prepared.report if prepared is not None else live.run(config, manifests, naming.stack_id(stack), channel.client)
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]

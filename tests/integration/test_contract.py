@@ -247,3 +247,36 @@ def test_strict_dry_run_refuses_an_inference_service_field_an_older_crd_lacks(pr
         assert "Upgrade the CRD/cluster" in text
     finally:  # the plane's own schema back, for the tests after this one
         admin.apply(codecs.from_dict(older | {"spec": original["spec"]}), field_manager="it-older-kserve", force=True)
+
+
+def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_rollout_steps(
+    project: Project, admin: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One command, one client: the preflight, the rollout's reads, every step's program (its
+    preflight and readiness wait, in this process) and the deletions share the one the command
+    built -- counted on a rollout of several steps that also deletes a key."""
+    from infercrane.engine import operations
+
+    keys = ["it-oneclient-r0", "it-oneclient-r1", "it-oneclient-r2"]
+    engine = project.stack("itoneclient", [replica(k) for k in keys])
+    assert operations.deploy(engine, load(project, "itoneclient"), "first").status == "succeeded"
+    built: list[str] = []
+    real = cluster.client
+
+    def counted(target: Any, **kw: Any) -> Any:
+        built.append(target.context)
+        return real(target, **kw)
+
+    monkeypatch.setattr(cluster, "client", counted)
+    newer = "vllm/vllm-openai@sha256:" + "e" * 64
+    engine = project.stack("itoneclient", [replica(k) for k in keys[:2]], imageDigest=newer)
+    config = load(project, "itoneclient")
+    planned = operations.plan(engine, config)
+    assert planned.rollout is not None and len(planned.rollout.steps) > 1, planned.rollout
+    assert len(built) == 1, built
+    built.clear()
+    result = operations.deploy(engine, config, "second")
+    assert result.status == "succeeded" and result.rollout is not None and len(result.rollout.steps) > 1, result
+    assert len(built) == 1, built
+    assert get_or_none(admin, Deployment, naming.object_name(keys[2])) is None
+    assert cli(project, "destroy", "--stack", "itoneclient").returncode == 0
