@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from infercrane.core import naming  # noqa: E402
-from infercrane.core.manifests import render_checked, to_yaml  # noqa: E402
+from infercrane.core.render.manifests import render_checked, to_yaml  # noqa: E402
 from infercrane.engine.environment import engine_env  # noqa: E402
 from infercrane.live.cluster import client as make_client  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402

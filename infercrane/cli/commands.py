@@ -14,7 +14,7 @@ from infercrane.cli import output
 from infercrane.cli.notices import disclose, event, progress
 from infercrane.cli.parser import replica_intent
 from infercrane.core.errors import ConfigError, InferCraneError, UsageError
-from infercrane.core.manifests import render_checked, to_yaml
+from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import paths, stackfile
 
 if TYPE_CHECKING:

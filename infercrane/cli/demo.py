@@ -12,9 +12,9 @@ import time
 from typing import IO
 
 from infercrane.cli.progress import ProgressView, log_path
-from infercrane.core.actions import count_words
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Event, Note
+from infercrane.core.plan.actions import count_words
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster

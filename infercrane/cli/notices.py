@@ -15,7 +15,7 @@ from infercrane.project import paths, stackfile
 
 if TYPE_CHECKING:
     from infercrane.cli.progress import ProgressView
-    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.model.config import InferCraneConfig
 
 
 def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | None = None) -> None:
@@ -27,7 +27,7 @@ def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | 
         for sentence in stackfile.env_overrides(stack):
             event(as_json, {"event": "override", "stack": stack, "message": sentence}, f"note: {sentence}")
     if acting is not None:
-        from infercrane.core.loading import advice
+        from infercrane.core.load.loading import advice
 
         for line in advice(acting):
             event(as_json, {"event": "advice", "stack": stacks[0], "message": line}, f"note: {line}")

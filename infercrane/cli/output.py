@@ -13,13 +13,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from infercrane.core.actions import Action
+from infercrane.core.plan.actions import Action
 
 if TYPE_CHECKING:
-    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.plan.waves import Rollout
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
-    from infercrane.core.waves import Rollout
     from infercrane.engine.changes import ReplicaAction
     from infercrane.engine.operations import DeployResult, PlanResult
     from infercrane.engine.teardown import DestroyResult

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any, Final
 
 FIELD_MANAGER: Final = "infercrane-provider-v1"
@@ -51,6 +52,8 @@ HF_HUB_OFFLINE_ENV: Final = "HF_HUB_OFFLINE"  # 1: never reach the Hub (a mounte
 PATCH_FORCE_ENV: Final = "PULUMI_K8S_ENABLE_PATCH_FORCE"
 # What InferCrane sets in the container: a user's extra environment never names these.
 SECRET_ENV: Final = frozenset({WORKER_KEY_ENV, VLLM_KEY_ENV, HF_TOKEN_ENV})  # only ever from a secretKeyRef
+#: A variable name that says it holds a secret: never given a literal value (a secretKeyRef only).
+SECRET_NAME_RE: Final = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)($|_)", re.I)
 MANAGED_ENV: Final = SECRET_ENV | {HF_HUB_CACHE_ENV, HF_HUB_OFFLINE_ENV}
 # Key prefixes and keys of ours: a user's extra pod labels and annotations never use them.
 OWN_KEY_PREFIXES: Final = ("infercrane.dev/", "pulumi.com/")

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from infercrane.core import config as cfg
-from infercrane.core.engines import ENGINES
 from infercrane.core.errors import PromotionRefused
-from infercrane.core.workload import containers_of, flag_value, pod_of
+from infercrane.core.model import config as cfg
+from infercrane.core.model.engines import ENGINES
+from infercrane.core.plan.workload import containers_of, flag_value, pod_of
 
 BUNDLE_FIELDS: Final = ("model", "modelRevision", "engine", "args", "gpu", "gpuCount")
 

@@ -1,5 +1,5 @@
 """What an engine run did to each replica: its steps (the Automation API's events) folded into one
-:class:`~infercrane.core.actions.Action` per replica, and its objects' outputs as the person's
+:class:`~infercrane.core.plan.actions.Action` per replica, and its objects' outputs as the person's
 progress (:class:`~infercrane.core.events.Applied`). Engine layer.
 """
 
@@ -9,11 +9,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infercrane.core import config as cfg
-from infercrane.core.actions import Action
 from infercrane.core.events import Applied, Sink
+from infercrane.core.model import config as cfg
+from infercrane.core.plan.actions import Action
 from infercrane.core.render import RenderedReplica
-from infercrane.core.urns import component_of
+from infercrane.core.state.urns import component_of
 
 if TYPE_CHECKING:
     from pulumi.automation import EngineEvent

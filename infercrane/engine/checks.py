@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from infercrane.core import config as cfg
-from infercrane.core import naming, urns
+from infercrane.core import naming
 from infercrane.core.errors import (
     CacheRefused,
     ClusterError,
@@ -21,9 +20,11 @@ from infercrane.core.errors import (
     PreflightRefused,
 )
 from infercrane.core.events import Note, Sink
+from infercrane.core.model import config as cfg
+from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
-from infercrane.core.urns import KIND_OF_TOKEN
-from infercrane.core.waves import Rollout
+from infercrane.core.state import urns
+from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 
 if TYPE_CHECKING:  # lightkube is imported where a request is made

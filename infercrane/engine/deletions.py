@@ -14,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from infercrane.core import config as cfg
-from infercrane.core import naming, urns
+from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError
-from infercrane.core.kinds import KINDS
+from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import KINDS
+from infercrane.core.state import urns
 
 if TYPE_CHECKING:  # lightkube is imported where a request is made
     from lightkube import Client
@@ -36,7 +37,7 @@ def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str,
 
 
 def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str], client: Client) -> dict[str, str]:
-    """What a rollout step deletes at its end (:attr:`~infercrane.core.waves.Step.delete`) that the
+    """What a rollout step deletes at its end (:attr:`~infercrane.core.plan.waves.Step.delete`) that the
     state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
     deleted here, by this stack's exact ownership with a uid precondition, and waited for until
     gone, so the next step's replicas find the GPUs free: a key that left the config, all of it;

@@ -1,6 +1,6 @@
 """plan and deploy (idempotent): the CLI's engine operations and their results.
 
-Per replica, the engine's steps become one :class:`~infercrane.core.actions.Action`
+Per replica, the engine's steps become one :class:`~infercrane.core.plan.actions.Action`
 (:mod:`infercrane.engine.changes`); what the state and the cluster decide before and after a run
 is in :mod:`infercrane.engine.checks`; destroy is :mod:`infercrane.engine.teardown`. A deploy is
 recorded in the stack's outputs (by the same ``up``) with its idempotency key and the stack's intent
@@ -18,14 +18,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from infercrane.core import config as cfg
-from infercrane.core import naming, urns
-from infercrane.core.actions import Action
+from infercrane.core import naming
 from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused, RolloutStopped
 from infercrane.core.events import Note, Sink, discard
-from infercrane.core.intent import intent as replica_intent
-from infercrane.core.manifests import render_checked
-from infercrane.core.waves import Rollout
+from infercrane.core.model import config as cfg
+from infercrane.core.plan.actions import Action
+from infercrane.core.plan.waves import Rollout
+from infercrane.core.render.intent import intent as replica_intent
+from infercrane.core.render.manifests import render_checked
+from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
 from infercrane.engine.checks import (
     REFUSED_BEFORE_APPLY,
@@ -128,7 +129,7 @@ def rolled(
 ) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
 
-    The rollout (:mod:`infercrane.core.rollout`) is planned from what runs now; each of its steps
+    The rollout (:mod:`infercrane.core.plan.rollout`) is planned from what runs now; each of its steps
     is one ``pulumi up`` that holds the replicas not rolled yet exactly as the state records them
     and waits for the step's replicas before Pulumi deletes the old ones. A failed step stops the
     rollout with the readiness failure; the old replicas it did not reach keep serving, and the

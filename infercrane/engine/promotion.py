@@ -8,9 +8,9 @@ replica is ready (live inspect); the CLI then writes the bundles into the target
 
 from __future__ import annotations
 
-from infercrane.core import config as cfg
 from infercrane.core import naming, promotion
 from infercrane.core.errors import PromotionRefused
+from infercrane.core.model import config as cfg
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
 from infercrane.live.inspect import inspect

@@ -9,7 +9,7 @@ import re
 from typing import Final
 
 from infercrane.core.errors import EngineError
-from infercrane.core.kinds import DEPLOYMENT_API
+from infercrane.core.model.kinds import DEPLOYMENT_API
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
 API_LOST_MARKERS: Final = (

@@ -33,11 +33,11 @@ from typing import Any, Final
 
 from lightkube import Client
 
-from infercrane.core import config as cfg
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
 from infercrane.core.events import Deleted, Remaining, Sink, discard
-from infercrane.core.urns import KIND_OF_TOKEN
+from infercrane.core.model import config as cfg
+from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, failures, readiness
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, cast
 
 from infercrane.core.errors import EngineError
 from infercrane.core.events import Note, Sink, discard
-from infercrane.core.urns import legacy_names
+from infercrane.core.state.urns import legacy_names
 from infercrane.engine import runs
 from infercrane.engine.backend import Vouch, clear_stale_locks, repair_torn_writes
 from infercrane.engine.environment import engine_env, pulumi_root

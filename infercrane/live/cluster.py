@@ -21,9 +21,9 @@ from lightkube.config.kubeconfig import KubeConfig
 from lightkube.generic_resource import create_namespaced_resource
 
 from infercrane.core import naming
-from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
-from infercrane.core.kinds import INFERENCE_SERVICE
+from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.kinds import INFERENCE_SERVICE
 from infercrane.live.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
 from infercrane.project.paths import project_root
 

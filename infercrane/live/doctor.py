@@ -22,8 +22,8 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAcc
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
-from infercrane.core.config import InferCraneConfig, KubernetesTarget
-from infercrane.core.kinds import ROLES_SHOWN, WORKLOAD_APIS
+from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.model.kinds import ROLES_SHOWN, WORKLOAD_APIS
 from infercrane.live import cluster, failures
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"

@@ -17,9 +17,9 @@ from typing import Final
 import httpx2
 from lightkube import ApiError
 
-from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError, with_fix
-from infercrane.core.kinds import BIND_ROLE_FIX
+from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.kinds import BIND_ROLE_FIX
 
 TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 

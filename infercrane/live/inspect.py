@@ -14,7 +14,7 @@ from lightkube import Client, operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
 from infercrane.live import cluster, failures, verdicts, warnings
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
@@ -102,7 +102,7 @@ def serving(
     """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
     configured or not (one a rollout is taking out still serves) -- with key, model revision and
     intent hash, from the live objects (this stack's when ``stack_id`` is given)."""
-    from infercrane.core.workload import endpoint_of, flag_value
+    from infercrane.core.plan.workload import endpoint_of, flag_value
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name, obj in sorted(workloads.items()):

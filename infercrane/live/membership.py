@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from infercrane.core import naming, rollout
-from infercrane.core.config import InferCraneConfig
-from infercrane.core.kinds import WORKLOADS
+from infercrane.core import naming
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.plan import rollout
+from infercrane.core.plan.waves import Rollout
+from infercrane.core.plan.workload import endpoint_of, gpus_of, pod_of
 from infercrane.core.render import RenderedReplica
-from infercrane.core.waves import Rollout
-from infercrane.core.workload import endpoint_of, gpus_of, pod_of
 from infercrane.live import cluster, failures
 from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS, serving

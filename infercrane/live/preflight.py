@@ -26,11 +26,12 @@ from typing import Any, Final
 
 from lightkube import ApiError
 
-from infercrane.core import cache, naming
-from infercrane.core.actions import Action
-from infercrane.core.config import InferCraneConfig
+from infercrane.core import naming
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
-from infercrane.core.kinds import WORKLOADS
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.plan import cache
+from infercrane.core.plan.actions import Action
 from infercrane.live import cluster, failures
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
@@ -56,7 +57,7 @@ def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
 
 @dataclass
 class Report:
-    """What the preflight saw: per object ``Kind/name`` -> its :class:`~infercrane.core.actions.Action` (create, update, same); the
+    """What the preflight saw: per object ``Kind/name`` -> its :class:`~infercrane.core.plan.actions.Action` (create, update, same); the
     workloads whose pods applying would restart (their pod template changes); and every live
     object of the listed kinds, keyed by ``(kind, name)`` (ours or not), for the rollout."""
 

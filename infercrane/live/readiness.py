@@ -23,8 +23,8 @@ from typing import Any, Final
 from lightkube import Client
 
 from infercrane.core import naming
-from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
+from infercrane.core.model.config import KubernetesTarget
 from infercrane.live import cluster, failures
 from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
 from infercrane.live.warnings import pod_warnings

@@ -24,8 +24,8 @@ from lightkube import Client
 from lightkube.types import PatchType
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import TakeoverRefused
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.live import cluster, failures
 
 TAKEOVER_MANAGER: Final = "infercrane-takeover"

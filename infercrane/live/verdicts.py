@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, Literal
 
-from infercrane.core import naming, times
+from infercrane.core import naming
 from infercrane.core.errors import POD_SECURITY_FIX
+from infercrane.core.state import times
 
 State = Literal["ready", "waiting", "failed"]
 

@@ -11,8 +11,8 @@ from typing import Any, Final
 from lightkube import Client
 from lightkube.resources.core_v1 import Event
 
-from infercrane.core.config import KubernetesTarget
-from infercrane.core.kinds import DEPLOYMENT_API
+from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.kinds import DEPLOYMENT_API
 from infercrane.live import failures
 
 EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"

@@ -11,9 +11,9 @@ from typing import Any
 
 import pulumi
 
-from infercrane.core import config as cfg
 from infercrane.core.errors import NotReady
 from infercrane.core.events import Readiness
+from infercrane.core.model import config as cfg
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 

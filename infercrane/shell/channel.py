@@ -9,11 +9,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercrane.core import config as cfg
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
+from infercrane.core.model import config as cfg
+from infercrane.core.plan.waves import Step
 from infercrane.core.render import RenderedReplica
-from infercrane.core.waves import Step
 from infercrane.shell.gate import Gate
 
 
@@ -38,7 +38,7 @@ class Channel:
     by ``infercrane deploy``: the idempotency history read from the stack's outputs and, on the
     run that completes the deploy, this deploy's entry (exported as ``deploys``, so the record is
     written by the update it describes, only if it succeeds). ``step`` -- one step of a rollout
-    the caller drives (:mod:`infercrane.core.rollout`), with ``held`` the recorded manifests of
+    the caller drives (:mod:`infercrane.core.plan.rollout`), with ``held`` the recorded manifests of
     the replicas it holds; ``driven`` -- the caller rolls in waves, so the program does not refuse
     a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases;
     ``prepared`` -- the caller's render and preflight for this very run (:class:`Prepared`);

@@ -1,7 +1,7 @@
 """One ``ComponentResource`` per replica; its children are the replica's manifests, unchanged.
 
 The component's logical name is the replica's object name, derived from its durable key
-(:mod:`infercrane.core.urns`): the key is the identity in Pulumi as in Kubernetes, so no change of
+(:mod:`infercrane.core.state.urns`): the key is the identity in Pulumi as in Kubernetes, so no change of
 the replica list renames -- and so replaces -- another replica's resources. ``legacy`` is the slot
 name a stack deployed under the old scheme gave the replica: an alias moves it without a
 replacement (the children follow through the SDK's inherited aliases; their names keep the
@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.core.v1 import Service
 
-from infercrane.core.urns import COMPONENT_TYPE, child_name
+from infercrane.core.state.urns import COMPONENT_TYPE, child_name
 
 
 def _resource(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:

@@ -3,7 +3,7 @@
 ``pulumi preview --policy-pack policy`` runs them on every Deployment, Service and KServe
 InferenceService a program registers -- ours, a teammate's plain pulumi-kubernetes program, a YAML
 ``ConfigFile`` -- and on every Kubernetes provider. One policy per rule of
-:mod:`infercrane.core.guards` (the one home of each rule: this module maps resources to manifests
+:mod:`infercrane.core.render.guards` (the one home of each rule: this module maps resources to manifests
 and reports, it does not judge). Each violation names the rule, the object and the fix; Pulumi
 adds the resource URN. Pulumi shell (pulumi-policy).
 """
@@ -23,7 +23,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
-from infercrane.core import guards
+from infercrane.core.render import guards
 
 # Pulumi type token -> Kubernetes kind of the objects the rules judge.
 KINDS: Final = {

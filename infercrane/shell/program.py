@@ -21,14 +21,15 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
-from infercrane.core import config as cfg
-from infercrane.core import loading, naming
-from infercrane.core.actions import Action
+from infercrane.core import naming
 from infercrane.core.errors import InferCraneError, RolloutRefused
-from infercrane.core.manifests import render_checked
+from infercrane.core.load import loading
+from infercrane.core.model import config as cfg
+from infercrane.core.plan.actions import Action
+from infercrane.core.plan.workload import endpoint_of
 from infercrane.core.render import RenderedReplica
-from infercrane.core.urns import legacy_names, legacy_slots, recorded_namespaces
-from infercrane.core.workload import endpoint_of
+from infercrane.core.render.manifests import render_checked
+from infercrane.core.state.urns import legacy_names, legacy_slots, recorded_namespaces
 from infercrane.shell.awaiting import await_readiness, running_under_mocks
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
@@ -134,7 +135,7 @@ def check_rollout(
 
 
 def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel | None = None) -> list[ReplicaComponent]:
-    """Render and guard (the one pipeline, :func:`infercrane.core.manifests.render_checked`), run
+    """Render and guard (the one pipeline, :func:`infercrane.core.render.manifests.render_checked`), run
     the live preflight, then register one component per replica -- for a rollout step, the
     step's replicas as rendered and the held ones as the state records them."""
     return list(registrations(config, stack, preflight=preflight, channel=channel))

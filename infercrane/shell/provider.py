@@ -8,8 +8,8 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane.core.config import KubernetesTarget
-from infercrane.core.urns import PROVIDER_NAME
+from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.state.urns import PROVIDER_NAME
 
 
 def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None) -> k8s.Provider:

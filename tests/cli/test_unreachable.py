@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane.core import config as cfg
-from infercrane.core import loading
 from infercrane.core.errors import ClusterError
-from infercrane.core.manifests import render_checked
+from infercrane.core.load import loading
+from infercrane.core.model import config as cfg
+from infercrane.core.render.manifests import render_checked
 from infercrane.live import preflight
 from infercrane.project import stackfile
 from tests.conftest import CliRunner

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercrane.core import loading
-from infercrane.core.manifests import render_checked, to_yaml
+from infercrane.core.load import loading
+from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import stackfile
 
 HERE = Path(__file__).resolve().parent

@@ -16,10 +16,10 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
 
-from infercrane.core import config as cfg
 from infercrane.core import naming
 from infercrane.core.errors import NotReady, PreflightRefused
-from infercrane.core.manifests import render_checked
+from infercrane.core.model import config as cfg
+from infercrane.core.render.manifests import render_checked
 from infercrane.engine import backend, stores
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, preflight

@@ -281,7 +281,7 @@ def test_re_running_an_older_key_rolls_back_to_its_intent_and_a_replay_needs_wha
 
 
 def _rendered(project: Project, stack: str) -> Any:
-    from infercrane.core.manifests import render_checked
+    from infercrane.core.render.manifests import render_checked
 
     return render_checked(stackfile.load_stack(stack, project_dir=project.root), stack)
 

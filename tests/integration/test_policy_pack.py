@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane.core import guards
+from infercrane.core.render import guards
 from infercrane.engine.environment import engine_env
 from tests.integration.conftest import ROOT, Project, cli, plain_pulumi, replica
 

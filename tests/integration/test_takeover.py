@@ -13,7 +13,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
 from infercrane.core import naming
-from infercrane.core.manifests import render_checked
+from infercrane.core.render.manifests import render_checked
 from infercrane.live.verdicts import deployment_verdict
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, kubectl, replica, wait_for

@@ -14,8 +14,9 @@ import pulumi
 import pytest
 import yaml
 
-from infercrane.core import config as cfg
-from infercrane.core import loading, naming
+from infercrane.core import naming
+from infercrane.core.load import loading
+from infercrane.core.model import config as cfg
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
 
@@ -163,8 +164,9 @@ def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> Non
     program must register exactly those URNs, types and inputs, and the provider those inputs."""
     from importlib.metadata import version
 
-    from infercrane.core import naming, urns
+    from infercrane.core import naming
     from infercrane.core.render import render_all
+    from infercrane.core.state import urns
 
     rec, _ = run_program(stack)
     config = loading.load(
@@ -192,8 +194,8 @@ def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_
     neither is left out (Pulumi deletes it at the end of the step)."""
     import copy
 
-    from infercrane.core.manifests import render_checked
-    from infercrane.core.waves import Step
+    from infercrane.core.plan.waves import Step
+    from infercrane.core.render.manifests import render_checked
     from infercrane.shell import program
 
     values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
@@ -225,7 +227,7 @@ def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     import copy
     import dataclasses
 
-    from infercrane.core.manifests import render_checked
+    from infercrane.core.render.manifests import render_checked
     from infercrane.live.preflight import Report
     from infercrane.shell import program
     from infercrane.shell.channel import Prepared

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane.core.actions import Action, count_words
+from infercrane.core.plan.actions import Action, count_words
 
 
 @pytest.mark.parametrize(

@@ -11,8 +11,8 @@ import pytest
 from lightkube import ApiError
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig
 from infercrane.core.errors import ClusterError, InferCraneError
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.engine import deletions
 from infercrane.live import cluster
 

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import cache, loading
 from infercrane.core.errors import CacheRefused, ConfigError
-from infercrane.core.intent import intent
+from infercrane.core.load import loading
+from infercrane.core.plan import cache
 from infercrane.core.render import render_replica
+from infercrane.core.render.intent import intent
 from infercrane.live import preflight
 
 SRC = "stacks/Pulumi.dev.yaml"

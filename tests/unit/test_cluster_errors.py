@@ -4,7 +4,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from infercrane.core import loading
+from infercrane.core.load import loading
 from infercrane.live import failures
 from infercrane.live.failures import describe_api_error
 

@@ -6,9 +6,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from infercrane.core import loading
 from infercrane.core.errors import ConfigError
-from infercrane.core.intent import intent
+from infercrane.core.load import loading
+from infercrane.core.render.intent import intent
 from infercrane.project import stackfile
 
 SRC = "stacks/Pulumi.dev.yaml"

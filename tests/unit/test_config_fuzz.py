@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from infercrane.core import config as cfg
-from infercrane.core import loading
 from infercrane.core.errors import ConfigError
+from infercrane.core.load import loading
+from infercrane.core.model import config as cfg
 from infercrane.project import stackfile
 
 KEYS = [

@@ -41,7 +41,7 @@ def test_calling_off_an_opened_gate_changes_nothing() -> None:
 
 
 def _local() -> tuple[object, list[object]]:
-    from infercrane.core.manifests import render_checked
+    from infercrane.core.render.manifests import render_checked
     from infercrane.project.stackfile import load_stack
 
     config = load_stack("local", project_dir=ROOT, env={})
@@ -60,7 +60,7 @@ def test_a_deploy_whose_objects_the_state_records_as_they_are_waits_for_the_pref
     that run cannot start before the verdict."""
     from importlib.metadata import version
 
-    from infercrane.core import urns
+    from infercrane.core.state import urns
     from infercrane.engine.checks import could_need_refresh
 
     config, rendered = _local()

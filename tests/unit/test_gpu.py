@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane.core.gpu import KNOWN_PRODUCTS, gpu_problem
+from infercrane.core.model.gpu import KNOWN_PRODUCTS, gpu_problem
 
 
 @pytest.mark.parametrize("value", KNOWN_PRODUCTS, ids=KNOWN_PRODUCTS)

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import guards, loading
-from infercrane.core.render import render_all
+from infercrane.core.load import loading
+from infercrane.core.render import guards, render_all
 
 Mutator = Callable[[dict[str, Any]], None]
 

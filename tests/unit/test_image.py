@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane.core.image import digest_problem
+from infercrane.core.model.image import digest_problem
 
 HEX = "0123456789abcdef" * 4
 

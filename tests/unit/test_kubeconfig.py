@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from infercrane.core.config import KubernetesTarget
 from infercrane.core.errors import ClusterError
+from infercrane.core.model.config import KubernetesTarget
 from infercrane.live import cluster
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64

@@ -9,7 +9,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
-from infercrane.core import loading
+from infercrane.core.load import loading
 from infercrane.live import cluster, failures
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64

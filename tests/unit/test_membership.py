@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading, naming
-from infercrane.core.manifests import render_checked
-from infercrane.core.workload import endpoint_of
+from infercrane.core import naming
+from infercrane.core.load import loading
+from infercrane.core.plan.workload import endpoint_of
+from infercrane.core.render.manifests import render_checked
 from infercrane.live.membership import members
 from infercrane.live.preflight import restarts_pods
 
@@ -78,8 +79,8 @@ def test_an_inference_services_rollout_strategy_is_not_a_pod_change() -> None:
 
 def test_replicas_the_state_records_in_another_namespace_move_in_waves_not_all_at_once() -> None:
     from infercrane.core import naming
-    from infercrane.core.config import InferCraneConfig
-    from infercrane.core.manifests import render_checked
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.render.manifests import render_checked
     from infercrane.live.membership import plan_rollout
     from infercrane.live.preflight import Report
 

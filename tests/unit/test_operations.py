@@ -4,10 +4,11 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading, naming
-from infercrane.core.actions import Action
-from infercrane.core.manifests import render_checked
-from infercrane.core.urns import component_of
+from infercrane.core import naming
+from infercrane.core.load import loading
+from infercrane.core.plan.actions import Action
+from infercrane.core.render.manifests import render_checked
+from infercrane.core.state.urns import component_of
 from infercrane.engine.changes import EventCollector, summarize
 
 STACK = "urn:pulumi:dev::infercrane::"
@@ -52,7 +53,7 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
 
 
 def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_replayed_for_it() -> None:
-    from infercrane.core.config import InferCraneConfig
+    from infercrane.core.model.config import InferCraneConfig
     from infercrane.engine.operations import stack_intent
 
     def cfg(**rollout: int) -> InferCraneConfig:

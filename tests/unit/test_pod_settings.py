@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading
 from infercrane.core.errors import ConfigError
-from infercrane.core.intent import intent
+from infercrane.core.load import loading
 from infercrane.core.render import render_all
+from infercrane.core.render.intent import intent
 
 SRC = "stacks/Pulumi.dev.yaml"
 

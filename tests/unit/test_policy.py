@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import guards, loading
-from infercrane.core.render import render_all
+from infercrane.core.load import loading
+from infercrane.core.render import guards, render_all
 from infercrane.shell.policy import KINDS, PROVIDER, judge
 
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"

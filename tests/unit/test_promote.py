@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from infercrane.cli import output
-from infercrane.core import config as cfg
-from infercrane.core import loading
 from infercrane.core import promotion as promote
+from infercrane.core.load import loading
+from infercrane.core.model import config as cfg
 from infercrane.project import stackfile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,9 +96,9 @@ def test_bundle_the_target_would_reject_is_not_written(stacks: tuple[Path, Path]
 
 
 def test_a_source_runs_its_bundle_only_when_the_live_workload_has_its_image_model_revision_and_gpu() -> None:
-    from infercrane.core.config import InferCraneConfig
-    from infercrane.core.manifests import render_checked
+    from infercrane.core.model.config import InferCraneConfig
     from infercrane.core.promotion import unlike_live
+    from infercrane.core.render.manifests import render_checked
 
     d1, d2 = "vllm/vllm-openai@sha256:" + "1" * 64, "vllm/vllm-openai@sha256:" + "2" * 64
     replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S", "modelRevision": "a" * 40}]

@@ -13,12 +13,14 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from infercrane.core import gpu, image, loading, naming
-from infercrane.core.config import InferCraneConfig
+from infercrane.core import naming
 from infercrane.core.errors import ConfigError
-from infercrane.core.intent import intent
-from infercrane.core.manifests import render_checked, to_yaml
+from infercrane.core.load import loading
+from infercrane.core.model import gpu, image
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.promotion import diff
+from infercrane.core.render.intent import intent
+from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import stackfile
 
 ROOT = Path(__file__).resolve().parents[2]

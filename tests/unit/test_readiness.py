@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from infercrane.core.config import KubernetesTarget
+from infercrane.core.model.config import KubernetesTarget
 from infercrane.live.readiness import FleetWaiter
 from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
 

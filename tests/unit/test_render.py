@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading, naming
+from infercrane.core import naming
+from infercrane.core.load import loading
 from infercrane.core.render import render_all
 from infercrane.core.render.command import command_and_args
 
@@ -196,7 +197,7 @@ def test_under_kserve_the_cpu_limit_is_explicit_so_kserves_one_cpu_default_never
 def test_a_replicas_own_resources_apply_without_a_target_setting_and_a_stack_without_either_keeps_its_intent(
     values: dict[str, Any],
 ) -> None:
-    from infercrane.core.intent import intent
+    from infercrane.core.render.intent import intent
 
     before = loading.load(values, source="s", env={})
     (dep, _svc) = render(values, resources={"cpu": "12"})

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from infercrane.core.endpoints import RolloutPolicy
-from infercrane.core.rollout import Member, Target, plan
-from infercrane.core.waves import Rollout, Wave
+from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.waves import Rollout, Wave
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)

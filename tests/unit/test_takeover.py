@@ -12,7 +12,7 @@ from lightkube.models.meta_v1 import Status
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, TakeoverRefused
-from infercrane.core.manifests import render_checked
+from infercrane.core.render.manifests import render_checked
 from infercrane.live import failures
 from infercrane.live.takeover import takeover
 from infercrane.project import stackfile

@@ -107,7 +107,7 @@ def checkpoint_at(time: str, names: list[str]) -> bytes:
 
 
 def test_a_backup_older_than_the_live_objects_is_not_restored_and_the_message_names_the_manual_step(tmp_path: Path) -> None:
-    from infercrane.core import urns
+    from infercrane.core.state import urns
 
     url, stacks = backend(tmp_path)
     (stacks / "d2.json").write_bytes(GOOD[:25])
@@ -121,7 +121,7 @@ def test_a_backup_older_than_the_live_objects_is_not_restored_and_the_message_na
 
 
 def test_a_backup_is_older_only_for_objects_that_existed_when_it_was_written() -> None:
-    from infercrane.core import urns
+    from infercrane.core.state import urns
 
     cp = json.loads(checkpoint_at("2026-12-01T12:00:30.5Z", ["infercrane-a"]))["checkpoint"]
     live = {

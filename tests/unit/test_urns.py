@@ -8,8 +8,10 @@ from typing import Any
 
 import pytest
 
-from infercrane.core import loading, naming, urns
+from infercrane.core import naming
+from infercrane.core.load import loading
 from infercrane.core.render import render_all
+from infercrane.core.state import urns
 
 
 def _expected(values: dict[str, Any]) -> list[urns.Registration]:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig, Replica
-from infercrane.core.intent import intent as replica_intent
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.render.workloads import deployment, inference_service, service
 
 Manifest = dict[str, Any]

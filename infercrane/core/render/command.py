@@ -1,12 +1,12 @@
 """A replica's container ``command`` and ``args``: its engine's command, the model and the flags
-InferCrane manages (:class:`~infercrane.core.engines.EngineSpec`), then the replica's own args.
+InferCrane manages (:class:`~infercrane.core.model.engines.EngineSpec`), then the replica's own args.
 Pure core.
 """
 
 from __future__ import annotations
 
-from infercrane.core.config import Replica
-from infercrane.core.engines import ENGINES, WORKER_KEY_REFERENCE
+from infercrane.core.model.config import Replica
+from infercrane.core.model.engines import ENGINES, WORKER_KEY_REFERENCE
 
 
 def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:

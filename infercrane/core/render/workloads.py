@@ -14,10 +14,10 @@ import math
 from typing import Any
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig, Replica
-from infercrane.core.intent import pod_intent
-from infercrane.core.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
 from infercrane.core.render.command import command_and_args
+from infercrane.core.render.intent import pod_intent
 
 HEALTH_PATH = "/health"
 STARTUP_PERIOD_SECONDS = 10

@@ -9,10 +9,10 @@ from typing import Any
 
 import yaml
 
-from infercrane.core import guards, naming
-from infercrane.core.config import InferCraneConfig
+from infercrane.core import naming
 from infercrane.core.errors import GuardError
-from infercrane.core.render import RenderedReplica, render_all
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.render import RenderedReplica, guards, render_all
 
 
 def render_checked(config: InferCraneConfig, stack: str) -> list[RenderedReplica]:

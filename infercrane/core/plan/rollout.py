@@ -39,8 +39,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from infercrane.core.endpoints import RolloutPolicy
-from infercrane.core.waves import IN_PLACE, SURGE, EndpointRollout, Mode, Rollout, Step, Wave
+from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Mode, Rollout, Step, Wave
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""What a rollout is, as :mod:`infercrane.core.rollout` plans it: per endpoint its waves and the
+"""What a rollout is, as :mod:`infercrane.core.plan.rollout` plans it: per endpoint its waves and the
 lowest point on the way (:class:`EndpointRollout`), and the engine runs that carry it out
 (:class:`Step`, :class:`Rollout`). Pure core.
 """

@@ -8,7 +8,7 @@ from typing import Final
 
 from pydantic import Field, StrictInt, model_validator
 
-from infercrane.core.schema import Frozen
+from infercrane.core.model.schema import Frozen
 
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
 

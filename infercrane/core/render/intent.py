@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.config import InferCraneConfig, Replica
-from infercrane.core.pod import PodSettings
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.pod import PodSettings
 
 
 def intent(config: InferCraneConfig, replica: Replica) -> str:

@@ -2,9 +2,9 @@
 
 :func:`load` merges the stack file's ``infercrane:*`` values with the ``INFERCRANE_KUBERNETES_*``
 variables (passed in, field by field), validates everything, and either returns a frozen
-:class:`~infercrane.core.config.InferCraneConfig` or raises one
+:class:`~infercrane.core.model.config.InferCraneConfig` or raises one
 :class:`~infercrane.core.errors.ConfigError` listing every problem with where it came from
-(stack file + key path, or variable) and how to fix it (:mod:`~infercrane.core.problems`).
+(stack file + key path, or variable) and how to fix it (:mod:`~infercrane.core.load.problems`).
 Pure core: values and environment are arguments.
 """
 
@@ -18,7 +18,10 @@ from typing import Any, Final
 from pydantic import ValidationError
 
 from infercrane.core import naming
-from infercrane.core.config import (
+from infercrane.core.errors import ConfigError, Problem
+from infercrane.core.load.consistency import cache_problems, endpoint_problems, pod_problems, scaling_problems
+from infercrane.core.load.problems import problem_from
+from infercrane.core.model.config import (
     ENV_FIELDS,
     JSON_ENV_FIELDS,
     KEY_ENDPOINTS,
@@ -26,9 +29,6 @@ from infercrane.core.config import (
     KEY_TARGET,
     InferCraneConfig,
 )
-from infercrane.core.consistency import cache_problems, endpoint_problems, pod_problems, scaling_problems
-from infercrane.core.errors import ConfigError, Problem
-from infercrane.core.problems import problem_from
 
 FORBIDDEN_STACK_KEYS: Final = {
     "kubernetes:enablePatchForce": "InferCrane never forces a field-manager conflict; remove this key",

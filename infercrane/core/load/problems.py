@@ -8,10 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from infercrane.core import image
-from infercrane.core.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
 from infercrane.core.errors import Problem
-from infercrane.core.kinds import WORKLOAD_APIS
+from infercrane.core.model import image
+from infercrane.core.model.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
+from infercrane.core.model.kinds import WORKLOAD_APIS
 
 # How to fix a bad value, by field (alias). The message itself names the bad value.
 FIX: Final[dict[str, str]] = {

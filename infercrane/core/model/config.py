@@ -1,7 +1,7 @@
 """The typed, frozen configuration schema: ``infercrane:kubernetes`` (the target) and ``infercrane:replicas``.
 
 Models only -- every field with its rule and description; reading and merging values is
-:mod:`infercrane.core.loading`, the intent hash :mod:`infercrane.core.intent`. Pure core.
+:mod:`infercrane.core.load.loading`, the intent hash :mod:`infercrane.core.render.intent`. Pure core.
 """
 
 from __future__ import annotations
@@ -10,11 +10,12 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from infercrane.core import gpu, image, naming, quantity
-from infercrane.core.endpoints import EndpointSettings, RolloutPolicy
-from infercrane.core.engines import ENGINES, SECRET_FLAGS
-from infercrane.core.kinds import WORKLOAD_APIS, WorkloadApi
-from infercrane.core.pod import (
+from infercrane.core import naming
+from infercrane.core.model import gpu, image, quantity
+from infercrane.core.model.endpoints import EndpointSettings, RolloutPolicy
+from infercrane.core.model.engines import ENGINES, SECRET_FLAGS
+from infercrane.core.model.kinds import WORKLOAD_APIS, WorkloadApi
+from infercrane.core.model.pod import (
     ArtifactCache,
     PodIdentity,
     PodSettings,
@@ -24,7 +25,7 @@ from infercrane.core.pod import (
     WorkerSecret,
     memory_quantity,
 )
-from infercrane.core.schema import QUALIFIED_NAME_RE, Frozen, dns_label
+from infercrane.core.model.schema import QUALIFIED_NAME_RE, Frozen, dns_label
 
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
@@ -99,7 +100,7 @@ class KubernetesTarget(Frozen):
 
     @property
     def api(self) -> WorkloadApi:
-        """What this target's workload API means (kinds, Role, pods, limits): :mod:`~infercrane.core.kinds`."""
+        """What this target's workload API means (kinds, Role, pods, limits): :mod:`~infercrane.core.model.kinds`."""
         return WORKLOAD_APIS[self.workload_api]
 
     @property

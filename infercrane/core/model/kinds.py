@@ -3,7 +3,7 @@ kind's API version, resource plural, Pulumi type token and child-name suffix, an
 that differs between ``workloadApi: deployment`` and ``kserve`` (:class:`WorkloadApi`).
 
 Everything else derives from these tables: the renderer's ``apiVersion`` and objects, the URNs
-and type tokens (:mod:`~infercrane.core.urns`), the live client's resources
+and type tokens (:mod:`~infercrane.core.state.urns`), the live client's resources
 (:mod:`~infercrane.live.cluster`), the rights ``doctor`` reviews. No code outside them branches
 on a workload API's name. Pure core.
 """

@@ -12,15 +12,13 @@ manager, a selector on the instance label only, a memory limit with a memory req
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from infercrane.core import gpu, image, naming
-from infercrane.core.engines import WORKER_KEY_REFERENCE
-
-SECRET_NAME_RE: Final = re.compile(r"(^|_)(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIALS?|PRIVATE_KEY)($|_)", re.I)
+from infercrane.core import naming
+from infercrane.core.model import gpu, image
+from infercrane.core.model.engines import WORKER_KEY_REFERENCE
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,7 @@ def _workload(
             yield "no-secret-literals", f"{cname}: --api-key in args would expose the worker key"
         for e in c.get("env") or []:
             name = str(e.get("name", ""))
-            if "value" in e and (name in naming.SECRET_ENV or SECRET_NAME_RE.search(name)):
+            if "value" in e and (name in naming.SECRET_ENV or naming.SECRET_NAME_RE.search(name)):
                 yield "no-secret-literals", f"{cname}: {name} must come from a secretKeyRef, not a literal value"
     if wants_gpu:
         value = (pod.get("nodeSelector") or {}).get(gpu_label)

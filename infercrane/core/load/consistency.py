@@ -6,9 +6,9 @@ how to fix it. Pure core.
 
 from __future__ import annotations
 
-from infercrane.core.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, InferCraneConfig
 from infercrane.core.errors import Problem
-from infercrane.core.schema import ARTIFACT_KEY_RE
+from infercrane.core.model.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, InferCraneConfig
+from infercrane.core.model.schema import ARTIFACT_KEY_RE
 
 
 def endpoint_problems(config: InferCraneConfig, source: str) -> list[Problem]:

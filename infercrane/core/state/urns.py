@@ -19,11 +19,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from infercrane.core import times
-from infercrane.core.config import KubernetesTarget
-from infercrane.core.kinds import KINDS
+from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.kinds import KINDS
 from infercrane.core.naming import ANNOTATION_KEY, PROJECT, object_name
 from infercrane.core.render import RenderedReplica
+from infercrane.core.state import times
 
 COMPONENT_TYPE: Final = "infercrane:index:Replica"
 PROVIDER_TYPE: Final = "pulumi:providers:kubernetes"

@@ -11,8 +11,9 @@ from typing import Final, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
 
-from infercrane.core import gpu, guards, naming, quantity
-from infercrane.core.schema import ARTIFACT_KEY_RE, DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, SECRET_KEY_RE, Frozen, dns_label
+from infercrane.core import naming
+from infercrane.core.model import gpu, quantity
+from infercrane.core.model.schema import ARTIFACT_KEY_RE, DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, SECRET_KEY_RE, Frozen, dns_label
 
 
 class SecretKeyRef(Frozen):
@@ -139,7 +140,7 @@ class EnvVar(Frozen):
     def _one_source(self) -> EnvVar:
         if (self.value is None) == (self.secret_key_ref is None):
             raise ValueError(f"{self.name} needs exactly one of value or secretKeyRef")
-        if self.value is not None and guards.SECRET_NAME_RE.search(self.name):
+        if self.value is not None and naming.SECRET_NAME_RE.search(self.name):
             raise ValueError(
                 f"{self.name} looks like a secret: a plain value is in the pod spec and the state; give it a secretKeyRef"
             )
