@@ -3,7 +3,7 @@
 **Checkpoints.** A stack's state is one blob, ``.pulumi/stacks/<project>/<stack>.json`` (or
 ``.json.gz``): ``{"version": 3, "checkpoint": {"latest": <deployment>}}`` -- the deployment that
 ``pulumi stack export`` prints, with secrets left encrypted. Reading it here takes milliseconds,
-where a ``pulumi stack export`` process takes 0.4-1 s at 200 objects; any other layout or version
+where a ``pulumi stack export`` process takes most of a second (docs/benchmarks.md); any other layout or version
 (the legacy layout without projects, another checkpoint version) returns None and the caller
 runs ``pulumi stack export``.
 

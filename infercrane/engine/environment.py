@@ -44,8 +44,8 @@ def install_provider_plugin(pulumi_home: Path) -> bool:
 
     The plugin is a symbolic link to the tool cache's binary, in a directory made under a
     temporary name and renamed into place (Pulumi reads a plugin directory it did not install
-    itself): ``pulumi plugin install --file`` would copy its 160 MB on the first command of every
-    fresh PULUMI_HOME -- 1.3 s of a CI job's first deploy. Where links cannot be made, that copy."""
+    itself): ``pulumi plugin install --file`` would copy the whole binary on the first command of
+    every fresh PULUMI_HOME (docs/benchmarks.md). Where links cannot be made, that copy."""
     import subprocess
     import tempfile
     from importlib.metadata import version

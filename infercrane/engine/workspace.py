@@ -140,8 +140,7 @@ class Engine:
 
         ``skip_checkpoints``: the engine writes the state once, when the run ends (success or
         failure), instead of after every step (PULUMI_SKIP_CHECKPOINTS). Each write is the whole
-        checkpoint, so per-step writes cost O(objects²) per run -- at 300 replicas the engine
-        spends minutes serializing a 7.6 MB state some 2,000 times (docs/benchmarks.md). A run
+        checkpoint, so per-step writes cost O(objects²) per run (docs/benchmarks.md). A run
         killed before its end leaves the state it started from; that is recoverable by the same
         command because the objects carry our exact ownership: the preflight verifies them, the
         provider's server-side apply on create applies to an existing object of the same name
@@ -206,8 +205,8 @@ class Engine:
         """:meth:`up` for a caller that has the run's events and needs no result object. The
         Automation API builds one after every ``up`` with three more ``pulumi`` processes -- the
         outputs twice (with and without secrets) and the last history entry -- each reading the
-        whole state: 1 s after a 100-replica deploy, every time. Here those two calls return
-        nothing for the one run."""
+        whole state, every time (docs/benchmarks.md). Here those two calls return nothing for
+        the one run."""
         stack = self.stack
         stack.outputs = dict  # type: ignore[method-assign]
         stack.info = lambda *a, **k: _NO_SUMMARY  # type: ignore[method-assign,assignment]
@@ -260,12 +259,11 @@ class Engine:
         """Drop every resource from the state without touching the cluster: for ``destroy``,
         which deletes by ownership, never by the state. ``recorded`` is the checkpoint just read
         (:meth:`state`); what is imported is the same with no resources and no pending operations
-        -- what ``pulumi state delete --all`` leaves, for less (alone, at 200 objects: 0.27 s
-        instead of 0.45 s; on 2 cores it competes with the deletes, docs/benchmarks.md).
+        -- what ``pulumi state delete --all`` leaves, for less (docs/benchmarks.md).
 
         Nor its secrets provider: a deployment that names one makes ``stack import`` build that
         provider, and the passphrase provider derives its key with 1,000,000 rounds of PBKDF2
-        (a quarter to half a second of a core, beside the DELETEs). A deployment without resources
+        (a core's fraction of a second, beside the DELETEs). A deployment without resources
         holds no ciphertext to read, and the next update takes its secrets provider from the stack
         file (``encryptionsalt`` / ``secretsprovider``), as a new stack's first update does."""
         self.repair()

@@ -31,35 +31,36 @@ class Prepared:
 @dataclass
 class Channel:
     """What one in-process caller (the Automation API, :mod:`infercrane.engine.workspace`) and one
-    run of the program pass each other -- explicitly, instead of module globals.
+    run of the program pass each other -- explicitly, instead of module globals. Under plain
+    ``pulumi`` every field keeps its default and the program reads and checks for itself."""
 
-    In: ``config`` -- the validated config the caller prepared (``plan MODEL`` adds its intent
-    without touching the stack file); else the program reads the stack's. ``deploy_record`` -- set
-    by ``infercrane deploy``: the idempotency history read from the stack's outputs and, on the
-    run that completes the deploy, this deploy's entry (exported as ``deploys``, so the record is
-    written by the update it describes, only if it succeeds). ``step`` -- one step of a rollout
-    the caller drives (:mod:`infercrane.core.plan.rollout`), with ``held`` the recorded manifests of
-    the replicas it holds; ``driven`` -- the caller rolls in waves, so the program does not refuse
-    a change that needs them; ``legacy`` -- key -> slot name in the state (exact), for aliases;
-    ``prepared`` -- the caller's render and preflight for this very run (:class:`Prepared`);
-    without it (plain ``pulumi``, a refusal to record, a later rollout step) the program renders,
-    verifies the caches and runs its own preflight.
-    ``gate`` -- the run started before the caller's preflight was done
-    (:mod:`infercrane.shell.gate`): the program registers its provider, then waits there for the
-    rest of its inputs. ``client`` -- the command's live client (under plain ``pulumi`` the program
-    builds its own). ``progress`` -- the caller's sink for the readiness wait's typed
-    :class:`~infercrane.core.events.Readiness` events (without it, plain ``pulumi``: log lines).
-    Out: ``error`` -- the program's typed, user-facing failure, re-raised by the caller instead of
-    parsing the engine's output."""
-
+    # In.
+    #: The idempotency history read from the stack's outputs and, on the run that completes a
+    #: deploy, its entry: exported as ``deploys`` by the update it describes, only if it succeeds.
     deploy_record: dict[str, Any] | None = None
+    #: The validated config the caller prepared (``plan MODEL`` adds its intent without touching
+    #: the stack file); None: the program reads the stack's.
     config: cfg.InferCraneConfig | None = None
+    #: One step of a rollout the caller drives (:mod:`infercrane.core.plan.rollout`).
     step: Step | None = None
+    #: The recorded manifests of the replicas that step holds.
     held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: The caller rolls in waves: the program does not refuse a change that needs them.
     driven: bool = False
+    #: key -> slot name in the state (exact), for aliases.
     legacy: Mapping[str, str] | None = None
+    #: The caller's render and preflight for this very run; None (a refusal to record, a later
+    #: rollout step): the program renders, verifies the caches and runs its own preflight.
     prepared: Prepared | None = None
+    #: The run started before the caller's preflight was done (:mod:`infercrane.shell.gate`): the
+    #: program registers its provider, then waits there for the rest of its inputs.
     gate: Gate | None = None
+    #: The caller's sink for the readiness wait's :class:`~infercrane.core.events.Readiness`
+    #: events; None: log lines.
     progress: Sink | None = None
-    client: Any = None  # the command's lightkube client: an in-process run builds none of its own
+    #: The command's lightkube client: an in-process run builds none of its own.
+    client: Any = None
+    # Out.
+    #: The program's typed, user-facing failure, re-raised by the caller instead of parsing the
+    #: engine's output.
     error: InferCraneError | None = None
