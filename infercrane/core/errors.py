@@ -7,6 +7,7 @@ program can print it without a traceback. Pure core: every error class of the pa
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 
@@ -25,6 +26,11 @@ class Problem:
 def with_fix(message: str, fix: str | None) -> str:
     """The one shape of every user-facing message: what is wrong (and where), then how to fix it."""
     return f"{message}\n    fix: {fix}" if fix else message
+
+
+def bullets(items: Iterable[str]) -> str:
+    """The one shape of a list in a message: one ``- item`` per line."""
+    return "\n".join(f"- {item}" for item in items)
 
 
 class UsageError(Exception):
@@ -90,9 +96,10 @@ class ConfigError(InferCraneError):
     def __init__(self, problems: list[Problem], source: str) -> None:
         self.problems = problems
         self.source = source
-        lines = [f"invalid InferCrane configuration ({len(problems)} problem(s)); nothing was applied:"]
-        lines += [f"- {p.render()}" for p in problems]
-        super().__init__("\n".join(lines))
+        super().__init__(
+            f"invalid InferCrane configuration ({len(problems)} problem(s)); nothing was applied:\n"
+            + bullets(p.render() for p in problems)
+        )
 
 
 class GuardError(InferCraneError):
@@ -100,8 +107,7 @@ class GuardError(InferCraneError):
 
     def __init__(self, violations: list[str]) -> None:
         self.violations = violations
-        body = "\n".join(f"- {v}" for v in violations)
-        super().__init__(f"rendered manifests break InferCrane's safety rules; nothing was applied:\n{body}")
+        super().__init__(f"rendered manifests break InferCrane's safety rules; nothing was applied:\n{bullets(violations)}")
 
 
 class ClusterError(InferCraneError):
@@ -129,35 +135,35 @@ class PreflightRefused(InferCraneError):
         self.invalid = invalid or []
         self.pod_security = pod_security or []
         parts = ["preflight refused the change; nothing was applied."]
-        if ownership:
-            parts.append("Ownership errors:\n" + "\n".join(f"- {o}" for o in ownership))
-            parts.append(
-                "hint: InferCrane never adopts an object it does not own. Rename or delete the foreign "
-                "object yourself, or change the replica key."
-            )
-        if conflicts:
-            parts.append("Field-manager conflicts:\n" + "\n".join(f"- {c}" for c in conflicts))
-            parts.append(
-                "hint: InferCrane never forces a conflict. Remove the other manager's fields (or give them "
-                "back with `kubectl apply --server-side` from a manifest without them), or stop the "
-                "controller that owns them, then retry."
-            )
-        if self.invalid:
-            parts.append("Strict server-side validation:\n" + "\n".join(f"- {i}" for i in self.invalid))
-            parts.append(
-                "hint: the API server does not know a field InferCrane renders (an older Kubernetes or KServe "
-                "schema?). Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers."
-            )
-        if self.pod_security:
-            parts.append(
-                "Pod Security admission (the API server's warnings for this namespace):\n"
-                + "\n".join(f"- {w}" for w in self.pod_security)
-            )
-            parts.append(
-                f"hint: {POD_SECURITY_FIX}. A namespace warns at the level it enforces unless told otherwise, "
-                "so the ReplicaSet's pods would be rejected; if it only warns (a lower enforce level), set "
-                "infercrane:kubernetes.podSecurityWarnings: report to deploy with the warnings shown."
-            )
+        sections = (
+            (
+                "Ownership errors",
+                ownership,
+                "InferCrane never adopts an object it does not own. Rename or delete the foreign object yourself, "
+                "or change the replica key",
+            ),
+            (
+                "Field-manager conflicts",
+                conflicts,
+                "InferCrane never forces a conflict. Remove the other manager's fields (or give them back with "
+                "`kubectl apply --server-side` from a manifest without them), or stop the controller that owns "
+                "them, then retry",
+            ),
+            (
+                "Strict server-side validation",
+                self.invalid,
+                "the API server does not know a field InferCrane renders (an older Kubernetes or KServe schema?). "
+                "Upgrade the CRD/cluster, or for KServe set kserveDeploymentMode for older controllers",
+            ),
+            (
+                "Pod Security admission (the API server's warnings for this namespace)",
+                self.pod_security,
+                f"{POD_SECURITY_FIX}. A namespace warns at the level it enforces unless told otherwise, so the "
+                "ReplicaSet's pods would be rejected; if it only warns (a lower enforce level), set "
+                "infercrane:kubernetes.podSecurityWarnings: report to deploy with the warnings shown",
+            ),
+        )
+        parts += [with_fix(f"{title}:\n{bullets(items)}", fix) for title, items, fix in sections if items]
         super().__init__("\n".join(parts))
 
 
@@ -167,7 +173,7 @@ class CacheRefused(InferCraneError):
     def __init__(self, lines: list[str], *, unreadable: bool = False) -> None:
         self.lines = lines
         super().__init__(
-            "the model cache is required and could not be verified; nothing was applied:\n" + "\n".join(f"- {x}" for x in lines),
+            "the model cache is required and could not be verified; nothing was applied:\n" + bullets(lines),
             fix="grant this identity the optional read (kubectl apply -f deploy/kubernetes/optional/pvc-reader.yaml, "
             "bound to it), or set artifactCache.policy: prefer to download without a verified cache"
             if unreadable
@@ -190,8 +196,10 @@ class NotReady(InferCraneError):
                 "then rerun the same command with the same --idempotency-key",
             )
             return
-        lines = [f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:"]
-        lines += [f"- replica {key} ({name}): {reason}" for key, name, reason in failures]
+        lines = [
+            f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:",
+            bullets(f"replica {key} ({name}): {reason}" for key, name, reason in failures),
+        ]
         if any("FailedScheduling" in reason for _, _, reason in failures):
             fix = (
                 "use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
@@ -208,8 +216,7 @@ class RolloutRefused(InferCraneError):
     def __init__(self, stack: str, breaches: list[str]) -> None:
         self.breaches = breaches
         super().__init__(
-            "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied:\n"
-            + "\n".join(f"- {b}" for b in breaches),
+            "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied:\n" + bullets(breaches),
             fix=f"run `infercrane deploy --stack {stack}`: it rolls each endpoint in waves under its policy "
             "(`infercrane plan` shows them); or raise the endpoint's maxUnavailable / maxSurge if the "
             "outage or the extra GPUs are acceptable",

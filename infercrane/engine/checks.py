@@ -18,6 +18,7 @@ from infercrane.core.errors import (
     GuardError,
     InferCraneError,
     PreflightRefused,
+    bullets,
 )
 from infercrane.core.events import Note, Sink
 from infercrane.core.model import config as cfg
@@ -71,7 +72,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     if foreign:
         raise InferCraneError(
             "an interrupted update left pending creates for objects that are not this stack's; nothing was applied:\n"
-            + "\n".join(f"- {f}" for f in foreign),
+            + bullets(foreign),
             fix="rename or delete the foreign objects yourself, then deploy again",
         )
     engine.refresh(clear_pending_creates=True)

@@ -9,7 +9,7 @@ replica is ready (live inspect); the CLI then writes the bundles into the target
 from __future__ import annotations
 
 from infercrane.core import naming, promotion
-from infercrane.core.errors import PromotionRefused
+from infercrane.core.errors import PromotionRefused, bullets
 from infercrane.core.model import config as cfg
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster
@@ -46,7 +46,6 @@ def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[st
     ]
     if unlike:
         raise PromotionRefused(
-            f"stack {source_stack!r} does not run what its stack file names; nothing was written:\n"
-            + "\n".join(f"- {u}" for u in unlike),
+            f"stack {source_stack!r} does not run what its stack file names; nothing was written:\n" + bullets(unlike),
             fix=f"deploy the source first (`infercrane deploy --stack {source_stack}`), then promote what it runs",
         )

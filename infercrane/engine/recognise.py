@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-from infercrane.core.errors import EngineError
+from infercrane.core.errors import EngineError, bullets
 from infercrane.core.model.kinds import DEPLOYMENT_API
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
@@ -63,7 +63,7 @@ def translate_text(text: str, stack: str) -> EngineError:
     if violations:
         return EngineError(
             f"the policy pack blocked the preview of stack {stack!r} ({len(violations)} violation(s)); nothing was applied:\n"
-            + "\n".join(f"- {v}" for v in violations),
+            + bullets(violations),
             fix="fix each resource as its line says; the full report is in the engine log (the command's first line)",
         )
     errors = _error_lines(text)

@@ -34,7 +34,7 @@ from typing import Any, Final
 from lightkube import Client
 
 from infercrane.core import naming
-from infercrane.core.errors import ClusterError
+from infercrane.core.errors import ClusterError, bullets
 from infercrane.core.events import Deleted, Remaining, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.state.urns import KIND_OF_TOKEN
@@ -119,7 +119,7 @@ def destroy(
             delete_owned(sorted(other))
     errors = [f"{k}/{n}: {why}" for (k, n), why in outcomes if why]
     if errors:
-        raise ClusterError("destroy could not delete every owned object:\n" + "\n".join(f"- {e}" for e in errors))
+        raise ClusterError("destroy could not delete every owned object:\n" + bullets(errors))
     result = DestroyResult()
     for ref in targets:
         (result.deleted if ref in state else result.orphans).append(f"{ref[0]}/{ref[1]}")

@@ -27,7 +27,7 @@ from typing import Any, Final
 from lightkube import ApiError
 
 from infercrane.core import naming
-from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused
+from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused, bullets
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan import cache
@@ -179,7 +179,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         if before is not None and restarts_pods({"kind": m["kind"], **before}, value):
             report.restarts.add(m["metadata"]["name"])
     if errors:
-        raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + "\n".join(f"- {e}" for e in errors))
+        raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + bullets(errors))
     if target.pod_security_warnings == "report":
         report.warnings, pod_security = pod_security, []
     if ownership or conflicts or invalid or pod_security:

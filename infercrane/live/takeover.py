@@ -24,7 +24,7 @@ from lightkube import Client
 from lightkube.types import PatchType
 
 from infercrane.core import naming
-from infercrane.core.errors import TakeoverRefused
+from infercrane.core.errors import TakeoverRefused, bullets
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.live import cluster, failures
 
@@ -70,7 +70,7 @@ def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: b
     if refused:
         raise TakeoverRefused(
             "takeover refused; nothing was changed. These objects are not exactly the original adapter's "
-            "for their replica key:\n" + "\n".join(f"- {x}" for x in refused),
+            "for their replica key:\n" + bullets(refused),
             fix="InferCrane never adopts an object it does not own; rename or delete these yourself, or change the replica keys",
         )
     for kind, name, obj in candidates:

@@ -296,3 +296,18 @@ def test_a_stopped_rollout_names_its_step_and_carries_the_steps_own_words_and_fi
         "again to continue from there.\nreplica r0 failed: FailedScheduling\n    fix: add a node"
     )
     assert stopped.cause is cause and stopped.applied_nothing is False
+
+
+def test_a_preflight_refusal_gives_each_kind_of_finding_its_list_and_its_fix_in_the_one_format() -> None:
+    from infercrane.core.errors import PreflightRefused
+
+    text = str(PreflightRefused(["Service ns/a: not owned by this stack"], ["Deployment ns/a: .spec.replicas"]))
+    assert text.startswith(
+        "preflight refused the change; nothing was applied.\n"
+        "Ownership errors:\n- Service ns/a: not owned by this stack\n"
+        "    fix: InferCrane never adopts an object it does not own. Rename or delete the foreign object yourself, "
+        "or change the replica key\n"
+        "Field-manager conflicts:\n- Deployment ns/a: .spec.replicas\n"
+        "    fix: InferCrane never forces a conflict. "
+    ), text
+    assert "hint:" not in text and "Strict server-side validation" not in text
