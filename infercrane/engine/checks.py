@@ -26,6 +26,7 @@ from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state import urns
 from infercrane.core.state.urns import KIND_OF_TOKEN
+from infercrane.engine.facts import Facts
 from infercrane.engine.workspace import Engine
 
 if TYPE_CHECKING:  # lightkube is imported where a request is made
@@ -41,7 +42,7 @@ def stack_outputs(state: dict[str, Any]) -> dict[str, Any]:
     return dict(root.get("outputs") or {})
 
 
-def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state: dict[str, Any], client: Client) -> list[str]:
+def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any]) -> list[str]:
     """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
     about them on every run and never resolves them itself), after checking each live object.
 
@@ -54,8 +55,8 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
     if not pending:
         return []
-    live = cluster.live_by_name(client, config.kubernetes, KIND_OF_TOKEN.values())
-    stack_id = naming.stack_id(engine.stack_name)
+    t = facts.config.kubernetes
+    live = cluster.live_by_name(facts.client, t, KIND_OF_TOKEN.values())
     foreign = []
     names = []
     for op in pending:
@@ -66,7 +67,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
             continue
         names.append(f"{kind}/{name}")
         obj = live.get((kind, name))
-        reasons = naming.not_owned(obj, namespace=config.kubernetes.namespace, stack=stack_id) if obj is not None else []
+        reasons = naming.not_owned(obj, namespace=t.namespace, stack=facts.stack_id) if obj is not None else []
         if reasons:
             foreign.append(f"{kind}/{name}: {'; '.join(reasons)}")
     if foreign:
@@ -82,7 +83,7 @@ def resolve_pending_creates(engine: Engine, config: cfg.InferCraneConfig, state:
     ]
 
 
-def vouch_for(config: cfg.InferCraneConfig, stack: str, client: Client) -> Callable[[Mapping[str, Any]], str | None]:
+def vouch_for(facts: Facts) -> Callable[[Mapping[str, Any]], str | None]:
     """The check a repair runs before it restores Pulumi's backup checkpoint of ``stack``
     (:func:`infercrane.engine.backend.repair_torn_writes`): the live objects of this stack's exact
     ownership that existed when the backup was written must be recorded in it. One LIST per kind,
@@ -91,12 +92,11 @@ def vouch_for(config: cfg.InferCraneConfig, stack: str, client: Client) -> Calla
     def vouch(checkpoint: Mapping[str, Any]) -> str | None:
         from infercrane.live import cluster
 
-        t = config.kubernetes
-        stack_id = naming.stack_id(stack)
+        t = facts.config.kubernetes
         live = {
             ref: str(obj["metadata"].get("creationTimestamp") or "")
-            for ref, obj in cluster.live_by_name(client, t, t.object_kinds).items()
-            if not naming.not_owned(obj, namespace=t.namespace, stack=stack_id)
+            for ref, obj in cluster.live_by_name(facts.client, t, t.object_kinds).items()
+            if not naming.not_owned(obj, namespace=t.namespace, stack=facts.stack_id)
         }
         older = urns.unrecorded_before(checkpoint, live)
         return f"it does not record {', '.join(older)}, which existed when it was written" if older else None
@@ -104,7 +104,7 @@ def vouch_for(config: cfg.InferCraneConfig, stack: str, client: Client) -> Calla
     return vouch
 
 
-def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[RenderedReplica], client: Client) -> Any:
+def live_check(facts: Facts, rendered: Sequence[RenderedReplica]) -> Any:
     """The preflight's report (ownership, conflicts, strict dry run, live vs rendered, what runs),
     or None when it refuses: the program's own preflight then refuses again inside the update,
     where the refusal is recorded as a failed update (promote's health gate reads the history)."""
@@ -112,19 +112,19 @@ def live_check(config: cfg.InferCraneConfig, stack: str, rendered: Sequence[Rend
 
     manifests = [m for r in rendered for m in r.manifests]
     try:
-        return preflight.run(config, manifests, naming.stack_id(stack), client)
+        return preflight.run(facts.config, manifests, facts.stack_id, facts.client)
     except PreflightRefused:
         return None
 
 
-def verified(config: cfg.InferCraneConfig, sink: Sink, client: Client) -> cfg.InferCraneConfig | None:
+def verified(facts: Facts, sink: Sink) -> cfg.InferCraneConfig | None:
     """``config`` with only the model caches the cluster verifies mapped (``prefer``: the others
     noted, their replicas download), or None when a required cache is not there: the program
     then refuses inside the update, where the refusal is recorded (as :func:`live_check`)."""
     from infercrane.live import preflight
 
     try:
-        verdict = preflight.verify_cache(config, client)
+        verdict = preflight.verify_cache(facts.config, facts.client)
     except CacheRefused:
         return None
     for warning in verdict.warnings:
@@ -132,22 +132,15 @@ def verified(config: cfg.InferCraneConfig, sink: Sink, client: Client) -> cfg.In
     return verdict.config
 
 
-def plan_rollout(
-    config: cfg.InferCraneConfig,
-    stack: str,
-    rendered: Sequence[RenderedReplica],
-    report: Any,
-    state: Mapping[str, Any],
-    client: Client,
-) -> Rollout | None:
+def plan_rollout(facts: Facts, rendered: Sequence[RenderedReplica], report: Any, state: Mapping[str, Any]) -> Rollout | None:
     """The waves from what runs to ``rendered`` (None when the preflight refused: nothing rolls),
     counting the replicas the state records in another namespace (a ``namespace`` switch)."""
     if report is None:
         return None
     from infercrane.live import membership
 
-    elsewhere = membership.recorded_elsewhere(config, urns.recorded_namespaces(state), client)
-    return membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
+    elsewhere = membership.recorded_elsewhere(facts.config, urns.recorded_namespaces(state), facts.client)
+    return membership.plan_rollout(facts.config, rendered, report, facts.stack_id, elsewhere)
 
 
 def prime_cluster(client: Client) -> None:
@@ -167,37 +160,25 @@ def prime_cluster(client: Client) -> None:
     threading.Thread(target=prime, name="prime-openapi", daemon=True).start()
 
 
-def could_need_refresh(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
-) -> bool:
+def could_need_refresh(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]) -> bool:
     """Whether some verdict of the preflight could make the first run need ``--refresh``
     (:func:`needs_refresh`): only an object whose record Pulumi would trust can. With none -- a
     first deploy, a lost state, every object changing -- the run can start before the preflight
     is done (:mod:`infercrane.shell.gate`)."""
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
     every = [f"{m['kind']}/{m['metadata']['name']}" for r in rendered for m in r.manifests]
-    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), every))
+    return bool(urns.trusted_but_stale(state, facts.registrations(rendered), every))
 
 
-def needs_refresh(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
-) -> bool:
+def needs_refresh(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any) -> bool:
     """Whether the engine must read the recorded objects back first (``--refresh``): only when a
     live object drifted from a record Pulumi would otherwise trust (:func:`urns.trusted_but_stale`).
     A new object or an intended change needs no refresh -- at fleet size it is one GET per object."""
     if report is None or not report.drift:
         return False
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    return bool(urns.trusted_but_stale(state, urns.registrations(stack, rendered, provider), report.drift))
+    return bool(urns.trusted_but_stale(state, facts.registrations(rendered), report.drift))
 
 
-def proven_no_op(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]
-) -> list[str]:
+def proven_no_op(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]) -> list[str]:
     """Why a ``pulumi preview`` could have something to do; empty when it cannot.
 
     Nothing to do is proven when (1) the checkpoint records exactly the resources the program
@@ -206,15 +187,10 @@ def proven_no_op(
     live object is present and a strict server-side dry run of its manifest changes nothing (the
     preflight, run before this). Pulumi's own diff compares the same two things: recorded inputs
     with new inputs, and -- with server-side apply -- a dry run against the live object."""
-    from importlib.metadata import version
-
-    provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))
-    return urns.state_matches(state, urns.registrations(stack, rendered, provider))
+    return urns.state_matches(state, facts.registrations(rendered))
 
 
-def replay_doubts(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any
-) -> list[str]:
+def replay_doubts(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica], report: Any) -> list[str]:
     """Why what runs does not show a deploy of ``config`` as complete; empty when it does -- the
     evidence a replay needs beyond its record: the preflight passes, every live object is exactly
     the rendered one, the state records exactly this config's resources (:func:`proven_no_op`), no
@@ -226,13 +202,12 @@ def replay_doubts(
         return [f"{len(report.drift)} live object(s) are missing or differ ({', '.join(report.drift[:3])})"]
     from infercrane.live import membership
 
-    stack_id = naming.stack_id(stack)
-    keys = {r.key for r in config.replicas}
-    members = membership.members(config, report.live, stack_id)
+    keys = {r.key for r in facts.config.replicas}
+    members = membership.members(facts.config, report.live, facts.stack_id)
     left = sorted(m.key for m in members if m.key not in keys)
     if left:
         return [f"replica(s) {', '.join(left)} of keys that left the config still run"]
     waiting = sorted(m.key for m in members if not m.ready)
     if waiting:
         return [f"replica(s) {', '.join(waiting)} are not ready"]
-    return [f"the state differs: {why}" for why in proven_no_op(config, stack, state, rendered)]
+    return [f"the state differs: {why}" for why in proven_no_op(facts, state, rendered)]

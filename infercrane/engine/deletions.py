@@ -12,50 +12,42 @@ waited for until gone, so the next step finds the GPUs free), the rest after the
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError
-from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import KINDS
 from infercrane.core.state import urns
-
-if TYPE_CHECKING:  # lightkube is imported where a request is made
-    from lightkube import Client
+from infercrane.engine.facts import Facts
 
 GONE_TIMEOUT_SECONDS: Final = 120.0  # what a step waits for the objects it deleted itself to be gone
 
 
-def delete_orphans(config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], client: Client) -> dict[str, str]:
+def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
     """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
     when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
     what it does not know, and a key that leaves the config is deleted. Only objects with this
     stack's exact ownership, each with a uid precondition; run after the last step, when every
     replica of the config is ready. Returns object name -> key of what was deleted."""
-    keep = {r.key for r in config.replicas} | set(urns.recorded_objects(state))
-    return _delete_owned(config, stack, client, lambda key, kind: key not in keep, wait=False)
+    keep = {r.key for r in facts.config.replicas} | set(urns.recorded_objects(state))
+    return _delete_owned(facts, lambda key, kind: key not in keep, wait=False)
 
 
-def delete_unrecorded(config: cfg.InferCraneConfig, stack: str, keys: Collection[str], client: Client) -> dict[str, str]:
+def delete_unrecorded(facts: Facts, keys: Collection[str]) -> dict[str, str]:
     """What a rollout step deletes at its end (:attr:`~infercrane.core.plan.waves.Step.delete`) that the
     state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
     deleted here, by this stack's exact ownership with a uid precondition, and waited for until
     gone, so the next step's replicas find the GPUs free: a key that left the config, all of it;
     a key that moved to another workload API, its old form only. Returns object name -> key."""
-    current = set(config.kubernetes.object_kinds)
-    configured = {r.key for r in config.replicas}
-    return _delete_owned(
-        config, stack, client, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True
-    )
+    current = set(facts.config.kubernetes.object_kinds)
+    configured = {r.key for r in facts.config.replicas}
+    return _delete_owned(facts, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True)
 
 
-def _delete_owned(
-    config: cfg.InferCraneConfig, stack: str, client: Client, wanted: Callable[[str, str], bool], *, wait: bool
-) -> dict[str, str]:
+def _delete_owned(facts: Facts, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
     from infercrane.live import cluster, failures, readiness
 
-    t = config.kubernetes
-    stack_id = naming.stack_id(stack)
+    t, client, stack_id = facts.config.kubernetes, facts.client, facts.stack_id
     deleted: dict[str, str] = {}
     sent: dict[tuple[str, str], str] = {}
     for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds, optional=KINDS).items()):
@@ -82,13 +74,11 @@ def _delete_owned(
     return deleted
 
 
-def delete_orphans_after_rollout(
-    config: cfg.InferCraneConfig, stack: str, state: Mapping[str, Any], client: Client
-) -> dict[str, str]:
+def delete_orphans_after_rollout(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
     """:func:`delete_orphans` once the rollout is done: a failure there
     comes after every replica was applied, and says so (the CLI keeps the stack file's intent)."""
     try:
-        return delete_orphans(config, stack, state, client)
+        return delete_orphans(facts, state)
     except InferCraneError as exc:
         after = InferCraneError(
             "every replica of the config is applied and ready, but deleting the replicas of keys that left the "
@@ -100,13 +90,7 @@ def delete_orphans_after_rollout(
 
 
 def foreign_deletions(
-    config: cfg.InferCraneConfig,
-    stack: str,
-    recorded: Mapping[str, Sequence[Mapping[str, Any]]],
-    *,
-    held: Collection[str],
-    applied: Collection[str],
-    client: Client,
+    facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]]], *, held: Collection[str], applied: Collection[str]
 ) -> list[str]:
     """The objects an engine run would delete whose live namesake is not this stack's: Pulumi
     deletes by name, with no ownership or uid check (``destroy`` has both), so an object replaced
@@ -117,7 +101,7 @@ def foreign_deletions(
     target's a kind this identity may not list is not checked."""
     from infercrane.live import cluster
 
-    t = config.kubernetes
+    t = facts.config.kubernetes
 
     def deleted(key: str, m: Mapping[str, Any]) -> bool:
         if key in held:
@@ -133,15 +117,14 @@ def foreign_deletions(
     for ns, listed in sorted(kinds.items()):
         there = t.model_copy(update={"namespace": ns})
         elsewhere = listed & set(KINDS) if ns != t.namespace else set()
-        found = cluster.live_by_name(client, there, listed & set(KINDS) - elsewhere, optional=elsewhere)
+        found = cluster.live_by_name(facts.client, there, listed & set(KINDS) - elsewhere, optional=elsewhere)
         live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
-    stack_id = naming.stack_id(stack)
     out = []
     for key, m in leaving:
         meta = m.get("metadata") or {}
         ns = meta.get("namespace", t.namespace)
         obj = live.get((ns, str(m.get("kind")), str(meta.get("name"))))
-        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=stack_id) if obj else []
+        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=facts.stack_id) if obj else []
         if why:
             out.append(
                 f"{m.get('kind')} {ns}/{meta.get('name')} (recorded for key {key!r}, which "

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused, RolloutStopped
@@ -43,17 +43,16 @@ from infercrane.engine.checks import (
     vouch_for,
 )
 from infercrane.engine.deletions import delete_orphans_after_rollout, delete_unrecorded, foreign_deletions
+from infercrane.engine.facts import Facts
 from infercrane.engine.workspace import Engine
 from infercrane.shell.channel import Prepared
 from infercrane.shell.gate import Gate
 
-if TYPE_CHECKING:  # lightkube is imported where a request is made
-    from lightkube import Client
 
-
-def _inputs(config: cfg.InferCraneConfig, state: Mapping[str, Any], sink: Sink, client: Client, **fields: Any) -> dict[str, Any]:
+def _inputs(facts: Facts, state: Mapping[str, Any], sink: Sink, **fields: Any) -> dict[str, Any]:
     """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
-    return {"config": config, "driven": True, "legacy": urns.legacy_names(state), "progress": sink, "client": client, **fields}
+    legacy = urns.legacy_names(state)
+    return {"config": facts.config, "driven": True, "legacy": legacy, "progress": sink, "client": facts.client, **fields}
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -140,11 +139,9 @@ def rolled(
     if the whole deploy succeeded, costs no extra engine call, and is gone with the state it
     describes (a replay never claims a result that no longer stands)."""
 
-    from infercrane.live import cluster
-
     intent = stack_intent(config)
-    client = cluster.client(config.kubernetes)  # this command's one client: every read and delete below
-    engine.vouch = vouch_for(config, engine.stack_name, client)
+    facts = Facts.gather(engine.stack_name, config)  # worked out once: every check and deletion below takes them
+    engine.vouch = vouch_for(facts)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -161,29 +158,31 @@ def rolled(
         # The record says this intent was deployed; a replay also needs what runs to say so: the
         # state and the live objects exactly this intent, no replica of another left, all ready.
         # Re-running an older key (a rollback) finds the newer release running, and applies its own.
-        checked = verified(config, sink, client)
-        rendered = render_checked(checked or config, stack)
-        report = live_check(checked or config, stack, rendered, client) if checked else None
-        doubts = replay_doubts(checked or config, stack, state, rendered, report)
+        checked = verified(facts, sink)
+        seen = facts.acting_on(checked or config)
+        rendered = render_checked(seen.config, stack)
+        report = live_check(seen, rendered) if checked else None
+        doubts = replay_doubts(seen, state, rendered, report)
         if not doubts:
             return DeployResult(key, intent, "replayed", [], str(record.get("at")))
         sink(Note(f"note: idempotency key {key} was deployed at {record.get('at')}, but {doubts[0]}: applying its intent again"))
         looked = (rendered, report)
-    prime_cluster(client)  # an update will run: its provider reads the document
-    for note in resolve_pending_creates(engine, config, state, client):
+    prime_cluster(facts.client)  # an update will run: its provider reads the document
+    for note in resolve_pending_creates(engine, facts, state):
         sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
     if looked is None:
-        checked = verified(config, sink, client)
-    config = checked or config
+        checked = verified(facts, sink)
+    facts = facts.acting_on(checked or config)  # the model caches the cluster verified, mapped
+    config = facts.config
     rendered = render_checked(config, stack) if looked is None else looked[0]
     run = functools.partial(
         engine.apply, on_output=on_output, on_event=both(collector, applied_events(sink)), skip_checkpoints=True
     )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
-    gate = Gate() if looked is None and checked and not could_need_refresh(config, stack, state, rendered) else None
+    gate = Gate() if looked is None and checked and not could_need_refresh(facts, state, rendered) else None
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         started: Future[Any]
@@ -191,13 +190,13 @@ def rolled(
             started = pool.submit(lambda: engine.stack)
         else:
             placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "prepared": None}
-            started = pool.submit(run, refresh=False, inputs=_inputs(config, state, sink, client, gate=gate, **placeholders))
+            started = pool.submit(run, refresh=False, inputs=_inputs(facts, state, sink, gate=gate, **placeholders))
         try:
             if looked is None:
-                report = live_check(config, stack, rendered, client) if checked else None
+                report = live_check(facts, rendered) if checked else None
             else:
                 report = looked[1]
-            rollout = plan_rollout(config, stack, rendered, report, state, client)
+            rollout = plan_rollout(facts, rendered, report, state)
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -212,10 +211,9 @@ def rolled(
                 sink(Note(describe_step(rollout, index)))
             recorded = urns.recorded_objects(state) if step is not None and not last else {}
             inputs = _inputs(
-                config,
+                facts,
                 state,
                 sink,
-                client,
                 step=None if last else step,
                 held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
@@ -225,12 +223,10 @@ def rolled(
             )
             try:
                 foreign = foreign_deletions(
-                    config,
-                    stack,
+                    facts,
                     urns.recorded_objects(state),
                     held=step.hold if step is not None else (),
                     applied=step.apply if step is not None else {r.key for r in config.replicas},
-                    client=client,
                 )
                 if foreign:
                     raise PreflightRefused(foreign, [])
@@ -238,7 +234,7 @@ def rolled(
                     gate.open(inputs)
                     started.result()
                 else:
-                    run(refresh=index == 0 and needs_refresh(config, stack, state, rendered, report), inputs=inputs)
+                    run(refresh=index == 0 and needs_refresh(facts, state, rendered, report), inputs=inputs)
             except InferCraneError as exc:
                 # Refused by the program's own checks inside the first update: nothing was applied.
                 exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)
@@ -250,7 +246,7 @@ def rolled(
                 # deleted here before the next step needs its GPUs.
                 unknown = step.delete - set(urns.recorded_objects(state))
                 try:
-                    gone = delete_unrecorded(config, stack, unknown, client) if unknown else {}
+                    gone = delete_unrecorded(facts, unknown) if unknown else {}
                 except InferCraneError as exc:
                     exc.applied_nothing = False  # this step applied its replicas
                     raise
@@ -265,7 +261,7 @@ def rolled(
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
         pool.shutdown(wait=True)
-    orphans = delete_orphans_after_rollout(config, stack, state, client)  # the state before the last step: what Pulumi knew
+    orphans = delete_orphans_after_rollout(facts, state)  # the state before the last step: what Pulumi knew
     if orphans:
         sink(
             Note(
@@ -306,19 +302,18 @@ def plan(
     preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
     record, :func:`needs_refresh`); with ``policy_packs`` always, the engine running those packs
     on it. The rollout's waves come from the live objects either way."""
-    from infercrane.live import cluster
-
     stack = engine.stack_name
-    client = cluster.client(config.kubernetes)  # this command's one client
-    engine.vouch = vouch_for(config, stack, client)
+    facts = Facts.gather(stack, config)  # worked out once: every check below takes them
+    engine.vouch = vouch_for(facts)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        checked = verified(config, sink, client)
-        config = checked or config
+        checked = verified(facts, sink)
+        facts = facts.acting_on(checked or config)  # the model caches the cluster verified, mapped
+        config = facts.config
         rendered = render_checked(config, stack)
-        report = live_check(config, stack, rendered, client) if checked else None
+        report = live_check(facts, rendered) if checked else None
         state = reading.result()
-    rollout = plan_rollout(config, stack, rendered, report, state, client)
+    rollout = plan_rollout(facts, rendered, report, state)
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview
@@ -326,7 +321,7 @@ def plan(
         why.append("the preflight refuses")
     elif report.drift:
         why.append(f"{len(report.drift)} live object(s) missing or different: {', '.join(report.drift[:3])}")
-    why += proven_no_op(config, stack, state, rendered)
+    why += proven_no_op(facts, state, rendered)
     if not why:
         return PlanResult(summarize(config, EventCollector(), rendered), "state+live", rollout=rollout)
     collector = EventCollector()
@@ -335,12 +330,12 @@ def plan(
         "driven": True,
         "legacy": urns.legacy_names(state),
         "prepared": Prepared(rendered, report) if report is not None else None,
-        "client": client,
+        "client": facts.client,
     }
     engine.preview(
         on_output=on_output,
         on_event=both(collector, applied_events(sink)),
-        refresh=needs_refresh(config, stack, state, rendered, report),
+        refresh=needs_refresh(facts, state, rendered, report),
         inputs=inputs,
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )

@@ -14,10 +14,10 @@ from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.engine import deletions
+from infercrane.engine.facts import Facts
 from infercrane.live import cluster
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
-CLIENT: Any = object()  # the command's client: every request below is a stand-in of cluster's
 
 
 def config() -> InferCraneConfig:
@@ -27,6 +27,10 @@ def config() -> InferCraneConfig:
             "replicas": [{"key": "kept", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}],
         }
     )
+
+
+#: The facts of stack "s" for that config; its client a stand-in (every request below is one of cluster's, replaced).
+FACTS: Any = Facts.of("s", config(), object())  # type: ignore[arg-type]
 
 
 def orphan(name: str, key: str) -> dict[str, Any]:
@@ -61,7 +65,7 @@ def test_a_failed_orphan_delete_is_a_typed_cluster_error_not_a_raw_api_error(
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
     with pytest.raises(ClusterError) as exc:
-        deletions.delete_orphans(config(), "s", {}, CLIENT)
+        deletions.delete_orphans(FACTS, {})
     assert f"delete Deployment/{listed[0]}" in str(exc.value) and "etcd leader changed" in str(exc.value)
 
 
@@ -70,7 +74,7 @@ def test_an_orphan_replaced_since_it_was_listed_is_left_untouched(monkeypatch: p
         raise api_error(409)
 
     monkeypatch.setattr(cluster, "delete_exact", conflict)
-    assert deletions.delete_orphans(config(), "s", {}, CLIENT) == {}
+    assert deletions.delete_orphans(FACTS, {}) == {}
 
 
 def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_stack_files_intent(
@@ -81,7 +85,7 @@ def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_s
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
     with pytest.raises(InferCraneError) as exc:
-        deletions.delete_orphans_after_rollout(config(), "s", {}, CLIENT)
+        deletions.delete_orphans_after_rollout(FACTS, {})
     assert exc.value.applied_nothing is False
     text = str(exc.value)
     assert text.startswith("every replica of the config is applied and ready, but deleting the replicas of keys that left")
@@ -98,20 +102,20 @@ def test_an_object_pulumi_would_delete_by_name_but_that_is_no_longer_ours_is_nam
     }
     foreign = {"kind": "Service", "metadata": {"name": gone, "namespace": "infercrane-system", "labels": {"app": "x"}}}
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): foreign})
-    (line,) = deletions.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"}, client=CLIENT)
+    (line,) = deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"})
     assert line.startswith(
         f"Service infercrane-system/{gone} (recorded for key 'gone', which leaves) is no longer this stack's: "
     )
     assert "label app.kubernetes.io/managed-by is missing" in line
     ours = orphan(gone, "gone") | {"kind": "Service"}
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): ours})
-    assert deletions.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"}, client=CLIENT) == []
+    assert deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"}) == []
 
     def no_list(*args: Any, **kw: Any) -> Any:
         raise AssertionError("nothing is deleted: no LIST")
 
     monkeypatch.setattr(cluster, "live_by_name", no_list)
-    assert deletions.foreign_deletions(config(), "s", recorded, held={"gone"}, applied={"kept"}, client=CLIENT) == []
+    assert deletions.foreign_deletions(FACTS, recorded, held={"gone"}, applied={"kept"}) == []
 
 
 def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pulumi_deletes_them(
@@ -129,7 +133,7 @@ def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pul
         return {("Deployment", name): foreign}
 
     monkeypatch.setattr(cluster, "live_by_name", listed)
-    (line,) = deletions.foreign_deletions(config(), "s", recorded, held=(), applied={"kept"}, client=CLIENT)
+    (line,) = deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"})
     assert line.startswith(f"Deployment old-ns/{name} (recorded for key 'kept', which moves) is no longer this stack's: ")
     assert asked == [("old-ns", frozenset(), frozenset({"Deployment"}))]  # another namespace: listed if allowed
-    assert deletions.foreign_deletions(config(), "s", recorded, held={"kept"}, applied=(), client=CLIENT) == []
+    assert deletions.foreign_deletions(FACTS, recorded, held={"kept"}, applied=()) == []
