@@ -17,6 +17,7 @@ from typing import Any, Final
 import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
+from ruamel.yaml.representer import RoundTripRepresenter
 
 from infercrane.core import promotion
 from infercrane.core.errors import ConfigError, Problem
@@ -150,8 +151,24 @@ def load_stack_with(
 # --- comment-preserving edits
 
 
+class _Representer(RoundTripRepresenter):
+    """Round-trip output that reads back as it was meant: a string that a YAML 1.1 reader would
+    take for something else (``on``, ``no``, ``1e3``, ``null``: the strict reader here is one) is
+    written quoted. Plain strings are written as they are."""
+
+
+def _represent_str(representer: RoundTripRepresenter, data: str) -> Any:
+    resolved = yaml.resolver.Resolver().resolve(yaml.ScalarNode, data, (True, False))  # type: ignore[no-untyped-call]
+    style = '"' if resolved != "tag:yaml.org,2002:str" else None
+    return representer.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Representer.add_representer(str, _represent_str)
+
+
 def _yaml() -> YAML:
     y = YAML()
+    y.Representer = _Representer
     y.preserve_quotes = True
     y.indent(mapping=2, sequence=4, offset=2)
     y.width = 4096

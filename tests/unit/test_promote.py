@@ -110,3 +110,27 @@ def test_a_source_runs_its_bundle_only_when_the_live_workload_has_its_image_mode
     assert unlike_live(config(d1), config(d1).replicas[0], live) == []
     assert unlike_live(config(d2), config(d2).replicas[0], live) == [f"image '{d1}' (the file: '{d2}')"]
     assert unlike_live(config(d1), config(d1).replicas[0], None) == ["no live workload"]
+
+
+def test_a_promoted_name_or_key_that_yaml_1_1_reads_as_another_type_is_written_quoted_and_reads_back(
+    stacks: tuple[Path, Path],
+) -> None:
+    """Found by the promotion property: an endpoint named ``on`` (or a key ``00``) written plain
+    read back as ``True`` (or ``0``); strings that a YAML 1.1 reader resolves otherwise are quoted."""
+    _, staging = stacks
+    source = loading.load(
+        {
+            "infercrane:kubernetes": {"context": "dev", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64},
+            "infercrane:replicas": [
+                {"key": "00", "model": "Qwen/Qwen3-8B", "name": "on", "gpu": "NVIDIA-L4"},
+                {"key": "no", "model": "Qwen/Qwen3-8B", "name": "off", "gpu": "NVIDIA-L4"},
+            ],
+        },
+        source="source",
+        env={},
+    )
+    stackfile.write_bundles(staging, source, load(staging), None)
+    text = staging.read_text()
+    assert 'key: "00"' in text and 'name: "on"' in text and 'key: "no"' in text and 'name: "off"' in text
+    assert promote.diff(source, load(staging), None) == []
+    assert "model: Qwen/Qwen3-8B" in text  # a plain string stays plain
