@@ -79,11 +79,22 @@ def lock_written_by(timestamp: str, start: float) -> bool:
     return start - 1.0 <= at <= start + LOCK_AFTER_START_SECONDS
 
 
-def _children() -> set[int]:
+def _children(proc: Path = Path("/proc")) -> set[int]:
+    """This process's children: from each thread's ``children`` list (cheap), or -- on a kernel
+    without it (CONFIG_PROC_CHILDREN) -- from every process's parent pid."""
+    lists = list((proc / "self" / "task").glob("*/children"))
     out: set[int] = set()
-    for children in Path("/proc/self/task").glob("*/children"):
+    for children in lists:
         with contextlib.suppress(OSError):
             out |= {int(p) for p in children.read_text().split()}
+    if lists:
+        return out
+    me = os.getpid()
+    for stat in proc.glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            text = stat.read_text()
+            if int(text[text.rindex(")") + 1 :].split()[1]) == me:  # field 4, ppid
+                out.add(int(stat.parent.name))
     return out
 
 

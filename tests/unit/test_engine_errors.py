@@ -311,3 +311,17 @@ def test_a_preflight_refusal_gives_each_kind_of_finding_its_list_and_its_fix_in_
         "    fix: InferCrane never forces a conflict. "
     ), text
     assert "hint:" not in text and "Strict server-side validation" not in text
+
+
+def test_a_kernel_without_thread_children_lists_still_finds_the_runs_pulumi_children(tmp_path: Path) -> None:
+    import os
+
+    from infercrane.engine import runs
+
+    proc = tmp_path / "proc"
+    (proc / "self" / "task" / "1").mkdir(parents=True)  # no `children` file: CONFIG_PROC_CHILDREN off
+    me = os.getpid()
+    for pid, ppid in ((4242, me), (4343, 1), (4444, me)):
+        (proc / str(pid)).mkdir()
+        (proc / str(pid) / "stat").write_text(f"{pid} (pulumi) S {ppid} {pid} {pid} 0 -1")
+    assert runs._children(proc) == {4242, 4444}
