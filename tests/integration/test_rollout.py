@@ -78,6 +78,15 @@ def slow(
     p.cleanup(slow_admin)
 
 
+#: An endpoint of 4 on the full L40S node (in place: one down at a time, 3 ready at the lowest), or
+#: on the H100 node with one free GPU set (surge: one extra at a time, 4 ready throughout).
+IN_PLACE_OR_SURGE = pytest.mark.parametrize(
+    ("gpu", "rollout", "floor"),
+    [("NVIDIA-L40S", None, 3), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4)],
+    ids=["in-place", "surge"],
+)
+
+
 def rep(key: str, name: str = "rev", gpu: str = "NVIDIA-A100-SXM4-80GB", **extra: Any) -> dict[str, Any]:
     return {"key": key, "model": "Qwen/Qwen3-8B", "name": name, "gpu": gpu, "startupBudgetSeconds": 60} | extra
 
@@ -557,11 +566,7 @@ def test_a_wait_whose_every_list_api_priority_and_fairness_rejects_ends_within_t
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
-@pytest.mark.parametrize(
-    ("gpu", "rollout", "floor"),
-    [("NVIDIA-L40S", None, 3), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4)],
-    ids=["in-place", "surge"],
-)
+@IN_PLACE_OR_SURGE
 def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_finishes_after_the_fix(
     slow: Project, slow_admin: Client, gpu: str, rollout: dict[str, int] | None, floor: int
 ) -> None:
@@ -604,11 +609,7 @@ def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
-@pytest.mark.parametrize(
-    ("gpu", "rollout", "floor"),
-    [("NVIDIA-L40S", None, 3), ("NVIDIA-H100-80GB-HBM3", {"maxUnavailable": 0, "maxSurge": 1}, 4)],
-    ids=["in-place", "surge"],
-)
+@IN_PLACE_OR_SURGE
 def test_a_deploy_killed_while_a_waves_replica_loads_is_rerun_without_taking_another_replica_down(
     slow: Project, slow_admin: Client, gpu: str, rollout: dict[str, int] | None, floor: int
 ) -> None:
