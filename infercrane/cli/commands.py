@@ -172,12 +172,12 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from infercrane.live import cluster
+    from infercrane.live.api import Live
     from infercrane.live.inspect import inspect_report
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack)
-    records, endpoints = inspect_report(config, cluster.client(config.kubernetes), stack=args.stack)
+    records, endpoints = inspect_report(config, Live.connect(config.kubernetes), stack=args.stack)
     print(output.inspect(args.stack, records, endpoints, as_doc=args.json))
     return EXIT_OK
 
@@ -185,13 +185,13 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def cmd_destroy(args: argparse.Namespace) -> int:
     from infercrane.engine import teardown
     from infercrane.engine.workspace import Engine
-    from infercrane.live import cluster
+    from infercrane.live.api import Live
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack, acting=config)
     with progress(args, "destroy", 0) as view:
         result = teardown.destroy(
-            Engine(args.stack, sink=view), config, cluster.client(config.kubernetes), on_output=view.on_output, sink=view
+            Engine(args.stack, sink=view), config, Live.connect(config.kubernetes), on_output=view.on_output, sink=view
         )
     print(output.destroy(args.stack, config.kubernetes.namespace, result, as_doc=args.json))
     return EXIT_FAILED if result.remaining or result.refused else EXIT_OK
@@ -226,11 +226,12 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 
 def cmd_takeover(args: argparse.Namespace) -> int:
-    from infercrane.live import cluster, takeover
+    from infercrane.live import takeover
+    from infercrane.live.api import Live
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack, acting=config)
-    result = takeover.takeover(config, cluster.client(config.kubernetes), args.stack, dry_run=args.dry_run)
+    result = takeover.takeover(config, Live.connect(config.kubernetes), args.stack, dry_run=args.dry_run)
     print(output.takeover(args.stack, result, dry_run=args.dry_run, as_doc=args.json))
     return EXIT_OK
 

@@ -17,10 +17,11 @@ from infercrane.core.events import Event, Note
 from infercrane.core.plan.actions import count_words
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
-from infercrane.live import cluster
+from infercrane.live.api import Live
 from infercrane.live.inspect import inspect_report, render_text
 from infercrane.local.plane import Plane
 from infercrane.project import paths, stackfile
+from infercrane.shell.channel import Channel
 
 
 def _view(op: str, total: int, kinds: int, log: IO[str]) -> ProgressView:
@@ -56,7 +57,7 @@ def run(stack: str = "local") -> int:
             view, outcome = _view("deploy", replicas, kinds, sink), "failed"
             try:
                 up = engine.up(
-                    on_output=view.on_output, on_event=applied_events(view), inputs={"progress": view}, suppress_outputs=True
+                    on_output=view.on_output, on_event=applied_events(view), channel=Channel(progress=view), suppress_outputs=True
                 )
                 outcome = "done"
             finally:
@@ -64,12 +65,12 @@ def run(stack: str = "local") -> int:
         print(f"up: {up.summary.result}: {count_words(up.summary.resource_changes, done=True)}")
         from infercrane.local.layout import VIEWER_CONTEXT
 
-        viewer = cluster.client(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))
+        viewer = Live.connect(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))
         print(
             f"== evidence (objects read as the deploying identity, context {config.kubernetes.context}, bound to exactly "
             f"the shipped Role; pods and nodes as the read-only context {VIEWER_CONTEXT})"
         )
-        print(render_text(*inspect_report(config, cluster.client(config.kubernetes), stack=stack, pod_client=viewer)))
+        print(render_text(*inspect_report(config, Live.connect(config.kubernetes), stack=stack, pod_reader=viewer)))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

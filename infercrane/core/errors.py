@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -221,3 +222,7 @@ class RolloutRefused(InferCraneError):
             "(`infercrane plan` shows them); or raise the endpoint's maxUnavailable / maxSurge if the "
             "outage or the extra GPUs are acceptable",
         )
+
+
+#: Raised by the program's own checks inside ``pulumi up``, before anything is applied.
+REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)

@@ -45,12 +45,12 @@ def delete_unrecorded(facts: Facts, keys: Collection[str]) -> dict[str, str]:
 
 
 def _delete_owned(facts: Facts, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
-    from infercrane.live import cluster, failures, readiness
+    from infercrane.live import failures, readiness
 
-    t, client, stack_id = facts.config.kubernetes, facts.client, facts.stack_id
+    t, live, stack_id = facts.config.kubernetes, facts.live, facts.stack_id
     deleted: dict[str, str] = {}
     sent: dict[tuple[str, str], str] = {}
-    for (kind, name), obj in sorted(cluster.live_by_name(client, t, t.object_kinds, optional=KINDS).items()):
+    for (kind, name), obj in sorted(live.by_name(t.object_kinds, optional=KINDS).items()):
         meta = obj.get("metadata") or {}
         key = (meta.get("annotations") or {}).get(naming.ANNOTATION_KEY)
         if key is None or meta.get("ownerReferences") or not wanted(str(key), kind):
@@ -58,14 +58,13 @@ def _delete_owned(facts: Facts, wanted: Callable[[str, str], bool], *, wait: boo
         if naming.not_owned(obj, namespace=t.namespace, stack=stack_id) or meta.get("deletionTimestamp"):
             continue  # not ours, or already going
         try:
-            with failures.request(f"delete {kind}/{name}", t):
-                cluster.delete_exact(client, kind, name, t.namespace, str(meta["uid"]))
+            live.delete_exact(kind, name, str(meta["uid"]))
         except failures.Conflict:
             continue  # replaced by another object since it was listed: not the one we checked, left untouched
         deleted[name] = str(key)
         sent[(kind, name)] = str(meta["uid"])
     if wait and sent:
-        left, _ = readiness.wait_gone(client, t, sent, timeout=GONE_TIMEOUT_SECONDS)
+        left, _ = readiness.wait_gone(live, sent, timeout=GONE_TIMEOUT_SECONDS)
         if left:
             raise ClusterError(
                 f"{len(left)} object(s) the rollout deleted are still present {GONE_TIMEOUT_SECONDS:.0f} s later: {', '.join(left)}",
@@ -99,8 +98,6 @@ def foreign_deletions(
     key those the config no longer renders: another kind or namespace (a ``workloadApi`` or
     ``namespace`` switch). One LIST per namespace and kind; in a namespace other than the
     target's a kind this identity may not list is not checked."""
-    from infercrane.live import cluster
-
     t = facts.config.kubernetes
 
     def deleted(key: str, m: Mapping[str, Any]) -> bool:
@@ -115,9 +112,8 @@ def foreign_deletions(
         kinds.setdefault((m.get("metadata") or {}).get("namespace", t.namespace), set()).add(str(m.get("kind")))
     live: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for ns, listed in sorted(kinds.items()):
-        there = t.model_copy(update={"namespace": ns})
         elsewhere = listed & set(KINDS) if ns != t.namespace else set()
-        found = cluster.live_by_name(facts.client, there, listed & set(KINDS) - elsewhere, optional=elsewhere)
+        found = facts.live.at(ns).by_name(listed & set(KINDS) - elsewhere, optional=elsewhere)
         live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
     out = []
     for key, m in leaving:

@@ -2,7 +2,7 @@
 
 Per replica, the engine's steps become one :class:`~infercrane.core.plan.actions.Action`
 (:mod:`infercrane.engine.changes`); what the state and the cluster decide before and after a run
-is in :mod:`infercrane.engine.checks`; destroy is :mod:`infercrane.engine.teardown`. A deploy is
+is in :mod:`infercrane.engine.observed`, what a killed run left in :mod:`infercrane.engine.recovery`; destroy is :mod:`infercrane.engine.teardown`. A deploy is
 recorded in the stack's outputs (by the same ``up``) with its idempotency key and the stack's intent
 hash, so a retry with the same key and intent reports the recorded result without a second change,
 and the same key with another intent is refused. Engine layer.
@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercrane.core import naming
-from infercrane.core.errors import IdempotencyConflict, InferCraneError, PreflightRefused, RolloutStopped
+from infercrane.core.errors import (
+    REFUSED_BEFORE_APPLY,
+    IdempotencyConflict,
+    InferCraneError,
+    PreflightRefused,
+    RolloutStopped,
+)
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
@@ -28,31 +34,22 @@ from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
-from infercrane.engine.checks import (
-    REFUSED_BEFORE_APPLY,
-    could_need_refresh,
-    live_check,
-    needs_refresh,
-    plan_rollout,
-    prime_cluster,
-    proven_no_op,
-    replay_doubts,
-    resolve_pending_creates,
-    stack_outputs,
-    verified,
-    vouch_for,
-)
 from infercrane.engine.deletions import delete_orphans_after_rollout, delete_unrecorded, foreign_deletions
 from infercrane.engine.facts import Facts
+from infercrane.engine.observed import Observed, could_need_refresh
+from infercrane.engine.recovery import resolve_pending_creates, vouch_for
 from infercrane.engine.workspace import Engine
-from infercrane.shell.channel import Prepared
-from infercrane.shell.gate import Gate
+from infercrane.shell.channel import Channel, Prepared
+from infercrane.shell.gate import Gate, Handover
 
 
-def _inputs(facts: Facts, state: Mapping[str, Any], sink: Sink, **fields: Any) -> dict[str, Any]:
-    """One engine run's :class:`~infercrane.shell.program.Channel` fields for a deploy."""
-    legacy = urns.legacy_names(state)
-    return {"config": facts.config, "driven": True, "legacy": legacy, "progress": sink, "client": facts.client, **fields}
+def _channel(facts: Facts, state: Mapping[str, Any], sink: Sink, late: Handover, gate: Gate | None = None) -> Channel:
+    """One engine run's :class:`~infercrane.shell.channel.Channel` for a deploy."""
+    channel = Channel(
+        config=facts.config, driven=True, legacy=urns.legacy_names(state), progress=sink, live=facts.live, gate=gate
+    )
+    channel.hand_over(late)
+    return channel
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -143,7 +140,7 @@ def rolled(
     facts = Facts.gather(engine.stack_name, config)  # worked out once: every check and deletion below takes them
     engine.vouch = vouch_for(facts)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
-    history = [h for h in stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
+    history = [h for h in urns.stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
     if record and record.get("intent") != intent:
         raise IdempotencyConflict(
@@ -152,51 +149,41 @@ def rolled(
             fix="use a new --idempotency-key for a new intent (or omit it to get one)",
         )
     stack = engine.stack_name
-    looked: tuple[Any, Any] | None = None  # (render, preflight report) already made for a replay's check
-    checked = None
+    facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
+    rendered = render_checked(facts.config, stack)
+    looked: Observed | None = None  # a replay's check, made before anything else
     if record:
         # The record says this intent was deployed; a replay also needs what runs to say so: the
         # state and the live objects exactly this intent, no replica of another left, all ready.
         # Re-running an older key (a rollback) finds the newer release running, and applies its own.
-        checked = verified(facts, sink)
-        seen = facts.acting_on(checked or config)
-        rendered = render_checked(seen.config, stack)
-        report = live_check(seen, rendered) if checked else None
-        doubts = replay_doubts(seen, state, rendered, report)
+        looked = Observed(facts, state, rendered, facts.preflight(rendered))
+        doubts = looked.replay_doubts()
         if not doubts:
             return DeployResult(key, intent, "replayed", [], str(record.get("at")))
         sink(Note(f"note: idempotency key {key} was deployed at {record.get('at')}, but {doubts[0]}: applying its intent again"))
-        looked = (rendered, report)
-    prime_cluster(facts.client)  # an update will run: its provider reads the document
+    facts.live.prime_openapi_soon()  # an update will run: its provider reads the document
     for note in resolve_pending_creates(engine, facts, state):
         sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
-    if looked is None:
-        checked = verified(facts, sink)
-    facts = facts.acting_on(checked or config)  # the model caches the cluster verified, mapped
     config = facts.config
-    rendered = render_checked(config, stack) if looked is None else looked[0]
     run = functools.partial(
         engine.apply, on_output=on_output, on_event=both(collector, applied_events(sink)), skip_checkpoints=True
     )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
-    gate = Gate() if looked is None and checked and not could_need_refresh(facts, state, rendered) else None
+    early = looked is None and not facts.caches_refused and not could_need_refresh(facts, state, rendered)
+    gate = Gate() if early else None
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         started: Future[Any]
         if gate is None:
             started = pool.submit(lambda: engine.stack)
         else:
-            placeholders: dict[str, Any] = {"step": None, "held": {}, "deploy_record": None, "prepared": None}
-            started = pool.submit(run, refresh=False, inputs=_inputs(facts, state, sink, gate=gate, **placeholders))
+            started = pool.submit(run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate))
         try:
-            if looked is None:
-                report = live_check(facts, rendered) if checked else None
-            else:
-                report = looked[1]
-            rollout = plan_rollout(facts, rendered, report, state)
+            seen = looked or Observed(facts, state, rendered, facts.preflight(rendered))
+            rollout = seen.rollout
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -210,16 +197,13 @@ def rolled(
             if rollout is not None and len(steps) > 1:
                 sink(Note(describe_step(rollout, index)))
             recorded = urns.recorded_objects(state) if step is not None and not last else {}
-            inputs = _inputs(
-                facts,
-                state,
-                sink,
+            late = Handover(
                 step=None if last else step,
                 held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
                 # The first run registers on the preflight made moments ago; later steps changed
                 # the cluster, and their program checks it again.
-                prepared=Prepared(rendered, report) if index == 0 and report is not None else None,
+                prepared=Prepared(rendered, seen.report) if index == 0 and seen.report is not None else None,
             )
             try:
                 foreign = foreign_deletions(
@@ -231,10 +215,10 @@ def rolled(
                 if foreign:
                     raise PreflightRefused(foreign, [])
                 if index == 0 and gate is not None:
-                    gate.open(inputs)
+                    gate.open(late)
                     started.result()
                 else:
-                    run(refresh=index == 0 and needs_refresh(facts, state, rendered, report), inputs=inputs)
+                    run(refresh=index == 0 and seen.needs_refresh(), channel=_channel(facts, state, sink, late))
             except InferCraneError as exc:
                 # Refused by the program's own checks inside the first update: nothing was applied.
                 exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)
@@ -256,7 +240,7 @@ def rolled(
                     for name in gone:
                         collector.ops.setdefault(name, set()).add(Action.DELETE)
             if not last:
-                state = engine.state()
+                state = engine.state()  # what this step left: the next step holds and deletes from it
     finally:
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
@@ -297,47 +281,40 @@ def plan(
 ) -> PlanResult:
     """The plan of a stack for ``config`` (the stack's, or with ``plan MODEL``'s intent added --
     the program gets it directly, the stack file is never touched). When the state and the live
-    objects prove there is nothing to do (:func:`proven_no_op`), every replica is ``same`` without
+    objects prove there is nothing to do (:meth:`Observed.no_op_doubts`), every replica is ``same`` without
     an engine run (as fast as ``kubectl diff``); otherwise -- or with ``full`` -- ``pulumi
     preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
-    record, :func:`needs_refresh`); with ``policy_packs`` always, the engine running those packs
+    record, :meth:`Observed.needs_refresh`); with ``policy_packs`` always, the engine running those packs
     on it. The rollout's waves come from the live objects either way."""
     stack = engine.stack_name
     facts = Facts.gather(stack, config)  # worked out once: every check below takes them
     engine.vouch = vouch_for(facts)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        checked = verified(facts, sink)
-        facts = facts.acting_on(checked or config)  # the model caches the cluster verified, mapped
-        config = facts.config
-        rendered = render_checked(config, stack)
-        report = live_check(facts, rendered) if checked else None
-        state = reading.result()
-    rollout = plan_rollout(facts, rendered, report, state)
+        facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
+        rendered = render_checked(facts.config, stack)
+        report = facts.preflight(rendered)
+        seen = Observed(facts, reading.result(), rendered, report)
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview
-    if report is None:
-        why.append("the preflight refuses")
-    elif report.drift:
-        why.append(f"{len(report.drift)} live object(s) missing or different: {', '.join(report.drift[:3])}")
-    why += proven_no_op(facts, state, rendered)
+    why += seen.no_op_doubts()
     if not why:
-        return PlanResult(summarize(config, EventCollector(), rendered), "state+live", rollout=rollout)
+        return PlanResult(summarize(facts.config, EventCollector(), rendered), "state+live", rollout=seen.rollout)
     collector = EventCollector()
-    inputs = {
-        "config": config,
-        "driven": True,
-        "legacy": urns.legacy_names(state),
-        "prepared": Prepared(rendered, report) if report is not None else None,
-        "client": facts.client,
-    }
+    channel = Channel(
+        config=facts.config,
+        driven=True,
+        legacy=urns.legacy_names(seen.state),
+        prepared=Prepared(rendered, report) if report is not None else None,
+        live=facts.live,
+    )
     engine.preview(
         on_output=on_output,
         on_event=both(collector, applied_events(sink)),
-        refresh=needs_refresh(facts, state, rendered, report),
-        inputs=inputs,
+        refresh=seen.needs_refresh(),
+        channel=channel,
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )
-    names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
-    return PlanResult(summarize(config, collector, rendered, names), "pulumi preview", why, rollout)
+    names = {naming.object_name(k): k for k in urns.recorded_objects(seen.state)}
+    return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, seen.rollout)

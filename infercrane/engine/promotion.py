@@ -12,7 +12,7 @@ from infercrane.core import naming, promotion
 from infercrane.core.errors import PromotionRefused, bullets
 from infercrane.core.model import config as cfg
 from infercrane.engine.workspace import Engine
-from infercrane.live import cluster
+from infercrane.live.api import Live
 from infercrane.live.inspect import inspect
 
 
@@ -27,8 +27,8 @@ def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[st
             f"stack {source_stack!r} is not healthy: {state}; nothing was written.",
             fix=f"make `infercrane deploy --stack {source_stack}` succeed first",
         )
-    client = cluster.client(source.kubernetes)
-    records = inspect(source, client, stack=source_stack, read_nodes=False)
+    live = Live.connect(source.kubernetes)
+    records = inspect(source, live, stack=source_stack, read_nodes=False)
     not_ready = [r for r in records if r["state"] != "ready" and (keys is None or r["key"] in keys)]
     if not_ready:
         listed = ", ".join(f"{r['key']} ({r['state']})" for r in not_ready)
@@ -37,12 +37,12 @@ def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[st
             fix=f"check `infercrane inspect --stack {source_stack}`; promote only what runs",
         )
     t = source.kubernetes
-    live = cluster.live_by_name(client, t, t.object_kinds[:1])
+    running = live.by_name(t.object_kinds[:1])
     unlike = [
         f"{r.key}: {'; '.join(why)}"
         for r in source.replicas
         if (keys is None or r.key in keys)
-        and (why := promotion.unlike_live(source, r, live.get((t.object_kinds[0], naming.object_name(r.key)))))
+        and (why := promotion.unlike_live(source, r, running.get((t.object_kinds[0], naming.object_name(r.key)))))
     ]
     if unlike:
         raise PromotionRefused(

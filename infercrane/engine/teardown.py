@@ -31,8 +31,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import Client
-
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, bullets
 from infercrane.core.events import Deleted, Remaining, Sink, discard
@@ -40,6 +38,7 @@ from infercrane.core.model import config as cfg
 from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, failures, readiness
+from infercrane.live.api import Live
 
 GONE_TIMEOUT_SECONDS: Final = 300.0
 
@@ -65,7 +64,7 @@ def state_objects(state: dict[str, Any]) -> dict[tuple[str, str], str]:
 def destroy(
     engine: Engine,
     config: cfg.InferCraneConfig,
-    client: Client,
+    live: Live,
     on_output: Callable[[str], None] | None = None,
     *,
     sink: Sink = discard,
@@ -76,15 +75,14 @@ def destroy(
     t = config.kubernetes
     stack_id = naming.stack_id(engine.stack_name)
     engine.check_passphrase()  # the state will be cleared: refuse now, not after the deletes
-    live: dict[tuple[str, str], dict[str, Any]] = {}
+    seen: dict[tuple[str, str], dict[str, Any]] = {}
     targets: dict[tuple[str, str], str] = {}  # (kind, name) -> uid
     outcomes: list[tuple[tuple[str, str], str | None]] = []
 
     def delete(item: tuple[tuple[str, str], str]) -> tuple[tuple[str, str], str | None]:
         (kind, name), uid = item
         try:
-            with failures.request(f"delete {kind}/{name}", t):
-                cluster.delete_exact(client, kind, name, t.namespace, uid)
+            live.delete_exact(kind, name, uid)
             return (kind, name), None
         except failures.Conflict:  # the uid precondition failed: replaced since it was checked
             return (kind, name), "replaced by another object since it was checked; left untouched"
@@ -92,8 +90,8 @@ def destroy(
             return (kind, name), str(exc)
 
     def delete_owned(kinds: Iterable[str]) -> None:
-        found = cluster.live_by_name(client, t, kinds)
-        live.update(found)
+        found = live.by_name(kinds)
+        seen.update(found)
         owned = {
             ref: obj["metadata"]["uid"]
             for ref, obj in sorted(found.items())
@@ -124,7 +122,7 @@ def destroy(
     for ref in targets:
         (result.deleted if ref in state else result.orphans).append(f"{ref[0]}/{ref[1]}")
     for kind, name in sorted(state):
-        obj = live.get((kind, name))
+        obj = seen.get((kind, name))
         reasons = naming.not_owned(obj, namespace=t.namespace, stack=stack_id) if obj is not None else []
         if reasons:
             result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
@@ -133,7 +131,7 @@ def destroy(
     # The wait's last LIST (every kind of the stack's and the deleted objects', our managed-by label)
     # is also the proof: no owned object of this stack remains -- no second round of LISTs.
     left, listing = readiness.wait_gone(
-        client, t, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=lambda count: sink(Remaining(count))
+        live, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=lambda count: sink(Remaining(count))
     )
     if left:
         raise ClusterError(

@@ -10,6 +10,7 @@ Engine layer.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -66,12 +67,13 @@ class Engine:
     project_dir: Path = field(default_factory=project_root)
     env: Mapping[str, str] | None = None
     #: Checks a backup checkpoint against the live objects before a repair restores it (the
-    #: operation that knows the cluster sets it: :func:`infercrane.engine.checks.vouch_for`).
+    #: operation that knows the cluster sets it: :func:`infercrane.engine.recovery.vouch_for`).
     vouch: Vouch | None = None
     #: Where the engine's notes for the person go (a repair, a stale lock cleared): the caller's
     #: progress view; this layer never prints.
     sink: Sink = discard
     _stack: auto.Stack | None = None
+    _channel: Channel = field(default_factory=Channel)  # what the program of the current run gets
     _repaired: bool = False
     _created: bool = False  # selecting the stack created it (this engine's start wrote it)
 
@@ -115,11 +117,10 @@ class Engine:
             from infercrane.shell import program
 
             auto = _auto()
-            channel = Channel()
             chosen = {
                 "stack_name": self.stack_name,
                 "project_name": "infercrane",
-                "program": functools.partial(program.run, channel),
+                "program": lambda: program.run(self._channel),  # this run's channel
                 "opts": self._options(),
             }
             try:  # what create_or_select_stack does, knowing which of the two it was
@@ -128,15 +129,13 @@ class Engine:
                 except auto.StackNotFoundError:
                     self._stack = auto.create_stack(**chosen)
                     self._created = True
-                self._channel = channel
             except auto.CommandError as exc:
                 raise translate(exc, self.stack_name) from None
         return self._stack
 
-    def _run(self, op: str, inputs: Mapping[str, Any] | None = None, *, skip_checkpoints: bool = False, **kw: Any) -> Any:
+    def _run(self, op: str, channel: Channel | None = None, *, skip_checkpoints: bool = False, **kw: Any) -> Any:
         """Run one Automation API operation; map failures to typed, user-facing errors (the
-        program's own, passed back on its channel, else the engine's translated). ``inputs`` are
-        :class:`~infercrane.shell.channel.Channel` fields for this one run.
+        program's own, passed back on its ``channel``, else the engine's translated).
 
         ``skip_checkpoints``: the engine writes the state once, when the run ends (success or
         failure), instead of after every step (PULUMI_SKIP_CHECKPOINTS). Each write is the whole
@@ -150,15 +149,13 @@ class Engine:
         stack = self.stack
         for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars, self.project_dir):
             self.sink(Note(note))
-        channel = self._channel
-        defaults = Channel()
-        if op in ("preview", "up") and "legacy" not in (inputs or {}):
+        channel = channel or Channel()
+        if op in ("preview", "up") and channel.legacy is None:
             # The program runs in this process, beside no `pulumi` of its own environment: it gets
             # the slot names from here, read from the state (plain `pulumi` reads them itself).
-            inputs = {**(inputs or {}), "legacy": legacy_names(self.state())}
-        for name, value in (inputs or {}).items():
-            setattr(channel, name, value)
+            channel = dataclasses.replace(channel, legacy=legacy_names(self.state()))
         channel.error = None
+        self._channel = channel
         env = cast(dict[str, str], stack.workspace.env_vars)  # LocalWorkspace keeps a dict
         if skip_checkpoints:
             env["PULUMI_SKIP_CHECKPOINTS"] = "true"
@@ -171,34 +168,33 @@ class Engine:
             raise translate(exc, self.stack_name) from None
         finally:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
-            for name in inputs or {}:
-                setattr(channel, name, getattr(defaults, name))
+            self._channel = Channel()
 
     def preview(
-        self, on_output: Callable[[str], None] | None = None, *, inputs: Mapping[str, Any] | None = None, **kw: Any
+        self, on_output: Callable[[str], None] | None = None, *, channel: Channel | None = None, **kw: Any
     ) -> auto.PreviewResult:
         """``pulumi preview``: the program runs its preflight; nothing is changed."""
-        result: auto.PreviewResult = self._run("preview", inputs, on_output=on_output, **kw)
+        result: auto.PreviewResult = self._run("preview", channel, on_output=on_output, **kw)
         return result
 
     def up(
         self,
         on_output: Callable[[str], None] | None = None,
         *,
-        inputs: Mapping[str, Any] | None = None,
+        channel: Channel | None = None,
         skip_checkpoints: bool = False,
         **kw: Any,
     ) -> auto.UpResult:
-        """``pulumi up``; ``inputs`` for the program (e.g. ``deploy_record``, exported as the stack
+        """``pulumi up``; ``channel`` for the program (e.g. ``deploy_record``, exported as the stack
         output ``deploys``; a rollout ``step``); ``skip_checkpoints``: see :meth:`_run`."""
-        result: auto.UpResult = self._run("up", inputs, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
+        result: auto.UpResult = self._run("up", channel, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
         return result
 
     def apply(
         self,
         on_output: Callable[[str], None] | None = None,
         *,
-        inputs: Mapping[str, Any] | None = None,
+        channel: Channel | None = None,
         skip_checkpoints: bool = False,
         **kw: Any,
     ) -> None:
@@ -211,7 +207,7 @@ class Engine:
         stack.outputs = dict  # type: ignore[method-assign]
         stack.info = lambda *a, **k: _NO_SUMMARY  # type: ignore[method-assign,assignment]
         try:
-            self._run("up", inputs, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
+            self._run("up", channel, on_output=on_output, skip_checkpoints=skip_checkpoints, **kw)
         finally:
             del stack.outputs, stack.info  # the class's own again
 

@@ -145,6 +145,14 @@ def prime_openapi(client: Client) -> None:
         pass
 
 
+def prime_openapi_soon(client: Client) -> None:
+    """:func:`prime_openapi` on one daemon thread, while the command renders and runs its
+    preflight; nothing waits for it."""
+    import threading
+
+    threading.Thread(target=prime_openapi, args=(client,), name="prime-openapi", daemon=True).start()
+
+
 def apply_strict_dry_run(client: Client, manifest: Mapping[str, Any]) -> DryRun:
     """Server-side apply as a dry run, as our field manager, force off, ``fieldValidation=Strict``.
 

@@ -17,14 +17,14 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
-from lightkube import Client
 from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAccessReviewSpec
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
-from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import ROLES_SHOWN, WORKLOAD_APIS
 from infercrane.live import cluster, failures
+from infercrane.live.api import Live
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
 UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up
@@ -80,13 +80,13 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     return need
 
 
-def _can(client: Client, namespace: str, verb: str, group: str, resource: str, need: str = "required") -> Check:
+def _can(live: Live, namespace: str, verb: str, group: str, resource: str, need: str = "required") -> Check:
     review = SelfSubjectAccessReview(
         spec=SelfSubjectAccessReviewSpec(
             resourceAttributes=ResourceAttributes(namespace=namespace, verb=verb, group=group, resource=resource)
         )
     )
-    res = client.create(review)
+    res = live.create(review, action=f"can {verb} {resource}")
     allowed = bool(res.status and res.status.allowed)
     full = f"{resource}.{group}" if group else resource
     name = f"can {verb} {full}"
@@ -107,16 +107,14 @@ def _can(client: Client, namespace: str, verb: str, group: str, resource: str, n
     return Check(name, FAIL, f"in namespace {namespace}", fix)
 
 
-def _api(client: Client, config: InferCraneConfig) -> Check:
-    version = cluster.raw_get(client, "/version")
+def _api(live: Live, config: InferCraneConfig) -> Check:
+    version = live.raw_get("/version")
     return Check("API reachable", PASS, f"context {config.kubernetes.context}: Kubernetes {version.get('gitVersion', '?')}")
 
 
-def _kserve(client: Client, config: InferCraneConfig) -> Check:
-    t = config.kubernetes
+def _kserve(live: Live, config: InferCraneConfig) -> Check:
     try:
-        with failures.request("KServe API", t):
-            list(client.list(cluster.InferenceService, namespace=t.namespace))
+        live.list(cluster.InferenceService, action="KServe API")
     except failures.NotFound:
         return Check(
             "KServe API",
@@ -127,14 +125,11 @@ def _kserve(client: Client, config: InferCraneConfig) -> Check:
     return Check("KServe API", PASS, "serving.kserve.io/v1beta1 InferenceService is served")
 
 
-def _exists(
-    name: str, target: KubernetesTarget, read: Callable[[], object], what: str, fix: str, forbidden: str, verify: str
-) -> Check:
+def _exists(name: str, read: Callable[[], object], what: str, fix: str, forbidden: str, verify: str) -> Check:
     """PASS when ``read`` finds the object, FAIL with ``fix`` when it is absent, not verifiable
     (with ``verify``: what would verify it) when this identity may not read it."""
     try:
-        with failures.request(name, target):
-            read()
+        read()
     except failures.NotFound:
         return Check(name, FAIL, f"{what} does not exist", fix)
     except failures.Forbidden:
@@ -142,12 +137,11 @@ def _exists(
     return Check(name, PASS, f"{what} exists")
 
 
-def _namespace(client: Client, config: InferCraneConfig) -> Check:
+def _namespace(live: Live, config: InferCraneConfig) -> Check:
     ns = config.kubernetes.namespace
     return _exists(
         "namespace",
-        config.kubernetes,
-        lambda: client.get(Namespace, ns),
+        lambda: live.get(Namespace, ns, action="namespace"),
         f"namespace {ns}",
         "kubectl apply -f deploy/kubernetes/base/namespace.yaml",
         "not verifiable with the shipped Role (it reads nothing cluster-scoped, by design)",
@@ -155,12 +149,11 @@ def _namespace(client: Client, config: InferCraneConfig) -> Check:
     )
 
 
-def _service_account(client: Client, config: InferCraneConfig) -> Check:
+def _service_account(live: Live, config: InferCraneConfig) -> Check:
     t = config.kubernetes
     return _exists(
         "runtime service account",
-        t,
-        lambda: client.get(ServiceAccount, t.service_account, namespace=t.namespace),
+        lambda: live.get(ServiceAccount, t.service_account, action="runtime service account"),
         f"service account {t.service_account}",
         "kubectl apply -f deploy/kubernetes/base/service-accounts.yaml",
         "not verifiable with the shipped Role (it may not read service accounts, by design)",
@@ -169,14 +162,13 @@ def _service_account(client: Client, config: InferCraneConfig) -> Check:
     )
 
 
-def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
+def _gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
     t = config.kubernetes
     want: Counter[str] = Counter()
     for r in config.replicas:
         want[r.gpu] += r.gpu_count
     try:
-        with failures.request("GPU capacity", t):
-            nodes = list(client.list(Node))
+        nodes = live.list(Node, action="GPU capacity")
     except failures.Forbidden:
         return Check(
             "GPU capacity",
@@ -186,8 +178,8 @@ def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
         )
     have: Counter[str] = Counter()
     for n in nodes:
-        label = ((n.metadata.labels if n.metadata else None) or {}).get(t.gpu_product_label)
-        alloc = (n.status.allocatable or {}) if n.status else {}
+        label = (n["metadata"].get("labels") or {}).get(t.gpu_product_label)
+        alloc = (n.get("status") or {}).get("allocatable") or {}
         if label and t.gpu_resource in alloc:
             have[label] += int(str(alloc[t.gpu_resource]))
     short = {g: (need, have.get(g, 0)) for g, need in want.items() if have.get(g, 0) < need}
@@ -197,24 +189,23 @@ def _gpu_capacity(client: Client, config: InferCraneConfig) -> Check:
     return Check("GPU capacity", PASS, detail)
 
 
-def run(config: InferCraneConfig, client: Client | None = None) -> list[Check]:
+def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
     """All checks, concurrently, in a stable order. Never raises for a failed check."""
     t = config.kubernetes
-    client = client or cluster.client(t)
-    jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(client, config))]
+    live = live or Live.connect(t)
+    jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(live, config))]
     if t.api.crd is not None:
-        jobs.append(("KServe API", lambda: _kserve(client, config)))
-    jobs += [(f"can {v} {r}", partial(_can, client, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
+        jobs.append(("KServe API", lambda: _kserve(live, config)))
+    jobs += [(f"can {v} {r}", partial(_can, live, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
     jobs += [
-        ("namespace", lambda: _namespace(client, config)),
-        ("runtime service account", lambda: _service_account(client, config)),
-        ("GPU capacity", lambda: _gpu_capacity(client, config)),
+        ("namespace", lambda: _namespace(live, config)),
+        ("runtime service account", lambda: _service_account(live, config)),
+        ("GPU capacity", lambda: _gpu_capacity(live, config)),
     ]
 
     def guarded(name: str, fn: Callable[[], Check]) -> Check:
         try:
-            with failures.request(name, t):
-                return fn()
+            return fn()
         except failures.LiveError as exc:
             return Check(name, FAIL, str(exc))
 

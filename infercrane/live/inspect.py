@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from lightkube import Client, operators
+from lightkube import operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
-from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.live import cluster, failures, verdicts, warnings
+from infercrane.live.api import Live
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
@@ -44,38 +45,26 @@ def managers(obj: dict[str, Any]) -> list[dict[str, str]]:
     ]
 
 
-def _list(client: Client, res: Any, config: InferCraneConfig, *, labels: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """One LIST in the target namespace; a failure is a :class:`~infercrane.live.failures.LiveError`
-    (403: which right, which file)."""
-    t = config.kubernetes
-    with failures.request(f"list {res.__name__}s", t):
-        return [cluster.as_dict(o) for o in client.list(res, namespace=t.namespace, labels=labels)]
-
-
 def _pod_owner_label(config: InferCraneConfig) -> str:
     """The pod label naming the replica: ours on our Deployments' pods, KServe's on the pods it makes."""
     return config.kubernetes.api.pod_label
 
 
-def _pods(client: Client, config: InferCraneConfig) -> list[dict[str, Any]] | None:
+def _pods(live: Live, config: InferCraneConfig) -> list[dict[str, Any]] | None:
     """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
     t = config.kubernetes
     selector: dict[str, Any] = {t.api.pod_label: operators.exists()} if t.api.controller_pods else naming.managed_selector()
     try:
-        with failures.request("list pods", t):
-            return [cluster.as_dict(p) for p in client.list(Pod, namespace=t.namespace, labels=selector)]
+        return live.list(Pod, labels=selector, action="list pods")
     except failures.Forbidden:
         return None
 
 
-def _node_gpus(client: Client, target: KubernetesTarget, label: str) -> dict[str, str]:
+def _node_gpus(live: Live, label: str) -> dict[str, str]:
     """Node name -> GPU product label, or {} without the optional node reader."""
     try:
-        with failures.request("list nodes", target):
-            return {
-                cluster.as_dict(n)["metadata"]["name"]: (cluster.as_dict(n)["metadata"].get("labels") or {}).get(label, "")
-                for n in client.list(Node)
-            }
+        nodes = live.list(Node, action="list nodes")
+        return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(label, "") for n in nodes}
     except failures.LiveError:
         return {}
 
@@ -121,48 +110,49 @@ def serving(
 
 def inspect(
     config: InferCraneConfig,
-    client: Client,
+    live: Live,
     *,
     stack: str | None = None,
     read_nodes: bool = True,
-    pod_client: Client | None = None,
+    pod_reader: Live | None = None,
 ) -> list[dict[str, Any]]:
     """The evidence records of :func:`inspect_report`."""
-    return inspect_report(config, client, stack=stack, read_nodes=read_nodes, pod_client=pod_client)[0]
+    return inspect_report(config, live, stack=stack, read_nodes=read_nodes, pod_reader=pod_reader)[0]
 
 
 def inspect_report(
     config: InferCraneConfig,
-    client: Client,
+    live: Live,
     *,
     stack: str | None = None,
     read_nodes: bool = True,
-    pod_client: Client | None = None,
+    pod_reader: Live | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
     """One evidence record per configured replica, from one LIST per kind (never a GET per object).
 
     Pods are read only when the identity may (the optional pod reader); Events explain a replica
     that is not ready either way. An object with our name but not our exact ownership is shown
-    as not owned, never counted as ours. ``pod_client`` (default ``client``) reads pods and nodes:
+    as not owned, never counted as ours. ``pod_reader`` (default ``live``) reads pods and nodes:
     e.g. a separate read-only identity, so the deploying one keeps exactly the shipped Role."""
     t = config.kubernetes
     ns = t.namespace
     kinds = list(t.object_kinds)
     stack_id = naming.stack_id(stack) if stack else None
-    live: dict[str, dict[str, dict[str, Any]]] = {}
+    listed: dict[str, dict[str, dict[str, Any]]] = {}
     for kind in kinds:
-        items = _list(client, cluster.resource_for({"kind": kind}), config, labels=naming.managed_selector())
-        live[kind] = {o["metadata"]["name"]: o for o in items}
-    pod_client = pod_client or client
-    pods = _pods(pod_client, config)
-    node_gpu = _node_gpus(pod_client, t, t.gpu_product_label) if pods and read_nodes else {}
+        res = cluster.resource_for({"kind": kind})
+        items = live.list(res, labels=naming.managed_selector(), action=f"list {res.__name__}s")
+        listed[kind] = {o["metadata"]["name"]: o for o in items}
+    pod_reader = pod_reader or live
+    pods = _pods(pod_reader, config)
+    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes else {}
     out: list[dict[str, Any]] = []
     for r in config.replicas:
         name = naming.object_name(r.key)
         found: dict[str, dict[str, Any]] = {}
         objects: list[dict[str, Any]] = []
         for kind in kinds:
-            obj = live[kind].get(name)
+            obj = listed[kind].get(name)
             foreign = [] if obj is None else _not_owned(obj, r.key, ns, stack_id)
             if obj is None or foreign:
                 objects.append({"kind": kind, "name": name, "present": False} | ({"notOwned": foreign} if foreign else {}))
@@ -225,10 +215,10 @@ def inspect_report(
             }
         )
     not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
-    events = warnings.pod_warnings(client, t, not_ready)
+    events = warnings.pod_warnings(live, not_ready)
     for rec in out:
         rec["reasons"] = events.get(rec["name"], [])
-    return out, serving(config, live[kinds[0]], stack_id)
+    return out, serving(config, listed[kinds[0]], stack_id)
 
 
 def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[str, Any]]] | None = None) -> str:

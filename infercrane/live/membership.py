@@ -19,7 +19,8 @@ from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import endpoint_of, gpus_of, pod_of
 from infercrane.core.render import RenderedReplica
-from infercrane.live import cluster, failures
+from infercrane.live import failures
+from infercrane.live.api import Live
 from infercrane.live.preflight import Report
 from infercrane.live.verdicts import VERDICTS, serving
 
@@ -112,7 +113,7 @@ def plan_rollout(
 
 
 def recorded_elsewhere(
-    config: InferCraneConfig, namespaces: Iterable[str], client: Any = None
+    config: InferCraneConfig, namespaces: Iterable[str], live: Live
 ) -> dict[tuple[str, str, str], dict[str, Any]]:
     """The workload objects in ``namespaces`` (where the state records this stack's objects, other
     than the target's: a ``namespace`` switch), ``(namespace, kind, name) -> object``, one LIST per
@@ -123,12 +124,9 @@ def recorded_elsewhere(
     out: dict[tuple[str, str, str], dict[str, Any]] = {}
     kinds = set(WORKLOADS)
     others = sorted(set(namespaces) - {config.kubernetes.namespace})
-    if others:
-        client = client or cluster.client(config.kubernetes)
     for ns in others:
-        there = config.kubernetes.model_copy(update={"namespace": ns})
         try:
-            listed = cluster.live_by_name(client, there, config.kubernetes.object_kinds[:1], optional=kinds)
+            listed = live.at(ns).by_name(config.kubernetes.object_kinds[:1], optional=kinds)
         except failures.Forbidden as exc:
             raise ClusterError(
                 f"the state records this stack's replicas in namespace {ns!r}, which this identity cannot list: {exc}",

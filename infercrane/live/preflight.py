@@ -33,6 +33,7 @@ from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan import cache
 from infercrane.core.plan.actions import Action
 from infercrane.live import cluster, failures
+from infercrane.live.api import Live
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
 
@@ -98,7 +99,7 @@ def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     return bool(pods(before) != pods(after))
 
 
-def verify_cache(config: InferCraneConfig, client: Any = None) -> cache.Verdict:
+def verify_cache(config: InferCraneConfig, live: Live) -> cache.Verdict:
     """The model cache's verdict from one LIST of the namespace's claims (none when nothing is
     mapped). A LIST this identity may not make (the read is optional) verifies nothing: ``prefer``
     downloads, ``required`` refuses. Raises CacheRefused, or ClusterError for other failures."""
@@ -106,30 +107,26 @@ def verify_cache(config: InferCraneConfig, client: Any = None) -> cache.Verdict:
         return cache.Verdict(config)
     from lightkube.resources.core_v1 import PersistentVolumeClaim
 
-    target = config.kubernetes
-    client = client or cluster.client(target)
-    live: dict[str, dict[str, Any]] | None
+    claims: dict[str, dict[str, Any]] | None
     try:
-        with failures.request(f"list persistentvolumeclaims in namespace {target.namespace}", target):
-            items = cluster.retrying(lambda: list(client.list(PersistentVolumeClaim, namespace=target.namespace)))
-        live = {(raw := cluster.as_dict(o))["metadata"]["name"]: raw for o in items}
+        action = f"list persistentvolumeclaims in namespace {live.namespace}"
+        claims = {raw["metadata"]["name"]: raw for raw in live.list(PersistentVolumeClaim, action=action, retry=True)}
     except failures.Forbidden:
-        live = None
-    verdict = cache.judge(config, live)
+        claims = None
+    verdict = cache.judge(config, claims)
     if verdict.refusals:
         raise CacheRefused(verdict.refusals, unreadable=verdict.unreadable)
     return verdict
 
 
-def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, client: Any = None) -> Report:
+def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live) -> Report:
     """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report."""
     target = config.kubernetes
-    client = client or cluster.client(target)
     try:
         # The other workload API's kind too, when this identity may list it: after a `workloadApi`
         # switch the replicas still run in their old form, and the rollout counts them.
         others = set(WORKLOADS)
-        live = cluster.live_by_name(client, target, {m["kind"] for m in manifests}, optional=others)
+        live = connection.by_name({m["kind"] for m in manifests}, optional=others)
     except ClusterError as exc:
         raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from None
     ownership: list[str] = []
@@ -145,8 +142,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
 
     def dry_run(m: dict[str, Any]) -> cluster.DryRun | failures.LiveError:
         try:
-            with failures.request(f"server-side dry-run of {_where(m)}", target):
-                return cluster.retrying(lambda: cluster.apply_strict_dry_run(client, m))
+            return connection.dry_run(m, action=f"server-side dry-run of {_where(m)}")
         except failures.LiveError as exc:
             return exc
 

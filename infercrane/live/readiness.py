@@ -20,12 +20,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import Client
-
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
-from infercrane.core.model.config import KubernetesTarget
 from infercrane.live import cluster, failures
+from infercrane.live.api import Live
 from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
 from infercrane.live.warnings import pod_warnings
 
@@ -76,8 +74,7 @@ class FleetWaiter:
 
     def __init__(
         self,
-        client: Client,
-        target: KubernetesTarget,
+        live: Live,
         kind: str,
         *,
         poll_seconds: float = POLL_SECONDS,
@@ -86,7 +83,7 @@ class FleetWaiter:
         report_every: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._client, self._target, self._kind = client, target, kind
+        self._live, self._kind = live, kind
         self._resource = cluster.resource_for({"kind": kind})
         self._verdict = VERDICTS[kind]
         self._poll, self._grace = poll_seconds, api_grace_seconds
@@ -120,11 +117,8 @@ class FleetWaiter:
             self._fail_all(f"the wait stopped: {exc.__class__.__name__}: {first}")
 
     def _list(self) -> dict[str, dict[str, Any]]:
-        out = {}
-        with failures.request(f"list {self._kind}s", self._target):
-            for obj in self._client.list(self._resource, namespace=self._target.namespace, labels=naming.managed_selector()):
-                raw = cluster.as_dict(obj)
-                out[raw["metadata"]["name"]] = raw
+        listed = self._live.list(self._resource, labels=naming.managed_selector(), action=f"list {self._kind}s")
+        out = {raw["metadata"]["name"]: raw for raw in listed}
         if self._predictors is not None:
             self._predictors = self._list_predictors()
         return out
@@ -133,13 +127,10 @@ class FleetWaiter:
         """KServe's predictor Deployments by name (they carry the labels KServe copies from their
         InferenceService), or None when this identity may not list Deployments."""
         try:
-            with failures.request("list deployments", self._target):
-                items = self._client.list(
-                    cluster.resource_for({"kind": "Deployment"}),
-                    namespace=self._target.namespace,
-                    labels=naming.managed_selector(),
-                )
-                return {o["metadata"]["name"]: o for o in map(cluster.as_dict, items)}
+            items = self._live.list(
+                cluster.resource_for({"kind": "Deployment"}), labels=naming.managed_selector(), action="list deployments"
+            )
+            return {o["metadata"]["name"]: o for o in items}
         except failures.Forbidden:
             return None
 
@@ -231,12 +222,11 @@ class FleetWaiter:
 
     def warnings(self, names: Iterable[str]) -> dict[str, list[str]]:
         """Recent Warning Events of each object and its pods (``<name>-…``), newest last; one LIST."""
-        return pod_warnings(self._client, self._target, names)
+        return pod_warnings(self._live, names)
 
 
 def wait_gone(
-    client: Client,
-    target: KubernetesTarget,
+    live: Live,
     objects: Mapping[tuple[str, str], str],
     *,
     kinds: Iterable[str] = (),
@@ -260,13 +250,12 @@ def wait_gone(
         try:
             for kind in every:
                 try:
-                    with failures.request(f"list {kind}s in namespace {target.namespace}", target):
-                        items = client.list(
-                            cluster.resource_for({"kind": kind}),
-                            namespace=target.namespace,
-                            labels=naming.managed_selector(),
-                        )
-                        listing.update({(kind, o.metadata.name): cluster.as_dict(o) for o in items})
+                    items = live.list(
+                        cluster.resource_for({"kind": kind}),
+                        labels=naming.managed_selector(),
+                        action=f"list {kind}s in namespace {live.namespace}",
+                    )
+                    listing.update({(kind, o["metadata"]["name"]): o for o in items})
                 except failures.NotFound:  # the kind is no longer served, nothing of it remains
                     continue
         except (failures.Unreachable, failures.Unavailable) as exc:

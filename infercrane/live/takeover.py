@@ -20,13 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from lightkube import Client
-from lightkube.types import PatchType
-
 from infercrane.core import naming
 from infercrane.core.errors import TakeoverRefused, bullets
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.live import cluster, failures
+from infercrane.live.api import Live
 
 TAKEOVER_MANAGER: Final = "infercrane-takeover"
 MISSING_STACK: Final = f"annotation {naming.ANNOTATION_STACK} is missing"
@@ -39,7 +37,7 @@ class TakeoverResult:
     missing: list[str] = field(default_factory=list)  # not in the cluster (deploy creates them)
 
 
-def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: bool = False) -> TakeoverResult:
+def takeover(config: InferCraneConfig, live: Live, stack: str, *, dry_run: bool = False) -> TakeoverResult:
     t = config.kubernetes
     stack_id = naming.stack_id(stack)
     kinds = t.object_kinds
@@ -51,8 +49,7 @@ def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: b
         for kind in kinds:
             ref = f"{kind}/{name}"
             try:
-                with failures.request(f"read {ref}", t):
-                    obj = client.get(cluster.resource_for({"kind": kind}), name, namespace=t.namespace).to_dict()
+                obj = live.get(cluster.resource_for({"kind": kind}), name, action=f"read {ref}")
             except failures.NotFound:
                 result.missing.append(ref)
                 continue
@@ -85,15 +82,9 @@ def takeover(config: InferCraneConfig, client: Client, stack: str, *, dry_run: b
             }
         }
         try:
-            with failures.request(f"annotate {ref}", t):
-                client.patch(
-                    cluster.resource_for({"kind": kind}),
-                    name,
-                    patch,
-                    namespace=t.namespace,
-                    patch_type=PatchType.MERGE,
-                    field_manager=TAKEOVER_MANAGER,
-                )
+            live.merge_patch(
+                cluster.resource_for({"kind": kind}), name, patch, field_manager=TAKEOVER_MANAGER, action=f"annotate {ref}"
+            )
         except failures.Conflict:
             raise TakeoverRefused(
                 f"{ref} changed while it was being taken over; objects taken so far: {', '.join(result.taken) or 'none'}.",

@@ -6,14 +6,13 @@ read. Live-cluster layer.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
-from lightkube import Client
 from lightkube.resources.core_v1 import Event
 
-from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.model.kinds import DEPLOYMENT_API
 from infercrane.live import failures
+from infercrane.live.api import Live
 
 EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"
 
@@ -27,7 +26,7 @@ _WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceSe
 _OTHERS_RANK: Final = 3
 
 
-def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
+def pod_warnings(live: Live, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
     """Warning Events in the namespace about each replica's objects or pods, by replica name: one
     line per kind and reason (its newest message), at most ``limit``, the most telling first --
     pods', then their creators', then the rest; newest first within each.
@@ -39,10 +38,7 @@ def pod_warnings(client: Client, target: KubernetesTarget, names: Iterable[str],
     if not wanted:
         return {}
     try:
-        with failures.request("list events", target):
-            events: list[dict[str, Any]] = [
-                e.to_dict() for e in client.list(Event, namespace=target.namespace, fields={"type": "Warning"})
-            ]
+        events = live.list(Event, fields={"type": "Warning"}, action="list events")
     except failures.Unreachable:
         return {}
     except failures.LiveError as exc:

@@ -42,11 +42,12 @@ def await_readiness(
     t = config.kubernetes
     if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
-    from infercrane.live import cluster, readiness, verdicts
+    from infercrane.live import readiness, verdicts
+    from infercrane.live.api import Live
 
     publish = readiness_progress(channel)
     report = functools.partial(publish_snapshot, publish)
-    waiter = readiness.FleetWaiter(channel.client or cluster.client(t), t, t.object_kinds[0], report=report)
+    waiter = readiness.FleetWaiter(channel.live or Live.connect(t), t.object_kinds[0], report=report)
 
     budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
     components = [c for c in components if not c.summary.get("held")]  # held ones are not rolled by this run

@@ -14,7 +14,7 @@ from infercrane.core.events import Sink
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.waves import Step
 from infercrane.core.render import RenderedReplica
-from infercrane.shell.gate import Gate
+from infercrane.shell.gate import Gate, Handover
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,13 @@ class Channel:
     #: The caller's sink for the readiness wait's :class:`~infercrane.core.events.Readiness`
     #: events; None: log lines.
     progress: Sink | None = None
-    #: The command's lightkube client: an in-process run builds none of its own.
-    client: Any = None
+    #: The command's one connection to the cluster (live.api.Live): an in-process run builds none of its own.
+    live: Any = None
     # Out.
     #: The program's typed, user-facing failure, re-raised by the caller instead of parsing the
     #: engine's output.
     error: InferCraneError | None = None
+
+    def hand_over(self, late: Handover) -> None:
+        """Take what a gated run gets once the caller's preflight is done."""
+        self.step, self.held, self.deploy_record, self.prepared = late.step, late.held, late.deploy_record, late.prepared

@@ -14,9 +14,22 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from infercrane.core.errors import InferCraneError
+from infercrane.core.plan.waves import Step
+
+
+@dataclass(frozen=True)
+class Handover:
+    """What a gated run gets once the caller's preflight is done (the
+    :class:`~infercrane.shell.channel.Channel` fields of the same names)."""
+
+    step: Step | None = None
+    held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    deploy_record: dict[str, Any] | None = None
+    prepared: Any = None  # shell.channel.Prepared
 
 
 class Gate:
@@ -24,12 +37,12 @@ class Gate:
 
     def __init__(self) -> None:
         self._set = threading.Event()
-        self._inputs: Mapping[str, Any] = {}
+        self._handover = Handover()
         self._reason: InferCraneError | None = None
 
-    def open(self, inputs: Mapping[str, Any]) -> None:
-        """Let the program go on with these :class:`~infercrane.shell.program.Channel` fields."""
-        self._inputs = dict(inputs)
+    def open(self, handover: Handover) -> None:
+        """Let the program go on with ``handover``."""
+        self._handover = handover
         self._set.set()
 
     def call_off(self, reason: InferCraneError) -> None:
@@ -39,9 +52,9 @@ class Gate:
             self._reason = reason
             self._set.set()
 
-    def wait(self) -> Mapping[str, Any]:
-        """The inputs (blocks until the caller decides); raises the reason it was called off."""
+    def wait(self) -> Handover:
+        """The handover (blocks until the caller decides); raises the reason it was called off."""
         self._set.wait()
         if self._reason is not None:
             raise self._reason
-        return self._inputs
+        return self._handover

@@ -113,13 +113,13 @@ def own_state(stack: str) -> dict[str, Any]:
 
 
 def check_rollout(
-    config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any, state: dict[str, Any]
+    config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any, state: dict[str, Any], live: Any
 ) -> None:
     """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
     rollout policy (preview only warns), naming the command that rolls it in waves."""
     from infercrane.live import membership
 
-    elsewhere = membership.recorded_elsewhere(config, recorded_namespaces(state))
+    elsewhere = membership.recorded_elsewhere(config, recorded_namespaces(state), live)
     plan = membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
     breaches = [
         f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
@@ -154,23 +154,27 @@ def registrations(
     hand the SDK's event loop each registration while it builds the next (:func:`run`)."""
     channel = channel or Channel()
     prepared = channel.prepared
+    if preflight and channel.live is None:  # plain `pulumi`: this run's one connection
+        from infercrane.live.api import Live
+
+        channel.live = Live.connect(config.kubernetes)
     if prepared is not None:  # the caller verified the caches, rendered and ran the preflight for this run
         rendered = list(prepared.rendered)
     else:
         if preflight:
-            from infercrane.live import preflight as live
+            from infercrane.live import preflight as checks
 
-            verdict = live.verify_cache(config, channel.client)
+            verdict = checks.verify_cache(config, channel.live)
             for warning in verdict.warnings:
                 pulumi.log.warn(f"preflight: {warning}")
             config = verdict.config
         rendered = render_checked(config, stack)
     t = config.kubernetes
     if preflight:
-        from infercrane.live import preflight as live
+        from infercrane.live import preflight as checks
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = prepared.report if prepared is not None else live.run(config, manifests, naming.stack_id(stack), channel.client)
+        report = prepared.report if prepared is not None else checks.run(config, manifests, naming.stack_id(stack), channel.live)
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
@@ -181,7 +185,7 @@ def registrations(
             )
     state = own_state(stack) if preflight and channel.legacy is None else None  # plain `pulumi`
     if preflight and not channel.driven:
-        check_rollout(config, stack, rendered, report, state or {})
+        check_rollout(config, stack, rendered, report, state or {}, channel.live)
     provider = provider or make_provider(t)
     if channel.legacy is not None:
         legacy = channel.legacy
@@ -241,12 +245,11 @@ async def run(channel: Channel) -> None:
     if channel.gate is not None and channel.config is not None:
         provider = make_provider(channel.config.kubernetes)  # its plugin starts and is configured meanwhile
         try:
-            inputs = await asyncio.get_running_loop().run_in_executor(None, channel.gate.wait)
+            late = await asyncio.get_running_loop().run_in_executor(None, channel.gate.wait)
         except InferCraneError as exc:
             channel.error = exc
             raise pulumi.RunError(str(exc)) from None
-        for name, value in inputs.items():
-            setattr(channel, name, value)
+        channel.hand_over(late)
     for _ in _program(channel, provider):
         await asyncio.sleep(0)
 

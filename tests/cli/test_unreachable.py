@@ -14,6 +14,7 @@ from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.render.manifests import render_checked
 from infercrane.live import preflight
+from infercrane.live.api import Live
 from infercrane.project import stackfile
 from tests.conftest import CliRunner
 
@@ -51,7 +52,7 @@ def test_preflight_against_a_closed_port_fails_fast_with_next_step(tmp_path: Pat
     manifests = [m for r in render_checked(config, "local") for m in r.manifests]
     began = time.monotonic()
     with pytest.raises(ClusterError) as exc:
-        preflight.run(config, manifests, "infercrane/local")
+        preflight.run(config, manifests, "infercrane/local", Live.connect(config.kubernetes))
     assert time.monotonic() - began < 15
     assert "cannot reach the Kubernetes API of context 'infercrane-local'" in str(exc.value)
     assert "infercrane doctor --kubernetes" in str(exc.value)
@@ -61,7 +62,7 @@ def test_missing_context_lists_the_ones_there(tmp_path: Path) -> None:
     config = local_config(tmp_path, server=None, context="prod")
     kubeconfig = tmp_path / "kubeconfig"
     with pytest.raises(ClusterError) as exc:
-        preflight.run(config, [], "infercrane/local")
+        preflight.run(config, [], "infercrane/local", Live.connect(config.kubernetes))
     assert f"context 'infercrane-local' is not in kubeconfig {kubeconfig} (contexts: prod)" in str(exc.value)
     assert "never uses the current-context" in str(exc.value)
 

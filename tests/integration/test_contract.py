@@ -23,6 +23,7 @@ from infercrane.core.render.manifests import render_checked
 from infercrane.engine import backend, stores
 from infercrane.engine.workspace import Engine
 from infercrane.live import cluster, preflight
+from infercrane.live.api import Live
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
@@ -198,7 +199,7 @@ def test_strict_dry_run_refuses_a_deployment_field_the_server_does_not_know(proj
     manifests = [copy.deepcopy(m) for r in render_checked(config, "itstrict") for m in r.manifests]
     manifests[0]["spec"]["template"]["spec"]["containers"][0]["gpuPinning"] = "strict"
     with pytest.raises(PreflightRefused) as exc:
-        preflight.run(config, manifests, "infercrane/itstrict", cluster.client(config.kubernetes))
+        preflight.run(config, manifests, "infercrane/itstrict", Live.connect(config.kubernetes))
     text = str(exc.value)
     assert "Strict server-side validation" in text
     assert '.spec.template.spec.containers[name="runtime"].gpuPinning: field not declared in schema' in text

@@ -15,6 +15,7 @@ from lightkube.resources.core_v1 import Service
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
+from infercrane.live.api import Live
 from infercrane.live.cluster import InferenceService
 from infercrane.live.inspect import inspect
 from infercrane.project import stackfile
@@ -42,14 +43,14 @@ def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Proj
     admin.delete(Service, name, namespace=NS)
     assert get_or_none(admin, Service, name) is None
     config = stackfile.load_stack("itrepair", project_dir=project.root)
-    (rec,) = inspect(config, admin)
+    (rec,) = inspect(config, Live(admin, config.kubernetes))
     assert rec["state"] == "degraded"
     assert {"kind": "Service", "name": name, "present": False} in rec["objects"]
     engine.refresh()
     up = engine.up()
     assert up.summary.resource_changes.get("create") == 1
     assert get_or_none(admin, Service, name) is not None
-    assert inspect(config, admin)[0]["state"] == "ready"
+    assert inspect(config, Live(admin, config.kubernetes))[0]["state"] == "ready"
     engine.destroy()
 
 
@@ -64,11 +65,11 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
         "from infercrane.engine.workspace import Engine\n"
         "from infercrane.project import stackfile\n"
         "from infercrane.live.inspect import inspect\n"
-        "from infercrane.live.cluster import client\n"
+        "from infercrane.live.api import Live\n"
         f"e = Engine('itrestart', project_dir=Path({str(project.root)!r}))\n"
         "c = stackfile.load_stack('itrestart', project_dir=e.project_dir)\n"
         "outputs = {k: v.value for k, v in e.stack.outputs().items()}\n"
-        "print(json.dumps({'outputs': outputs, 'inspect': inspect(c, client(c.kubernetes), read_nodes=False)}))\n"
+        "print(json.dumps({'outputs': outputs, 'inspect': inspect(c, Live.connect(c.kubernetes), read_nodes=False)}))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -146,7 +147,7 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     try:
 
         def pending_with_reason() -> dict[str, Any] | None:
-            recs = inspect(config, admin) if get_or_none(admin, Deployment, name) else []
+            recs = inspect(config, Live(admin, config.kubernetes)) if get_or_none(admin, Deployment, name) else []
             pods = (recs[0]["pods"] or []) if recs else []
             if pods and any("FailedScheduling" in r or "Unschedulable" in r for r in pods[0]["reasons"]):
                 return dict(recs[0])

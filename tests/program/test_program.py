@@ -19,6 +19,7 @@ from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
+from infercrane.shell.gate import Handover
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -160,7 +161,7 @@ def test_bad_config_registers_nothing() -> None:
 @pytest.mark.usefixtures("clean_env")
 @pytest.mark.parametrize("stack", ["local", "dev", "staging", "prod"])
 def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> None:
-    """The no-op proof (checks.proven_no_op) compares the state with urns.registrations: the
+    """The no-op proof (Observed.no_op_doubts) compares the state with urns.registrations: the
     program must register exactly those URNs, types and inputs, and the provider those inputs."""
     from importlib.metadata import version
 
@@ -289,7 +290,7 @@ def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
 
 @pytest.mark.usefixtures("clean_env")
 def test_a_gated_run_registers_its_provider_first_and_its_replicas_once_the_gate_opens() -> None:
-    rec, channel, error = _gated(lambda gate: gate.open({"prepared": None}))
+    rec, channel, error = _gated(lambda gate: gate.open(Handover()))
     assert error is None and channel.error is None
     assert rec.before_gate == ["pulumi:providers:kubernetes"]  # type: ignore[attr-defined]
     assert len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2

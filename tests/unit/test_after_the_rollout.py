@@ -16,6 +16,7 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.engine import deletions
 from infercrane.engine.facts import Facts
 from infercrane.live import cluster
+from infercrane.live.api import Live
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 
@@ -30,7 +31,7 @@ def config() -> InferCraneConfig:
 
 
 #: The facts of stack "s" for that config; its client a stand-in (every request below is one of cluster's, replaced).
-FACTS: Any = Facts.of("s", config(), object())  # type: ignore[arg-type]
+FACTS: Any = Facts.of("s", config(), Live(object(), config().kubernetes))  # type: ignore[arg-type]
 
 
 def orphan(name: str, key: str) -> dict[str, Any]:

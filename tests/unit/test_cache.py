@@ -13,6 +13,7 @@ from infercrane.core.plan import cache
 from infercrane.core.render import render_replica
 from infercrane.core.render.intent import intent
 from infercrane.live import preflight
+from infercrane.live.api import Live
 
 SRC = "stacks/Pulumi.dev.yaml"
 REV = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"
@@ -137,7 +138,7 @@ def test_a_stack_without_a_cache_lists_no_claims(values: dict[str, Any]) -> None
         def list(self, *a: Any, **k: Any) -> Any:
             raise AssertionError("no LIST when nothing is mapped")
 
-    assert preflight.verify_cache(config, NoClient()).config is config
+    assert preflight.verify_cache(config, Live(NoClient(), config.kubernetes)).config is config
 
 
 def test_a_required_cache_the_identity_may_not_read_refuses_with_the_optional_role(values: dict[str, Any]) -> None:
@@ -150,12 +151,12 @@ def test_a_required_cache_the_identity_may_not_read_refuses_with_the_optional_ro
 
     config = loading.load(with_cache(values, "required"), source=SRC, env={})
     with pytest.raises(CacheRefused) as exc:
-        preflight.verify_cache(config, Forbidden())
+        preflight.verify_cache(config, Live(Forbidden(), config.kubernetes))
     text = str(exc.value)
     assert text.startswith("the model cache is required and could not be verified; nothing was applied:")
     assert "claim(s) qwen-weights cannot be verified: this identity may not list persistentvolumeclaims" in text
     assert "fix: grant this identity the optional read (kubectl apply -f deploy/kubernetes/optional/pvc-reader.yaml" in text
     prefer = loading.load(with_cache(values, "prefer"), source=SRC, env={})
-    verdict = preflight.verify_cache(prefer, Forbidden())
+    verdict = preflight.verify_cache(prefer, Live(Forbidden(), prefer.kubernetes))
     assert verdict.config.cache_for(verdict.config.replicas[0]) is None
     assert verdict.warnings[0].endswith("every replica downloads the weights instead")

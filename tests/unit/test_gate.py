@@ -1,5 +1,5 @@
 """The hand-over point of a deploy whose first update starts beside its preflight (shell/gate.py),
-and when a deploy may start it that early (checks.could_need_refresh)."""
+and when a deploy may start it that early (observed.could_need_refresh)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from infercrane.core.errors import ClusterError
-from infercrane.shell.gate import Gate
+from infercrane.shell.gate import Gate, Handover
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,9 +21,9 @@ def test_an_opened_gate_hands_over_the_inputs_to_a_waiting_program() -> None:
     waiter.start()
     waiter.join(timeout=0.05)
     assert waiter.is_alive() and got == []  # the program waits until the caller decides
-    gate.open({"report": "the preflight's", "step": None})
+    gate.open(Handover(prepared="the preflight's"))
     waiter.join(timeout=5)
-    assert got == [{"report": "the preflight's", "step": None}]
+    assert got == [Handover(prepared="the preflight's")]
 
 
 def test_a_called_off_gate_raises_the_callers_reason_in_the_program() -> None:
@@ -35,9 +35,9 @@ def test_a_called_off_gate_raises_the_callers_reason_in_the_program() -> None:
 
 def test_calling_off_an_opened_gate_changes_nothing() -> None:
     gate = Gate()
-    gate.open({"report": 1})
+    gate.open(Handover(prepared=1))
     gate.call_off(ClusterError("too late"))
-    assert gate.wait() == {"report": 1}
+    assert gate.wait() == Handover(prepared=1)
 
 
 def _local() -> tuple[object, list[object]]:
@@ -49,8 +49,8 @@ def _local() -> tuple[object, list[object]]:
 
 
 def test_a_first_deploy_starts_its_update_beside_the_preflight() -> None:
-    from infercrane.engine.checks import could_need_refresh
     from infercrane.engine.facts import Facts
+    from infercrane.engine.observed import could_need_refresh
 
     config, rendered = _local()
     assert could_need_refresh(Facts.of("local", config, object()), {}, rendered) is False  # type: ignore[arg-type]
@@ -62,8 +62,8 @@ def test_a_deploy_whose_objects_the_state_records_as_they_are_waits_for_the_pref
     from importlib.metadata import version
 
     from infercrane.core.state import urns
-    from infercrane.engine.checks import could_need_refresh
     from infercrane.engine.facts import Facts
+    from infercrane.engine.observed import could_need_refresh
 
     config, rendered = _local()
     facts = Facts.of("local", config, object())  # type: ignore[arg-type]

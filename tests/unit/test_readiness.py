@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from infercrane.core.model.config import KubernetesTarget
+from infercrane.live.api import Live
 from infercrane.live.readiness import FleetWaiter
 from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
 
@@ -151,7 +152,7 @@ def test_one_list_per_tick_serves_every_replica() -> None:
     waiting = [named(n, dep(1, 1, updated=1, available=0)) for n in names]
     ready = [named(n, dep(1, 1)) for n in names]
     client = FakeList([waiting, waiting, ready])
-    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
 
     async def all_of_them() -> list[Verdict]:
         return list(await asyncio.gather(*[waiter.wait(n, 1, 60) for n in names]))
@@ -164,7 +165,7 @@ def test_one_list_per_tick_serves_every_replica() -> None:
 def test_budget_spent_fails_with_the_last_reason() -> None:
     clock = iter([0.0, 0.0] + [100.0] * 1000)
     client = FakeList([[named("infercrane-a", dep(1, 1, updated=1, available=0))]])
-    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001, clock=lambda: next(clock))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001, clock=lambda: next(clock))  # type: ignore[arg-type]
     verdict = run(waiter.wait("infercrane-a", 1, 10))
     assert verdict == Verdict(
         "failed", "not ready within its startup budget + margin; last seen: 0 of 1 updated replica(s) available"
@@ -179,7 +180,7 @@ def test_unreachable_api_fails_after_the_grace_period_not_the_budget() -> None:
             raise httpx2.ConnectError("connection refused")
 
     ticks = iter(range(1000))
-    waiter = FleetWaiter(Down(), target(), "Deployment", poll_seconds=0.001, clock=lambda: 10.0 * next(ticks))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(Down(), target()), "Deployment", poll_seconds=0.001, clock=lambda: 10.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(waiter.wait("infercrane-a", 1, 3600))
     assert verdict.state == "failed"
     assert "cannot reach the Kubernetes API of context 'c'" in verdict.reason
@@ -252,8 +253,7 @@ def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None
     )
     seen: list[int] = []
     left, listing = wait_gone(
-        client,  # type: ignore[arg-type]
-        target(),
+        Live(client, target()),  # type: ignore[arg-type]
         {("Deployment", "infercrane-a"): "u-1", ("Service", "infercrane-a"): "u-2"},
         kinds=("Deployment", "Service"),
         timeout=60,
@@ -269,7 +269,7 @@ def test_an_object_replaced_under_the_same_name_counts_as_gone() -> None:
     from infercrane.live.readiness import wait_gone
 
     client = ByKind([{"Deployment": [obj("infercrane-a", "new-uid")]}])
-    left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
+    left, _ = wait_gone(Live(client, target()), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
     assert left == []
 
 
@@ -308,7 +308,7 @@ def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() ->
         for reason in ("FailedGetResourceMetric", "FailedComputeMetricsReplicas")
     ]
     events += [event("Pod", "infercrane-other-r0-1-2", "BackOff", "not ours", 42)]
-    got = pod_warnings(EventList(events), target(), [isvc])  # type: ignore[arg-type]
+    got = pod_warnings(Live(EventList(events), target()), [isvc])  # type: ignore[arg-type]
     assert got == {
         isvc: [
             "FailedScheduling: 0/3 nodes are available: new",
@@ -316,7 +316,7 @@ def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() ->
             "FailedComputeMetricsReplicas: unable to get metrics 19",  # the newest of the rest
         ]
     }
-    assert pod_warnings(EventList(events), target(), [isvc], limit=1) == {
+    assert pod_warnings(Live(EventList(events), target()), [isvc], limit=1) == {
         isvc: ["FailedScheduling: 0/3 nodes are available: new"]
     }
 
@@ -339,7 +339,7 @@ def test_an_object_applied_while_a_list_is_under_way_is_judged_by_the_next_list_
 
     futures: list[asyncio.Future[Verdict]] = []
     client = Racing([[first], [first, second]])
-    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
 
     async def both() -> list[Verdict]:
         a = await waiter.wait("infercrane-a", 1, 60)
@@ -389,7 +389,7 @@ def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas
 
     dep = "infercrane-0123456789abcdef01234567"
     events = [event("Pod", f"{dep}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)]
-    assert pod_warnings(EventList(events), target(), [dep]) == {dep: ['Failed: Error: secret "hf-token" not found']}
+    assert pod_warnings(Live(EventList(events), target()), [dep]) == {dep: ['Failed: Error: secret "hf-token" not found']}
 
 
 def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_error_not_a_traceback() -> None:
@@ -403,7 +403,7 @@ def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_err
             raise httpx2.ConnectError("[Errno 111] Connection refused")
 
     with pytest.raises(ClusterError) as exc:
-        wait_gone(Down(), target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=0.05)  # type: ignore[arg-type]
+        wait_gone(Live(Down(), target()), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=0.05)  # type: ignore[arg-type]
     assert str(exc.value).startswith(
         "the Kubernetes API stopped answering while waiting for 1 object(s) to be gone; the deletes were sent:"
     )
@@ -422,7 +422,9 @@ def test_a_destroy_wait_rides_out_a_short_outage_and_still_proves_the_objects_go
             return super().list(res, namespace, labels)
 
     client = Flaky([{"Deployment": []}])
-    left, _ = wait_gone(client, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+    left, _ = wait_gone(
+        Live(client, target()), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30
+    )  # type: ignore[arg-type]
     assert left == []
 
 
@@ -445,11 +447,13 @@ def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusa
             return super().list(res, namespace, labels)
 
     ridden = Answers([500, 503, 429], [{"Deployment": []}])
-    left, _ = wait_gone(ridden, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+    left, _ = wait_gone(
+        Live(ridden, target()), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30
+    )  # type: ignore[arg-type]
     assert left == [] and ridden.codes == []
     refused = Answers([403], [{"Deployment": []}])
     with pytest.raises(ClusterError) as exc:
-        wait_gone(refused, target(), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
+        wait_gone(Live(refused, target()), {("Deployment", "infercrane-a"): "uid"}, timeout=60, poll_seconds=0.01, api_grace=30)  # type: ignore[arg-type]
     assert str(exc.value).startswith("list Deployments in namespace infercrane-system: forbidden for the identity of context")
 
 
@@ -490,7 +494,7 @@ REFUSALS = pytest.mark.parametrize(
 def test_a_wait_whose_every_list_is_refused_for_now_ends_at_the_grace(code: int, plain: bool) -> None:
     ticks = iter(range(10_000))
     client = Overloaded(code, plain)
-    waiter = FleetWaiter(client, target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 3600), 10))  # real seconds: a wait that never ends fails
     assert verdict.state == "failed" and verdict.api_lost, verdict
     assert "(for 30 s while waiting for readiness)" in verdict.reason
@@ -505,7 +509,9 @@ def test_a_wait_whose_budget_ends_while_lists_are_refused_fails_at_its_budget_wi
     code: int, plain: bool
 ) -> None:
     ticks = iter(range(10_000))
-    waiter = FleetWaiter(Overloaded(code, plain), target(), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    waiter = FleetWaiter(
+        Live(Overloaded(code, plain), target()), "Deployment", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks)
+    )  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 5), 10))
     assert verdict == Verdict("failed", "not ready within its startup budget + margin; last seen: not observed yet")
 
@@ -515,7 +521,7 @@ def test_a_wait_whose_watcher_meets_an_error_nobody_expected_fails_with_its_word
         def list(self, *a: Any, **k: Any) -> list[Any]:
             raise RuntimeError("a new kind of answer")
 
-    waiter = FleetWaiter(Broken(), target(), "Deployment", poll_seconds=0.0001)  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(Broken(), target()), "Deployment", poll_seconds=0.0001)  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-a", 1, 3600), 10))
     assert verdict == Verdict("failed", "the wait stopped: RuntimeError: a new kind of answer")
 
@@ -602,6 +608,6 @@ class KServeList:
 def test_the_fleet_wait_reads_kserves_predictors_when_it_may(deployments: list[dict[str, Any]] | None, state: str) -> None:
     ticks = iter(range(10_000))
     client = KServeList([isvc(2, 3, "sha256:new")], deployments)
-    waiter = FleetWaiter(client, target(), "InferenceService", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "InferenceService", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-x", 2, 5), 10))
     assert verdict.state == state, verdict

@@ -14,6 +14,7 @@ from infercrane.core import naming
 from infercrane.core.errors import ClusterError, TakeoverRefused
 from infercrane.core.render.manifests import render_checked
 from infercrane.live import failures
+from infercrane.live.api import Live
 from infercrane.live.takeover import takeover
 from infercrane.project import stackfile
 
@@ -30,11 +31,11 @@ class Adapters:
         obj["metadata"]["annotations"].pop(naming.ANNOTATION_STACK, None)
         obj["metadata"]["resourceVersion"] = "7"
 
-        class Live:
+        class Obj:
             def to_dict(self) -> dict[str, Any]:
                 return obj
 
-        return Live()
+        return Obj()
 
     def patch(self, *a: Any, **k: Any) -> None:
         raise self.fails
@@ -50,7 +51,7 @@ def test_an_api_server_lost_mid_takeover_is_one_unreachable_message(adapters: tu
     config, manifests = adapters
     client = Adapters(manifests, httpx2.ConnectError("[Errno 111] Connection refused"))
     with pytest.raises(failures.Unreachable) as exc:
-        takeover(config, client, "dev")  # type: ignore[arg-type]
+        takeover(config, Live(client, config.kubernetes), "dev")  # type: ignore[arg-type]
     assert isinstance(exc.value, ClusterError)
     assert str(exc.value).startswith(f"cannot reach the Kubernetes API of context {config.kubernetes.context!r}")
 
@@ -59,6 +60,6 @@ def test_an_object_changed_mid_takeover_is_refused_with_what_was_taken(adapters:
     config, manifests = adapters
     client = Adapters(manifests, ApiError(status=Status(code=409, message="the object has been modified")))
     with pytest.raises(TakeoverRefused) as exc:
-        takeover(config, client, "dev")  # type: ignore[arg-type]
+        takeover(config, Live(client, config.kubernetes), "dev")  # type: ignore[arg-type]
     assert "changed while it was being taken over; objects taken so far: none." in str(exc.value)
     assert "fix: run takeover again" in str(exc.value)

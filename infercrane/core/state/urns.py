@@ -94,6 +94,12 @@ def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
     return out
 
 
+def stack_outputs(state: Mapping[str, Any]) -> dict[str, Any]:
+    """The stack outputs a state records: the root Stack resource's outputs."""
+    root: Mapping[str, Any] = next((r for r in state.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})
+    return dict(root.get("outputs") or {})
+
+
 def recorded_namespaces(state: Mapping[str, Any]) -> set[str]:
     """The namespaces the state records this stack's objects in."""
     return {
