@@ -85,7 +85,7 @@ def delete_orphans_after_rollout(facts: Facts, state: Mapping[str, Any]) -> dict
             fix="deploy again with the same --idempotency-key: it finds them still running and deletes them",
         )
         after.applied_nothing = False
-        raise after from None
+        raise after from exc
 
 
 def foreign_deletions(

@@ -130,7 +130,7 @@ class Engine:
                     self._stack = auto.create_stack(**chosen)
                     self._created = True
             except auto.CommandError as exc:
-                raise translate(exc, self.stack_name) from None
+                raise translate(exc, self.stack_name) from exc
         return self._stack
 
     def _run(self, op: str, channel: Channel | None = None, *, skip_checkpoints: bool = False, **kw: Any) -> Any:
@@ -164,8 +164,8 @@ class Engine:
                 return getattr(stack, op)(color="never", **kw)
         except _auto().CommandError as exc:
             if channel.error is not None:
-                raise channel.error from None
-            raise translate(exc, self.stack_name) from None
+                raise channel.error from exc
+            raise translate(exc, self.stack_name) from exc
         finally:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
             self._channel = Channel()

@@ -91,7 +91,7 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
     try:
         kc = KubeConfig.from_dict(merged_kubeconfig(paths))
     except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
-        raise ClusterError(f"kubeconfig {shown} cannot be read: {exc}") from None
+        raise ClusterError(f"kubeconfig {shown} cannot be read: {exc}") from exc
     if target.context not in kc.contexts:
         known = ", ".join(sorted(kc.contexts)) or "none"
         raise ClusterError(

@@ -35,12 +35,12 @@ TRANSIENT_CODES: Final = (*RETRYABLE_CODES, 500, 502, 504)
 
 class LiveError(ClusterError):
     """A request the API server refused or could not answer. ``api``: the server's answer (None
-    when no answer came); ``code``: its HTTP status."""
+    when no answer came); ``code``: its HTTP status; ``fix``: the next step, when one is known."""
 
-    def __init__(self, message: str, *, api: ApiError | None = None, code: int | None = None) -> None:
+    def __init__(self, message: str, *, api: ApiError | None = None, code: int | None = None, fix: str | None = None) -> None:
         self.api = api
         self.code = api.status.code if api is not None else code
-        super().__init__(message)
+        super().__init__(message, fix=fix)
 
 
 class Forbidden(LiveError):
@@ -73,42 +73,43 @@ def describe_api_error(exc: ApiError, *, action: str, target: KubernetesTarget) 
 
 
 def describe(code: int | None, msg: str, *, action: str, target: KubernetesTarget) -> str:
-    """One line for the API server's answer ``code`` saying ``msg``, with the next step."""
+    """:func:`explain`, rendered in the one message shape (what, then ``fix:``)."""
+    return with_fix(*explain(code, msg, action=action, target=target))
+
+
+def explain(code: int | None, msg: str, *, action: str, target: KubernetesTarget) -> tuple[str, str | None]:
+    """What the API server's answer ``code`` saying ``msg`` means for ``action``, and the next
+    step for the common codes (None: none is known)."""
     if code == 403:
-        return with_fix(
-            f"{action}: forbidden for the identity of context {target.context!r}: {msg}",
-            BIND_ROLE_FIX,
-        )
+        return f"{action}: forbidden for the identity of context {target.context!r}: {msg}", BIND_ROLE_FIX
     if code == 401:
-        return f"{action}: the credentials of context {target.context!r} were rejected: {msg}"
+        return f"{action}: the credentials of context {target.context!r} were rejected: {msg}", None
     if code == 404 and "namespaces" in msg:
-        return with_fix(
+        return (
             f"{action}: namespace {target.namespace!r} does not exist",
             "kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)",
         )
     if code == 404 and "could not find the requested resource" in msg:
-        return with_fix(
+        return (
             f"{action}: the API server does not serve this kind ({msg})",
             "for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment",
         )
-    return f"{action}: {msg} (HTTP {code})"
+    return f"{action}: {msg} (HTTP {code})", None
 
 
 def unreachable(exc: Exception, target: KubernetesTarget) -> Unreachable:
     return Unreachable(
-        with_fix(
-            f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}",
-            "check the cluster is up and the context is right (`infercrane doctor --kubernetes`);"
-            " for the local plane: `infercrane local status`",
-        )
+        f"cannot reach the Kubernetes API of context {target.context!r}: {exc.__class__.__name__}: {exc}",
+        fix="check the cluster is up and the context is right (`infercrane doctor --kubernetes`);"
+        " for the local plane: `infercrane local status`",
     )
 
 
 def typed(exc: ApiError, *, action: str, target: KubernetesTarget) -> LiveError:
     """The API server's answer as the type a caller branches on, with its message."""
     code = exc.status.code or 0
-    kind = _kind(code, exc.status.message or "")
-    return kind(describe_api_error(exc, action=action, target=target), api=exc)
+    message, fix = explain(exc.status.code, exc.status.message or str(exc), action=action, target=target)
+    return _kind(code, exc.status.message or "")(message, api=exc, fix=fix)
 
 
 def typed_plain(exc: httpx2.HTTPStatusError, *, action: str, target: KubernetesTarget) -> LiveError:
@@ -118,7 +119,8 @@ def typed_plain(exc: httpx2.HTTPStatusError, *, action: str, target: KubernetesT
     code = exc.response.status_code
     words = exc.response.text.strip().splitlines()
     msg = words[0] if words else exc.response.reason_phrase
-    return _kind(code, msg)(describe(code, msg, action=action, target=target), code=code)
+    message, fix = explain(code, msg, action=action, target=target)
+    return _kind(code, msg)(message, code=code, fix=fix)
 
 
 def _kind(code: int, msg: str) -> type[LiveError]:
@@ -146,8 +148,8 @@ def request(action: str, target: KubernetesTarget) -> Iterator[None]:
     try:
         yield
     except ApiError as exc:
-        raise typed(exc, action=action, target=target) from None
+        raise typed(exc, action=action, target=target) from exc
     except httpx2.HTTPStatusError as exc:
-        raise typed_plain(exc, action=action, target=target) from None
+        raise typed_plain(exc, action=action, target=target) from exc
     except TRANSPORT_ERRORS as exc:
-        raise unreachable(exc, target) from None
+        raise unreachable(exc, target) from exc

@@ -131,6 +131,6 @@ def recorded_elsewhere(
             raise ClusterError(
                 f"the state records this stack's replicas in namespace {ns!r}, which this identity cannot list: {exc}",
                 fix=f"grant the deploying identity the shipped Role in {ns!r} too (it deletes them there), then deploy again",
-            ) from None
+            ) from exc
         out |= {(ns, kind, name): obj for (kind, name), obj in listed.items()}
     return out

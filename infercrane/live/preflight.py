@@ -128,7 +128,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         others = set(WORKLOADS)
         live = connection.by_name({m["kind"] for m in manifests}, optional=others)
     except ClusterError as exc:
-        raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from None
+        raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc
     ownership: list[str] = []
     to_check: list[dict[str, Any]] = []
     for m in manifests:

@@ -264,7 +264,7 @@ def wait_gone(
                 raise ClusterError(
                     f"the Kubernetes API stopped answering while waiting for {len(left)} object(s) to be gone; "
                     f"the deletes were sent: {exc}"
-                ) from None
+                ) from exc
             time.sleep(poll_seconds)
             continue
         lost_since = None

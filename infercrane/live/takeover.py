@@ -56,7 +56,7 @@ def takeover(config: InferCraneConfig, live: Live, stack: str, *, dry_run: bool 
             except failures.Unreachable:
                 raise
             except failures.LiveError as exc:
-                raise TakeoverRefused(str(exc)) from None
+                raise TakeoverRefused(str(exc)) from exc
             reasons = naming.ownership_mismatches(obj, key=r.key, namespace=t.namespace, stack=stack_id)
             if not reasons:
                 result.already.append(ref)
@@ -85,14 +85,14 @@ def takeover(config: InferCraneConfig, live: Live, stack: str, *, dry_run: bool 
             live.merge_patch(
                 cluster.resource_for({"kind": kind}), name, patch, field_manager=TAKEOVER_MANAGER, action=f"annotate {ref}"
             )
-        except failures.Conflict:
+        except failures.Conflict as exc:
             raise TakeoverRefused(
                 f"{ref} changed while it was being taken over; objects taken so far: {', '.join(result.taken) or 'none'}.",
                 fix="run takeover again (it re-checks every object)",
-            ) from None
+            ) from exc
         except failures.Unreachable:
             raise
         except failures.LiveError as exc:
-            raise TakeoverRefused(str(exc)) from None
+            raise TakeoverRefused(str(exc)) from exc
         result.taken.append(ref)
     return result

@@ -186,11 +186,11 @@ def _bootstrap(x: Launch) -> None:
         raise PlaneError(
             f"bootstrapping the local plane failed: {exc.status.message} (HTTP {exc.status.code}).",
             fix=f"see {x.logs}; `infercrane local reset` then `local start` starts from scratch",
-        ) from None
+        ) from exc
     except (OSError, yaml.YAMLError) as exc:
         raise PlaneError(
             f"bootstrapping the local plane failed: {exc}", fix="check the nodes file and deploy/ manifests"
-        ) from None
+        ) from exc
     certs = x.state / "kserve" / "k8s-webhook-server" / "serving-certs"
     certs.mkdir(parents=True, exist_ok=True)
     shutil.copy(x.pki / "kserve-webhook.crt", certs / "tls.crt")
@@ -203,7 +203,7 @@ def _kserve_webhooks(x: Launch) -> None:
     try:
         bootstrap.register_kserve_webhooks(x.kubeconfig, x.pki / "ca.crt", x.ports["kserve_webhook"])
     except ApiError as exc:
-        raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from None
+        raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from exc
 
 
 def api_ready(x: Launch, timeout: float = 2.0) -> bool:

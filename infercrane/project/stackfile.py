@@ -69,8 +69,8 @@ def read_stack_values(path: Path) -> dict[str, Any]:
         where = f"{rel}:{mark.line + 1}" if mark is not None else rel
         raise ConfigError(
             [Problem(where, f"is not valid YAML ({getattr(exc, 'problem', exc)})", "fix the YAML syntax")], rel
-        ) from None
-    except RecursionError:
+        ) from exc
+    except RecursionError as exc:
         raise ConfigError(
             [
                 Problem(
@@ -80,13 +80,13 @@ def read_stack_values(path: Path) -> dict[str, Any]:
                 )
             ],
             rel,
-        ) from None
+        ) from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(
             [Problem(rel, f"is not UTF-8 text (byte {exc.start}: {exc.reason})", "save the file as UTF-8")], rel
-        ) from None
+        ) from exc
     except ValueError as exc:
-        raise ConfigError([Problem(rel, f"cannot be read as a stack file: {exc}", "fix the value it names")], rel) from None
+        raise ConfigError([Problem(rel, f"cannot be read as a stack file: {exc}", "fix the value it names")], rel) from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("config", {}), dict):
         raise ConfigError([Problem(rel, "has no 'config:' map", "put settings under 'config:'")], rel)
     problems = [

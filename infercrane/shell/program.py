@@ -248,7 +248,7 @@ async def run(channel: Channel) -> None:
             late = await asyncio.get_running_loop().run_in_executor(None, channel.gate.wait)
         except InferCraneError as exc:
             channel.error = exc
-            raise pulumi.RunError(str(exc)) from None
+            raise pulumi.RunError(str(exc)) from exc
         channel.hand_over(late)
     for _ in _program(channel, provider):
         await asyncio.sleep(0)
@@ -269,6 +269,6 @@ def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> I
             yield
     except InferCraneError as exc:
         channel.error = exc
-        raise pulumi.RunError(str(exc)) from None
+        raise pulumi.RunError(str(exc)) from exc
     export(components, config, channel.deploy_record)
     await_readiness(components, config, channel)
