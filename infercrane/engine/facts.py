@@ -18,6 +18,7 @@ from infercrane.core.events import Note, Sink
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
+from infercrane.core.render.manifests import guarded
 from infercrane.core.state import urns
 
 if TYPE_CHECKING:  # lightkube is imported where a request is made
@@ -52,6 +53,10 @@ class Facts:
     def registrations(self, rendered: Sequence[RenderedReplica]) -> list[urns.Registration]:
         """What one run of the program registers for ``rendered`` (:func:`urns.registrations`)."""
         return urns.registrations(self.stack, rendered, self.provider)
+
+    def render(self) -> list[RenderedReplica]:
+        """The config rendered for this stack and guarded (GuardError on any violation)."""
+        return guarded(self.config, self.stack_id)
 
     def verify_caches(self, sink: Sink) -> Facts:
         """These facts acting on the config with only the model caches the cluster verifies mapped

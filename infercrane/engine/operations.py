@@ -31,7 +31,6 @@ from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render.intent import intent as replica_intent
-from infercrane.core.render.manifests import render_checked
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
 from infercrane.engine.deletions import delete_orphans_after_rollout, delete_unrecorded, foreign_deletions
@@ -148,9 +147,8 @@ def rolled(
             f"({str(record.get('intent'))[:19]}…, now {intent[:19]}…); nothing was applied.",
             fix="use a new --idempotency-key for a new intent (or omit it to get one)",
         )
-    stack = engine.stack_name
     facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
-    rendered = render_checked(facts.config, stack)
+    rendered = facts.render()
     looked: Observed | None = None  # a replay's check, made before anything else
     if record:
         # The record says this intent was deployed; a replay also needs what runs to say so: the
@@ -191,24 +189,28 @@ def rolled(
         if gate is None:
             started.result()
         steps = list(rollout.steps) if rollout is not None else [None]
-        names = {naming.object_name(k): k for k in urns.recorded_objects(state)}
+        recorded = urns.recorded_objects(state)  # what Pulumi knows before each step, key -> manifests
+        names = {naming.object_name(k): k for k in recorded}
         for index, step in enumerate(steps):
             last = index == len(steps) - 1
             if rollout is not None and len(steps) > 1:
                 sink(Note(describe_step(rollout, index)))
-            recorded = urns.recorded_objects(state) if step is not None and not last else {}
+            held = step.hold if step is not None and not last else ()
             late = Handover(
                 step=None if last else step,
-                held={k: recorded[k] for k in (step.hold if step is not None else ()) if k in recorded},
+                held={k: recorded[k] for k in held if k in recorded},
                 deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
                 # The first run registers on the preflight made moments ago; later steps changed
-                # the cluster, and their program checks it again.
-                prepared=Prepared(rendered, seen.report) if index == 0 and seen.report is not None else None,
+                # the cluster, and their program checks it again (on the same render). Refused
+                # caches: the program verifies them itself, and refuses inside the update.
+                prepared=None
+                if facts.caches_refused
+                else Prepared(rendered, seen.report if index == 0 else None, facts.stack_id),
             )
             try:
                 foreign = foreign_deletions(
                     facts,
-                    urns.recorded_objects(state),
+                    recorded,
                     held=step.hold if step is not None else (),
                     applied=step.apply if step is not None else {r.key for r in config.replicas},
                 )
@@ -228,7 +230,7 @@ def rolled(
             if step is not None and step.delete:
                 # What this step ended by deleting that Pulumi did not know (lost state, a takeover):
                 # deleted here before the next step needs its GPUs.
-                unknown = step.delete - set(urns.recorded_objects(state))
+                unknown = step.delete - set(recorded)
                 try:
                     gone = delete_unrecorded(facts, unknown) if unknown else {}
                 except InferCraneError as exc:
@@ -241,6 +243,7 @@ def rolled(
                         collector.ops.setdefault(name, set()).add(Action.DELETE)
             if not last:
                 state = engine.state()  # what this step left: the next step holds and deletes from it
+                recorded = urns.recorded_objects(state)
     finally:
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
@@ -292,7 +295,7 @@ def plan(
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
         facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
-        rendered = render_checked(facts.config, stack)
+        rendered = facts.render()
         report = facts.preflight(rendered)
         seen = Observed(facts, reading.result(), rendered, report)
     why: list[str] = ["--full-preview"] if full else []
@@ -306,7 +309,7 @@ def plan(
         config=facts.config,
         driven=True,
         legacy=urns.legacy_names(seen.state),
-        prepared=Prepared(rendered, report) if report is not None else None,
+        prepared=None if facts.caches_refused else Prepared(rendered, report, facts.stack_id),
         live=facts.live,
     )
     engine.preview(

@@ -25,7 +25,8 @@ class Prepared:
     or a dry run per object."""
 
     rendered: Sequence[RenderedReplica]
-    report: Any  # live.preflight.Report
+    report: Any  # live.preflight.Report; None: the program runs its own on this render (a later rollout step)
+    stack_id: str  # what the rendered objects carry (naming.ANNOTATION_STACK)
 
 
 @dataclass

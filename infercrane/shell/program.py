@@ -113,14 +113,20 @@ def own_state(stack: str) -> dict[str, Any]:
 
 
 def check_rollout(
-    config: cfg.InferCraneConfig, stack: str, rendered: list[RenderedReplica], report: Any, state: dict[str, Any], live: Any
+    config: cfg.InferCraneConfig,
+    stack: str,
+    stack_id: str,
+    rendered: list[RenderedReplica],
+    report: Any,
+    state: dict[str, Any],
+    live: Any,
 ) -> None:
     """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
     rollout policy (preview only warns), naming the command that rolls it in waves."""
     from infercrane.live import membership
 
     elsewhere = membership.recorded_elsewhere(config, recorded_namespaces(state), live)
-    plan = membership.plan_rollout(config, rendered, report, naming.stack_id(stack), elsewhere)
+    plan = membership.plan_rollout(config, rendered, report, stack_id, elsewhere)
     breaches = [
         f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
         f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
@@ -158,7 +164,8 @@ def registrations(
         from infercrane.live.api import Live
 
         channel.live = Live.connect(config.kubernetes)
-    if prepared is not None:  # the caller verified the caches, rendered and ran the preflight for this run
+    stack_id = prepared.stack_id if prepared is not None else naming.stack_id(stack)
+    if prepared is not None:  # the caller verified the caches and rendered (and ran the preflight) for this run
         rendered = list(prepared.rendered)
     else:
         if preflight:
@@ -174,7 +181,8 @@ def registrations(
         from infercrane.live import preflight as checks
 
         manifests = [m for r in rendered for m in r.manifests]
-        report = prepared.report if prepared is not None else checks.run(config, manifests, naming.stack_id(stack), channel.live)
+        handed = prepared.report if prepared is not None else None
+        report = handed if handed is not None else checks.run(config, manifests, stack_id, channel.live)
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
         drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
@@ -185,7 +193,7 @@ def registrations(
             )
     state = own_state(stack) if preflight and channel.legacy is None else None  # plain `pulumi`
     if preflight and not channel.driven:
-        check_rollout(config, stack, rendered, report, state or {}, channel.live)
+        check_rollout(config, stack, stack_id, rendered, report, state or {}, channel.live)
     provider = provider or make_provider(t)
     if channel.legacy is not None:
         legacy = channel.legacy

@@ -281,3 +281,71 @@ def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_rollout_step
     assert len(built) == 1, built
     assert get_or_none(admin, Deployment, naming.object_name(keys[2])) is None
     assert cli(project, "destroy", "--stack", "itoneclient").returncode == 0
+
+
+def _entries() -> tuple[Any, dict[str, tuple[int, list[str]]]]:
+    """A profiler and what it records: for each ``infercrane`` module, the most separate times it
+    is on one call stack (frames of one module in a row are one entry: a call down into another
+    module and back up into it is a second) and that stack, as its modules from the entry down."""
+    most: dict[str, tuple[int, list[str]]] = {}
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event != "call" or not frame.f_globals.get("__name__", "").startswith("infercrane."):
+            return
+        path: list[str] = []
+        while frame is not None:
+            module = frame.f_globals.get("__name__", "")
+            if module.startswith("infercrane.") and (not path or path[-1] != module):
+                path.append(module)
+            frame = frame.f_back
+        path.reverse()
+        for module in set(path):
+            times = path.count(module)
+            if times > most.get(module, (0, []))[0]:
+                most[module] = (times, path)
+
+    return profile, most
+
+
+def test_a_deploy_enters_each_module_at_most_twice_and_works_nothing_out_twice(project: Project) -> None:
+    """Following a deploy from its entry down to the applied objects -- across a rollout of several
+    steps that also deletes a key, its programs run in this process -- no module is entered more
+    than twice on one call stack (a call down that comes back up to work something out again is a
+    second entry), and what the command worked out once (the client, the stack id, the
+    provider's inputs, the rollout) is not worked out again below it."""
+    import sys
+    import threading
+
+    from infercrane.core.state import urns
+    from infercrane.engine import facts, operations
+
+    keys = ["it-entries-r0", "it-entries-r1", "it-entries-r2"]
+    engine = project.stack("itentries", [replica(k) for k in keys])
+    assert operations.deploy(engine, load(project, "itentries"), "first").status == "succeeded"
+    newer = "vllm/vllm-openai@sha256:" + "f" * 64
+    engine = project.stack("itentries", [replica(k) for k in keys[:2]], imageDigest=newer)
+    config = load(project, "itentries")
+    worked_out: dict[str, int] = {}
+    profile, most = _entries()
+    with pytest.MonkeyPatch.context() as patched:
+        for owner, name in ((naming, "stack_id"), (urns, "provider_inputs"), (cluster, "client"), (facts.Facts, "rollout")):
+            real = getattr(owner, name)
+
+            def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+                worked_out[_name] = worked_out.get(_name, 0) + 1
+                return _real(*a, **kw)
+
+            patched.setattr(owner, name, counted)
+        threading.setprofile(profile)
+        sys.setprofile(profile)
+        try:
+            result = operations.deploy(engine, config, "second")
+        finally:
+            sys.setprofile(None)
+            threading.setprofile(None)  # type: ignore[arg-type]
+    assert result.status == "succeeded" and result.rollout is not None and len(result.rollout.steps) > 1, result
+    assert "infercrane.shell.program" in most, "the steps' programs ran in this process and were followed"
+    over = {module: path for module, (times, path) in most.items() if times > 2}
+    assert not over, "\n".join(f"{m}: {' > '.join(p)}" for m, p in over.items())
+    assert worked_out == {"stack_id": 1, "provider_inputs": 1, "client": 1, "rollout": 1}, worked_out
+    assert cli(project, "destroy", "--stack", "itentries").returncode == 0

@@ -241,7 +241,7 @@ def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     handed = [dataclasses.replace(rendered[0], manifests=marked), rendered[1]]
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
-    channel = Channel(config=config, driven=True, prepared=Prepared(handed, Report()))
+    channel = Channel(config=config, driven=True, prepared=Prepared(handed, Report(), naming.stack_id("local")))
 
     @pulumi.runtime.test
     def go() -> None:

@@ -17,7 +17,12 @@ from infercrane.core.render import RenderedReplica, guards, render_all
 
 def render_checked(config: InferCraneConfig, stack: str) -> list[RenderedReplica]:
     """Render every replica for ``stack`` and apply the guards (GuardError on any violation)."""
-    rendered = render_all(config, naming.stack_id(stack))
+    return guarded(config, naming.stack_id(stack))
+
+
+def guarded(config: InferCraneConfig, stack_id: str) -> list[RenderedReplica]:
+    """:func:`render_checked` for the stack whose objects carry ``stack_id``."""
+    rendered = render_all(config, stack_id)
     t = config.kubernetes
     violations = guards.check_all(
         [m for r in rendered for m in r.manifests],
