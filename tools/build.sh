@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Build the pinned real tools (Pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, the KServe manager with its official
-# CRDs and default configuration) from the Go module proxy.
+# CRDs and default configuration, and the local plane's real node: the kubelet, containerd with its
+# runc shim, and the node's own images' binaries -- pause and the engine double) from the Go module
+# proxy.
 #
 # Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
 #     $INFERCRANE_TOOLS_DIR/<tool>-<version>/bin/...
@@ -11,7 +13,7 @@
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
 # Usage: tools/build.sh [--print-path | --print-kube-path MINOR] [TOOL ...]
-#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint, or kube@MINOR
+#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images, or kube@MINOR
 #         (another Kubernetes of KUBERNETES_VERSIONS, e.g. kube@1.34; `kube` is KUBERNETES_VERSION)
 #   --print-path        print the PATH entries for the built tools (one per line) and exit
 #   --print-kube-path   print the bin directory of that Kubernetes minor's entry and exit
@@ -21,7 +23,12 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images)
+
+# node-images is keyed by its sources (the engine double changes with the tests that use it).
+node_images_key() {
+  (cd "$here/go/node-images" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+}
 
 # kube_patch MINOR: the pinned patch release of a Kubernetes minor (1.34 -> 1.34.4), or fail.
 kube_patch() {
@@ -42,6 +49,8 @@ entry() {
     kserve) echo "$cache/kserve-$KSERVE_VERSION" ;;
     gateway-api) echo "$cache/gateway-api-$GATEWAY_API_VERSION" ;;
     actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
+    node) echo "$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION" ;;
+    node-images) echo "$cache/node-images-$(node_images_key)" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
@@ -110,20 +119,49 @@ build_kubernetes_provider() {
   rm -rf "$src"
 }
 
+# kube_ldflags VERSION: the version stamps of a Kubernetes binary.
+kube_ldflags() {
+  local v="v$1" ldflags="-s -w"
+  for k in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ldflags+=" -X $k.gitVersion=$v -X $k.gitTreeState=clean -X $k.buildDate=1970-01-01T00:00:00Z"
+    ldflags+=" -X $k.gitMajor=${1%%.*} -X $k.gitMinor=$(cut -d. -f2 <<<"$1")"
+  done
+  echo "$ldflags"
+}
+
 # build_kube DEST [PATCH]: the control plane and kubectl of one Kubernetes release (default
 # KUBERNETES_VERSION) from its wrapper module tools/go/kubernetes-<minor>.
 build_kube() {
   local out="$1/bin" version="${2:-$KUBERNETES_VERSION}" ldflags
-  local v="v$version" module="$here/go/kubernetes-${version%.*}"
+  local module="$here/go/kubernetes-${version%.*}"
   [[ -f "$module/go.mod" ]] || { log "  kube: no wrapper module $module"; return 1; }
-  ldflags="-s -w"
-  for k in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ldflags+=" -X $k.gitVersion=$v -X $k.gitTreeState=clean -X $k.buildDate=1970-01-01T00:00:00Z"
-    ldflags+=" -X $k.gitMajor=${version%%.*} -X $k.gitMinor=$(cut -d. -f2 <<<"$version")"
-  done
+  ldflags="$(kube_ldflags "$version")"
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     log "  kube $version: $cmd"
     (cd "$module" && go build -o "$out/$cmd" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd")
+  done
+}
+
+build_node() {
+  # The real node's processes: the kubelet of KUBERNETES_VERSION (its wrapper module), containerd,
+  # its runc shim and ctr (tools/go/containerd). runc and the CNI plugins come from Debian's
+  # packages (README: the fresh-machine line).
+  local out="$1/bin" module="$here/go/kubernetes-${KUBERNETES_VERSION%.*}"
+  log "  node: kubelet $KUBERNETES_VERSION"
+  (cd "$module" && go build -o "$out/kubelet" -ldflags "$(kube_ldflags "$KUBERNETES_VERSION")" k8s.io/kubernetes/cmd/kubelet)
+  for cmd in containerd containerd-shim-runc-v2 ctr; do
+    log "  node: $cmd $CONTAINERD_VERSION"
+    (cd "$here/go/containerd" && go build -o "$out/$cmd" \
+      -ldflags "-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
+      "github.com/containerd/containerd/v2/cmd/$cmd")
+  done
+}
+
+build_node_images() {
+  # The binaries of the node's own images (infercrane/local/images.py packs them): pause, and the
+  # engine double -- a test double of the engines' interfaces, never an engine.
+  for cmd in pause engine-double; do
+    (cd "$here/go/node-images" && go build -o "$1/bin/$cmd" -ldflags "-s -w" "./cmd/$cmd")
   done
 }
 

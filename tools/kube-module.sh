@@ -30,7 +30,7 @@ mkdir -p "$dir"
   echo ")"
   echo
   echo "tool ("
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do echo "	k8s.io/kubernetes/cmd/$cmd"; done
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet; do echo "	k8s.io/kubernetes/cmd/$cmd"; done
   echo ")"
   echo
   echo "require k8s.io/kubernetes v$version"

@@ -66,7 +66,12 @@ def cmd_local(args: argparse.Namespace) -> int:
 
     plane = Plane.default()
     if args.local_command == "start":
-        plane.start(nodes_file=args.nodes, pod_ready_delay=args.pod_ready_delay, kubernetes_version=args.kubernetes_version)
+        plane.start(
+            nodes_file=args.nodes,
+            pod_ready_delay=args.pod_ready_delay,
+            kubernetes_version=args.kubernetes_version,
+            real_node=args.real_node,
+        )
     elif args.local_command == "stop":
         plane.stop()
     elif args.local_command == "reset":

@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="MINOR",
         help="run this Kubernetes (1.34, 1.35, 1.36, 1.37; default 1.36), built by `tools/build.sh kube@MINOR`",
     )
+    ls.add_argument(
+        "--no-real-node",
+        dest="real_node",
+        action="store_false",
+        help="start without the real node (a kubelet on containerd that runs pods; default: started when the machine can)",
+    )
     lsub.add_parser("stop", help="stop the plane's own processes (state is kept)")
     lst = lsub.add_parser("status", help="is it running; where is the kubeconfig")
     lst.add_argument("--json", action="store_true")

@@ -101,6 +101,17 @@ def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:
     return out
 
 
+#: What a kubelet of the plane may do (the real node, :mod:`infercrane.local.node`): Kubernetes' own
+#: ``system:node`` role, for the nodes' group its certificates name.
+NODES_BINDING: Final = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": "infercrane-local-nodes"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
+}
+
+
 def admin_client(kubeconfig: Path) -> Client:
 
     return Client(config=KubeConfig.from_file(kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
@@ -151,7 +162,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
         for d in yaml.safe_load_all((root / rel).read_text())
         if d and "Role" in d["kind"] and "Binding" not in d["kind"]
     ]
-    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE))
+    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING])
     nodes = yaml.safe_load(nodes_file.read_text())["nodes"]
     for n in nodes:
         try:

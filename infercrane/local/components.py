@@ -35,6 +35,7 @@ class Launch:
     stages: Path
     nodes_file: Path | None = None
     version: str = ""
+    real_node: bool = False  # the kubelet and containerd run (infercrane.local.node)
 
     @property
     def kubeconfig(self) -> Path:
@@ -122,6 +123,9 @@ def _apiserver(x: Launch) -> list[str]:
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
         f"--service-cluster-ip-range={SERVICE_CIDR}",
         "--authorization-mode=RBAC",
+        f"--kubelet-client-certificate={p / 'apiserver-kubelet-client.crt'}",
+        f"--kubelet-client-key={p / 'apiserver-kubelet-client.key'}",
+        "--kubelet-preferred-address-types=InternalIP",
         "--profiling=false",
         "--v=0",
         *version_flags(x.version),
@@ -206,6 +210,46 @@ def _kserve_webhooks(x: Launch) -> None:
         raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from exc
 
 
+def _node_prepare(x: Launch) -> None:
+    from infercrane.local import node
+
+    node.prepare(x.state, x.pki, x.ports["apiserver"], x.ports["kubelet"], x.ports["kubelet_healthz"])
+
+
+def _kubelet_ready(x: Launch) -> bool:
+    return http_status(f"{x.url('kubelet_healthz')}/healthz", x.pki, 1.0) == 200
+
+
+def _node_registered(x: Launch) -> None:
+    from infercrane.local import node
+
+    node.advertise(x.kubeconfig)
+
+
+def node_args(name: str, x: Launch) -> list[str]:
+    from infercrane.local import node
+
+    return node.containerd_args(x.state) if name == "containerd" else node.kubelet_args(x.state)
+
+
+def node_env(x: Launch) -> dict[str, str]:
+    from infercrane.local import node
+
+    return node.env(x.state)
+
+
+def node_ready(x: Launch) -> bool:
+    from infercrane.local import node
+
+    return node.containerd_ready(x.state)
+
+
+def node_images(x: Launch) -> None:
+    from infercrane.local import node
+
+    node.import_images(x.state)
+
+
 def api_ready(x: Launch, timeout: float = 2.0) -> bool:
     return http_status(f"{x.url('apiserver', 'https')}/readyz", x.pki, timeout) == 200
 
@@ -226,7 +270,25 @@ COMPONENTS: Final = (
         ready_what="the KServe manager",
         after=_kserve_webhooks,
     ),
+    Component(
+        "containerd",
+        lambda x: node_args("containerd", x),
+        env=node_env,
+        before=_node_prepare,
+        ready=node_ready,
+        ready_what="the real node's containerd",
+        after=node_images,
+    ),
+    Component(
+        "kubelet",
+        lambda x: node_args("kubelet", x),
+        ready=_kubelet_ready,
+        ready_what="the real node's kubelet /healthz",
+        after=_node_registered,
+    ),
 )
 NAMES: Final = tuple(c.name for c in COMPONENTS)
+#: The real node's processes: started only when the machine can (infercrane.local.node.why_not).
+NODE_COMPONENTS: Final = ("containerd", "kubelet")
 #: Every port a start allocates.
-PORTS: Final = ("etcd", "etcd_peer", "apiserver", "kwok", "kserve_webhook", "kserve_probe")
+PORTS: Final = ("etcd", "etcd_peer", "apiserver", "kwok", "kserve_webhook", "kserve_probe", "kubelet", "kubelet_healthz")

@@ -25,8 +25,8 @@ from typing import Any
 import yaml
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import pki
-from infercrane.local.components import COMPONENTS, NAMES, PORTS, Launch, http_status
+from infercrane.local import node, pki
+from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     CLUSTER,
@@ -105,6 +105,7 @@ class Plane:
             "apiserver": f"https://127.0.0.1:{rec['ports']['apiserver']}" if rec.get("ports") else None,
             "podReadyDelaySeconds": rec.get("podReadyDelaySeconds", 0),
             "kubernetesVersion": rec.get("kubernetesVersion"),
+            "realNode": rec.get("realNode"),
             "processes": self.processes(),
         }
 
@@ -115,6 +116,7 @@ class Plane:
         progress: Any = print,
         pod_ready_delay: float = 0,
         kubernetes_version: str | None = None,
+        real_node: bool = True,
     ) -> dict[str, Any]:
         """Start (or reuse) the plane, bootstrap it, and return :meth:`status`.
 
@@ -141,25 +143,30 @@ class Plane:
                 )
             return status
         self.stop(quiet=True)
-        tools = {name: find_tool(name) for name in NAMES}
+        tools = {name: find_tool(name) for name in NAMES if name not in NODE_COMPONENTS}
         if kubernetes_version:
             tools |= {k: v for k, v in kubernetes_tools(kubernetes_version).items() if k in tools}
         version = self._version(tools["kube-apiserver"])
+        why = node.why_not(self.state) if real_node else "not asked for (--no-real-node)"
+        if why is None and (kubelet := self._version(find_tool("kubelet"))) != version:
+            why = f"its kubelet is Kubernetes {kubelet}, this plane {version}"
+        if why is None:
+            tools |= {name: find_tool(name) for name in NODE_COMPONENTS}
+        else:
+            progress(f"note: the plane starts without its real node: {why}")
+        wanted = [c for c in COMPONENTS if c.name in tools]
         self.state.mkdir(parents=True, exist_ok=True)
         ports = {name: free_port() for name in PORTS}
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
+        record = {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "kubernetesVersion": version}
         run = Supervisor(
-            self._record,
-            self.logs,
-            {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "kubernetesVersion": version},
-            START_TIMEOUT_SECONDS,
+            self._record, self.logs, record | {"realNode": node.NAME if why is None else None}, START_TIMEOUT_SECONDS
         )
-        launch = Launch(
-            self.state, self.pki_dir, self.logs, ports, self._stages(tools["kwok"], pod_ready_delay), nodes_file, version
-        )
+        stages = self._stages(tools["kwok"], pod_ready_delay)
+        launch = Launch(self.state, self.pki_dir, self.logs, ports, stages, nodes_file, version, real_node=why is None)
         try:
-            for c in COMPONENTS:  # the table's order
+            for c in wanted:  # the table's order
                 if c.before is not None:
                     c.before(launch)
                 run.launch(c.name, tools[c.name], c.args(launch), c.env(launch) if c.env else None)
@@ -173,6 +180,9 @@ class Plane:
             raise
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
+        note = node.pin_note(project_root()) if why is None else None
+        if note:
+            progress(note)
         return self.status()
 
     @staticmethod
@@ -217,6 +227,7 @@ class Plane:
         ca.issue("deployer", DEPLOYER_USER, orgs=DEPLOYER_GROUPS)
         ca.issue("viewer", VIEWER_USER)
         ca.issue("controller-manager", "system:kube-controller-manager")
+        ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
         ca.issue("scheduler", "system:kube-scheduler")
         pki.service_account_keys(p)
         self._write_kserve_pki(ca)
@@ -248,6 +259,8 @@ class Plane:
 
         if not (p / "viewer.crt").is_file():  # a plane created before the viewer identity existed
             pki.CA.load_or_create(p).issue("viewer", VIEWER_USER)
+        if not (p / "apiserver-kubelet-client.crt").is_file():  # a plane created before its real node
+            pki.CA.load_or_create(p).issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
         if not (p / "kserve-webhook.crt").is_file():  # a plane created before KServe ran on it
             self._write_kserve_pki(pki.CA.load_or_create(p))
         users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin", "infercrane-viewer": "viewer"}
@@ -284,6 +297,10 @@ class Plane:
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
         """End the plane's own processes (verified by pid and executable). Returns what was stopped."""
         stopped = stop_recorded(self._record, reversed(NAMES))
+        if node.home(self.state).is_dir():
+            left = node.clean_up(self.state)
+            if left and not stopped:  # a plane that was killed: say what its node had left
+                progress(f"note: cleaned up what the real node left: {', '.join(left)}")
         if not quiet:
             progress(f"stopped: {', '.join(stopped) or 'nothing was running'}")
         return stopped

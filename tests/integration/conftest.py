@@ -25,6 +25,7 @@ import yaml
 from lightkube import ApiError, Client
 
 from infercrane.engine.workspace import Engine
+from infercrane.local import node as real_node
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
 from infercrane.project.tools import find_tool
@@ -47,6 +48,8 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     print(f"local plane (Kubernetes {status['kubernetesVersion']}) started in {time.monotonic() - began:.1f}s")
     yield p
     p.stop(quiet=True)
+    left = real_node.leftovers(p.state)
+    assert not left, f"`local stop` left the real node's {', '.join(left)} behind"
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercrane.local.components import COMPONENTS, NAMES, PORTS, Launch, controllers, version_flags
+from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, Launch, controllers, version_flags
 
 
 def launch(version: str = "1.36.3") -> Launch:
@@ -15,11 +15,28 @@ def launch(version: str = "1.36.3") -> Launch:
 
 
 def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs() -> None:
-    assert NAMES == ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "kserve-manager")
+    assert NAMES == (
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "kserve-manager",
+        "containerd",
+        "kubelet",
+    )
+    assert NODE_COMPONENTS == ("containerd", "kubelet")  # last: after the bootstrap binds the nodes' role
     waited = {c.name: c.ready_what for c in COMPONENTS if c.ready is not None}
-    assert waited == {"etcd": "etcd", "kube-apiserver": "kube-apiserver /readyz", "kserve-manager": "the KServe manager"}
-    (kserve,) = [c for c in COMPONENTS if c.before is not None]
+    assert waited == {
+        "etcd": "etcd",
+        "kube-apiserver": "kube-apiserver /readyz",
+        "kserve-manager": "the KServe manager",
+        "containerd": "the real node's containerd",
+        "kubelet": "the real node's kubelet /healthz",
+    }
+    kserve, containerd = [c for c in COMPONENTS if c.before is not None]
     assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
+    assert containerd.name == "containerd" and containerd.after is not None  # the node prepared, its images imported
 
 
 def test_every_component_gets_its_own_ports_and_the_plane_state() -> None:

@@ -1,0 +1,130 @@
+"""The images the local plane's real node runs, built here -- no registry, no Docker: the sandbox
+(pause) image and the engine-double image (a test double of the engines' interfaces, never an
+engine; tools/go/node-images). Each is an OCI image archive that the node's runtime imports under
+the exact ``repo@sha256:<digest>`` reference a stack names, so the kubelet runs exactly that
+digest.
+
+Builds are reproducible: one layer per image, its entries sorted, owned by root, every time
+zero, gzip without a name or time, the config and manifest serialized with sorted keys. The same
+binaries give the same digests on every machine (the binaries themselves are built with
+``-trimpath`` from the pinned Go module). Local-plane layer.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import tarfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+OCI_MANIFEST: Final = "application/vnd.oci.image.manifest.v1+json"
+OCI_CONFIG: Final = "application/vnd.oci.image.config.v1+json"
+OCI_LAYER: Final = "application/vnd.oci.image.layer.v1.tar+gzip"
+PAUSE_REPO: Final = "infercrane.local/pause"
+ENGINE_DOUBLE_REPO: Final = "infercrane.local/engine-double"
+
+
+@dataclass(frozen=True)
+class Image:
+    repo: str
+    digest: str  # sha256:<hex> of the manifest
+    archive: bytes  # the OCI image layout, as a tar
+
+    @property
+    def reference(self) -> str:
+        return f"{self.repo}@{self.digest}"
+
+
+def _digest(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _json(doc: Mapping[str, Any]) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def layer(files: Mapping[str, tuple[bytes, int]], dirs: Mapping[str, int] = {}) -> bytes:  # noqa: B006 - read only
+    """An uncompressed layer tar: ``dirs`` (path -> mode), then ``files`` (path -> (content,
+    mode)), every parent directory present, in name order, root-owned, time zero."""
+    out = io.BytesIO()
+    every_dir = dict(dirs)
+    for path in files:
+        parts = path.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            every_dir.setdefault("/".join(parts[:i]), 0o755)
+    entries: list[tuple[str, tarfile.TarInfo, bytes | None]] = []  # path, header, content (None: a directory)
+    for path, mode in every_dir.items():
+        info = tarfile.TarInfo(path + "/")
+        info.type, info.mode = tarfile.DIRTYPE, mode
+        entries.append((path, info, None))
+    for path, (data, mode) in files.items():
+        info = tarfile.TarInfo(path)
+        info.size, info.mode = len(data), mode
+        entries.append((path, info, data))
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for _, info, content in sorted(entries, key=lambda e: e[0]):
+            info.mtime, info.uid, info.gid, info.uname, info.gname = 0, 0, 0, "", ""
+            tar.addfile(info, io.BytesIO(content) if content is not None else None)
+    return out.getvalue()
+
+
+def image(repo: str, raw_layer: bytes, config: Mapping[str, Any]) -> Image:
+    """The OCI image of one layer and the runtime ``config`` (Entrypoint, Env, ...), as an OCI
+    image-layout archive whose index names it ``repo@<digest>``."""
+    gz = io.BytesIO()
+    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, filename="") as f:
+        f.write(raw_layer)
+    compressed = gz.getvalue()
+    config_blob = _json(
+        {
+            "architecture": "amd64",
+            "os": "linux",
+            "config": dict(config),
+            "rootfs": {"type": "layers", "diff_ids": [_digest(raw_layer)]},
+        }
+    )
+    manifest = _json(
+        {
+            "schemaVersion": 2,
+            "mediaType": OCI_MANIFEST,
+            "config": {"mediaType": OCI_CONFIG, "digest": _digest(config_blob), "size": len(config_blob)},
+            "layers": [{"mediaType": OCI_LAYER, "digest": _digest(compressed), "size": len(compressed)}],
+        }
+    )
+    digest = _digest(manifest)
+    index = _json(
+        {
+            "schemaVersion": 2,
+            "manifests": [
+                {
+                    "mediaType": OCI_MANIFEST,
+                    "digest": digest,
+                    "size": len(manifest),
+                    "annotations": {"org.opencontainers.image.ref.name": f"{repo}@{digest}"},
+                    "platform": {"architecture": "amd64", "os": "linux"},
+                }
+            ],
+        }
+    )
+    blobs = {f"blobs/sha256/{_digest(b)[7:]}": b for b in (compressed, config_blob, manifest)}
+    files = {"oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644), "index.json": (index, 0o644)}
+    files |= {path: (blob, 0o644) for path, blob in blobs.items()}
+    return Image(repo, digest, layer(files))
+
+
+def pause(binary: Path) -> Image:
+    """The sandbox image: ``/pause`` (tools/go/node-images/cmd/pause) and nothing else."""
+    return image(PAUSE_REPO, layer({"pause": (binary.read_bytes(), 0o755)}), {"Entrypoint": ["/pause"]})
+
+
+def engine_double(binary: Path) -> Image:
+    """The engine-double image: the double installed as ``python3`` (so the command lines
+    InferCrane renders start it), a world-writable ``/tmp`` and a home for any uid."""
+    files = {"usr/local/bin/python3": (binary.read_bytes(), 0o755)}
+    config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"], "WorkingDir": "/"}
+    return image(ENGINE_DOUBLE_REPO, layer(files, {"tmp": 0o1777}), config)

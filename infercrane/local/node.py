@@ -1,0 +1,425 @@
+"""The local plane's real node: a kubelet on containerd and runc, beside the kwok nodes, that runs
+the pod specs InferCrane renders -- images by exact digest, probes, the worker key from its
+Secret, securityContext, volumes.
+
+It is labelled and tainted like a GPU node of a product of its own (:data:`GPU_PRODUCT`) and
+advertises ``nvidia.com/gpu`` as an extended resource (written into the Node's status once it
+registers: no device plugin, no device). Pods get a bridge of their own (:data:`BRIDGE`, a
+private /24 with no route out of it: nothing a pod sends leaves the machine); the kubelet
+listens on the bridge's address, its health endpoint on loopback. Its images come from the
+project (:mod:`infercrane.local.images`), never from a registry.
+
+It needs root (cgroups, mounts, network namespaces), runc and the CNI plugins (Debian's
+``runc`` and ``containernetworking-plugins``) and the node's tools (``tools/build.sh node
+node-images``); :func:`why_not` says which is missing, and the plane starts without it.
+:func:`clean_up` leaves no process, mount, network namespace, interface or cgroup behind.
+Local-plane layer.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any, Final
+
+import yaml
+
+from infercrane.core.errors import PlaneError
+from infercrane.local import images, pki
+from infercrane.project.tools import find_tool
+
+NAME: Final = "node-l4-0"
+GPU_PRODUCT: Final = "NVIDIA-L4"
+GPUS: Final = 2
+BRIDGE: Final = "icbr0"
+SUBNET: Final = "10.88.0.0/24"
+NODE_IP: Final = "10.88.0.1"
+CGROUP_ROOT: Final = "infercrane-node"
+CGROUP_V1: Final = Path("/sys/fs/cgroup")
+RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
+CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
+CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
+NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
+SETUP_FIX: Final = (
+    "as root: `apt-get install runc containernetworking-plugins` and `tools/build.sh node node-images` "
+    "(README: the fresh-machine line); the kwok nodes run without it"
+)
+
+
+def home(state: Path) -> Path:
+    """Where the node keeps its state, inside the plane's."""
+    return state / "node"
+
+
+def _first(paths: tuple[str, ...], name: str = "") -> Path | None:
+    return next((Path(p) / name for p in paths if (Path(p) / name).exists()), None)
+
+
+def why_not(state: Path) -> str | None:
+    """Why this machine cannot run the real node of the plane at ``state`` (None: it can)."""
+    if os.geteuid() != 0:
+        return "the real node needs root (cgroups, mounts, network namespaces)"
+    if not (CGROUP_V1 / "memory").is_dir() and not (CGROUP_V1 / "cgroup.controllers").is_file():
+        return "no cgroup hierarchy at /sys/fs/cgroup"
+    if _first(RUNC) is None:
+        return "runc is not installed (" + " or ".join(RUNC) + ")"
+    cni = _first(CNI_BIN, "bridge")
+    if cni is None or any(not (cni.parent / p).is_file() for p in CNI_PLUGINS):
+        return f"the CNI plugins {', '.join(CNI_PLUGINS)} are not installed (" + " or ".join(CNI_BIN) + ")"
+    if shutil.which("ip") is None:
+        return "`ip` (iproute2) is not installed"
+    for tool in NODE_TOOLS:
+        try:
+            find_tool(tool)
+        except Exception:  # noqa: BLE001 - ToolNotFound: said as the reason
+            return f"{tool} is not built"
+    owner = _owner()
+    if owner is not None and owner != state:
+        if _kubelet_runs(owner):
+            return f"the real node of the plane at {owner} runs (one per machine: its bridge and cgroups are the machine's)"
+        clean_up(owner)  # what a killed plane left
+    return None
+
+
+def _owner() -> Path | None:
+    """The state directory of the plane whose node made the bridge (its alias), if there is one."""
+    shown = _ip("-o", "link", "show", BRIDGE, check=False)
+    alias = shown.stdout.split(" alias ", 1)[1].split()[0] if " alias " in shown.stdout else ""
+    return Path(alias) if shown.returncode == 0 and alias else None
+
+
+def _kubelet_runs(state: Path) -> bool:
+    try:
+        record = json.loads((state / "plane.json").read_text())
+    except (OSError, ValueError):
+        return False
+    kubelet = (record.get("processes") or {}).get("kubelet") or {}
+    return bool(kubelet) and _alive(int(kubelet["pid"])) and "kubelet" in _cmdline(int(kubelet["pid"]))
+
+
+def _cgroup_dirs() -> list[Path]:
+    """The node's cgroup root in every hierarchy (cgroup v1: one per controller; v2: one)."""
+    if (CGROUP_V1 / "cgroup.controllers").is_file():
+        return [CGROUP_V1 / CGROUP_ROOT]
+    return [d / CGROUP_ROOT for d in sorted(CGROUP_V1.iterdir()) if d.is_dir() and not d.is_symlink() and d.name != "unified"]
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=10)
+
+
+def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, healthz_port: int) -> None:
+    """Everything the node's processes need before they start: its bridge and cgroup root, the
+    configuration of containerd, CNI and the kubelet, the kubelet's certificates and its images."""
+    h = home(state)
+    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "images"):
+        (h / sub).mkdir(parents=True, exist_ok=True)
+    if _ip("link", "show", BRIDGE, check=False).returncode != 0:
+        _ip("link", "add", BRIDGE, "type", "bridge")
+        _ip("addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "alias", str(state), "up")  # whose node it is (why_not)
+    for cgroup in _cgroup_dirs():
+        cgroup.mkdir(exist_ok=True)
+        if cgroup.parent.name == "cpuset":  # a v1 cpuset takes no task until it has CPUs and memory nodes
+            for f in ("cpuset.cpus", "cpuset.mems"):
+                if not (cgroup / f).read_text().strip():
+                    (cgroup / f).write_text((cgroup.parent / f).read_text())
+    ca = pki.CA.load_or_create(pki_dir)
+    ca.issue("node-client", f"system:node:{NAME}", orgs=("system:nodes",))
+    ca.issue("node-serving", NAME, dns=(NAME,), ips=(NODE_IP,), server=True)
+    runc = _first(RUNC)
+    cni = _first(CNI_BIN, "bridge")
+    assert runc is not None and cni is not None  # why_not() said so
+    pause = images.pause(find_tool("pause"))
+    double = images.engine_double(find_tool("engine-double"))
+    for image in (pause, double):
+        (h / "images" / f"{image.repo.rsplit('/', 1)[-1]}.tar").write_bytes(image.archive)
+    (h / "containerd.toml").write_text(_containerd_config(h, runc, cni.parent, pause.reference))
+    (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(_cni_config(h), indent=1))
+    kubeconfig = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "plane",
+                "cluster": {"server": f"https://127.0.0.1:{apiserver_port}", "certificate-authority": str(pki_dir / "ca.crt")},
+            }
+        ],
+        "users": [
+            {
+                "name": NAME,
+                "user": {"client-certificate": str(pki_dir / "node-client.crt"), "client-key": str(pki_dir / "node-client.key")},
+            }
+        ],
+        "contexts": [{"name": NAME, "context": {"cluster": "plane", "user": NAME}}],
+        "current-context": NAME,
+    }
+    (h / "kubelet/kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    (h / "kubelet/config.yaml").write_text(yaml.safe_dump(_kubelet_config(h, pki_dir, kubelet_port, healthz_port)))
+
+
+def _containerd_config(h: Path, runc: Path, cni_bin: Path, sandbox: str) -> str:
+    cri = "plugins.'io.containerd.cri.v1"
+    return f"""version = 3
+root = '{h / "containerd/root"}'
+state = '{h / "containerd/state"}'
+disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs',
+  'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.blockfile',
+  'io.containerd.snapshotter.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing']
+
+[grpc]
+  address = '{h / "containerd.sock"}'
+
+[ttrpc]
+  address = '{h / "containerd.sock.ttrpc"}'
+
+[{cri}.images']
+  snapshotter = 'overlayfs'
+  [{cri}.images'.pinned_images]
+    sandbox = '{sandbox}'
+
+[{cri}.runtime']
+  # Not below containerd's own: a sandbox's -998 needs CAP_SYS_RESOURCE, which a container may lack.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [{cri}.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [{cri}.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [{cri}.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '{runc}'
+        SystemdCgroup = false
+  [{cri}.runtime'.cni]
+    bin_dirs = ['{cni_bin}']
+    conf_dir = '{h / "cni/net.d"}'
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+"""
+
+
+def _cni_config(h: Path) -> dict[str, Any]:
+    """A bridge with a private /24 and no default route: pods reach the node and each other only."""
+    ipam = {"type": "host-local", "ranges": [[{"subnet": SUBNET, "gateway": NODE_IP}]], "dataDir": str(h / "cni/ipam")}
+    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
+    return {"cniVersion": "1.0.0", "name": "infercrane-node", "plugins": [bridge, {"type": "loopback"}]}
+
+
+def _kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": False},
+            "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
+        },
+        "authorization": {"mode": "AlwaysAllow"},  # only clients with the plane's certificates get past TLS
+        "tlsCertFile": str(pki_dir / "node-serving.crt"),
+        "tlsPrivateKeyFile": str(pki_dir / "node-serving.key"),
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": "/" + CGROUP_ROOT,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{h / 'containerd.sock'}",
+        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "maxPods": 16,
+        "makeIPTablesUtilChains": False,
+        "resolvConf": "",
+        "serializeImagePulls": False,
+    }
+
+
+def containerd_args(state: Path) -> list[str]:
+    return ["--config", str(home(state) / "containerd.toml")]
+
+
+def kubelet_args(state: Path) -> list[str]:
+    h = home(state)
+    labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": GPU_PRODUCT, "nvidia.com/gpu.count": str(GPUS)}
+    return [
+        f"--config={h / 'kubelet/config.yaml'}",
+        f"--kubeconfig={h / 'kubelet/kubeconfig'}",
+        f"--root-dir={h / 'kubelet/root'}",
+        f"--cert-dir={h / 'kubelet/pki'}",
+        f"--hostname-override={NAME}",
+        f"--node-ip={NODE_IP}",
+        "--node-labels=" + ",".join(f"{k}={v}" for k, v in labels.items()),
+        "--v=1",
+    ]
+
+
+def env(state: Path) -> dict[str, str]:
+    """containerd finds its shim on PATH."""
+    return {"PATH": os.pathsep.join([str(find_tool("containerd-shim-runc-v2").parent), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])}
+
+
+def containerd_ready(state: Path) -> bool:
+    return (home(state) / "containerd.sock").exists()
+
+
+def import_images(state: Path) -> None:
+    """The node's images into containerd's Kubernetes namespace, under their digest references."""
+    ctr = find_tool("ctr")
+    address = str(home(state) / "containerd.sock")
+    for archive in sorted((home(state) / "images").glob("*.tar")):
+        done = subprocess.run(
+            [str(ctr), "--address", address, "-n", "k8s.io", "images", "import", str(archive)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        if done.returncode != 0:
+            raise PlaneError(f"importing {archive.name} into the real node's containerd failed: {done.stderr.strip()}")
+
+
+def clean_up(state: Path) -> list[str]:
+    """What a stopped node left: every process in its cgroups (the pods' containers) and the
+    runtime's shims are killed, its mounts and network namespaces unmounted, its bridge deleted
+    and its cgroups removed. Returns what it found to clean (empty: nothing was left)."""
+    h = home(state)
+    left: list[str] = []
+    pids = {pid for pid in _pids(h) if _alive(pid)}
+    if pids:
+        left.append(f"{len(pids)} process(es)")
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    mounts = _mounts_under(h)
+    if mounts:
+        left.append(f"{len(mounts)} mount(s)")
+    for m in mounts:
+        subprocess.run(["umount", "-l", m], capture_output=True, timeout=10)
+    if _ip("link", "show", BRIDGE, check=False).returncode == 0:
+        left.append(f"interface {BRIDGE}")
+        _ip("link", "del", BRIDGE, check=False)
+    for d in _cgroup_dirs():
+        if d.is_dir():
+            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:
+                try:
+                    sub.rmdir()
+                except OSError as exc:
+                    left.append(f"cgroup {sub} ({exc.strerror})")
+    return left
+
+
+def leftovers(state: Path) -> list[str]:
+    """What of the plane's real node is still there (empty after a clean stop): processes in its
+    cgroups or speaking to its runtime, mounts under its state, its bridge, its cgroups."""
+    h = home(state)
+    left = [f"process {pid} ({_cmdline(pid)[:60]})" for pid in sorted(_pids(h)) if _alive(pid)]
+    left += [f"mount {m}" for m in _mounts_under(h)]
+    left += [f"interface {BRIDGE}"] if _ip("link", "show", BRIDGE, check=False).returncode == 0 else []
+    left += [f"cgroup {d}" for d in _cgroup_dirs() if d.is_dir()]
+    return left
+
+
+def _pids(h: Path) -> set[int]:
+    """The node's pods' processes (in its cgroups) and its runtime's shims (by their address)."""
+    pids = {pid for d in _cgroup_dirs() if d.is_dir() for pid in _procs(d)}
+    return pids | {pid for pid in _all_pids() if str(h / "containerd.sock") in _cmdline(pid)}
+
+
+def _procs(cgroup: Path) -> set[int]:
+    found: set[int] = set()
+    for f in cgroup.rglob("cgroup.procs"):
+        try:
+            found |= {int(line) for line in f.read_text().split()}
+        except OSError:
+            continue  # removed meanwhile
+    return found
+
+
+def _all_pids() -> list[int]:
+    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    """Running (a zombie is not: it waits only for its parent to reap it)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def _mounts_under(root: Path) -> list[str]:
+    """Mount points at or under ``root``, deepest first (/proc/self/mountinfo)."""
+    prefix = str(root)
+    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
+    mine = {p for p in points if p == prefix or p.startswith(prefix + "/")}
+    return sorted(mine, key=lambda p: -p.count("/"))
+
+
+def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
+    """Once the kubelet has registered its Node, write its GPUs into the Node's status as an
+    extended resource (the kubelet keeps a capacity it does not manage itself)."""
+    from lightkube import ApiError
+    from lightkube.resources.core_v1 import Node
+    from lightkube.types import PatchType
+
+    from infercrane.local.bootstrap import admin_client
+
+    client = admin_client(kubeconfig)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            client.get(Node, NAME)
+            break
+        except ApiError as exc:
+            if exc.status.code != 404 or time.monotonic() > deadline:
+                raise PlaneError(f"the real node {NAME} did not register: {exc.status.message}") from exc
+            time.sleep(0.2)
+    gpus = {"nvidia.com/gpu": str(GPUS)}
+    client.patch(Node.Status, NAME, {"status": {"capacity": gpus}}, patch_type=PatchType.MERGE)
+
+
+#: The stack that deploys onto the real node, pinned to the engine double's digest.
+STACK_FILE: Final = "stacks/Pulumi.local-node.yaml"
+
+
+def pin_note(project_dir: Path) -> str | None:
+    """A note when the engine double built here is not the digest :data:`STACK_FILE` pins (a
+    build is reproducible only with the same Go and sources: the stack then names an image the
+    node does not have)."""
+    path = project_dir / STACK_FILE
+    if not path.is_file():
+        return None
+    pinned = ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).get("infercrane:kubernetes", {}).get("imageDigest")
+    built = images.engine_double(find_tool("engine-double")).reference
+    if pinned == built:
+        return None
+    return (
+        f"note: the engine double built here is {built}, but {STACK_FILE} pins {pinned}: its pods would wait "
+        "for an image the node does not have; set imageDigest to the built reference (a different Go or double source)"
+    )

@@ -1,0 +1,116 @@
+"""The local plane's real node: a kubelet on containerd and runc runs the pods InferCrane renders,
+the engine double (a test double of the engines' interfaces, never an engine) in them, by the
+exact digest the stack names. What happens inside a pod is tested here, not assumed: the worker
+key reaching each engine, SGLang's argument expanded by the kubelet, the probes, a missing
+Secret. Every deploy is `infercrane deploy` as the restricted identity; the admin identity only
+reads the evidence (pods, their logs, the worker key) and asks each replica directly on its pod
+address (the API server's proxy would strip the key)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from lightkube import Client
+from lightkube.resources.core_v1 import Event, Pod, Secret
+
+from infercrane.core import naming
+from infercrane.live import readiness
+from infercrane.local import images, node
+from infercrane.project.tools import find_tool
+from tests.integration.conftest import Project, replica
+from tests.integration.test_cli_ops import cli
+
+NS = "infercrane-system"
+
+
+def double() -> str:
+    """The engine double's reference, as the node imported it."""
+    return images.engine_double(find_tool("engine-double")).reference
+
+
+def on_node(key: str, **extra: Any) -> dict[str, Any]:
+    return replica(key, gpu=node.GPU_PRODUCT, model="Qwen/Qwen3-0.6B", name="qwen-small", **extra)
+
+
+def pods_of(admin: Client, key: str) -> list[Any]:
+    return list(admin.list(Pod, namespace=NS, labels=naming.selector(key)))
+
+
+def ask(ip: str, path: str, key: str | None) -> tuple[int, Any]:
+    """GET ``path`` of the replica at ``ip`` (port 8000), with the worker key or without."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(f"http://{ip}:8000{path}", headers=headers), timeout=5) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, None
+
+
+def worker_key(admin: Client) -> str:
+    secret = admin.get(Secret, "infercrane-worker", namespace=NS)
+    return base64.b64decode((secret.data or {})["api-key"]).decode()
+
+
+def test_the_plane_runs_a_real_node_with_gpus_of_its_own_product(admin: Client) -> None:
+    from lightkube.resources.core_v1 import Node
+
+    n = admin.get(Node, node.NAME)
+    labels = (n.metadata.labels if n.metadata else None) or {}
+    assert labels.get("nvidia.com/gpu.product") == node.GPU_PRODUCT
+    assert n.status is not None and (n.status.allocatable or {}).get("nvidia.com/gpu") == str(node.GPUS)
+    assert n.status.nodeInfo is not None and n.status.nodeInfo.containerRuntimeVersion.startswith("containerd://2.")
+    assert [t.key for t in (n.spec.taints if n.spec else None) or []] == ["nvidia.com/gpu"]
+
+
+def test_the_worker_key_reaches_vllm_and_sglang_and_guards_their_api(project: Project, admin: Client) -> None:
+    """vLLM reads VLLM_API_KEY from the Secret-backed environment; SGLang gets --api-key
+    $(INFERCRANE_WORKER_API_KEY), which the kubelet expands: both answer /v1/models with the key
+    and 401 without it, and serve the names InferCrane renders."""
+    keys = {"vllm": "it-node-vllm", "sglang": "it-node-sglang"}
+    project.stack("itnodekey", [on_node(keys["vllm"]), on_node(keys["sglang"], engine="sglang")], imageDigest=double())
+    done = cli(project, "deploy", "--stack", "itnodekey")
+    assert done.returncode == 0, done.stderr
+    key = worker_key(admin)
+    served = {}
+    for engine, k in keys.items():
+        (pod,) = pods_of(admin, k)
+        assert pod.spec is not None and pod.spec.nodeName == node.NAME
+        assert pod.spec.containers[0].image == double()
+        ip = str(pod.status.podIP if pod.status else "")
+        assert ask(ip, "/v1/models", None)[0] == 401, engine
+        status, body = ask(ip, "/v1/models", key)
+        assert status == 200, engine
+        served[engine] = [m["id"] for m in body["data"]]
+        assert ask(ip, "/v1/models", key + "x")[0] == 401, engine
+    assert served == {"vllm": ["qwen-small", "Qwen/Qwen3-0.6B"], "sglang": ["qwen-small"]}
+    (sglang,) = pods_of(admin, keys["sglang"])
+    args = sglang.spec.containers[0].args if sglang.spec else []
+    assert "$(INFERCRANE_WORKER_API_KEY)" in (args or []) and key not in json.dumps(sglang.to_dict())
+    assert cli(project, "destroy", "--stack", "itnodekey").returncode == 0
+
+
+def test_a_missing_hugging_face_secret_fails_the_replica_in_the_kubelets_words(project: Project, admin: Client) -> None:
+    """The Secret is referenced, never read by InferCrane: the kubelet cannot make the container
+    (CreateContainerConfigError) and says which Secret; the deploy fails with those words."""
+    project.stack(
+        "itnodehf",
+        [on_node("it-node-hf", startupBudgetSeconds=60)],
+        imageDigest=double(),
+        huggingFaceToken={"name": "hf-token-missing", "key": "token"},
+    )
+    began = time.monotonic()
+    done = cli(project, "deploy", "--stack", "itnodehf")
+    assert done.returncode == 1
+    assert 'secret "hf-token-missing" not found' in done.stderr, done.stderr
+    assert time.monotonic() - began < 60 + readiness.AWAIT_MARGIN_SECONDS + 30, "failed within the startup budget and its margin"
+    (pod,) = pods_of(admin, "it-node-hf")
+    waiting = pod.status.containerStatuses[0].state.waiting if pod.status and pod.status.containerStatuses else None
+    assert waiting is not None and waiting.reason == "CreateContainerConfigError"
+    events = [e.message for e in admin.list(Event, namespace=NS) if e.involvedObject.name == pod.metadata.name]
+    assert any('secret "hf-token-missing" not found' in (m or "") for m in events), events
+    assert cli(project, "destroy", "--stack", "itnodehf").returncode == 0

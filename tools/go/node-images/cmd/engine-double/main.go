@@ -1,0 +1,290 @@
+// Command engine-double is a TEST DOUBLE of the inference engines' interfaces, never an engine:
+// it loads no model and generates nothing. Installed as `python3` in the local plane's
+// engine-double image, it is started by the very command lines InferCrane renders --
+//
+//	python3 -m vllm.entrypoints.openai.api_server --model M --served-model-name N ... (vLLM)
+//	python3 -m sglang.launch_server --model-path M --api-key K ...                  (SGLang)
+//
+// -- and behaves as those servers do at their edges: it parses the arguments the engine takes and
+// refuses unknown ones (argparse's words, exit 2), reads the key the way the engine does
+// (VLLM_API_KEY or --api-key; SGLang's --api-key), reads the weights' snapshot from HF_HUB_CACHE
+// when HF_HUB_OFFLINE=1 and fails as the engine does when it is missing, listens only once
+// "loaded" (INFERCRANE_DOUBLE_LOAD_SECONDS, default 3), serves /health, /v1/models (401 without
+// the key) and deterministic /v1/completions and /v1/chat/completions, and on SIGTERM stops
+// accepting, finishes what is in flight, then exits 0.
+//
+// Test settings (pod environment): INFERCRANE_DOUBLE_LOAD_SECONDS, INFERCRANE_DOUBLE_SERVES (a
+// comma-separated list served instead of the --served-model-name values: a replica serving the
+// wrong model), INFERCRANE_DOUBLE_RESPONSE_SECONDS (each completion takes this long).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// engine is what differs between the two servers the double stands in for.
+type engine struct {
+	module, prog, modelFlag string
+	values                  map[string]bool // flags that take one value
+	switches                map[string]bool // flags that take none
+	severalNames            bool            // --served-model-name takes one or more values
+	keyFromEnv              string          // the variable the engine reads its key from ("" none)
+	owner                   string          // owned_by in /v1/models
+}
+
+func set(words ...string) map[string]bool {
+	m := map[string]bool{}
+	for _, w := range words {
+		m[w] = true
+	}
+	return m
+}
+
+var engines = map[string]engine{
+	"vllm.entrypoints.openai.api_server": {
+		module: "vllm.entrypoints.openai.api_server", prog: "api_server.py", modelFlag: "--model",
+		values: set("--model", "--host", "--port", "--revision", "--tensor-parallel-size", "--api-key",
+			"--max-model-len", "--gpu-memory-utilization", "--dtype", "--download-dir", "--max-num-seqs",
+			"--quantization", "--seed", "--tokenizer", "--chat-template", "--uvicorn-log-level",
+			"--pipeline-parallel-size", "--kv-cache-dtype", "--max-num-batched-tokens", "--swap-space",
+			"--generation-config", "--tool-call-parser", "--served-model-name"),
+		switches: set("--trust-remote-code", "--enforce-eager", "--enable-prefix-caching",
+			"--disable-log-requests", "--enable-auto-tool-choice", "--disable-log-stats"),
+		severalNames: true, keyFromEnv: "VLLM_API_KEY", owner: "vllm",
+	},
+	"sglang.launch_server": {
+		module: "sglang.launch_server", prog: "launch_server.py", modelFlag: "--model-path",
+		values: set("--model-path", "--host", "--port", "--revision", "--tp-size", "--api-key",
+			"--mem-fraction-static", "--context-length", "--dtype", "--quantization", "--chunked-prefill-size",
+			"--max-running-requests", "--random-seed", "--tokenizer-path", "--log-level", "--served-model-name"),
+		switches: set("--trust-remote-code", "--enable-metrics", "--disable-radix-cache"),
+		owner:    "sglang",
+	},
+}
+
+// usage exits as argparse does: the message on stderr, exit status 2.
+func usage(e engine, format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "usage: %s [-h] [options]\n%s: error: %s\n", e.prog, e.prog, fmt.Sprintf(format, a...))
+	os.Exit(2)
+}
+
+// parse reads the engine's arguments: flag -> values (the last occurrence wins, as argparse).
+func parse(e engine, args []string) map[string][]string {
+	got := map[string][]string{}
+	var unknown []string
+	for i := 0; i < len(args); i++ {
+		flag, value, inline := strings.Cut(args[i], "=")
+		switch {
+		case e.switches[flag] && !inline:
+			got[flag] = nil
+		case flag == "--served-model-name" && e.severalNames && !inline:
+			var names []string
+			for i+1 < len(args) && !strings.HasPrefix(args[i+1], "--") {
+				i++
+				names = append(names, args[i])
+			}
+			if len(names) == 0 {
+				usage(e, "argument --served-model-name: expected at least one argument")
+			}
+			got[flag] = names
+		case e.values[flag]:
+			if !inline {
+				if i+1 >= len(args) || strings.HasPrefix(args[i+1], "--") {
+					usage(e, "argument %s: expected one argument", flag)
+				}
+				i++
+				value = args[i]
+			}
+			got[flag] = []string{value}
+		default:
+			unknown = append(unknown, args[i])
+		}
+	}
+	if len(unknown) > 0 {
+		usage(e, "unrecognized arguments: %s", strings.Join(unknown, " "))
+	}
+	return got
+}
+
+func first(got map[string][]string, flag, fallback string) string {
+	if v := got[flag]; len(v) > 0 {
+		return v[0]
+	}
+	return fallback
+}
+
+// snapshot finds the model's weights in the Hugging Face cache layout, or says why not.
+func snapshot(model, revision string) (string, error) {
+	cache := os.Getenv("HF_HUB_CACHE")
+	if cache == "" {
+		home := os.Getenv("HF_HOME")
+		if home == "" {
+			home = filepath.Join(os.Getenv("HOME"), ".cache", "huggingface")
+		}
+		cache = filepath.Join(home, "hub")
+	}
+	repo := filepath.Join(cache, "models--"+strings.ReplaceAll(model, "/", "--"))
+	ref := revision
+	if ref == "" {
+		ref = "main"
+	}
+	commit := ref
+	if b, err := os.ReadFile(filepath.Join(repo, "refs", ref)); err == nil {
+		commit = strings.TrimSpace(string(b))
+	}
+	dir := filepath.Join(repo, "snapshots", commit)
+	if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+		return "", fmt.Errorf("OSError: We couldn't connect to 'https://huggingface.co' to load the files, and "+
+			"couldn't find them in the cached files (%s has no snapshot %s with config.json). "+
+			"HF_HUB_OFFLINE=1 is set, so nothing is downloaded.", repo, ref)
+	}
+	return dir, nil
+}
+
+func seconds(name string, fallback float64) time.Duration {
+	if v, err := strconv.ParseFloat(os.Getenv(name), 64); err == nil && v >= 0 {
+		return time.Duration(v * float64(time.Second))
+	}
+	return time.Duration(fallback * float64(time.Second))
+}
+
+func writeJSON(w http.ResponseWriter, code int, body any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func main() {
+	if len(os.Args) < 3 || os.Args[1] != "-m" {
+		fmt.Fprintln(os.Stderr, "engine double (a test double of vLLM and SGLang, not Python): expected `python3 -m MODULE ...`")
+		os.Exit(2)
+	}
+	e, ok := engines[os.Args[2]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "/usr/local/bin/python3: No module named %s\n", os.Args[2])
+		os.Exit(1)
+	}
+	got := parse(e, os.Args[3:])
+	model := first(got, e.modelFlag, "")
+	if model == "" {
+		usage(e, "the following arguments are required: %s", e.modelFlag)
+	}
+	served := got["--served-model-name"]
+	if len(served) == 0 {
+		served = []string{model}
+	}
+	if s := os.Getenv("INFERCRANE_DOUBLE_SERVES"); s != "" {
+		served = strings.Split(s, ",")
+	}
+	key := first(got, "--api-key", "")
+	if key == "" && e.keyFromEnv != "" {
+		key = os.Getenv(e.keyFromEnv)
+	}
+	var shm syscall.Statfs_t
+	shmBytes := int64(-1)
+	if syscall.Statfs("/dev/shm", &shm) == nil {
+		shmBytes = int64(shm.Blocks) * shm.Bsize
+	}
+	keyState := "none"
+	if key != "" {
+		keyState = "set"
+	}
+	fmt.Printf("engine double (%s interface; a test double, not an engine): uid=%d gid=%d model=%s served=%s key=%s shm_bytes=%d\n",
+		e.module, os.Getuid(), os.Getgid(), model, strings.Join(served, ","), keyState, shmBytes)
+	if os.Getenv("HF_HUB_OFFLINE") == "1" {
+		dir, err := snapshot(model, first(got, "--revision", ""))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("weights: %s\n", dir)
+	}
+	time.Sleep(seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3))
+
+	var inFlight atomic.Int64
+	authorized := func(r *http.Request) bool {
+		return key == "" || r.Header.Get("Authorization") == "Bearer "+key
+	}
+	isServed := func(name string) bool {
+		for _, s := range served {
+			if s == name {
+				return true
+			}
+		}
+		return false
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
+		inFlight.Add(1)
+		defer inFlight.Add(-1)
+		if !authorized(r) {
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "Unauthorized"})
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/models":
+			data := []map[string]any{}
+			for _, s := range served {
+				data = append(data, map[string]any{"id": s, "object": "model", "owned_by": e.owner, "root": model})
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+		case "/v1/completions", "/v1/chat/completions":
+			var req struct {
+				Model string `json:"model"`
+			}
+			_ = json.NewDecoder(r.Body).Decode(&req)
+			if !isServed(req.Model) {
+				writeJSON(w, http.StatusNotFound, map[string]any{"error": map[string]any{
+					"message": fmt.Sprintf("The model `%s` does not exist.", req.Model), "type": "NotFoundError", "code": 404}})
+				return
+			}
+			time.Sleep(seconds("INFERCRANE_DOUBLE_RESPONSE_SECONDS", 0))
+			text := "double:" + req.Model
+			if r.URL.Path == "/v1/completions" {
+				writeJSON(w, http.StatusOK, map[string]any{"id": "cmpl-double", "object": "text_completion", "model": req.Model,
+					"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": "stop"}}})
+				return
+			}
+			writeJSON(w, http.StatusOK, map[string]any{"id": "chatcmpl-double", "object": "chat.completion", "model": req.Model,
+				"choices": []map[string]any{{"index": 0, "message": map[string]string{"role": "assistant", "content": text},
+					"finish_reason": "stop"}}})
+		default:
+			writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+		}
+	})
+	addr := net.JoinHostPort(first(got, "--host", "0.0.0.0"), first(got, "--port", "8000"))
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe() }()
+	fmt.Printf("serving on %s\n", addr)
+	select {
+	case err := <-done:
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	case sig := <-stop:
+		fmt.Printf("%s: no new connections; finishing %d request(s) in flight\n", sig, inFlight.Load())
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Println("stopped")
+	}
+}
