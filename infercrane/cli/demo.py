@@ -1,5 +1,7 @@
 """The main job, end to end on the embedded plane: start it, ``pulumi preview``, ``pulumi up``,
-then show the evidence (objects, field managers, pods on the simulated GPU nodes).
+then show the evidence (objects, field managers, pods on the simulated GPU nodes); then, when the
+plane runs its real node, the same for stack ``local-node`` and each replica's own answer to
+``/v1/models`` on its pod address (the engine double's: a test double, never an engine).
 
 Running it twice is a no-op the second time: the plane is reused and ``up`` reports no changes.
 CLI layer.
@@ -14,14 +16,21 @@ from typing import IO
 from infercrane.cli.progress import ProgressView, log_path
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Event, Note
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.plan.actions import count_words
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
+from infercrane.live import served
 from infercrane.live.api import Live
 from infercrane.live.inspect import inspect_report, render_text
+from infercrane.local.bootstrap import WORKER_KEY_FILE
+from infercrane.local.layout import VIEWER_CONTEXT
 from infercrane.local.plane import Plane
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
+
+#: The stack that deploys onto the real node (infercrane.local.node.STACK_FILE).
+NODE_STACK = "local-node"
 
 
 def _view(op: str, total: int, kinds: int, log: IO[str]) -> ProgressView:
@@ -36,41 +45,74 @@ def _print_notes(event: Event) -> None:
         print(event.text)
 
 
+def _deploy(stack: str) -> InferCraneConfig:
+    """``pulumi preview`` then ``pulumi up`` of ``stack``, with the CLI's progress line."""
+    config = stackfile.load_stack(stack)
+    engine = Engine(stack, sink=_print_notes)
+    replicas, kinds = len(config.replicas), len(config.kubernetes.object_kinds)
+    log = log_path(paths.project_root(), stack, "demo")
+    print(f"== pulumi preview --stack {stack}  (Pulumi's full log: {paths.display_path(log)})")
+    with log.open("w", encoding="utf-8") as sink:
+        view = _view("plan", replicas, kinds, sink)
+        pre = engine.preview(on_output=view.on_output, on_event=applied_events(view), suppress_outputs=True)
+        view.checked(replicas)
+        view.close("done")
+        print(f"preview: {count_words(pre.change_summary)}")
+        print(f"== pulumi up --stack {stack}")
+        view, outcome = _view("deploy", replicas, kinds, sink), "failed"
+        try:
+            up = engine.up(
+                on_output=view.on_output, on_event=applied_events(view), channel=Channel(progress=view), suppress_outputs=True
+            )
+            outcome = "done"
+        finally:
+            view.close(outcome)
+    print(f"up: {up.summary.result}: {count_words(up.summary.resource_changes, done=True)}")
+    return config
+
+
+def _evidence(stack: str, config: InferCraneConfig) -> Live:
+    viewer = Live.connect(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))
+    print(
+        f"== evidence (objects read as the deploying identity, context {config.kubernetes.context}, bound to exactly "
+        f"the shipped Role; pods and nodes as the read-only context {VIEWER_CONTEXT})"
+    )
+    print(render_text(*inspect_report(config, Live.connect(config.kubernetes), stack=stack, pod_reader=viewer)))
+    return viewer
+
+
+def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
+    """Each replica asked directly, on its pod address, with the plane's worker key and without."""
+    key_file = plane.state / WORKER_KEY_FILE
+    key = key_file.read_text() if key_file.is_file() else None
+    print("== serving evidence (each replica's engine double asked GET /v1/models on its pod address)")
+    if key is None:
+        print(f"  not verifiable: the plane has no {WORKER_KEY_FILE} (bootstrapped before it existed): `local reset`")
+    for replica, answer in served.answers(viewer, config, key).items():
+        if answer is None:
+            print(f"  {replica}: no pod with an address")
+            continue
+        names = ", ".join(answer.with_key.names) or answer.with_key.error or "nothing"
+        print(
+            f"  {replica} on {answer.node} at {answer.address}:{answer.port}: with the key {answer.with_key.status} "
+            f"[{names}]; without it {answer.without.status}"
+        )
+
+
 def run(stack: str = "local") -> int:
     began = time.monotonic()
     try:
         plane = Plane.default()
         print("== local control plane")
-        plane.start()
-        config = stackfile.load_stack(stack)
-        engine = Engine(stack, sink=_print_notes)
-        replicas, kinds = len(config.replicas), len(config.kubernetes.object_kinds)
-        log = log_path(paths.project_root(), stack, "demo")
-        print(f"== pulumi preview --stack {stack}  (Pulumi's full log: {paths.display_path(log)})")
-        with log.open("w", encoding="utf-8") as sink:
-            view = _view("plan", replicas, kinds, sink)
-            pre = engine.preview(on_output=view.on_output, on_event=applied_events(view), suppress_outputs=True)
-            view.checked(replicas)
-            view.close("done")
-            print(f"preview: {count_words(pre.change_summary)}")
-            print(f"== pulumi up --stack {stack}")
-            view, outcome = _view("deploy", replicas, kinds, sink), "failed"
-            try:
-                up = engine.up(
-                    on_output=view.on_output, on_event=applied_events(view), channel=Channel(progress=view), suppress_outputs=True
-                )
-                outcome = "done"
-            finally:
-                view.close(outcome)
-        print(f"up: {up.summary.result}: {count_words(up.summary.resource_changes, done=True)}")
-        from infercrane.local.layout import VIEWER_CONTEXT
-
-        viewer = Live.connect(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT}))
-        print(
-            f"== evidence (objects read as the deploying identity, context {config.kubernetes.context}, bound to exactly "
-            f"the shipped Role; pods and nodes as the read-only context {VIEWER_CONTEXT})"
-        )
-        print(render_text(*inspect_report(config, Live.connect(config.kubernetes), stack=stack, pod_reader=viewer)))
+        status = plane.start()
+        config = _deploy(stack)
+        _evidence(stack, config)
+        if status.get("realNode") and stack != NODE_STACK:
+            print(f"== the real node {status['realNode']}: stack {NODE_STACK}")
+            config = _deploy(NODE_STACK)
+            _serving(plane, config, _evidence(NODE_STACK, config))
+        elif stack == NODE_STACK:
+            _serving(plane, config, Live.connect(config.kubernetes.model_copy(update={"context": VIEWER_CONTEXT})))
     except InferCraneError as exc:
         print(f"error: {exc}")
         return 1

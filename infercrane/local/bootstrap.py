@@ -101,6 +101,9 @@ def viewer_bindings(user: str, namespace: str) -> list[dict[str, Any]]:
     return out
 
 
+#: The plane's worker key, in its state directory (0600): what the worker Secret was made from.
+WORKER_KEY_FILE: Final = "worker-api-key"
+
 #: What a kubelet of the plane may do (the real node, :mod:`infercrane.local.node`): Kubernetes' own
 #: ``system:node`` role, for the nodes' group its certificates name.
 NODES_BINDING: Final = {
@@ -176,6 +179,12 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
     except ApiError as exc:
         if exc.status.code != 404:
             raise
+        # The file the Secret is made from, as the seed's bootstrap does: the plane's own credential,
+        # which the demo's serving evidence reads -- never the Secret, never printed.
+        key_file = kubeconfig.parent / WORKER_KEY_FILE
+        if not key_file.is_file():
+            key_file.touch(mode=0o600)
+            key_file.write_text(random_secret())
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",
@@ -185,7 +194,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
                 "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"},
             },
             "type": "Opaque",
-            "stringData": {"api-key": random_secret()},
+            "stringData": {"api-key": key_file.read_text()},
         }
         client.create(codecs.from_dict(secret))
 

@@ -114,3 +114,17 @@ def test_a_missing_hugging_face_secret_fails_the_replica_in_the_kubelets_words(p
     events = [e.message for e in admin.list(Event, namespace=NS) if e.involvedObject.name == pod.metadata.name]
     assert any('secret "hf-token-missing" not found' in (m or "") for m in events), events
     assert cli(project, "destroy", "--stack", "itnodehf").returncode == 0
+
+
+def test_the_engine_runs_as_the_configured_user_with_the_configured_shared_memory(project: Project, admin: Client) -> None:
+    """securityContext's uid and gid are the engine's own, and /dev/shm is the size shmSize sets:
+    read from what the engine double prints at its start (its pod's log, through the kubelet)."""
+    identity = {"runAsUser": 1000, "runAsGroup": 1000, "fsGroup": 1000}
+    project.stack("itnodeuid", [on_node("it-node-uid", shmSize="1Gi")], imageDigest=double(), securityContext=identity)
+    done = cli(project, "deploy", "--stack", "itnodeuid")
+    assert done.returncode == 0, done.stderr
+    (pod,) = pods_of(admin, "it-node-uid")
+    first = next(iter(admin.log(pod.metadata.name, namespace=NS)))
+    assert "a test double, not an engine" in first and "uid=1000 gid=1000" in first, first
+    assert f"shm_bytes={1024**3}" in first, first
+    assert cli(project, "destroy", "--stack", "itnodeuid").returncode == 0
