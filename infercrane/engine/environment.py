@@ -18,7 +18,7 @@ from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
 LOCAL_PASSPHRASE: Final = "infercrane-local"
 
 
-LOCAL_STACKS: Final = ("local", "local-kserve")
+LOCAL_STACKS: Final = ("local", "local-kserve", "local-node")
 
 
 def pulumi_root() -> Path:
