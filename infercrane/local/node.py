@@ -245,6 +245,10 @@ def _kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dic
         "maxPods": 16,
         "makeIPTablesUtilChains": False,
         "resolvConf": "",
+        # No DNS server runs on the plane and these pods need none; naming one keeps the kubelet from
+        # warning about every pod (MissingClusterDNS), which the progress line would show as a reason.
+        "clusterDomain": "cluster.local",
+        "clusterDNS": ["10.96.0.10"],
         "serializeImagePulls": False,
     }
 
