@@ -13,14 +13,17 @@ import json
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Any
 
+import yaml
 from lightkube import Client
 from lightkube.resources.core_v1 import Event, Pod, Secret
 
 from infercrane.core import naming
 from infercrane.live import readiness
 from infercrane.local import images, node
+from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, replica
 from tests.integration.test_cli_ops import cli
@@ -128,3 +131,71 @@ def test_the_engine_runs_as_the_configured_user_with_the_configured_shared_memor
     assert "a test double, not an engine" in first and "uid=1000 gid=1000" in first, first
     assert f"shm_bytes={1024**3}" in first, first
     assert cli(project, "destroy", "--stack", "itnodeuid").returncode == 0
+
+
+def test_a_model_cache_claim_is_mounted_read_only_and_the_engine_finds_its_snapshot_or_fails_visibly(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """A claim of the Hugging Face cache layout (a local volume on the node) is mounted at
+    HF_HUB_CACHE with HF_HUB_OFFLINE=1: the engine reads the pinned revision's snapshot from it.
+    A revision the claim does not hold fails the replica as the engine fails, in its words."""
+    from lightkube import codecs
+    from lightkube.resources.core_v1 import PersistentVolumeClaim
+
+    from tests.integration.test_promotion import bootstrap_namespace
+
+    ns, held, absent = "it-nodecache", "c" * 40, "d" * 40
+    bootstrap_namespace(admin, ns)
+    for d in yaml.safe_load_all((code_root() / "deploy/kubernetes/optional/pvc-reader.yaml").read_text()):
+        d["metadata"]["namespace"] = ns
+        admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
+    snapshot = tmp_path / "hub" / "models--Qwen--Qwen3-0.6B" / "snapshots" / held
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    volume = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolume",
+        "metadata": {"name": f"{ns}-weights"},
+        "spec": {
+            "capacity": {"storage": "1Gi"},
+            "accessModes": ["ReadOnlyMany"],
+            "storageClassName": "",
+            "hostPath": {"path": str(tmp_path / "hub"), "type": "Directory"},
+            "claimRef": {"namespace": ns, "name": "weights"},
+        },
+    }
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "weights", "namespace": ns},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}},
+    }
+    for d in (volume, claim):
+        admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
+    deadline = time.monotonic() + 60
+    while admin.get(PersistentVolumeClaim, "weights", namespace=ns).status.phase != "Bound":  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the PV controller did not bind the claim"
+        time.sleep(0.5)
+
+    def stack(revision: str) -> None:
+        cache = {"policy": "required", "pvcs": {f"Qwen/Qwen3-0.6B@{revision}": "weights"}}
+        replicas = [on_node("it-node-cache", modelRevision=revision, startupBudgetSeconds=60)]
+        project.stack("itnodecache", replicas, imageDigest=double(), namespace=ns, artifactCache=cache)
+
+    stack(held)
+    done = cli(project, "deploy", "--stack", "itnodecache")
+    assert done.returncode == 0, done.stderr
+    (pod,) = admin.list(Pod, namespace=ns, labels=naming.selector("it-node-cache"))
+    logged = "\n".join(admin.log(pod.metadata.name, namespace=ns))  # type: ignore[union-attr]
+    assert f"weights: /var/cache/infercrane/huggingface/models--Qwen--Qwen3-0.6B/snapshots/{held}" in logged, logged
+
+    stack(absent)
+    done = cli(project, "deploy", "--stack", "itnodecache")
+    assert done.returncode == 1 and "not ready" in done.stderr, done.stderr
+    failed = [
+        p for p in admin.list(Pod, namespace=ns, labels=naming.selector("it-node-cache")) if absent in json.dumps(p.to_dict())
+    ]
+    assert failed, "the new revision's pod was made"
+    logged = "\n".join(admin.log(failed[0].metadata.name, namespace=ns))  # type: ignore[union-attr]
+    assert "couldn't find them in the cached files" in logged and f"no snapshot {absent}" in logged, logged
+    assert cli(project, "destroy", "--stack", "itnodecache").returncode == 0
