@@ -1,0 +1,54 @@
+"""The real node's images, built without a registry: reproducible to the byte, so the digest a
+stack pins is the digest every machine builds; and the node's refusal, said when it cannot run."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from infercrane.local import images, node
+
+
+def members(archive: bytes) -> dict[str, tarfile.TarInfo]:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        return {m.name: m for m in tar.getmembers()}
+
+
+def read(archive: bytes, name: str) -> bytes:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        f = tar.extractfile(name)
+        assert f is not None
+        return f.read()
+
+
+def test_an_image_built_twice_is_the_same_bytes_and_digest(tmp_path: Path) -> None:
+    binary = tmp_path / "engine-double"
+    binary.write_bytes(b"\x7fELF not really" * 100)
+    first, again = images.engine_double(binary), images.engine_double(binary)
+    assert first.archive == again.archive and first.digest == again.digest
+    binary.write_bytes(b"\x7fELF another build" * 100)
+    assert images.engine_double(binary).digest != first.digest
+
+
+def test_the_archive_names_the_image_by_its_manifest_digest_and_its_entries_carry_no_time_or_owner(tmp_path: Path) -> None:
+    binary = tmp_path / "pause"
+    binary.write_bytes(b"pause")
+    image = images.pause(binary)
+    index = json.loads(read(image.archive, "index.json"))
+    (entry,) = index["manifests"]
+    manifest = read(image.archive, f"blobs/sha256/{entry['digest'].removeprefix('sha256:')}")
+    assert entry["digest"] == image.digest == "sha256:" + hashlib.sha256(manifest).hexdigest()
+    assert entry["annotations"]["org.opencontainers.image.ref.name"] == image.reference == f"{images.PAUSE_REPO}@{image.digest}"
+    entries = members(image.archive)
+    assert list(entries) == sorted(entries)
+    assert {(m.mtime, m.uid, m.gid, m.uname, m.gname) for m in entries.values()} == {(0, 0, 0, "", "")}
+
+
+def test_the_real_node_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
+    assert node.why_not(tmp_path) == "the real node needs root (cgroups, mounts, network namespaces)"
