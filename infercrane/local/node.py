@@ -386,8 +386,8 @@ def _mounts_under(root: Path) -> list[str]:
 
 
 def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
-    """Once the kubelet has registered its Node, write its GPUs into the Node's status as an
-    extended resource (the kubelet keeps a capacity it does not manage itself)."""
+    """Once the kubelet has registered its Node and it is Ready, write its GPUs into the Node's
+    status as an extended resource (the kubelet keeps a capacity it does not manage itself)."""
     from lightkube import ApiError
     from lightkube.resources.core_v1 import Node
     from lightkube.types import PatchType
@@ -398,14 +398,21 @@ def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            client.get(Node, NAME)
-            break
+            found = client.get(Node, NAME)
         except ApiError as exc:
             if exc.status.code != 404 or time.monotonic() > deadline:
                 raise PlaneError(f"the real node {NAME} did not register: {exc.status.message}") from exc
             time.sleep(0.2)
+            continue
+        conditions = (found.status.conditions if found.status else None) or []
+        if any(c.type == "Ready" and c.status == "True" for c in conditions):
+            break
+        if time.monotonic() > deadline:
+            raise PlaneError(f"the real node {NAME} registered but is not Ready after {timeout:.0f} s; see the kubelet's log")
+        time.sleep(0.2)
     gpus = {"nvidia.com/gpu": str(GPUS)}
-    client.patch(Node.Status, NAME, {"status": {"capacity": gpus}}, patch_type=PatchType.MERGE)
+    # Allocatable too: the kubelet would derive it from the capacity only at its next status update.
+    client.patch(Node.Status, NAME, {"status": {"capacity": gpus, "allocatable": gpus}}, patch_type=PatchType.MERGE)
 
 
 #: The stack that deploys onto the real node, pinned to the engine double's digest.
