@@ -201,7 +201,12 @@ class NotReady(InferCraneError):
             f"{len(failures)} of {total} replica(s) not ready; the objects were applied and are left as they are:",
             bullets(f"replica {key} ({name}): {reason}" for key, name, reason in failures),
         ]
-        if any("FailedScheduling" in reason for _, _, reason in failures):
+        if any("CreateContainerConfigError" in reason for _, _, reason in failures):
+            fix = (
+                "create the Secret or ConfigMap the kubelet names, with the key the stack file references, in the "
+                "target namespace (or fix the reference: huggingFaceToken, workerSecret), then deploy again"
+            )
+        elif any("FailedScheduling" in reason for _, _, reason in failures):
             fix = (
                 "use a GPU value your nodes carry (`infercrane doctor --kubernetes` shows capacity per "
                 "product label), free GPUs, or add nodes; InferCrane never substitutes the GPU"

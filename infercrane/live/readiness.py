@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -28,6 +29,11 @@ from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_pre
 from infercrane.live.warnings import pod_warnings
 
 POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <= 1 s, load flat in N
+#: What the kubelet says of a pod whose spec names a Secret, ConfigMap or key that is not there (a
+#: Warning Event, `reason: message`): the pod waits in CreateContainerConfigError, which no wait
+#: cures, so the replica fails at once instead of at the end of its startup budget.
+UNMAKEABLE: Final = re.compile(r"^Failed: Error: (?:secret|configmap) \"[^\"]+\" not found|^Failed: Error: couldn't find key ")
+CONFIG_ERROR: Final = "CreateContainerConfigError"
 AWAIT_MARGIN_SECONDS: Final = 60  # past the startup budget (the progress deadline), before giving up
 API_GRACE_SECONDS: Final = 30.0  # an API server unreachable this long fails the wait (not the startup budget)
 
@@ -212,9 +218,18 @@ class FleetWaiter:
                 last_report = now
                 snapshot = self.progress()
                 warnings = await asyncio.to_thread(self.warnings, list(snapshot.waiting))  # one Events LIST
+                self._fail_unmakeable(warnings)
                 self._report(dataclasses.replace(snapshot, warnings=warnings))
             if self._waited:
                 await asyncio.sleep(self._poll)
+
+    def _fail_unmakeable(self, warnings: Mapping[str, list[str]]) -> None:
+        """Fail at once each wait whose pods the kubelet cannot make from their spec (a Secret,
+        ConfigMap or key it names is missing: CreateContainerConfigError), in the kubelet's words."""
+        for name, lines in warnings.items():
+            said = next((line for line in lines if UNMAKEABLE.match(line)), None)
+            if said is not None and name in self._waited:
+                self._resolve(name, Verdict("failed", f"{CONFIG_ERROR}: the kubelet cannot create its container: {said}"))
 
     def progress(self) -> Progress:
         waiting = {name: w.last.reason for name, w in self._waited.items()}

@@ -383,8 +383,8 @@ def test_pods_the_namespaces_pod_security_level_rejects_fail_the_replica_at_once
 
 def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas_pod() -> None:
     """The kubelet's words when a secretKeyRef names no Secret (CreateContainerConfigError): the
-    replica's reason names the Secret without InferCrane reading Secrets or Pods (the local plane
-    runs no kubelet, so this is the one tier that sees the event)."""
+    replica's reason names the Secret without InferCrane reading Secrets or Pods (a real kubelet
+    says it on the local plane's real node: test_real_node.py)."""
     from infercrane.live.warnings import pod_warnings
 
     dep = "infercrane-0123456789abcdef01234567"
@@ -611,3 +611,46 @@ def test_the_fleet_wait_reads_kserves_predictors_when_it_may(deployments: list[d
     waiter = FleetWaiter(Live(client, target()), "InferenceService", poll_seconds=0.0001, clock=lambda: 1.0 * next(ticks))  # type: ignore[arg-type]
     verdict = run(asyncio.wait_for(waiter.wait("infercrane-x", 2, 5), 10))
     assert verdict.state == state, verdict
+
+
+def test_a_replica_whose_pods_the_kubelet_cannot_make_fails_at_once_not_at_the_end_of_its_budget() -> None:
+    """A Secret the pod spec names is not there: no wait cures CreateContainerConfigError, so the
+    wait fails on the first look at the Warning Events, in the kubelet's words, long before the
+    budget -- and a replica with only passing warnings goes on waiting."""
+    from infercrane.core.errors import NotReady
+
+    a, b = "infercrane-a", "infercrane-b"
+
+    class Unmakeable(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if fields is not None:
+                events = [
+                    event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5),
+                    event("Pod", f"{b}-6c9d8e7f5-y3y5r", "BackOff", "Back-off pulling image", 6),
+                ]
+                return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in events]
+            return super().list(res, namespace, labels, fields)
+
+    waiting = [named(n, dep(1, 1, updated=1, available=0)) for n in (a, b)]
+    ticks = iter(range(10_000))
+    seen: list[Any] = []
+    client = Unmakeable([waiting])
+    waiter = FleetWaiter(
+        Live(client, target()),  # type: ignore[arg-type]
+        "Deployment",
+        poll_seconds=0.0001,
+        report=seen.append,
+        report_every=1.0,
+        clock=lambda: 1.0 * next(ticks),
+    )
+
+    async def both() -> tuple[Verdict, Verdict]:
+        return await waiter.wait(a, 1, 600), await waiter.wait(b, 1, 30)
+
+    first, second = run(both())
+    assert first.state == "failed" and first.reason.startswith("CreateContainerConfigError: the kubelet cannot create")
+    assert 'Failed: Error: secret "hf-token" not found' in first.reason
+    assert second.state == "failed" and second.reason.startswith("not ready within its startup budget + margin")
+    assert "BackOff: Back-off pulling image" in second.reason  # a passing warning: it waited out its budget
+    fix = NotReady([("k", a, first.reason)], 1).fix or ""
+    assert fix.startswith("create the Secret or ConfigMap the kubelet names")
