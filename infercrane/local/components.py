@@ -17,6 +17,7 @@ import yaml
 from lightkube import ApiError
 
 from infercrane.core.errors import PlaneError
+from infercrane.local import node
 from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
 from infercrane.local.supervise import port_open
 
@@ -211,43 +212,11 @@ def _kserve_webhooks(x: Launch) -> None:
 
 
 def _node_prepare(x: Launch) -> None:
-    from infercrane.local import node
-
     node.prepare(x.state, x.pki, x.ports["apiserver"], x.ports["kubelet"], x.ports["kubelet_healthz"])
 
 
 def _kubelet_ready(x: Launch) -> bool:
     return http_status(f"{x.url('kubelet_healthz')}/healthz", x.pki, 1.0) == 200
-
-
-def _node_registered(x: Launch) -> None:
-    from infercrane.local import node
-
-    node.advertise(x.kubeconfig)
-
-
-def node_args(name: str, x: Launch) -> list[str]:
-    from infercrane.local import node
-
-    return node.containerd_args(x.state) if name == "containerd" else node.kubelet_args(x.state)
-
-
-def node_env(x: Launch) -> dict[str, str]:
-    from infercrane.local import node
-
-    return node.env(x.state)
-
-
-def node_ready(x: Launch) -> bool:
-    from infercrane.local import node
-
-    return node.containerd_ready(x.state)
-
-
-def node_images(x: Launch) -> None:
-    from infercrane.local import node
-
-    node.import_images(x.state)
 
 
 def api_ready(x: Launch, timeout: float = 2.0) -> bool:
@@ -272,19 +241,19 @@ COMPONENTS: Final = (
     ),
     Component(
         "containerd",
-        lambda x: node_args("containerd", x),
-        env=node_env,
+        lambda x: node.containerd_args(x.state),
+        env=lambda x: node.env(x.state),
         before=_node_prepare,
-        ready=node_ready,
+        ready=lambda x: node.containerd_ready(x.state),
         ready_what="the real node's containerd",
-        after=node_images,
+        after=lambda x: node.import_images(x.state),
     ),
     Component(
         "kubelet",
-        lambda x: node_args("kubelet", x),
+        lambda x: node.kubelet_args(x.state),
         ready=_kubelet_ready,
         ready_what="the real node's kubelet /healthz",
-        after=_node_registered,
+        after=lambda x: node.advertise(x.kubeconfig),
     ),
 )
 NAMES: Final = tuple(c.name for c in COMPONENTS)
