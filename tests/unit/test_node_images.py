@@ -52,3 +52,43 @@ def test_the_archive_names_the_image_by_its_manifest_digest_and_its_entries_carr
 def test_the_real_node_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(node.os, "geteuid", lambda: 1000)
     assert node.why_not(tmp_path) == "the real node needs root (cgroups, mounts, network namespaces)"
+
+
+def test_a_second_plane_starts_without_a_real_node_and_says_whose_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """One real node per machine: its bridge names its plane; while that plane's kubelet runs,
+    another plane is told so (and the machine's node is left alone)."""
+    other = tmp_path / "other-plane"
+    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(node, "_first", lambda paths, name="": Path("/usr/lib/cni") / name)
+    monkeypatch.setattr(node.Path, "is_file", lambda self: True)
+    monkeypatch.setattr(node.shutil, "which", lambda name: "/usr/sbin/ip")
+    monkeypatch.setattr(node, "find_tool", lambda name: Path("/bin") / name)
+    monkeypatch.setattr(node, "_owner", lambda: other)
+    monkeypatch.setattr(node, "_kubelet_runs", lambda state: state == other)
+    cleaned: list[Path] = []
+    monkeypatch.setattr(node, "clean_up", lambda state: cleaned.append(state) or [])
+    said = node.why_not(tmp_path / "this-plane")
+    assert said == f"the real node of the plane at {other} runs (one per machine: its bridge and cgroups are the machine's)"
+    assert cleaned == []
+    monkeypatch.setattr(node, "_kubelet_runs", lambda state: False)  # that plane was killed: its leftovers go
+    assert node.why_not(tmp_path / "this-plane") is None and cleaned == [other]
+
+
+def test_local_start_says_when_the_built_engine_double_is_not_the_digest_the_node_stack_pins(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    binary = tmp_path / "engine-double"
+    binary.write_bytes(b"a double")
+    monkeypatch.setattr(node, "find_tool", lambda name: binary)
+    built = images.engine_double(binary).reference
+    stack = tmp_path / node.STACK_FILE
+    stack.parent.mkdir(parents=True)
+
+    def pinned(reference: str) -> str | None:
+        stack.write_text(f"config:\n  infercrane:kubernetes:\n    imageDigest: {reference}\n")
+        return node.pin_note(tmp_path)
+
+    assert pinned(built) is None
+    note = pinned(images.ENGINE_DOUBLE_REPO + "@sha256:" + "0" * 64)
+    assert note is not None and f"the engine double built here is {built}" in note
+    assert "set imageDigest to the built reference" in note
