@@ -45,10 +45,6 @@ RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
 CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
 NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
-SETUP_FIX: Final = (
-    "as root: `apt-get install runc containernetworking-plugins` and `tools/build.sh node node-images` "
-    "(README: the fresh-machine line); the kwok nodes run without it"
-)
 
 
 def home(state: Path) -> Path:
@@ -67,17 +63,22 @@ def why_not(state: Path) -> str | None:
     if not (CGROUP_V1 / "memory").is_dir() and not (CGROUP_V1 / "cgroup.controllers").is_file():
         return "no cgroup hierarchy at /sys/fs/cgroup"
     if _first(RUNC) is None:
-        return "runc is not installed (" + " or ".join(RUNC) + ")"
+        return (
+            "runc is not installed (" + " or ".join(RUNC) + "); fix: `apt-get install runc containernetworking-plugins` as root"
+        )
     cni = _first(CNI_BIN, "bridge")
     if cni is None or any(not (cni.parent / p).is_file() for p in CNI_PLUGINS):
-        return f"the CNI plugins {', '.join(CNI_PLUGINS)} are not installed (" + " or ".join(CNI_BIN) + ")"
+        return (
+            f"the CNI plugins {', '.join(CNI_PLUGINS)} are not installed (" + " or ".join(CNI_BIN) + "); "
+            "fix: `apt-get install containernetworking-plugins` as root"
+        )
     if shutil.which("ip") is None:
         return "`ip` (iproute2) is not installed"
     for tool in NODE_TOOLS:
         try:
             find_tool(tool)
         except Exception:  # noqa: BLE001 - ToolNotFound: said as the reason
-            return f"{tool} is not built"
+            return f"{tool} is not built; fix: `tools/build.sh node node-images`"
     owner = _owner()
     if owner is not None and owner != state:
         if _kubelet_runs(owner):
