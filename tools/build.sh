@@ -130,13 +130,16 @@ kube_ldflags() {
 }
 
 # build_kube DEST [PATCH]: the control plane and kubectl of one Kubernetes release (default
-# KUBERNETES_VERSION) from its wrapper module tools/go/kubernetes-<minor>.
+# KUBERNETES_VERSION) from its wrapper module tools/go/kubernetes-<minor>; another release of the
+# matrix (kube@MINOR) gets its kubelet too, for the real node of a plane of that version (the
+# default release's kubelet is in the node entry, beside containerd).
 build_kube() {
-  local out="$1/bin" version="${2:-$KUBERNETES_VERSION}" ldflags
+  local out="$1/bin" version="${2:-$KUBERNETES_VERSION}" ldflags cmds=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
   local module="$here/go/kubernetes-${version%.*}"
   [[ -f "$module/go.mod" ]] || { log "  kube: no wrapper module $module"; return 1; }
+  [[ "$version" == "$KUBERNETES_VERSION" ]] || cmds+=(kubelet)
   ldflags="$(kube_ldflags "$version")"
-  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+  for cmd in "${cmds[@]}"; do
     log "  kube $version: $cmd"
     (cd "$module" && go build -o "$out/$cmd" -ldflags "$ldflags" "k8s.io/kubernetes/cmd/$cmd")
   done

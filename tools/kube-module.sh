@@ -22,6 +22,7 @@ mkdir -p "$dir"
   echo "module infercrane.local/tools/kubernetes"
   echo
   echo "go $go_directive"
+  awk '$1 == "godebug" && $2 != "(" {print}' "$gomod"  # e.g. godebug default=go1.26: the release's own runtime defaults
   echo
   echo "// k8s.io/kubernetes replaces every staging module with ./staging/...; a wrapper"
   echo "// module cannot see those directories, so it pins the published $staging of each."

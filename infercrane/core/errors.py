@@ -184,6 +184,10 @@ class CacheRefused(InferCraneError):
         )
 
 
+#: A replica whose engine the kubelet restarted because its startup probe kept failing (readiness).
+STARTUP_KILLED: Final = "killed by its startup probe"
+
+
 class NotReady(InferCraneError):
     """Applied, but some replicas did not become ready (each with its reason)."""
 
@@ -205,6 +209,12 @@ class NotReady(InferCraneError):
             fix = (
                 "create the Secret or ConfigMap the kubelet names, with the key the stack file references, in the "
                 "target namespace (or fix the reference: huggingFaceToken, workerSecret), then deploy again"
+            )
+        elif any(STARTUP_KILLED in reason for _, _, reason in failures):
+            fix = (
+                f"raise startupBudgetSeconds of each replica {STARTUP_KILLED} if its model loads that long (it sizes "
+                "the probe), or read its pod's log for why the engine never answered "
+                "its health check; then deploy again"
             )
         elif any("FailedScheduling" in reason for _, _, reason in failures):
             fix = (

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.errors import ClusterError
+from infercrane.core.errors import STARTUP_KILLED, ClusterError
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
 from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
@@ -34,6 +34,9 @@ POLL_SECONDS: Final = 1.0  # one LIST per second for the whole stack: latency <=
 #: cures, so the replica fails at once instead of at the end of its startup budget.
 UNMAKEABLE: Final = re.compile(r"^Failed: Error: (?:secret|configmap) \"[^\"]+\" not found|^Failed: Error: couldn't find key ")
 CONFIG_ERROR: Final = "CreateContainerConfigError"
+#: The kubelet's Warning when a startup probe check fails; failureThreshold of them in a row (the
+#: startup budget, :mod:`infercrane.core.render.workloads`) and it kills the engine and restarts it.
+STARTUP_PROBE_FAILED: Final = "Unhealthy: Startup probe failed"
 AWAIT_MARGIN_SECONDS: Final = 60  # past the startup budget (the progress deadline), before giving up
 API_GRACE_SECONDS: Final = 30.0  # an API server unreachable this long fails the wait (not the startup budget)
 
@@ -212,8 +215,10 @@ class FleetWaiter:
             if failed:
                 why = await asyncio.to_thread(self.warnings, failed)
                 for name in failed:
-                    reason = self._waited[name].last.reason
-                    self._resolve(name, Verdict("failed", reason + "".join(f"\n      {w}" for w in why.get(name, []))))
+                    reason, said = self._waited[name].last.reason, why.get(name, [])
+                    if any(w.startswith(STARTUP_PROBE_FAILED) for w in said):
+                        reason = f"{STARTUP_KILLED} (its engine did not answer within its startup budget): {reason}"
+                    self._resolve(name, Verdict("failed", reason + "".join(f"\n      {w}" for w in said)))
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now
                 snapshot = self.progress()

@@ -144,14 +144,24 @@ class Plane:
             return status
         self.stop(quiet=True)
         tools = {name: find_tool(name) for name in NAMES if name not in NODE_COMPONENTS}
+        node_tools: dict[str, Path] = {}
         if kubernetes_version:
-            tools |= {k: v for k, v in kubernetes_tools(kubernetes_version).items() if k in tools}
+            built = kubernetes_tools(kubernetes_version)
+            tools |= {k: v for k, v in built.items() if k in tools}
+            node_tools = {k: v for k, v in built.items() if k in NODE_COMPONENTS}
         version = self._version(tools["kube-apiserver"])
         why = node.why_not(self.state) if real_node else "not asked for (--no-real-node)"
-        if why is None and (kubelet := self._version(find_tool("kubelet"))) != version:
-            why = f"its kubelet is Kubernetes {kubelet}, this plane {version}"
         if why is None:
-            tools |= {name: find_tool(name) for name in NODE_COMPONENTS}
+            node_tools = {name: node_tools.get(name) or find_tool(name) for name in NODE_COMPONENTS}
+            if (kubelet := self._version(node_tools["kubelet"])) != version:
+                release = version.rsplit(".", 1)[0]
+                why = (
+                    f"its kubelet is Kubernetes {kubelet}, this plane {version}; fix: `tools/build.sh kube@{release}` "
+                    "builds the release's kubelet beside it (an entry built before it had one: remove the entry "
+                    f"`tools/build.sh --print-kube-path {release}` names, then build)"
+                )
+        if why is None:
+            tools |= node_tools
         else:
             progress(f"note: the plane starts without its real node: {why}")
         wanted = [c for c in COMPONENTS if c.name in tools]

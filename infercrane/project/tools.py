@@ -49,7 +49,9 @@ KUBE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 
 def kubernetes_tools(minor: str) -> dict[str, Path]:
     """The control-plane binaries of Kubernetes ``minor`` (``1.34``) from this checkout's pinned
-    builds (``tools/build.sh kube@1.34`` builds them). ToolNotFound when not pinned or not built."""
+    builds (``tools/build.sh kube@1.34`` builds them), and its kubelet when built beside them (a
+    release other than the default: the default's is in the node entry). ToolNotFound when not
+    pinned or not built."""
     script = code_root() / "tools" / "build.sh"
     if not script.is_file():
         raise ToolNotFound(
@@ -62,4 +64,5 @@ def kubernetes_tools(minor: str) -> dict[str, Path]:
     missing = [b for b in KUBE_BINARIES if not (bin_dir / b).is_file()]
     if missing:
         raise ToolNotFound(f"Kubernetes {minor} is not built ({', '.join(missing)}).", fix=f"run `tools/build.sh kube@{minor}`")
-    return {b: bin_dir / b for b in KUBE_BINARIES}
+    kubelet = {"kubelet": bin_dir / "kubelet"} if (bin_dir / "kubelet").is_file() else {}
+    return {b: bin_dir / b for b in KUBE_BINARIES} | kubelet

@@ -205,3 +205,52 @@ def test_a_model_cache_claim_is_mounted_read_only_and_the_engine_finds_its_snaps
     logged = "\n".join(admin.log(failed[0].metadata.name, namespace=ns))  # type: ignore[union-attr]
     assert "couldn't find them in the cached files" in logged and f"no snapshot {absent}" in logged, logged
     assert cli(project, "destroy", "--stack", "itnodecache").returncode == 0
+
+
+def test_a_model_that_loads_longer_than_its_startup_budget_is_killed_by_the_startup_probe_and_said_so(
+    project: Project, admin: Client
+) -> None:
+    """The startup probe is sized from startupBudgetSeconds (failureThreshold x period): an engine
+    that takes longer to load is restarted by the kubelet before it ever serves, and the deploy
+    says so -- the probe's own words, the restart, and the setting that sizes it."""
+    load = {"name": "INFERCRANE_DOUBLE_LOAD_SECONDS", "value": "600"}  # the double's load time (a pod env setting)
+    project.stack("itnodeslow", [on_node("it-node-slow", startupBudgetSeconds=60, pod={"env": [load]})], imageDigest=double())
+    began = time.monotonic()
+    done = cli(project, "deploy", "--stack", "itnodeslow")
+    took = time.monotonic() - began
+    assert done.returncode == 1, done.stdout
+    assert "Unhealthy: Startup probe failed" in done.stderr, done.stderr
+    assert "killed by its startup probe" in done.stderr, done.stderr
+    assert "fix: raise startupBudgetSeconds of each replica killed by its startup probe" in done.stderr, done.stderr
+    assert took < 60 + 60, f"failed by the progress deadline (the startup budget), not the margin after it: {took:.0f} s"
+    (pod,) = pods_of(admin, "it-node-slow")
+    status = pod.status.containerStatuses[0] if pod.status and pod.status.containerStatuses else None
+    assert status is not None and status.restartCount >= 1 and not status.started, status
+    killed = [e.message or "" for e in admin.list(Event, namespace=NS) if e.involvedObject.name == pod.metadata.name]
+    assert any("failed startup probe, will be restarted" in m for m in killed), killed
+    assert cli(project, "destroy", "--stack", "itnodeslow").returncode == 0
+
+
+def test_inspect_shows_each_pod_on_the_real_node_when_the_identity_may_read_pods(project: Project, admin: Client) -> None:
+    """With the optional pod reader (deploy/kubernetes/optional/pod-reader.yaml) in its namespace,
+    the restricted identity's `inspect` shows the replica's pod running on the real node."""
+    from lightkube import codecs
+
+    from tests.integration.test_promotion import bootstrap_namespace
+
+    ns = "it-nodeinspect"
+    bootstrap_namespace(admin, ns)
+    for d in yaml.safe_load_all((code_root() / "deploy/kubernetes/optional/pod-reader.yaml").read_text()):
+        d["metadata"]["namespace"] = ns  # granted to the deploying identity (its subject stays)
+        admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
+    project.stack("itnodeinspect", [on_node("it-node-inspect")], imageDigest=double(), namespace=ns)
+    done = cli(project, "deploy", "--stack", "itnodeinspect")
+    assert done.returncode == 0, done.stderr
+    shown = cli(project, "inspect", "--stack", "itnodeinspect", "--json")
+    assert shown.returncode == 0, shown.stderr
+    (rec,) = json.loads(shown.stdout)["replicas"]
+    (pod,) = rec["pods"]
+    assert pod["node"] == node.NAME and pod["phase"] == "Running", pod
+    (running,) = admin.list(Pod, namespace=ns, labels=naming.selector("it-node-inspect"))
+    assert running.metadata is not None and pod["name"] == running.metadata.name
+    assert cli(project, "destroy", "--stack", "itnodeinspect").returncode == 0

@@ -654,3 +654,27 @@ def test_a_replica_whose_pods_the_kubelet_cannot_make_fails_at_once_not_at_the_e
     assert "BackOff: Back-off pulling image" in second.reason  # a passing warning: it waited out its budget
     fix = NotReady([("k", a, first.reason)], 1).fix or ""
     assert fix.startswith("create the Secret or ConfigMap the kubelet names")
+
+
+def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_with_the_budget_as_the_fix() -> None:
+    """The progress deadline (the startup budget) ends the wait; the kubelet's probe warnings on
+    the replica's pod say why: the engine never answered in time and was restarted."""
+    from infercrane.core.errors import NotReady
+
+    a = "infercrane-a"
+    deadline = {"status": "False", "reason": "ProgressDeadlineExceeded", "message": "has timed out progressing"}
+
+    class SlowToLoad(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if fields is not None:
+                said = event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Unhealthy", "Startup probe failed: connection refused", 5)
+                return [type("E", (), {"to_dict": lambda self: said})()]
+            return super().list(res, namespace, labels, fields)
+
+    client = SlowToLoad([[named(a, dep(1, 1, available=0, Progressing=deadline))]])
+    verdict = run(FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001).wait(a, 1, 600))  # type: ignore[arg-type]
+    assert verdict.state == "failed"
+    assert verdict.reason.startswith("killed by its startup probe (its engine did not answer within its startup budget): ")
+    assert "ProgressDeadlineExceeded" in verdict.reason and "Unhealthy: Startup probe failed: connection refused" in verdict.reason
+    fix = NotReady([("k", a, verdict.reason)], 1).fix or ""
+    assert fix.startswith("raise startupBudgetSeconds of each replica killed by its startup probe")
