@@ -103,6 +103,11 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int, applied:
         return Verdict("waiting", f"{total - updated} old replica(s) pending termination{suffix}")
     if available < max(updated, 1):
         return Verdict("waiting", f"{available} of {updated} updated replica(s) available{suffix}")
+    # A deleted pod still holds its GPUs and drains its requests: the next wave waits until it is
+    # gone, not merely deleted (status.terminatingReplicas: Kubernetes >= 1.35; absent before).
+    terminating = int(status.get("terminatingReplicas") or 0)
+    if terminating:
+        return Verdict("waiting", f"{terminating} old pod(s) still terminating (draining)")
     return Verdict("ready")
 
 

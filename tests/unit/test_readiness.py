@@ -64,8 +64,25 @@ def dep(
             "waiting",
             "0 of 1 replica(s) updated (ReplicaFailure: quota exceeded)",
         ),
+        # A surge's old pod, deleted once the new one was available, still drains: not gone yet.
+        (
+            dep(2, 2) | {"status": dep(2, 2)["status"] | {"terminatingReplicas": 1}},
+            2,
+            "waiting",
+            "1 old pod(s) still terminating (draining)",
+        ),
     ],
-    ids=["ready", "unobserved", "older-generation", "recreate-stale", "old-pod", "not-available", "deadline", "replica-failure"],
+    ids=[
+        "ready",
+        "unobserved",
+        "older-generation",
+        "recreate-stale",
+        "old-pod",
+        "not-available",
+        "deadline",
+        "replica-failure",
+        "old-pod-draining",
+    ],
 )
 def test_deployment_verdict_follows_rollout_status_and_never_trusts_a_stale_status(
     obj: dict[str, Any], applied: int, state: str, reason: str

@@ -73,8 +73,8 @@ def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[
     [
         # vLLM serves the model under the endpoint name and the model id (clients of the original
         # adapter send the model id); SGLang's flag takes one name.
-        ("vllm", 1, None, ["Qwen/Qwen3-8B"]),
-        ("vllm", 4, "abc", ["Qwen/Qwen3-8B", "--revision", "abc", "--tensor-parallel-size", "4"]),
+        ("vllm", 1, None, ["Qwen/Qwen3-8B", "--shutdown-timeout", "30"]),
+        ("vllm", 4, "abc", ["Qwen/Qwen3-8B", "--revision", "abc", "--tensor-parallel-size", "4", "--shutdown-timeout", "30"]),
         ("sglang", 2, "abc", ["--revision", "abc", "--tp-size", "2", "--api-key", "$(INFERCRANE_WORKER_API_KEY)"]),
     ],
     ids=["vllm-single", "vllm-tp-revision", "sglang-tp-revision"],
@@ -83,7 +83,7 @@ def test_engine_flags(values: dict[str, Any], engine: str, count: int, revision:
     r = values["infercrane:replicas"][0] | {"engine": engine, "gpuCount": count, "modelRevision": revision}
     values["infercrane:replicas"][0] = r
     replica = loading.load(values, source="s", env={}).replicas[0]
-    command, args = command_and_args(replica)
+    command, args = command_and_args(replica, 30)
     model_flag = "--model-path" if engine == "sglang" else "--model"
     assert args[:2] == [model_flag, "Qwen/Qwen3-8B"]
     assert args[args.index("--host") + 1] == "0.0.0.0"
@@ -215,3 +215,44 @@ def test_switching_scaling_changes_the_deployment_but_not_its_pod_template(value
     key = "infercrane.dev/intent-hash"
     assert fixed["metadata"]["annotations"][key] != external["metadata"]["annotations"][key]  # still a new intent
     assert fixed["metadata"]["annotations"][key] == fixed["spec"]["template"]["metadata"]["annotations"][key]
+
+
+def test_every_pod_leaves_routing_then_drains_within_a_grace_period_derived_from_both(values: dict[str, Any]) -> None:
+    """Defaults: a 10 s preStop sleep (routers follow the EndpointSlices late), vLLM's
+    --shutdown-timeout 30 (it aborts in-flight requests without it), a grace period of both + 5."""
+    dep, _ = render(values)
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert c["lifecycle"] == {"preStop": {"sleep": {"seconds": 10}}}
+    assert c["args"][c["args"].index("--shutdown-timeout") + 1] == "30"
+    assert pod["terminationGracePeriodSeconds"] == 10 + 30 + 5
+
+
+def test_a_replicas_drain_overrides_the_targets_field_by_field_and_zero_renders_no_prestop(values: dict[str, Any]) -> None:
+    values["infercrane:kubernetes"]["drain"] = {"preStopSeconds": 20, "shutdownSeconds": 60}
+    dep, _ = render(values, drain={"preStopSeconds": 0})
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert "lifecycle" not in c
+    assert c["args"][c["args"].index("--shutdown-timeout") + 1] == "60"
+    assert pod["terminationGracePeriodSeconds"] == 0 + 60 + 5
+
+
+def test_sglang_drains_on_sigterm_by_itself_and_kserve_pods_drain_too(values: dict[str, Any]) -> None:
+    dep, _ = render(values, engine="sglang")
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert "--shutdown-timeout" not in c["args"] and c["lifecycle"]["preStop"]["sleep"]["seconds"] == 10
+    values["infercrane:kubernetes"]["workloadApi"] = "kserve"
+    (isvc,) = render(values, engine="vllm")
+    pred = isvc["spec"]["predictor"]
+    assert pred["terminationGracePeriodSeconds"] == 45 and pred["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"] == 10
+
+
+def test_a_shutdown_timeout_in_the_replicas_args_is_refused_for_the_drain_setting(values: dict[str, Any]) -> None:
+    from infercrane.core.errors import ConfigError
+
+    values["infercrane:replicas"][0]["args"] = ["--shutdown-timeout=120"]
+    with pytest.raises(ConfigError) as err:
+        loading.load(values, source="Pulumi.dev.yaml", env={})
+    assert "--shutdown-timeout is set by InferCrane from drain.shutdownSeconds" in str(err.value)
+    assert "Pulumi.dev.yaml" in str(err.value)

@@ -17,6 +17,8 @@ from infercrane.core.model.engines import ENGINES, SECRET_FLAGS
 from infercrane.core.model.kinds import WORKLOAD_APIS, WorkloadApi
 from infercrane.core.model.pod import (
     ArtifactCache,
+    Drain,
+    DrainOverride,
     PodIdentity,
     PodSettings,
     Resources,
@@ -83,6 +85,10 @@ class KubernetesTarget(Frozen):
         None,
         description="CPU and memory per GPU of every replica ({} for the defaults; override per replica with "
         "replicas[].resources); default none: no CPU/memory requests, as before this setting existed.",
+    )
+    drain: Drain = Field(
+        default_factory=lambda: Drain.model_validate({}),
+        description="How every replica's pod leaves routing and drains before it stops (override per replica).",
     )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
@@ -160,6 +166,9 @@ class Replica(Frozen):
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
     hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
     resources: ResourcesOverride = Field(default_factory=lambda: ResourcesOverride.model_validate({}))
+    drain: DrainOverride = Field(
+        default_factory=lambda: DrainOverride.model_validate({}), description="As kubernetes.drain, for this replica."
+    )
     pod: PodSettings = Field(
         default_factory=lambda: PodSettings.model_validate({}), description="As kubernetes.pod, added to it for this replica."
     )
@@ -215,6 +224,11 @@ class Replica(Frozen):
             flag = a.split("=", 1)[0]
             if flag in SECRET_FLAGS:
                 bad.append(f"{flag} would put a secret in the process arguments (the key comes from the Secret)")
+            elif engine in ENGINES and flag == ENGINES[engine].shutdown_flag:
+                bad.append(
+                    f"{flag} is set by InferCrane from drain.shutdownSeconds (the replica's, else kubernetes.drain), "
+                    "so that the pod's grace period covers it"
+                )
             elif engine in ENGINES and flag in ENGINES[engine].managed_flags:
                 bad.append(f"{flag} is set by InferCrane from the replica fields")
         if bad:
@@ -243,6 +257,10 @@ class InferCraneConfig(Frozen):
     def pod_for(self, replica: Replica) -> PodSettings:
         """The pod settings of ``replica``: its own over the target's."""
         return replica.pod.over(self.kubernetes.pod)
+
+    def drain_for(self, replica: Replica) -> Drain:
+        """How ``replica``'s pod drains: its own settings over the target's."""
+        return replica.drain.over(self.kubernetes.drain)
 
     def cache_for(self, replica: Replica) -> str | None:
         """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""

@@ -27,16 +27,24 @@ class EngineSpec:
     # How the engine gets the worker key when it reads no variable of its own: the flag, given
     # the kubelet's reference to the Secret-backed variable (never a value).
     key_flag: str | None = None
+    # How long the engine finishes in-flight requests after SIGTERM (the drain's shutdownSeconds),
+    # when it takes a flag for it; None: it drains on SIGTERM by itself.
+    shutdown_flag: str | None = None
 
     @property
     def managed_flags(self) -> tuple[str, ...]:
         """Flags InferCrane renders itself; user args may not repeat them."""
-        return (self.model_flag, "--host", "--port", "--served-model-name", "--revision", self.tensor_parallel_flag)
+        own = (self.model_flag, "--host", "--port", "--served-model-name", "--revision", self.tensor_parallel_flag)
+        return own + ((self.shutdown_flag,) if self.shutdown_flag else ())
 
 
 ENGINES: Final = {
     "vllm": EngineSpec(
-        ("python3", "-m", "vllm.entrypoints.openai.api_server"), "--model", "--tensor-parallel-size", several_served_names=True
+        ("python3", "-m", "vllm.entrypoints.openai.api_server"),
+        "--model",
+        "--tensor-parallel-size",
+        several_served_names=True,
+        shutdown_flag="--shutdown-timeout",  # default 0: in-flight requests aborted on SIGTERM
     ),
     "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
 }

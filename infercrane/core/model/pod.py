@@ -90,6 +90,52 @@ class ResourcesOverride(Frozen):
         return None if v is None else memory_quantity(v)
 
 
+#: Past the preStop wait and the engine's shutdown, before the kubelet's SIGKILL: the process's own exit.
+DRAIN_MARGIN_SECONDS: Final = 5
+
+
+class Drain(Frozen):
+    """How a replica's pod leaves, on every stop (a rollout, a destroy, a drained node): out of
+    routing first, then its engine finishes what is in flight. The pod's
+    ``terminationGracePeriodSeconds`` is derived from both (:attr:`grace_seconds`), never set apart."""
+
+    pre_stop_seconds: int = Field(
+        10,
+        ge=0,
+        le=600,
+        description="Seconds a deleted pod keeps serving before its engine gets SIGTERM (a preStop sleep): the "
+        "endpoint controllers mark it terminating at once, and the gateways that route by them need this long to "
+        "stop sending to it. 0: no preStop.",
+    )
+    shutdown_seconds: int = Field(
+        30,
+        ge=0,
+        le=3600,
+        description="Seconds the engine may take, after SIGTERM, to finish the requests in flight (vLLM's "
+        "--shutdown-timeout; SGLang drains on SIGTERM by itself). 0: vLLM aborts them at once.",
+    )
+
+    @property
+    def grace_seconds(self) -> int:
+        """The pod's terminationGracePeriodSeconds: the preStop wait, the engine's shutdown, the margin."""
+        return self.pre_stop_seconds + self.shutdown_seconds + DRAIN_MARGIN_SECONDS
+
+
+class DrainOverride(Frozen):
+    """One replica's own drain; a field left out is the target's."""
+
+    pre_stop_seconds: int | None = Field(None, ge=0, le=600, description="As kubernetes.drain.preStopSeconds, for this replica.")
+    shutdown_seconds: int | None = Field(
+        None, ge=0, le=3600, description="As kubernetes.drain.shutdownSeconds, for this replica."
+    )
+
+    def over(self, base: Drain) -> Drain:
+        return Drain(
+            pre_stop_seconds=base.pre_stop_seconds if self.pre_stop_seconds is None else self.pre_stop_seconds,
+            shutdown_seconds=base.shutdown_seconds if self.shutdown_seconds is None else self.shutdown_seconds,
+        )
+
+
 ENV_NAME_RE: Final = re.compile(r"^[-._a-zA-Z][-._a-zA-Z0-9]*$")
 
 

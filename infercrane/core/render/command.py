@@ -9,17 +9,26 @@ from infercrane.core.model.config import Replica
 from infercrane.core.model.engines import ENGINES, WORKER_KEY_REFERENCE
 
 
-def command_and_args(replica: Replica) -> tuple[list[str], list[str]]:
-    """The container ``command`` and ``args`` for the replica's engine."""
+def served_names(replica: Replica) -> tuple[str, ...]:
+    """The model names the replica's engine serves (``/v1/models``), the endpoint name first.
+
+    Clients of the original adapter send the model id ("model": "Qwen/Qwen3-8B"); it is served
+    under both names where the engine allows several."""
     r, e = replica, ENGINES[replica.engine]
-    # Clients of the original adapter send the model id ("model": "Qwen/Qwen3-8B"); serve it under
-    # both names where the engine allows several, the endpoint name first.
-    served = [r.name, r.model] if e.several_served_names and r.model != r.name else [r.name]
-    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served]
+    return (r.name, r.model) if e.several_served_names and r.model != r.name else (r.name,)
+
+
+def command_and_args(replica: Replica, shutdown_seconds: int) -> tuple[list[str], list[str]]:
+    """The container ``command`` and ``args`` for the replica's engine; ``shutdown_seconds``: how
+    long it may finish in-flight requests after SIGTERM (its drain)."""
+    r, e = replica, ENGINES[replica.engine]
+    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served_names(r)]
     if r.model_revision:
         args += ["--revision", r.model_revision]
     if r.gpu_count > 1:
         args += [e.tensor_parallel_flag, str(r.gpu_count)]
     if e.key_flag:
         args += [e.key_flag, WORKER_KEY_REFERENCE]
+    if e.shutdown_flag:
+        args += [e.shutdown_flag, str(shutdown_seconds)]
     return list(e.command), args + list(r.args)

@@ -51,13 +51,16 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     claim = config.cache_for(replica)
     if claim is not None:
         spec["target"]["modelCache"] = claim
+    # Always, as rendered: every pod drains (its preStop, the engine's shutdown, the grace period),
+    # so the release that brought it restarts each replica once, in waves under its policy.
+    spec["target"]["drain"] = config.drain_for(replica).model_dump(by_alias=True)
     return naming.intent_hash(spec)
 
 
 #: Replica fields added after the first release: in the hash only when not at their default (the
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod")
+LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod", "drain")
 
 
 def pod_intent(config: InferCraneConfig, replica: Replica) -> str:

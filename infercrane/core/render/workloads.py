@@ -23,7 +23,6 @@ HEALTH_PATH = "/health"
 STARTUP_PERIOD_SECONDS = 10
 READINESS = {"periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 12}
 LIVENESS = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
-TERMINATION_GRACE_SECONDS = 30
 CONTAINER_NAME = "runtime"
 KSERVE_CONTAINER_NAME = "kserve-container"
 SHM_VOLUME = "dshm"
@@ -81,7 +80,8 @@ def _extra_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any
 
 def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
     t = config.kubernetes
-    command, args = command_and_args(replica)
+    drain = config.drain_for(replica)
+    command, args = command_and_args(replica, drain.shutdown_seconds)
     gpus = {t.gpu_resource: str(replica.gpu_count)}
     secret_ref = {"secretKeyRef": {"name": t.worker_secret.name, "key": t.worker_secret.key}}
     return {
@@ -109,6 +109,9 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "resources": _resources(config, replica, gpus),
         "securityContext": _container_security(config),
         "volumeMounts": _mounts(config, replica),
+        # Deleted, the pod is marked terminating in its EndpointSlices at once, but routers follow
+        # them late: it keeps serving this long before its engine gets SIGTERM (no binary needed).
+        **({"lifecycle": {"preStop": {"sleep": {"seconds": drain.pre_stop_seconds}}}} if drain.pre_stop_seconds else {}),
     }
 
 
@@ -131,6 +134,8 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
             {"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"},
             *(x.model_dump(by_alias=True, exclude_none=True) for x in pod.tolerations),
         ],
+        # The preStop wait, the engine's shutdown and a margin (Drain.grace_seconds): never a SIGKILL mid-drain.
+        "terminationGracePeriodSeconds": config.drain_for(replica).grace_seconds,
     }
     if pod.priority_class_name:
         placement["priorityClassName"] = pod.priority_class_name
@@ -204,7 +209,6 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
                 },
                 "spec": {
                     **_pod_placement(config, replica),
-                    "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
                     "containers": [_container(config, replica, CONTAINER_NAME)],
                     "volumes": _volumes(config, replica),
                 },

@@ -11,7 +11,8 @@
 // when HF_HUB_OFFLINE=1 and fails as the engine does when it is missing, listens only once
 // "loaded" (INFERCRANE_DOUBLE_LOAD_SECONDS, default 3), serves /health, /v1/models (401 without
 // the key) and deterministic /v1/completions and /v1/chat/completions, and on SIGTERM stops
-// accepting, finishes what is in flight, then exits 0.
+// accepting, finishes what is in flight (vLLM: for up to --shutdown-timeout seconds, aborting it at
+// once with 0, its default; SGLang: all of it), then exits 0.
 //
 // Test settings (pod environment): INFERCRANE_DOUBLE_LOAD_SECONDS, INFERCRANE_DOUBLE_SERVES (a
 // comma-separated list served instead of the --served-model-name values: a replica serving the
@@ -42,6 +43,7 @@ type engine struct {
 	switches                map[string]bool // flags that take none
 	severalNames            bool            // --served-model-name takes one or more values
 	keyFromEnv              string          // the variable the engine reads its key from ("" none)
+	shutdownFlag            string          // how long it finishes in-flight requests on SIGTERM ("" none: it drains)
 	owner                   string          // owned_by in /v1/models
 }
 
@@ -60,10 +62,10 @@ var engines = map[string]engine{
 			"--max-model-len", "--gpu-memory-utilization", "--dtype", "--download-dir", "--max-num-seqs",
 			"--quantization", "--seed", "--tokenizer", "--chat-template", "--uvicorn-log-level",
 			"--pipeline-parallel-size", "--kv-cache-dtype", "--max-num-batched-tokens", "--swap-space",
-			"--generation-config", "--tool-call-parser", "--served-model-name"),
+			"--generation-config", "--tool-call-parser", "--served-model-name", "--shutdown-timeout"),
 		switches: set("--trust-remote-code", "--enforce-eager", "--enable-prefix-caching",
 			"--disable-log-requests", "--enable-auto-tool-choice", "--disable-log-stats"),
-		severalNames: true, keyFromEnv: "VLLM_API_KEY", owner: "vllm",
+		severalNames: true, keyFromEnv: "VLLM_API_KEY", shutdownFlag: "--shutdown-timeout", owner: "vllm",
 	},
 	"sglang.launch_server": {
 		module: "sglang.launch_server", prog: "launch_server.py", modelFlag: "--model-path",
@@ -278,8 +280,24 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	case sig := <-stop:
-		fmt.Printf("%s: no new connections; finishing %d request(s) in flight\n", sig, inFlight.Load())
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		// vLLM: --shutdown-timeout (default 0) bounds the drain, and 0 aborts what is in flight;
+		// SGLang drains on SIGTERM by itself (the kubelet's grace period bounds it).
+		drain := 10 * time.Minute
+		if e.shutdownFlag != "" {
+			n, err := strconv.ParseFloat(first(got, e.shutdownFlag, "0"), 64)
+			if err != nil {
+				n = 0
+			}
+			drain = time.Duration(n * float64(time.Second))
+		}
+		if drain <= 0 {
+			fmt.Printf("%s: shutting down at once; aborting %d request(s) in flight\n", sig, inFlight.Load())
+			_ = srv.Close()
+			fmt.Println("stopped")
+			return
+		}
+		fmt.Printf("%s: no new connections; finishing %d request(s) in flight (up to %s)\n", sig, inFlight.Load(), drain)
+		ctx, cancel := context.WithTimeout(context.Background(), drain)
 		defer cancel()
 		if err := srv.Shutdown(ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			fmt.Fprintln(os.Stderr, err)
