@@ -82,21 +82,17 @@ def _evidence(stack: str, config: InferCraneConfig) -> Live:
 
 
 def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
-    """Each replica asked directly, on its pod address, with the plane's worker key and without."""
-    key_file = plane.state / WORKER_KEY_FILE
-    key = key_file.read_text() if key_file.is_file() else None
-    print("== serving evidence (each replica's engine double asked GET /v1/models on its pod address)")
-    if key is None:
-        print(f"  not verifiable: the plane has no {WORKER_KEY_FILE} (bootstrapped before it existed): `local reset`")
-    for replica, answer in served.answers(viewer, config, key).items():
-        if answer is None:
-            print(f"  {replica}: no pod with an address")
-            continue
-        names = ", ".join(answer.with_key.names) or answer.with_key.error or "nothing"
-        print(
-            f"  {replica} on {answer.node} at {answer.address}:{answer.port}: with the key {answer.with_key.status} "
-            f"[{names}]; without it {answer.without.status}"
-        )
+    """Each replica's serving evidence, taken as the viewer (the optional EndpointSlice read is
+    bound to it, not to the deploying identity) with the plane's worker key -- its own credential,
+    the file the Secret was made from -- then asked again without the key: the engine refuses."""
+    key, why = served.worker_key({served.KEY_FILE_ENV: str(plane.state / WORKER_KEY_FILE)})
+    print("== serving evidence (each replica's engine double asked GET /v1/models at its Service's ready address)")
+    checker = served.Checker(viewer, config, key, why)
+    for replica in config.replicas:
+        evidence = checker.check(replica)
+        print(f"  {replica.key}: {evidence.line()}")
+        for address, port in evidence.asked:
+            print(f"  {'':<{len(replica.key)}}  without the key: {served.models(address, port, None).status}")
 
 
 def run(stack: str = "local") -> int:

@@ -184,6 +184,8 @@ class CacheRefused(InferCraneError):
         )
 
 
+#: A replica whose workload is ready but whose serving evidence fails it (live.served).
+EVIDENCE_FAILED: Final = "ready, but "
 #: A replica whose engine the kubelet restarted because its startup probe kept failing (readiness).
 STARTUP_KILLED: Final = "killed by its startup probe"
 
@@ -210,6 +212,8 @@ class NotReady(InferCraneError):
                 "create the Secret or ConfigMap the kubelet names, with the key the stack file references, in the "
                 "target namespace (or fix the reference: huggingFaceToken, workerSecret), then deploy again"
             )
+        elif all(reason.startswith(EVIDENCE_FAILED) for _, _, reason in failures):
+            fix = "each replica's own fix is above (its serving evidence); the replicas not rolled by this run keep serving"
         elif any(STARTUP_KILLED in reason for _, _, reason in failures):
             fix = (
                 f"raise startupBudgetSeconds of each replica {STARTUP_KILLED} if its model loads that long (it sizes "

@@ -43,8 +43,14 @@ OPTIONAL_READS: Final = {
         "the preflight verifies model caches",
         "a model cache cannot be verified: prefer downloads, required refuses",
     ),
+    "endpointslices": (
+        "deploy/kubernetes/optional/endpointslice-reader.yaml",
+        "a deploy asks each replica which models it serves (serving evidence)",
+        "serving evidence is not verifiable: check reports it, require refuses",
+    ),
 }
-OPTIONAL_RIGHTS: Final = tuple((v, "", r) for r in OPTIONAL_READS for v in ("get", "list"))
+OPTIONAL_GROUPS: Final = {"endpointslices": "discovery.k8s.io"}  # the others are core ("")
+OPTIONAL_RIGHTS: Final = tuple((v, OPTIONAL_GROUPS.get(r, ""), r) for r in OPTIONAL_READS for v in ("get", "list"))
 
 
 def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
@@ -72,9 +78,12 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     need = [(v, g, r, "required") for v, g, r in required_rights(api)]
     need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
     cache_required = config.kubernetes.artifact_cache.policy == "required"
+    evidence_required = config.kubernetes.serving_evidence == "require"
     for v, g, r in OPTIONAL_RIGHTS:
         if r == "persistentvolumeclaims":
             need.append((v, g, r, "required-optional" if cache_required else "optional"))
+        elif r == "endpointslices":
+            need.append((v, g, r, "required-optional" if evidence_required else "optional"))
         elif r in config.kubernetes.api.optional_reads:
             need.append((v, g, r, "optional"))
     return need
@@ -95,7 +104,8 @@ def _can(live: Live, namespace: str, verb: str, group: str, resource: str, need:
         if allowed:
             return Check(name, PASS, f"in namespace {namespace} (optional: {gives})")
         if need == "required-optional":  # an optional read this stack's settings depend on
-            return Check(name, FAIL, f"not granted in namespace {namespace}: artifactCache.policy is required", f"apply {file}")
+            setting = "servingEvidence is require" if resource == "endpointslices" else "artifactCache.policy is required"
+            return Check(name, FAIL, f"not granted in namespace {namespace}: {setting}", f"apply {file}")
         return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")

@@ -15,7 +15,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.live import cluster, failures, verdicts, warnings
+from infercrane.live import cluster, failures, served, verdicts, warnings
 from infercrane.live.api import Live
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
@@ -86,11 +86,18 @@ def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | No
 
 
 def serving(
-    config: InferCraneConfig, workloads: dict[str, dict[str, Any]], stack_id: str | None
+    config: InferCraneConfig,
+    workloads: dict[str, dict[str, Any]],
+    stack_id: str | None,
+    evidence: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
     configured or not (one a rollout is taking out still serves) -- with key, model revision and
-    intent hash, from the live objects (this stack's when ``stack_id`` is given)."""
+    intent hash, from the live objects (this stack's when ``stack_id`` is given), and the serving
+    evidence taken of each (``evidence``, by key). A replica with evidence against it (serving other
+    names, refusing the key) is no member; nor, under ``servingEvidence: require``, one without any."""
+    evidence = evidence or {}
+    require = config.kubernetes.serving_evidence == "require"
     from infercrane.core.plan.workload import endpoint_of, flag_value
 
     out: dict[str, list[dict[str, Any]]] = {}
@@ -100,10 +107,13 @@ def serving(
             continue
         if object_state(config.kubernetes.object_kinds[0], obj) != "ready":
             continue
+        taken = evidence.get(key)
+        if taken is not None and (taken["state"] in served.FAILED or (require and taken["state"] != "serving")):
+            continue
         revision = flag_value(obj, "--revision")
         intent = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_INTENT)
         out.setdefault(endpoint_of(obj) or "", []).append(
-            {"key": key, "name": name, "modelRevision": revision, "intentHash": intent}
+            {"key": key, "name": name, "modelRevision": revision, "intentHash": intent, "evidence": taken}
         )
     return out
 
@@ -218,7 +228,23 @@ def inspect_report(
     events = warnings.pod_warnings(live, not_ready)
     for rec in out:
         rec["reasons"] = events.get(rec["name"], [])
-    return out, serving(config, listed[kinds[0]], stack_id)
+    evidence = serving_evidence(config, live, [r for r, rec in zip(config.replicas, out, strict=True) if rec["state"] == "ready"])
+    for rec in out:
+        rec["evidence"] = evidence.get(rec["key"])
+    return out, serving(config, listed[kinds[0]], stack_id, evidence)
+
+
+def serving_evidence(config: InferCraneConfig, live: Live, ready: list[Any]) -> dict[str, dict[str, Any]]:
+    """Each ready replica asked what it serves, all at once (:class:`~infercrane.live.served.Checker`,
+    the key from where the command runs): key -> the evidence's output form."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if not ready:
+        return {}
+    checker = served.Checker.from_env(live, config)
+    with ThreadPoolExecutor(max_workers=min(16, len(ready))) as pool:
+        taken = list(pool.map(checker.check, ready))
+    return {r.key: e.as_output() for r, e in zip(ready, taken, strict=True)}
 
 
 def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[str, Any]]] | None = None) -> str:
@@ -232,6 +258,8 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
         out.append(f"endpoint {name}: {len(members)} serving: {listed}")
     for rec in records:
         out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
+        if rec.get("evidence"):
+            out.append(f"  {'evidence':<17} {served.line(rec['evidence'])}")
         for o in rec["objects"]:
             if not o["present"]:
                 why = f"  NOT OWNED: {'; '.join(o['notOwned'])}" if o.get("notOwned") else "  MISSING"

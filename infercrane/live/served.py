@@ -1,36 +1,72 @@
-"""What a replica's engine says it serves: ``GET /v1/models`` asked of the replica itself, on its
-pod address -- the API server's proxy would strip the ``Authorization`` header the engine needs
-(kube-apiserver removes it from every request it authenticates). The key is the caller's, sent
-only in that header: never logged, never in a message. Live-cluster layer.
+"""Serving evidence: a replica counts as serving only when its own engine, asked ``GET /v1/models``
+with the worker key, names the models its intent renders (:func:`~infercrane.core.render.command.served_names`).
+
+The question goes to the replica directly, at the ready addresses of its Service's EndpointSlices
+(what a gateway routes by): the API server's service proxy cannot carry the key -- kube-apiserver
+deletes the ``Authorization`` header of every request it authenticates. Listing EndpointSlices is
+an *optional* read (deploy/kubernetes/optional/endpointslice-reader.yaml), never the seed's Role.
+The key is the control plane's own copy (:data:`KEY_FILE_ENV` or :data:`KEY_ENV`), sent only in
+that header: never logged, never in a message, an output or the state.
+
+Four answers: ``serving`` (every expected name served), ``not serving`` (it serves other names),
+``refused`` (401/403: the replica's key is not the control plane's) and ``not verifiable`` (no
+key, no right, no ready address, or an answer that is no engine's), each with its reason and
+fix. Live-cluster layer.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import threading
+import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal
 
 from infercrane.core import naming
-from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.errors import EVIDENCE_FAILED
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.render.command import served_names
+from infercrane.live import failures
 from infercrane.live.api import Live
+from infercrane.live.verdicts import Verdict
+
+#: The control plane's copy of the worker key: a file holding it (the file the Secret was made
+#: from, as the seed's bootstrap does), else the value itself.
+KEY_FILE_ENV: Final = "INFERCRANE_WORKER_API_KEY_FILE"
+KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
+READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
+SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
+ADDRESS_WAIT_SECONDS: Final = 15.0  # a Deployment's pod is Ready a moment before its slice says so
+ASK_TIMEOUT_SECONDS: Final = 5.0
+
+State = Literal["serving", "not serving", "refused", "not verifiable"]
+FAILED: Final[frozenset[str]] = frozenset({"not serving", "refused"})  # evidence against the replica
 
 
 @dataclass(frozen=True)
 class Served:
     status: int  # the HTTP status (0: no answer)
-    names: tuple[str, ...] = ()  # the model ids it serves, when it answered 200
-    error: str = ""  # why there is no answer
+    names: tuple[str, ...] = ()  # the model ids it serves, when it answered 200 with a model list
+    error: str = ""  # why there is no answer, or why the answer is no model list
 
 
-def models(address: str, port: int, key: str | None, *, timeout: float = 5.0) -> Served:
+def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
     """``GET http://<address>:<port>/v1/models``, with the worker key or without."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    request = urllib.request.Request(f"http://{address}:{port}/v1/models", headers=headers)
+    host = f"[{address}]" if ":" in address else address
+    request = urllib.request.Request(f"http://{host}:{port}/v1/models", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - http to a pod address
             body = json.loads(answer.read())
-            return Served(answer.status, tuple(str(m.get("id")) for m in body.get("data") or []))
+            data = body.get("data") if isinstance(body, dict) else None
+            if not isinstance(data, list):
+                return Served(answer.status, error="the answer is no model list (an OpenAI-compatible /v1/models)")
+            return Served(answer.status, tuple(str(m.get("id")) for m in data if isinstance(m, dict)))
     except urllib.error.HTTPError as exc:
         return Served(exc.code)
     except (OSError, ValueError) as exc:
@@ -38,30 +74,175 @@ def models(address: str, port: int, key: str | None, *, timeout: float = 5.0) ->
 
 
 @dataclass(frozen=True)
-class Answer:
-    """One replica asked on its pod address: with the worker key, and without it."""
+class Evidence:
+    """What one replica's engine said it serves, when, and by which route."""
 
-    key: str
-    node: str
-    address: str
-    port: int
-    with_key: Served
-    without: Served
+    state: State
+    expected: tuple[str, ...]
+    served: tuple[str, ...] = ()
+    route: str = ""  # "EndpointSlice address 10.88.0.4:8000" (every ready address is asked)
+    checked_at: str = ""  # RFC 3339, UTC
+    reason: str = ""
+    fix: str = ""
+    asked: tuple[tuple[str, int], ...] = ()  # the (address, port) pairs asked
+
+    def as_output(self) -> dict[str, Any]:
+        """The stack output / ``inspect --json`` form (never the key)."""
+        out: dict[str, Any] = {"state": self.state, "expected": list(self.expected), "served": list(self.served)}
+        out |= {"route": self.route or None, "checkedAt": self.checked_at or None}
+        return out | ({"reason": self.reason} if self.reason else {}) | ({"fix": self.fix} if self.fix else {})
+
+    def line(self) -> str:
+        """One line for a person: the verdict, what was served, how it was asked."""
+        return line(self.as_output())
+
+    def verdict(self, policy: str) -> Verdict:
+        """A ready replica's verdict once asked: evidence against it fails it; none at all (not
+        verifiable) fails it only under ``servingEvidence: require`` (``policy``)."""
+        if self.state in FAILED or (self.state == "not verifiable" and policy == "require"):
+            why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}"
+            return Verdict("failed", why + (f"\n      fix: {self.fix}" if self.fix else ""))
+        return Verdict("ready")
 
 
-def answers(reader: Live, config: InferCraneConfig, key: str | None) -> dict[str, Answer | None]:
-    """Each replica's first pod with an address (read as ``reader``: a pod reader), asked for its
-    models with ``key`` and without; None for a replica with no such pod."""
-    from lightkube.resources.core_v1 import Pod
+def line(evidence: Mapping[str, Any]) -> str:
+    """Evidence in its output form (a stack output, ``inspect --json``) as one line."""
+    if evidence["state"] == "serving":
+        return f"serving {', '.join(evidence['served'])} ({evidence['route']}, {evidence['checkedAt']})"
+    fix = f"; fix: {evidence['fix']}" if evidence.get("fix") else ""
+    return f"{evidence['state']}: {evidence.get('reason', '')}{fix}"
 
-    out: dict[str, Answer | None] = {}
-    for r in config.replicas:
-        pods = [
-            p for p in reader.list(Pod, labels=naming.selector(r.key), action="list pods") if (p.get("status") or {}).get("podIP")
-        ]
-        if not pods:
-            out[r.key] = None
-            continue
-        ip, node = str(pods[0]["status"]["podIP"]), str((pods[0].get("spec") or {}).get("nodeName") or "")
-        out[r.key] = Answer(r.key, node, ip, r.port, models(ip, r.port, key), models(ip, r.port, None))
-    return out
+
+def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
+    """The control plane's copy of the worker key, or None and why there is none (never the key)."""
+    env = os.environ if env is None else env
+    path = env.get(KEY_FILE_ENV)
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                key = f.read().strip()
+        except OSError as exc:
+            return None, f"{KEY_FILE_ENV} cannot be read ({exc.strerror or exc.__class__.__name__})"
+        return (key, "") if key else (None, f"the file {KEY_FILE_ENV} names is empty")
+    key = (env.get(KEY_ENV) or "").strip()
+    return (key, "") if key else (None, f"no worker key for the check ({KEY_FILE_ENV} or {KEY_ENV} is not set)")
+
+
+def service_name(config: InferCraneConfig, replica: Replica) -> str:
+    """The Service that routes to the replica's pods: ours, or KServe's predictor Service."""
+    name = naming.object_name(replica.key)
+    return f"{name}-predictor" if config.kubernetes.workload_api == "kserve" else name
+
+
+class Checker:
+    """Asks replicas for their models, with one key and one Live for a whole command; safe to use
+    from several threads (each replica is checked as it becomes ready)."""
+
+    def __init__(
+        self,
+        live: Live,
+        config: InferCraneConfig,
+        key: str | None,
+        why_no_key: str = "",
+        *,
+        ask: Callable[[str, int, str | None], Served] = models,
+        address_wait: float = ADDRESS_WAIT_SECONDS,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._live, self._config, self._key, self._why_no_key = live, config, key, why_no_key
+        self._ask, self._address_wait, self._sleep = ask, address_wait, sleep
+        self._unreadable: str | None = None  # set on the first 403: no replica asks again
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_env(cls, live: Live, config: InferCraneConfig, env: Mapping[str, str] | None = None) -> Checker:
+        key, why = worker_key(env)
+        return cls(live, config, key, why)
+
+    def check(self, replica: Replica) -> Evidence:
+        expected = served_names(replica)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        def unverifiable(reason: str, fix: str) -> Evidence:
+            return Evidence("not verifiable", expected, checked_at=now, reason=reason, fix=fix)
+
+        if self._key is None:
+            return unverifiable(
+                self._why_no_key,
+                f"set {KEY_FILE_ENV} to the file the worker Secret's key was made from (or {KEY_ENV}) where the deploy runs",
+            )
+        addresses, why = self._addresses(service_name(self._config, replica))
+        if not addresses:
+            return unverifiable(why, "" if why.startswith("this identity") else "see `infercrane inspect`")
+        verdicts = [(address, port, self._ask(address, port, self._key)) for address, port in addresses]
+        asked = tuple(addresses)
+        route = ", ".join(f"{a}:{p}" for a, p in asked)
+        route = f"EndpointSlice address{'es' if len(asked) > 1 else ''} {route}"
+        for address, port, answer in verdicts:
+            where = f"{address}:{port}"
+            if answer.status in (401, 403):
+                return Evidence(
+                    "refused",
+                    expected,
+                    route=route,
+                    checked_at=now,
+                    asked=asked,
+                    reason=f"{where} refused the worker key ({answer.status}): the replica's key (from its Secret) "
+                    "is not the control plane's copy",
+                    fix="make the worker Secret and the control plane's copy the same key; a replica reads its Secret "
+                    "when it starts, so restart the replicas after a rotation",
+                )
+            if answer.status != 200 or answer.error:
+                said = answer.error or f"HTTP {answer.status}"
+                return unverifiable(
+                    f"{where} did not answer /v1/models as an engine ({said}; route: {route})",
+                    "run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
+                )
+            missing = [n for n in expected if n not in answer.names]
+            if missing:
+                return Evidence(
+                    "not serving",
+                    expected,
+                    answer.names,
+                    route,
+                    now,
+                    reason=f"{where} serves {list(answer.names)}, expected {list(expected)}",
+                    fix="check the replica's image and args (what the engine loads), or the model and name in the "
+                    "stack file; the old replicas keep serving",
+                    asked=asked,
+                )
+        return Evidence("serving", expected, verdicts[0][2].names, route, now, asked=asked)
+
+    def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
+        """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:
+        the endpoint controller follows a pod's Ready condition within about a second."""
+        from lightkube.resources.discovery_v1 import EndpointSlice
+
+        deadline = time.monotonic() + self._address_wait
+        while True:
+            with self._lock:
+                unreadable = self._unreadable
+            if unreadable is not None:
+                return [], unreadable
+            try:
+                slices = self._live.list(
+                    EndpointSlice, labels={SERVICE_NAME_LABEL: service}, action=f"list the EndpointSlices of {service}"
+                )
+            except failures.Forbidden:
+                with self._lock:
+                    self._unreadable = f"this identity may not list endpointslices (optional: apply {READER})"
+                continue
+            except failures.LiveError as exc:
+                return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
+            found = [
+                (str(address), int(port.get("port")))
+                for s in slices
+                for port in (s.get("ports") or [])[:1]
+                if port.get("port")
+                for e in s.get("endpoints") or []
+                if (e.get("conditions") or {}).get("ready") is not False and not (e.get("conditions") or {}).get("terminating")
+                for address in (e.get("addresses") or [])[:1]
+            ]
+            if found or time.monotonic() >= deadline:
+                return sorted(found), f"Service {service} has no ready address in its EndpointSlices"
+            self._sleep(0.5)

@@ -48,6 +48,7 @@ OPTIONAL_ROLES = (
     "deploy/kubernetes/optional/pod-reader.yaml",
     "deploy/kubernetes/optional/node-reader.yaml",
     "deploy/kubernetes/optional/pvc-reader.yaml",
+    "deploy/kubernetes/optional/endpointslice-reader.yaml",
 )
 
 

@@ -5,17 +5,21 @@ poller, its progress published as typed events on the caller's sink (the Channel
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulumi
 
 from infercrane.core.errors import NotReady
-from infercrane.core.events import Readiness
+from infercrane.core.events import Note, Readiness
 from infercrane.core.model import config as cfg
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
+
+if TYPE_CHECKING:
+    from infercrane.live import served, verdicts
 
 
 def running_under_mocks() -> bool:
@@ -31,43 +35,71 @@ def running_under_mocks() -> bool:
 
 def await_readiness(
     components: list[ReplicaComponent], config: cfg.InferCraneConfig, channel: Channel
-) -> pulumi.Output[None] | None:
+) -> pulumi.Output[dict[str, dict[str, Any]]] | None:
     """On ``up``: wait until every replica's workload (Deployment, or InferenceService in KServe
-    mode) is ready, for the whole stack with one poller.
+    mode) is ready, for the whole stack with one poller, then ask it what it serves.
 
     Each replica's wait starts when its workload is applied (its output resolves) and ends
-    ready or failed within its startup budget + margin; all failures are raised together as one
-    :class:`NotReady`, so ``pulumi up`` fails with every reason. Not on preview, not under mocks.
+    ready or failed within its startup budget + margin; a ready one is asked at once, while the
+    others still wait (:class:`~infercrane.live.served.Checker`): serving other names or refusing
+    the key fails it, and so does no answer at all under ``servingEvidence: require``. All
+    failures are raised together as one :class:`NotReady`, so ``pulumi up`` fails with every
+    reason. Resolves to each waited replica's evidence (key -> its output form). Not on preview,
+    not under mocks.
     """
     t = config.kubernetes
     if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
-    from infercrane.live import readiness, verdicts
+    from infercrane.live import readiness, served
     from infercrane.live.api import Live
 
     publish = readiness_progress(channel)
     report = functools.partial(publish_snapshot, publish)
-    waiter = readiness.FleetWaiter(channel.live or Live.connect(t), t.object_kinds[0], report=report)
+    live = channel.live or Live.connect(t)
+    waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=report)
+    checker = served.Checker.from_env(live, config)
+    replicas = {r.key: r for r in config.replicas}
 
     budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
     components = [c for c in components if not c.summary.get("held")]  # held ones are not rolled by this run
     if not components:
         return None
 
-    def wait(c: ReplicaComponent) -> pulumi.Output[verdicts.Verdict]:
+    async def ready_and_serving(c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
+        verdict = await waiter.wait(c.name, generation, budgets[c.summary["key"]])
+        if verdict.state != "ready":
+            return verdict, None
+        evidence = await asyncio.to_thread(checker.check, replicas[c.summary["key"]])
+        return evidence.verdict(t.serving_evidence), evidence
+
+    def wait(c: ReplicaComponent) -> pulumi.Output[tuple[verdicts.Verdict, served.Evidence | None]]:
         return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
-            lambda meta: waiter.wait(c.name, int(getattr(meta, "generation", None) or 0), budgets[c.summary["key"]])
+            lambda meta: ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
         )
 
-    def check(results: list[verdicts.Verdict]) -> None:
-        failures = [(c.summary["key"], c.name, v.reason) for c, v in zip(components, results, strict=True) if v.state != "ready"]
+    def check(results: list[tuple[verdicts.Verdict, served.Evidence | None]]) -> dict[str, dict[str, Any]]:
+        pairs = list(zip(components, results, strict=True))
+        failures = [(c.summary["key"], c.name, v.reason) for c, (v, _) in pairs if v.state != "ready"]
         if failures:
-            lost = all(v.api_lost for v in results if v.state != "ready")
+            lost = all(v.api_lost for v, _ in results if v.state != "ready")
             channel.error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(channel.error))
         publish(Readiness(len(components), len(components)))
+        note = evidence_note(channel)
+        for c, (_, evidence) in pairs:
+            if evidence is not None:
+                note(f"evidence: replica {c.summary['key']}: {evidence.line()}")
+        return {c.summary["key"]: e.as_output() for c, (_, e) in pairs if e is not None}
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
+
+
+def evidence_note(channel: Channel) -> Callable[[str], None]:
+    """Where a replica's evidence line goes: the caller's sink (a Note), else Pulumi's log."""
+    sink = channel.progress
+    if sink is None:
+        return pulumi.log.info
+    return lambda text: sink(Note(text))
 
 
 def readiness_line(event: Readiness) -> str:

@@ -218,19 +218,34 @@ def registrations(
 DEPLOY_HISTORY: Final = 20
 
 
-def export(components: list[ReplicaComponent], config: cfg.InferCraneConfig, deploy_record: dict[str, Any] | None) -> None:
+def export(
+    components: list[ReplicaComponent],
+    config: cfg.InferCraneConfig,
+    deploy_record: dict[str, Any] | None,
+    evidence: pulumi.Output[dict[str, dict[str, Any]]] | None = None,
+) -> None:
     """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
-    model revision, intent hash) -- every replica this run leaves registered."""
-    endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in components:
-        s = c.summary
-        endpoints[str(s["endpointName"])].append(
-            {"key": s["key"], "modelRevision": s.get("modelRevision"), "intentHash": s.get("intentHash")}
-        )
+    model revision, intent hash, and the serving evidence this run took -- None for a replica
+    it did not wait for) -- every replica this run leaves registered."""
+
+    def members(taken: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+        endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
+        for c in components:
+            s = c.summary
+            endpoints[str(s["endpointName"])].append(
+                {
+                    "key": s["key"],
+                    "modelRevision": s.get("modelRevision"),
+                    "intentHash": s.get("intentHash"),
+                    "evidence": taken.get(s["key"]),
+                }
+            )
+        return dict(endpoints)
+
     pulumi.export("namespace", config.kubernetes.namespace)
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
-    pulumi.export("endpoints", dict(endpoints))
+    pulumi.export("endpoints", members({}) if evidence is None else evidence.apply(members))
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
         entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
@@ -278,5 +293,4 @@ def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> I
     except InferCraneError as exc:
         channel.error = exc
         raise pulumi.RunError(str(exc)) from exc
-    export(components, config, channel.deploy_record)
-    await_readiness(components, config, channel)
+    export(components, config, channel.deploy_record, await_readiness(components, config, channel))

@@ -86,6 +86,12 @@ class KubernetesTarget(Frozen):
         description="CPU and memory per GPU of every replica ({} for the defaults; override per replica with "
         "replicas[].resources); default none: no CPU/memory requests, as before this setting existed.",
     )
+    serving_evidence: Literal["check", "require"] = Field(
+        "check",
+        description="After a replica is ready, ask its engine GET /v1/models with the worker key: it must serve the "
+        "names its intent renders. check: a replica that serves other names, or refuses the key, fails the deploy; "
+        "one that cannot be asked (no key, no route, no right) is reported as not verifiable. require: that too fails.",
+    )
     drain: Drain = Field(
         default_factory=lambda: Drain.model_validate({}),
         description="How every replica's pod leaves routing and drains before it stops (override per replica).",

@@ -1,0 +1,162 @@
+"""Serving evidence (infercrane.live.served): each answer a replica can give, and what a deploy and
+routing membership make of it. The Kubernetes side is a scripted LIST of EndpointSlices; the
+replica's side a scripted /v1/models answer -- the real node's integration tests ask real pods."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infercrane.core.load import loading
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.live import failures, served
+
+KEY = "k-" + "x" * 30
+
+
+class Slices:
+    """A Live whose EndpointSlice LIST answers from a script (a list per call, or an exception)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers, self.calls = list(answers), 0
+
+    def list(self, res: Any, *, labels: Any = None, action: str | None = None, **_: Any) -> list[dict[str, Any]]:
+        answer = self.answers[min(self.calls, len(self.answers) - 1)]
+        self.calls += 1
+        if isinstance(answer, Exception):
+            raise answer
+        return list(answer)
+
+
+def endpoint_slice(*addresses: str, ready: bool = True, terminating: bool = False, port: int = 8000) -> dict[str, Any]:
+    conditions = {"ready": ready, "serving": True, "terminating": terminating}
+    return {
+        "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
+        "endpoints": [{"addresses": [a], "conditions": conditions} for a in addresses],
+    }
+
+
+def config(values: dict[str, Any], **target: Any) -> InferCraneConfig:
+    values["infercrane:kubernetes"].update(target)
+    return loading.load(values, source="s", env={})
+
+
+def answering(status: int, *names: str, error: str = "") -> Any:
+    asked: list[tuple[str, int, str | None]] = []
+
+    def ask(address: str, port: int, key: str | None) -> served.Served:
+        asked.append((address, port, key))
+        return served.Served(status, tuple(names), error)
+
+    ask.asked = asked  # type: ignore[attr-defined]
+    return ask
+
+
+def check(values: dict[str, Any], live: Slices, ask: Any, key: str | None = KEY, **target: Any) -> served.Evidence:
+    c = config(values, **target)
+    checker = served.Checker(live, c, key, "no worker key for the check", ask=ask, address_wait=0, sleep=lambda _: None)  # type: ignore[arg-type]
+    return checker.check(c.replicas[0])
+
+
+def test_a_replica_serving_the_names_its_intent_renders_is_serving_by_the_route_it_was_asked(values: dict[str, Any]) -> None:
+    ask = answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
+    evidence = check(values, Slices([endpoint_slice("10.88.0.4")]), ask)
+    assert evidence.state == "serving" and evidence.expected == ("qwen-kubernetes", "Qwen/Qwen3-8B")
+    assert evidence.route == "EndpointSlice address 10.88.0.4:8000" and evidence.checked_at.endswith("Z")
+    assert ask.asked == [("10.88.0.4", 8000, KEY)]
+    assert KEY not in repr(evidence.as_output()) and KEY not in evidence.line()
+    assert evidence.verdict("require").state == "ready"
+
+
+def test_a_ready_replica_serving_another_model_is_not_serving_with_both_names(values: dict[str, Any]) -> None:
+    evidence = check(values, Slices([endpoint_slice("10.88.0.4")]), answering(200, "llama-other"))
+    assert evidence.state == "not serving"
+    assert evidence.reason == "10.88.0.4:8000 serves ['llama-other'], expected ['qwen-kubernetes', 'Qwen/Qwen3-8B']"
+    verdict = evidence.verdict("check")
+    assert verdict.state == "failed" and verdict.reason.startswith("ready, but not serving: 10.88.0.4:8000 serves")
+    assert "the old replicas keep serving" in verdict.reason
+
+
+def test_a_replica_that_refuses_the_control_planes_key_is_refused_with_the_status_named(values: dict[str, Any]) -> None:
+    evidence = check(values, Slices([endpoint_slice("10.88.0.4")]), answering(401))
+    assert evidence.state == "refused"
+    assert evidence.reason.startswith("10.88.0.4:8000 refused the worker key (401)")
+    assert "restart the replicas after a rotation" in evidence.fix
+    assert evidence.verdict("check").state == "failed"
+
+
+@pytest.mark.parametrize(
+    ("answer", "said"),
+    [
+        (answering(404), "did not answer /v1/models as an engine (HTTP 404"),
+        (answering(0, error="ConnectionRefusedError: refused"), "(ConnectionRefusedError: refused"),
+        (answering(200, error="the answer is no model list"), "(the answer is no model list"),
+    ],
+    ids=["not-found", "no-answer", "not-a-model-list"],
+)
+def test_an_answer_that_is_no_engines_is_not_verifiable_never_a_pass(values: dict[str, Any], answer: Any, said: str) -> None:
+    evidence = check(values, Slices([endpoint_slice("10.244.0.2")]), answer)
+    assert evidence.state == "not verifiable" and said in evidence.reason
+    assert evidence.verdict("check").state == "ready"  # reported, not failed ...
+    required = evidence.verdict("require")  # ... unless the stack requires evidence
+    assert required.state == "failed" and required.reason.startswith("ready, but not verifiable: 10.244.0.2:8000")
+
+
+def test_without_a_key_nothing_is_asked_and_the_fix_names_the_variables(values: dict[str, Any]) -> None:
+    live, ask = Slices([endpoint_slice("10.88.0.4")]), answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
+    evidence = check(values, live, ask, key=None)
+    assert evidence.state == "not verifiable" and evidence.reason == "no worker key for the check"
+    assert served.KEY_FILE_ENV in evidence.fix and served.KEY_ENV in evidence.fix
+    assert live.calls == 0 and ask.asked == []
+
+
+def test_an_identity_that_may_not_list_endpointslices_is_told_the_optional_role_once_per_command(
+    values: dict[str, Any],
+) -> None:
+    values["infercrane:replicas"].append(values["infercrane:replicas"][0] | {"key": "qwen-kubernetes-rev-1-r1"})
+    c = config(values)
+    live = Slices(failures.Forbidden("forbidden", code=403))
+    checker = served.Checker(live, c, KEY, ask=answering(200), address_wait=0)  # type: ignore[arg-type]
+    first, second = (checker.check(r) for r in c.replicas)
+    assert first == second or first.reason == second.reason
+    assert first.state == "not verifiable"
+    assert first.reason == f"this identity may not list endpointslices (optional: apply {served.READER})"
+    assert live.calls == 1, "the second replica does not ask again"
+
+
+def test_only_ready_addresses_that_are_not_terminating_are_asked_and_all_of_them(values: dict[str, Any]) -> None:
+    slices = [endpoint_slice("10.88.0.4", "10.88.0.5"), endpoint_slice("10.88.0.6", terminating=True, ready=False)]
+    ask = answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
+    evidence = check(values, Slices(slices), ask)
+    assert evidence.state == "serving" and [a for a, _, _ in ask.asked] == ["10.88.0.4", "10.88.0.5"]
+    assert evidence.route == "EndpointSlice addresses 10.88.0.4:8000, 10.88.0.5:8000"
+
+
+def test_a_service_without_a_ready_address_is_waited_for_a_moment_then_not_verifiable(values: dict[str, Any]) -> None:
+    live = Slices([endpoint_slice("10.88.0.4", ready=False)], [], [endpoint_slice("10.88.0.4")])
+    c = config(values)
+    slept: list[float] = []
+    checker = served.Checker(live, c, KEY, ask=answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"), sleep=slept.append)  # type: ignore[arg-type]
+    assert checker.check(c.replicas[0]).state == "serving" and live.calls == 3 and slept == [0.5, 0.5]
+    never = served.Checker(Slices([]), c, KEY, ask=answering(200), address_wait=0)  # type: ignore[arg-type]
+    evidence = never.check(c.replicas[0])
+    assert evidence.state == "not verifiable" and "has no ready address in its EndpointSlices" in evidence.reason
+
+
+def test_kserve_replicas_are_asked_at_their_predictor_service(values: dict[str, Any]) -> None:
+    c = config(values, workloadApi="kserve")
+    assert served.service_name(c, c.replicas[0]).endswith("-predictor")
+
+
+def test_the_key_comes_from_its_file_else_its_variable_and_is_never_in_a_reason(tmp_path: Path) -> None:
+    f = tmp_path / "worker-api-key"
+    f.write_text(KEY + "\n")
+    assert served.worker_key({served.KEY_FILE_ENV: str(f), served.KEY_ENV: "other"}) == (KEY, "")
+    assert served.worker_key({served.KEY_ENV: KEY}) == (KEY, "")
+    missing = served.worker_key({served.KEY_FILE_ENV: str(tmp_path / "nope")})
+    assert missing[0] is None and missing[1] == f"{served.KEY_FILE_ENV} cannot be read (No such file or directory)"
+    f.write_text("")
+    assert served.worker_key({served.KEY_FILE_ENV: str(f)}) == (None, f"the file {served.KEY_FILE_ENV} names is empty")
+    assert served.worker_key({})[0] is None
