@@ -122,9 +122,15 @@ def pause(binary: Path) -> Image:
     return image(PAUSE_REPO, layer({"pause": (binary.read_bytes(), 0o755)}), {"Entrypoint": ["/pause"]})
 
 
-def engine_double(binary: Path) -> Image:
+def engine_double(binary: Path, *, release: str | None = None) -> Image:
     """The engine-double image: the double installed as ``python3`` (so the command lines
-    InferCrane renders start it), a world-writable ``/tmp`` and a home for any uid."""
+    InferCrane renders start it), a world-writable ``/tmp`` and a home for any uid. ``release``
+    (e.g. ``next``): the same double as another release of the image -- another digest to roll
+    to, told apart by INFERCRANE_DOUBLE_RELEASE in its environment."""
     files = {"usr/local/bin/python3": (binary.read_bytes(), 0o755)}
-    config = {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"], "WorkingDir": "/"}
-    return image(ENGINE_DOUBLE_REPO, layer(files, {"tmp": 0o1777}), config)
+    env = ["PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/tmp"] + ([f"INFERCRANE_DOUBLE_RELEASE={release}"] if release else [])
+    return image(ENGINE_DOUBLE_REPO, layer(files, {"tmp": 0o1777}), {"Env": env, "WorkingDir": "/"})
+
+
+#: The engine double's releases the real node holds: the one stacks pin, and one to roll to.
+NEXT_RELEASE: Final = "next"

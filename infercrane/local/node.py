@@ -137,9 +137,14 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     cni = _first(CNI_BIN, "bridge")
     assert runc is not None and cni is not None  # why_not() said so
     pause = images.pause(find_tool("pause"))
-    double = images.engine_double(find_tool("engine-double"))
-    for image in (pause, double):
-        (h / "images" / f"{image.repo.rsplit('/', 1)[-1]}.tar").write_bytes(image.archive)
+    double = find_tool("engine-double")
+    archives = {
+        "pause": pause,
+        "engine-double": images.engine_double(double),
+        f"engine-double-{images.NEXT_RELEASE}": images.engine_double(double, release=images.NEXT_RELEASE),
+    }
+    for file, image in archives.items():
+        (h / "images" / f"{file}.tar").write_bytes(image.archive)
     (h / "containerd.toml").write_text(_containerd_config(h, runc, cni.parent, pause.reference))
     (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(_cni_config(h), indent=1))
     kubeconfig = {

@@ -236,11 +236,14 @@ def kill_deploy_while_waiting(project: Project, admin: Client, stack: str, key: 
             kubectl(project.plane, "uncordon", node)
 
 
-def plain_pulumi(project: Project, stack: str) -> Callable[..., subprocess.CompletedProcess[str]]:
-    """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the Automation API."""
+def plain_pulumi(
+    project: Project, stack: str, env: dict[str, str] | None = None
+) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the
+    Automation API; ``env``: added to its environment."""
     from infercrane.engine.environment import engine_env
 
-    env = dict(os.environ) | engine_env(stack, project.root)
+    env = dict(os.environ) | engine_env(stack, project.root) | (env or {})
 
     def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(

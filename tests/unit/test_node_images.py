@@ -35,6 +35,14 @@ def test_an_image_built_twice_is_the_same_bytes_and_digest(tmp_path: Path) -> No
     assert images.engine_double(binary).digest != first.digest
 
 
+def test_the_next_release_of_the_double_is_another_digest_of_the_same_repository_and_stable(tmp_path: Path) -> None:
+    binary = tmp_path / "engine-double"
+    binary.write_bytes(b"\x7fELF not really" * 100)
+    first, following = images.engine_double(binary), images.engine_double(binary, release=images.NEXT_RELEASE)
+    assert following.repo == first.repo and following.digest != first.digest
+    assert following.reference == images.engine_double(binary, release=images.NEXT_RELEASE).reference
+
+
 def test_the_archive_names_the_image_by_its_manifest_digest_and_its_entries_carry_no_time_or_owner(tmp_path: Path) -> None:
     binary = tmp_path / "pause"
     binary.write_bytes(b"pause")
