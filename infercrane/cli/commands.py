@@ -7,6 +7,7 @@ command (a ``validate`` never loads them). CLI layer.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -77,6 +78,14 @@ def cmd_local(args: argparse.Namespace) -> int:
     elif args.local_command == "reset":
         plane.reset()
         print(f"removed {plane.state}")
+        if not os.environ.get("PULUMI_BACKEND_URL"):  # the project's own file backend: the local stacks' state
+            from infercrane.engine.environment import LOCAL_STACKS
+            from infercrane.engine.workspace import Engine
+
+            # Their state describes objects of the plane just removed: a deploy would trust it.
+            forgotten = [s for s in LOCAL_STACKS if Engine(s).forget_state()]
+            if forgotten:
+                print(f"removed the state of stack(s) {', '.join(forgotten)} (their objects were on that plane)")
     elif args.local_command == "status":
         st = plane.status()
         print(output.local_status(st, as_doc=args.json))

@@ -9,15 +9,17 @@ CLI layer.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import IO
 
 from infercrane.cli.progress import ProgressView, log_path
-from infercrane.core.errors import InferCraneError
+from infercrane.core.errors import InferCraneError, RolloutRefused
 from infercrane.core.events import Event, Note
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.plan.actions import count_words
+from infercrane.engine import operations
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live import served
@@ -59,14 +61,30 @@ def _deploy(stack: str) -> InferCraneConfig:
         view.close("done")
         print(f"preview: {count_words(pre.change_summary)}")
         print(f"== pulumi up --stack {stack}")
-        view, outcome = _view("deploy", replicas, kinds, sink), "failed"
+        view, outcome, up = _view("deploy", replicas, kinds, sink), "failed", None
         try:
             up = engine.up(
                 on_output=view.on_output, on_event=applied_events(view), channel=Channel(progress=view), suppress_outputs=True
             )
             outcome = "done"
+        except RolloutRefused:
+            # A plane deployed by an earlier release: a change that restarts every replica (a new
+            # pod template) must roll in waves, which one `pulumi up` refuses to do; deploy rolls it.
+            outcome = "refused: it rolls in waves"
         finally:
             view.close(outcome)
+        if up is None:
+            print(f"== infercrane deploy --stack {stack}  (the change restarts serving replicas: it rolls in waves)")
+            view, outcome = _view("deploy", replicas, kinds, sink), "failed"
+            try:
+                result = operations.deploy(
+                    Engine(stack, sink=view), config, operations.new_idempotency_key(), on_output=view.on_output, sink=view
+                )
+                outcome = "done"
+            finally:
+                view.close(outcome)
+            print(f"deploy {result.key}: {result.status}")
+            return config
     print(f"up: {up.summary.result}: {count_words(up.summary.resource_changes, done=True)}")
     return config
 
@@ -87,6 +105,9 @@ def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
     the file the Secret was made from -- then asked again without the key: the engine refuses."""
     key, why = served.worker_key({served.KEY_FILE_ENV: str(plane.state / WORKER_KEY_FILE)})
     print("== serving evidence (each replica's engine double asked GET /v1/models at its Service's ready address)")
+    if key is None:
+        print(f"  not verifiable: the plane has no {WORKER_KEY_FILE} (bootstrapped before it existed): `local reset`")
+        return
     checker = served.Checker(viewer, config, key, why)
     for replica in config.replicas:
         evidence = checker.check(replica)
@@ -101,6 +122,9 @@ def run(stack: str = "local") -> int:
         plane = Plane.default()
         print("== local control plane")
         status = plane.start()
+        key_file = plane.state / WORKER_KEY_FILE
+        if key_file.is_file():  # the deploys take evidence with the plane's own key, as any control plane would
+            os.environ.setdefault(served.KEY_FILE_ENV, str(key_file))
         config = _deploy(stack)
         _evidence(stack, config)
         if status.get("realNode") and stack != NODE_STACK:

@@ -290,6 +290,12 @@ class Engine:
         if stack_file is not None:
             path.write_bytes(stack_file)
 
+    def forget_state(self) -> bool:
+        """Remove this stack's state from the backend (``stack rm --force``), deleting nothing in
+        the cluster: for a stack whose cluster is gone (a reset local plane). Its stack file stays.
+        True when there was a stack to remove."""
+        return self._cli("stack", "rm", "--yes", "--force", "--preserve-config", check=False).returncode == 0
+
     def _cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         """One Pulumi CLI command on this stack outside the Automation API (no program, no
         ``pulumi version`` probe, no SDK import): state bookkeeping. Failures: EngineError."""

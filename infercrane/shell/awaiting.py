@@ -85,13 +85,30 @@ def await_readiness(
             channel.error = NotReady(failures, len(components), api_lost=lost)
             raise pulumi.RunError(str(channel.error))
         publish(Readiness(len(components), len(components)))
-        note = evidence_note(channel)
-        for c, (_, evidence) in pairs:
-            if evidence is not None:
-                note(f"evidence: replica {c.summary['key']}: {evidence.line()}")
-        return {c.summary["key"]: e.as_output() for c, (_, e) in pairs if e is not None}
+        taken = {c.summary["key"]: e for c, (_, e) in pairs if e is not None}
+        for line in evidence_lines(taken):
+            evidence_note(channel)(line)
+        return {key: e.as_output() for key, e in taken.items()}
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
+
+
+def evidence_lines(taken: dict[str, served.Evidence]) -> list[str]:
+    """One line per replica seen serving (its names and route), and one per reason for the
+    others: at 100 replicas without a key, one line says so, not a hundred."""
+    lines = [f"evidence: replica {key}: {e.line()}" for key, e in taken.items() if e.state == "serving"]
+    same: dict[str, list[str]] = {}
+    for key, e in taken.items():
+        if e.state != "serving":
+            same.setdefault(e.line(), []).append(key)
+    for said, keys in same.items():
+        who = (
+            f"replica {keys[0]}"
+            if len(keys) == 1
+            else f"{len(keys)} replicas ({', '.join(keys[:3])}{', …' if len(keys) > 3 else ''})"
+        )
+        lines.append(f"evidence: {who}: {said}")
+    return lines
 
 
 def evidence_note(channel: Channel) -> Callable[[str], None]:
