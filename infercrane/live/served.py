@@ -43,6 +43,7 @@ READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
 ADDRESS_WAIT_SECONDS: Final = 15.0  # a Deployment's pod is Ready a moment before its slice says so
 ASK_TIMEOUT_SECONDS: Final = 5.0
+SNAPSHOT_SECONDS: Final = 0.5  # how long one LIST of the EndpointSlices serves every replica checked
 
 State = Literal["serving", "not serving", "refused", "not verifiable"]
 FAILED: Final[frozenset[str]] = frozenset({"not serving", "refused"})  # evidence against the replica
@@ -100,17 +101,19 @@ class Evidence:
         """A ready replica's verdict once asked: evidence against it fails it; none at all (not
         verifiable) fails it only under ``servingEvidence: require`` (``policy``)."""
         if self.state in FAILED or (self.state == "not verifiable" and policy == "require"):
-            why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}"
+            why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}" + (f" ({self.route})" if self.route else "")
             return Verdict("failed", why + (f"\n      fix: {self.fix}" if self.fix else ""))
         return Verdict("ready")
 
 
-def line(evidence: Mapping[str, Any]) -> str:
-    """Evidence in its output form (a stack output, ``inspect --json``) as one line."""
+def line(evidence: Mapping[str, Any], *, route: bool = True) -> str:
+    """Evidence in its output form (a stack output, ``inspect --json``) as one line; ``route``:
+    with where the replica was asked (it differs per replica: lines grouped by reason leave it out)."""
     if evidence["state"] == "serving":
         return f"serving {', '.join(evidence['served'])} ({evidence['route']}, {evidence['checkedAt']})"
+    where = f" ({evidence['route']})" if route and evidence.get("route") else ""
     fix = f"; fix: {evidence['fix']}" if evidence.get("fix") else ""
-    return f"{evidence['state']}: {evidence.get('reason', '')}{fix}"
+    return f"{evidence['state']}: {evidence.get('reason', '')}{where}{fix}"
 
 
 def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
@@ -148,10 +151,12 @@ class Checker:
         ask: Callable[[str, int, str | None], Served] = models,
         address_wait: float = ADDRESS_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._live, self._config, self._key, self._why_no_key = live, config, key, why_no_key
-        self._ask, self._address_wait, self._sleep = ask, address_wait, sleep
-        self._unreadable: str | None = None  # set on the first 403: no replica asks again
+        self._ask, self._address_wait, self._sleep, self._clock = ask, address_wait, sleep, clock
+        self._unreadable: failures.Forbidden | None = None  # the first 403: no replica asks again
+        self._snapshot: tuple[float, dict[str, list[dict[str, Any]]]] | None = None  # (taken at, by Service)
         self._lock = threading.Lock()
 
     @classmethod
@@ -179,7 +184,7 @@ class Checker:
         route = ", ".join(f"{a}:{p}" for a, p in asked)
         route = f"EndpointSlice address{'es' if len(asked) > 1 else ''} {route}"
         for address, port, answer in verdicts:
-            where = f"{address}:{port}"
+            at = f"{address}:{port} " if len(asked) > 1 else ""  # which of several answered so
             if answer.status in (401, 403):
                 return Evidence(
                     "refused",
@@ -187,16 +192,21 @@ class Checker:
                     route=route,
                     checked_at=now,
                     asked=asked,
-                    reason=f"{where} refused the worker key ({answer.status}): the replica's key (from its Secret) "
+                    reason=f"{at}refused the worker key ({answer.status}): the replica's key (from its Secret) "
                     "is not the control plane's copy",
                     fix="make the worker Secret and the control plane's copy the same key; a replica reads its Secret "
                     "when it starts, so restart the replicas after a rotation",
                 )
             if answer.status != 200 or answer.error:
                 said = answer.error or f"HTTP {answer.status}"
-                return unverifiable(
-                    f"{where} did not answer /v1/models as an engine ({said}; route: {route})",
-                    "run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
+                return Evidence(
+                    "not verifiable",
+                    expected,
+                    route=route,
+                    checked_at=now,
+                    reason=f"{at}did not answer /v1/models as an engine ({said})",
+                    fix="run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
+                    asked=asked,
                 )
             missing = [n for n in expected if n not in answer.names]
             if missing:
@@ -206,7 +216,7 @@ class Checker:
                     answer.names,
                     route,
                     now,
-                    reason=f"{where} serves {list(answer.names)}, expected {list(expected)}",
+                    reason=f"{at}serves {list(answer.names)}, expected {list(expected)}",
                     fix="check the replica's image and args (what the engine loads), or the model and name in the "
                     "stack file; the old replicas keep serving",
                     asked=asked,
@@ -216,22 +226,12 @@ class Checker:
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
         """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:
         the endpoint controller follows a pod's Ready condition within about a second."""
-        from lightkube.resources.discovery_v1 import EndpointSlice
-
-        deadline = time.monotonic() + self._address_wait
+        deadline = self._clock() + self._address_wait
         while True:
-            with self._lock:
-                unreadable = self._unreadable
-            if unreadable is not None:
-                return [], unreadable
             try:
-                slices = self._live.list(
-                    EndpointSlice, labels={SERVICE_NAME_LABEL: service}, action=f"list the EndpointSlices of {service}"
-                )
+                slices = self._slices(service)
             except failures.Forbidden:
-                with self._lock:
-                    self._unreadable = f"this identity may not list endpointslices (optional: apply {READER})"
-                continue
+                return [], f"this identity may not list endpointslices (optional: apply {READER})"
             except failures.LiveError as exc:
                 return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
             found = [
@@ -243,6 +243,33 @@ class Checker:
                 if (e.get("conditions") or {}).get("ready") is not False and not (e.get("conditions") or {}).get("terminating")
                 for address in (e.get("addresses") or [])[:1]
             ]
-            if found or time.monotonic() >= deadline:
+            if found or self._clock() >= deadline:
                 return sorted(found), f"Service {service} has no ready address in its EndpointSlices"
             self._sleep(0.5)
+
+    def _slices(self, service: str) -> list[dict[str, Any]]:
+        """``service``'s EndpointSlices: from one LIST of every slice of our Services (they carry
+        the Service's labels) shared by all the replicas checked within half a second -- a fleet
+        asks about once per tick, not once per replica -- else, for a Service not in it (KServe's
+        predictor, or a slice not made yet), one LIST of its own. A 403 is remembered: no replica
+        asks again."""
+        from lightkube.resources.discovery_v1 import EndpointSlice
+
+        with self._lock:
+            if self._unreadable is not None:
+                raise self._unreadable
+            try:
+                if self._snapshot is None or self._clock() - self._snapshot[0] >= SNAPSHOT_SECONDS:
+                    listed = self._live.list(EndpointSlice, labels=naming.managed_selector(), action="list endpointslices")
+                    by_service: dict[str, list[dict[str, Any]]] = {}
+                    for s in listed:
+                        by_service.setdefault(str((s["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)), []).append(s)
+                    self._snapshot = (self._clock(), by_service)
+                if service in self._snapshot[1]:
+                    return self._snapshot[1][service]
+                return self._live.list(
+                    EndpointSlice, labels={SERVICE_NAME_LABEL: service}, action=f"list the EndpointSlices of {service}"
+                )
+            except failures.Forbidden as exc:
+                self._unreadable = exc
+                raise

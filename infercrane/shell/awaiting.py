@@ -96,18 +96,19 @@ def await_readiness(
 def evidence_lines(taken: dict[str, served.Evidence]) -> list[str]:
     """One line per replica seen serving (its names and route), and one per reason for the
     others: at 100 replicas without a key, one line says so, not a hundred."""
+    from infercrane.live import served
+
     lines = [f"evidence: replica {key}: {e.line()}" for key, e in taken.items() if e.state == "serving"]
     same: dict[str, list[str]] = {}
     for key, e in taken.items():
         if e.state != "serving":
-            same.setdefault(e.line(), []).append(key)
+            same.setdefault(served.line(e.as_output(), route=False), []).append(key)
     for said, keys in same.items():
-        who = (
-            f"replica {keys[0]}"
-            if len(keys) == 1
-            else f"{len(keys)} replicas ({', '.join(keys[:3])}{', …' if len(keys) > 3 else ''})"
-        )
-        lines.append(f"evidence: {who}: {said}")
+        if len(keys) == 1:
+            lines.append(f"evidence: replica {keys[0]}: {taken[keys[0]].line()}")
+            continue
+        shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
+        lines.append(f"evidence: {len(keys)} replicas ({shown}): {said}")
     return lines
 
 

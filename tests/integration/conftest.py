@@ -76,6 +76,8 @@ class Project:
         monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "integration")
         monkeypatch.setenv("PULUMI_HOME", str(pulumi_home))
         monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+        for var in ("INFERCRANE_WORKER_API_KEY_FILE", "INFERCRANE_WORKER_API_KEY"):  # a test gives the key it means
+            monkeypatch.delenv(var, raising=False)
         self.stacks: set[str] = set()
 
     def cleanup(self, admin: Client) -> None:

@@ -75,9 +75,14 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout.strip().splitlines()[-1])
     assert doc["outputs"]["replicas"][key]["objects"][0]["name"] == naming.object_name(key)
+    ((member,),) = doc["outputs"]["endpoints"].values()
+    evidence = member.pop("evidence")
     assert doc["outputs"]["endpoints"] == {
         "qwen": [{"key": key, "modelRevision": None, "intentHash": doc["outputs"]["replicas"][key]["intentHash"]}]
     }
+    # No worker key where this ran: the evidence says so (never a silent pass), with when it looked.
+    assert evidence["state"] == "not verifiable" and evidence["reason"].startswith("no worker key for the check")
+    assert evidence["checkedAt"] and evidence["expected"] == ["qwen", "Qwen/Qwen3-8B"] and evidence["served"] == []
     (rec,) = doc["inspect"]
     assert rec["state"] == "ready" and rec["endpoint"] == f"http://{naming.object_name(key)}.{NS}.svc:8000"
     engine.destroy()

@@ -17,7 +17,8 @@ KEY = "k-" + "x" * 30
 
 
 class Slices:
-    """A Live whose EndpointSlice LIST answers from a script (a list per call, or an exception)."""
+    """A Live whose EndpointSlice LISTs answer from a script: each call takes the next namespace
+    snapshot (the last one repeats), or raises it; a LIST by Service name sees that Service's."""
 
     def __init__(self, *answers: Any) -> None:
         self.answers, self.calls = list(answers), 0
@@ -27,15 +28,35 @@ class Slices:
         self.calls += 1
         if isinstance(answer, Exception):
             raise answer
-        return list(answer)
+        wanted = (labels or {}).get(served.SERVICE_NAME_LABEL)
+        return [s for s in answer if wanted is None or s["metadata"]["labels"][served.SERVICE_NAME_LABEL] == wanted]
 
 
-def endpoint_slice(*addresses: str, ready: bool = True, terminating: bool = False, port: int = 8000) -> dict[str, Any]:
+SERVICE = "infercrane-935120ec8f148f03a1305f63"  # the replica's Service (naming.object_name of its key)
+
+
+def endpoint_slice(
+    *addresses: str, ready: bool = True, terminating: bool = False, port: int = 8000, service: str = SERVICE
+) -> dict[str, Any]:
     conditions = {"ready": ready, "serving": True, "terminating": terminating}
     return {
+        "metadata": {"labels": {served.SERVICE_NAME_LABEL: service, "app.kubernetes.io/managed-by": "infercrane"}},
         "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
         "endpoints": [{"addresses": [a], "conditions": conditions} for a in addresses],
     }
+
+
+class Clock:
+    """Time that passes only when the checker sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
 
 
 def config(values: dict[str, Any], **target: Any) -> InferCraneConfig:
@@ -73,16 +94,20 @@ def test_a_replica_serving_the_names_its_intent_renders_is_serving_by_the_route_
 def test_a_ready_replica_serving_another_model_is_not_serving_with_both_names(values: dict[str, Any]) -> None:
     evidence = check(values, Slices([endpoint_slice("10.88.0.4")]), answering(200, "llama-other"))
     assert evidence.state == "not serving"
-    assert evidence.reason == "10.88.0.4:8000 serves ['llama-other'], expected ['qwen-kubernetes', 'Qwen/Qwen3-8B']"
+    assert evidence.reason == "serves ['llama-other'], expected ['qwen-kubernetes', 'Qwen/Qwen3-8B']"
     verdict = evidence.verdict("check")
-    assert verdict.state == "failed" and verdict.reason.startswith("ready, but not serving: 10.88.0.4:8000 serves")
+    assert verdict.state == "failed"
+    assert verdict.reason.startswith(
+        "ready, but not serving: serves ['llama-other'], expected ['qwen-kubernetes', 'Qwen/Qwen3-8B'] "
+        "(EndpointSlice address 10.88.0.4:8000)"
+    )
     assert "the old replicas keep serving" in verdict.reason
 
 
 def test_a_replica_that_refuses_the_control_planes_key_is_refused_with_the_status_named(values: dict[str, Any]) -> None:
     evidence = check(values, Slices([endpoint_slice("10.88.0.4")]), answering(401))
     assert evidence.state == "refused"
-    assert evidence.reason.startswith("10.88.0.4:8000 refused the worker key (401)")
+    assert evidence.reason.startswith("refused the worker key (401)") and evidence.route.endswith("10.88.0.4:8000")
     assert "restart the replicas after a rotation" in evidence.fix
     assert evidence.verdict("check").state == "failed"
 
@@ -101,7 +126,8 @@ def test_an_answer_that_is_no_engines_is_not_verifiable_never_a_pass(values: dic
     assert evidence.state == "not verifiable" and said in evidence.reason
     assert evidence.verdict("check").state == "ready"  # reported, not failed ...
     required = evidence.verdict("require")  # ... unless the stack requires evidence
-    assert required.state == "failed" and required.reason.startswith("ready, but not verifiable: 10.244.0.2:8000")
+    assert required.state == "failed" and required.reason.startswith("ready, but not verifiable: did not answer")
+    assert "(EndpointSlice address 10.244.0.2:8000)" in required.reason
 
 
 def test_without_a_key_nothing_is_asked_and_the_fix_names_the_variables(values: dict[str, Any]) -> None:
@@ -135,11 +161,14 @@ def test_only_ready_addresses_that_are_not_terminating_are_asked_and_all_of_them
 
 
 def test_a_service_without_a_ready_address_is_waited_for_a_moment_then_not_verifiable(values: dict[str, Any]) -> None:
-    live = Slices([endpoint_slice("10.88.0.4", ready=False)], [], [endpoint_slice("10.88.0.4")])
+    live = Slices([endpoint_slice("10.88.0.4", ready=False)], [], [], [endpoint_slice("10.88.0.4")])
     c = config(values)
-    slept: list[float] = []
-    checker = served.Checker(live, c, KEY, ask=answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"), sleep=slept.append)  # type: ignore[arg-type]
-    assert checker.check(c.replicas[0]).state == "serving" and live.calls == 3 and slept == [0.5, 0.5]
+    clock = Clock()
+    ask = answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
+    checker = served.Checker(live, c, KEY, ask=ask, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert checker.check(c.replicas[0]).state == "serving"
+    # not ready yet; then no slice (its own LIST too); then ready -- one snapshot per half second
+    assert live.calls == 4 and clock.now == 1.0
     never = served.Checker(Slices([]), c, KEY, ask=answering(200), address_wait=0)  # type: ignore[arg-type]
     evidence = never.check(c.replicas[0])
     assert evidence.state == "not verifiable" and "has no ready address in its EndpointSlices" in evidence.reason
@@ -174,3 +203,27 @@ def test_the_deploy_says_each_serving_replica_and_groups_the_others_by_reason() 
         "evidence: replica s0: serving qwen, Qwen/Qwen3-8B (EndpointSlice address 10.88.0.4:8000, 2026-12-03T12:00:00Z)",
         "evidence: 5 replicas (r0, r1, r2, …): not verifiable: no worker key for the check; fix: set it",
     ]
+
+
+def test_a_fleet_checked_within_half_a_second_shares_one_list_of_the_endpointslices(values: dict[str, Any]) -> None:
+    first = values["infercrane:replicas"][0]
+    values["infercrane:replicas"] = [first | {"key": f"qwen-kubernetes-rev-1-r{i}"} for i in range(20)]
+    c = config(values)
+    from infercrane.core import naming
+
+    slices = [endpoint_slice(f"10.88.0.{i + 2}", service=naming.object_name(r.key)) for i, r in enumerate(c.replicas)]
+    live, clock = Slices(slices), Clock()
+    checker = served.Checker(live, c, KEY, ask=answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"), clock=clock)  # type: ignore[arg-type]
+    assert {checker.check(r).state for r in c.replicas} == {"serving"}
+    assert live.calls == 1
+    clock.sleep(0.5)
+    checker.check(c.replicas[0])
+    assert live.calls == 2, "an older snapshot is taken again"
+
+
+def test_of_several_ready_addresses_the_one_that_answers_otherwise_is_named(values: dict[str, Any]) -> None:
+    def ask(address: str, port: int, key: str | None) -> served.Served:
+        return served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B") if address.endswith(".4") else ("old",))
+
+    evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
+    assert evidence.state == "not serving" and evidence.reason.startswith("10.88.0.5:8000 serves ['old']")
