@@ -285,7 +285,7 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
     assert lister.ready() == n, "deploy returned before every replica was ready"
     out |= deploy_phases(stderr, out["deploy"])
     # One line per serving replica, one per reason for the others ("evidence: 100 replicas (...): ...").
-    grouped = re.findall(r"^evidence: (\d+) replicas ", stderr, flags=re.M)
+    grouped = re.findall(r"evidence: (\d+) replicas ", stderr)
     out["evidence taken"] = stderr.count("evidence: replica ") + sum(int(n) for n in grouped)
     state = project / ".infercrane" / "pulumi-state" / ".pulumi" / "stacks" / "infercrane" / "ours.json"
     out["checkpoint MB"] = state.stat().st_size / 1e6
