@@ -16,6 +16,7 @@ fix. Live-cluster layer.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -23,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal
@@ -42,7 +44,8 @@ KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
 READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
 ADDRESS_WAIT_SECONDS: Final = 15.0  # a Deployment's pod is Ready a moment before its slice says so
-ASK_TIMEOUT_SECONDS: Final = 5.0
+ASK_TIMEOUT_SECONDS: Final = 3.0  # an engine answers /v1/models in milliseconds
+CHECK_THREADS: Final = 32  # replicas asked at once: 100 whose addresses time out take 4 timeouts, not 17
 SNAPSHOT_SECONDS: Final = 0.5  # how long one LIST of the EndpointSlices serves every replica checked
 
 State = Literal["serving", "not serving", "refused", "not verifiable"]
@@ -158,11 +161,27 @@ class Checker:
         self._unreadable: failures.Forbidden | None = None  # the first 403: no replica asks again
         self._snapshot: tuple[float, dict[str, list[dict[str, Any]]]] | None = None  # (taken at, by Service)
         self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
 
     @classmethod
     def from_env(cls, live: Live, config: InferCraneConfig, env: Mapping[str, str] | None = None) -> Checker:
         key, why = worker_key(env)
         return cls(live, config, key, why)
+
+    async def check_soon(self, replica: Replica) -> Evidence:
+        """:meth:`check` on the checker's own threads: a fleet whose pod addresses answer nothing
+        (each request waits for its timeout) never holds the threads the readiness wait lists with."""
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="infercrane-evidence")
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.check, replica)
+
+    def close(self) -> None:
+        """Let the checker's threads go (those still asking finish on their own)."""
+        with self._lock:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
+                self._pool = None
 
     def check(self, replica: Replica) -> Evidence:
         expected = served_names(replica)

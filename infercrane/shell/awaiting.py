@@ -5,7 +5,6 @@ poller, its progress published as typed events on the caller's sink (the Channel
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -69,7 +68,7 @@ def await_readiness(
         verdict = await waiter.wait(c.name, generation, budgets[c.summary["key"]])
         if verdict.state != "ready":
             return verdict, None
-        evidence = await asyncio.to_thread(checker.check, replicas[c.summary["key"]])
+        evidence = await checker.check_soon(replicas[c.summary["key"]])
         return evidence.verdict(t.serving_evidence), evidence
 
     def wait(c: ReplicaComponent) -> pulumi.Output[tuple[verdicts.Verdict, served.Evidence | None]]:
@@ -78,6 +77,7 @@ def await_readiness(
         )
 
     def check(results: list[tuple[verdicts.Verdict, served.Evidence | None]]) -> dict[str, dict[str, Any]]:
+        checker.close()
         pairs = list(zip(components, results, strict=True))
         failures = [(c.summary["key"], c.name, v.reason) for c, (v, _) in pairs if v.state != "ready"]
         if failures:
