@@ -202,45 +202,58 @@ class Checker:
         asked = tuple(addresses)
         route = ", ".join(f"{a}:{p}" for a, p in asked)
         route = f"EndpointSlice address{'es' if len(asked) > 1 else ''} {route}"
-        for address, port, answer in verdicts:
-            at = f"{address}:{port} " if len(asked) > 1 else ""  # which of several answered so
-            if answer.status in (401, 403):
-                return Evidence(
-                    "refused",
-                    expected,
-                    route=route,
-                    checked_at=now,
-                    asked=asked,
-                    reason=f"{at}refused the worker key ({answer.status}): the replica's key (from its Secret) "
-                    "is not the control plane's copy",
-                    fix="make the worker Secret and the control plane's copy the same key; a replica reads its Secret "
-                    "when it starts, so restart the replicas after a rotation",
-                )
-            if answer.status != 200 or answer.error:
-                said = answer.error or f"HTTP {answer.status}"
-                return Evidence(
-                    "not verifiable",
-                    expected,
-                    route=route,
-                    checked_at=now,
-                    reason=f"{at}did not answer /v1/models as an engine ({said})",
-                    fix="run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
-                    asked=asked,
-                )
-            missing = [n for n in expected if n not in answer.names]
-            if missing:
-                return Evidence(
-                    "not serving",
-                    expected,
-                    answer.names,
-                    route,
-                    now,
-                    reason=f"{at}serves {list(answer.names)}, expected {list(expected)}",
-                    fix="check the replica's image and args (what the engine loads), or the model and name in the "
-                    "stack file; the old replicas keep serving",
-                    asked=asked,
-                )
+        judged = [
+            self._judge(expected, answer, route, now, asked, f"{a}:{p} " if len(asked) > 1 else "") for a, p, answer in verdicts
+        ]
+        # Evidence against the replica outweighs none at all: any address serving other names or
+        # refusing the key decides, then any that could not be asked.
+        for state in ("not serving", "refused", "not verifiable"):
+            found = next((e for e in judged if e is not None and e.state == state), None)
+            if found is not None:
+                return found
         return Evidence("serving", expected, verdicts[0][2].names, route, now, asked=asked)
+
+    @staticmethod
+    def _judge(
+        expected: tuple[str, ...], answer: Served, route: str, now: str, asked: tuple[tuple[str, int], ...], at: str
+    ) -> Evidence | None:
+        """What one address's answer says (``at``: which address, when several were asked); None: it serves."""
+        if answer.status in (401, 403):
+            return Evidence(
+                "refused",
+                expected,
+                route=route,
+                checked_at=now,
+                asked=asked,
+                reason=f"{at}refused the worker key ({answer.status}): the replica's key (from its Secret) "
+                "is not the control plane's copy",
+                fix="make the worker Secret and the control plane's copy the same key; a replica reads its Secret "
+                "when it starts, so restart the replicas after a rotation",
+            )
+        if answer.status != 200 or answer.error:
+            said = answer.error or f"HTTP {answer.status}"
+            return Evidence(
+                "not verifiable",
+                expected,
+                route=route,
+                checked_at=now,
+                reason=f"{at}did not answer /v1/models as an engine ({said})",
+                fix="run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
+                asked=asked,
+            )
+        if [n for n in expected if n not in answer.names]:
+            return Evidence(
+                "not serving",
+                expected,
+                answer.names,
+                route,
+                now,
+                reason=f"{at}serves {list(answer.names)}, expected {list(expected)}",
+                fix="check the replica's image and args (what the engine loads), or the model and name in the "
+                "stack file; the old replicas keep serving",
+                asked=asked,
+            )
+        return None
 
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
         """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:

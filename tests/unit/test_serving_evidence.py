@@ -227,3 +227,11 @@ def test_of_several_ready_addresses_the_one_that_answers_otherwise_is_named(valu
 
     evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
     assert evidence.state == "not serving" and evidence.reason.startswith("10.88.0.5:8000 serves ['old']")
+
+
+def test_evidence_against_a_replica_outweighs_an_address_that_could_not_be_asked(values: dict[str, Any]) -> None:
+    def ask(address: str, port: int, key: str | None) -> served.Served:
+        return served.Served(404) if address.endswith(".4") else served.Served(401)
+
+    evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
+    assert evidence.state == "refused" and evidence.reason.startswith("10.88.0.5:8000 refused the worker key (401)")
