@@ -89,6 +89,10 @@ def test_a_replica_counts_only_when_it_serves_the_expected_model_and_a_wrong_one
         assert rec["evidence"]["state"] == "serving" and rec["evidence"]["served"] == ["qwen-small", "Qwen/Qwen3-0.6B"]
         assert rec["evidence"]["route"].startswith("EndpointSlice address 10.88.0.") and rec["evidence"]["checkedAt"]
     assert sorted(m["key"] for m in doc["endpoints"]["qwen-small"]) == keys
+    # The key went only into the requests' header: not the state, the outputs, the logs, the output.
+    copy = Path(env[served.KEY_FILE_ENV])  # the control plane's own copy, and nothing else
+    leaked = [f for f in project.root.rglob("*") if f.is_file() and f != copy and KEY.encode() in f.read_bytes()]
+    assert leaked == [] and KEY not in done.stdout + done.stderr + shown.stdout, leaked
     (kept,) = pods(admin, ns, keys[1])
 
     stack(wrong=True)
