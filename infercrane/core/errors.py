@@ -186,8 +186,9 @@ class CacheRefused(InferCraneError):
 
 #: A replica whose workload is ready but whose serving evidence fails it (live.served).
 EVIDENCE_FAILED: Final = "ready, but "
-#: A replica whose engine the kubelet restarted because its startup probe kept failing (readiness).
-STARTUP_KILLED: Final = "killed by its startup probe"
+#: A replica whose startup probe kept failing for its whole budget (readiness): the kubelet restarts
+#: such an engine (its failureThreshold x period is the budget), which no wait cures.
+STARTUP_FAILING: Final = "its startup probe kept failing"
 
 
 class NotReady(InferCraneError):
@@ -214,10 +215,10 @@ class NotReady(InferCraneError):
             )
         elif all(reason.startswith(EVIDENCE_FAILED) for _, _, reason in failures):
             fix = "each replica's own fix is above (its serving evidence); the replicas not rolled by this run keep serving"
-        elif any(STARTUP_KILLED in reason for _, _, reason in failures):
+        elif any(STARTUP_FAILING in reason for _, _, reason in failures):
             fix = (
-                f"raise startupBudgetSeconds of each replica {STARTUP_KILLED} if its model loads that long (it sizes "
-                "the probe), or read its pod's log for why the engine never answered "
+                "raise startupBudgetSeconds of each replica whose startup probe kept failing, if its model loads "
+                "that long (the budget sizes the probe; past it the kubelet restarts the engine), or read its pod's log for why the engine never answered "
                 "its health check; then deploy again"
             )
         elif any("FailedScheduling" in reason for _, _, reason in failures):

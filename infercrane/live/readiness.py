@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.errors import STARTUP_KILLED, ClusterError
+from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
 from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
@@ -217,7 +217,10 @@ class FleetWaiter:
                 for name in failed:
                     reason, said = self._waited[name].last.reason, why.get(name, [])
                     if any(w.startswith(STARTUP_PROBE_FAILED) for w in said):
-                        reason = f"{STARTUP_KILLED} (its engine did not answer within its startup budget): {reason}"
+                        reason = (
+                            f"{STARTUP_FAILING} (its engine did not answer within its startup budget; the kubelet "
+                            f"restarts it): {reason}"
+                        )
                     self._resolve(name, Verdict("failed", reason + "".join(f"\n      {w}" for w in said)))
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now

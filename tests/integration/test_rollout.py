@@ -117,18 +117,26 @@ def live(admin: Client, keys: list[str]) -> dict[str, tuple[str, str]]:
 
 
 def unhardened(admin: Client, keys: list[str]) -> dict[str, tuple[str, Any]]:
-    """key -> (Deployment uid, its pod template without the hardening and the intent annotations).
-    The release before slot names became keys ran its pods without seccomp ``RuntimeDefault`` or
-    dropped capabilities (README "Pod Security"): the first deploy of this one rolls each pod once
-    for that, and for nothing else -- what this compares."""
+    """key -> (Deployment uid, its pod template without the hardening, the drain and the intent
+    annotations). The release before slot names became keys ran its pods without seccomp
+    ``RuntimeDefault`` or dropped capabilities (README "Pod Security") and without the drain (its
+    preStop, vLLM's --shutdown-timeout, the grace period derived from both; README "Drain on every
+    stop"): the first deploy of this one rolls each pod once for those, and for nothing else --
+    what this compares."""
     out = {}
     for key in keys:
         dep = admin.get(Deployment, naming.object_name(key), namespace=NS)
         template = dep.spec.template.to_dict()
         template["metadata"].pop("annotations", None)
         template["spec"].pop("securityContext", None)
+        template["spec"].pop("terminationGracePeriodSeconds", None)
         for container in template["spec"]["containers"]:
             container.pop("securityContext", None)
+            container.pop("lifecycle", None)
+            args = container.get("args") or []
+            if "--shutdown-timeout" in args:
+                at = args.index("--shutdown-timeout")
+                container["args"] = args[:at] + args[at + 2 :]
         out[key] = (str(dep.metadata.uid), template)
     return out
 

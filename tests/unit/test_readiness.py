@@ -691,9 +691,11 @@ def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_w
     client = SlowToLoad([[named(a, dep(1, 1, available=0, Progressing=deadline))]])
     verdict = run(FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001).wait(a, 1, 600))  # type: ignore[arg-type]
     assert verdict.state == "failed"
-    assert verdict.reason.startswith("killed by its startup probe (its engine did not answer within its startup budget): ")
+    assert verdict.reason.startswith(
+        "its startup probe kept failing (its engine did not answer within its startup budget; the kubelet restarts it): "
+    )
     assert (
         "ProgressDeadlineExceeded" in verdict.reason and "Unhealthy: Startup probe failed: connection refused" in verdict.reason
     )
     fix = NotReady([("k", a, verdict.reason)], 1).fix or ""
-    assert fix.startswith("raise startupBudgetSeconds of each replica killed by its startup probe")
+    assert fix.startswith("raise startupBudgetSeconds of each replica whose startup probe kept failing")
