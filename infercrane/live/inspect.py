@@ -97,7 +97,7 @@ def serving(
     evidence taken of each (``evidence``, by key). A replica with evidence against it (serving other
     names, refusing the key) is no member; nor, under ``servingEvidence: require``, one without any."""
     evidence = evidence or {}
-    require = config.kubernetes.serving_evidence == "require"
+    policy = config.kubernetes.serving_evidence
     from infercrane.core.plan.workload import endpoint_of, flag_value
 
     out: dict[str, list[dict[str, Any]]] = {}
@@ -108,7 +108,7 @@ def serving(
         if object_state(config.kubernetes.object_kinds[0], obj) != "ready":
             continue
         taken = evidence.get(key)
-        if taken is not None and (taken["state"] in served.FAILED or (require and taken["state"] != "serving")):
+        if taken is not None and not served.counts(taken["state"], policy):
             continue
         revision = flag_value(obj, "--revision")
         intent = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_INTENT)
@@ -237,13 +237,9 @@ def inspect_report(
 def serving_evidence(config: InferCraneConfig, live: Live, ready: list[Any]) -> dict[str, dict[str, Any]]:
     """Each ready replica asked what it serves, all at once (:class:`~infercrane.live.served.Checker`,
     the key from where the command runs): key -> the evidence's output form."""
-    from concurrent.futures import ThreadPoolExecutor
-
     if not ready:
         return {}
-    checker = served.Checker.from_env(live, config)
-    with ThreadPoolExecutor(max_workers=min(16, len(ready))) as pool:
-        taken = list(pool.map(checker.check, ready))
+    taken = served.Checker.from_env(live, config).check_all(ready)
     return {r.key: e.as_output() for r, e in zip(ready, taken, strict=True)}
 
 

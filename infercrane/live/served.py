@@ -52,6 +52,13 @@ State = Literal["serving", "not serving", "refused", "not verifiable"]
 FAILED: Final[frozenset[str]] = frozenset({"not serving", "refused"})  # evidence against the replica
 
 
+def counts(state: str, policy: str) -> bool:
+    """Whether a ready replica with evidence in ``state`` counts as serving under ``policy``
+    (``servingEvidence``): never with evidence against it; without any, only under ``check``.
+    The one rule for a deploy's verdict and for routing membership."""
+    return state not in FAILED and not (state == "not verifiable" and policy == "require")
+
+
 @dataclass(frozen=True)
 class Served:
     status: int  # the HTTP status (0: no answer)
@@ -103,7 +110,7 @@ class Evidence:
     def verdict(self, policy: str) -> Verdict:
         """A ready replica's verdict once asked: evidence against it fails it; none at all (not
         verifiable) fails it only under ``servingEvidence: require`` (``policy``)."""
-        if self.state in FAILED or (self.state == "not verifiable" and policy == "require"):
+        if not counts(self.state, policy):
             why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}" + (f" ({self.route})" if self.route else "")
             return Verdict("failed", why + (f"\n      fix: {self.fix}" if self.fix else ""))
         return Verdict("ready")
@@ -117,6 +124,23 @@ def line(evidence: Mapping[str, Any], *, route: bool = True) -> str:
     where = f" ({evidence['route']})" if route and evidence.get("route") else ""
     fix = f"; fix: {evidence['fix']}" if evidence.get("fix") else ""
     return f"{evidence['state']}: {evidence.get('reason', '')}{where}{fix}"
+
+
+def lines(taken: Mapping[str, Evidence]) -> list[str]:
+    """A command's evidence lines (key -> evidence): one per replica seen serving (its names and
+    route), one per reason for the others -- at 100 replicas without a key, one line, not a hundred."""
+    out = [f"evidence: replica {key}: {e.line()}" for key, e in taken.items() if e.state == "serving"]
+    same: dict[str, list[str]] = {}
+    for key, e in taken.items():
+        if e.state != "serving":
+            same.setdefault(line(e.as_output(), route=False), []).append(key)
+    for said, keys in same.items():
+        if len(keys) == 1:
+            out.append(f"evidence: replica {keys[0]}: {taken[keys[0]].line()}")
+            continue
+        shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
+        out.append(f"evidence: {len(keys)} replicas ({shown}): {said}")
+    return out
 
 
 def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
@@ -171,10 +195,20 @@ class Checker:
     async def check_soon(self, replica: Replica) -> Evidence:
         """:meth:`check` on the checker's own threads: a fleet whose pod addresses answer nothing
         (each request waits for its timeout) never holds the threads the readiness wait lists with."""
+        return await asyncio.get_running_loop().run_in_executor(self._threads(), self.check, replica)
+
+    def check_all(self, replicas: list[Replica]) -> list[Evidence]:
+        """:meth:`check` of each replica, all at once on the checker's own threads (``inspect``)."""
+        try:
+            return list(self._threads().map(self.check, replicas))
+        finally:
+            self.close()
+
+    def _threads(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=CHECK_THREADS, thread_name_prefix="infercrane-evidence")
-        return await asyncio.get_running_loop().run_in_executor(self._pool, self.check, replica)
+            return self._pool
 
     def close(self) -> None:
         """Let the checker's threads go (those still asking finish on their own)."""

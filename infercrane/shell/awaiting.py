@@ -86,30 +86,11 @@ def await_readiness(
             raise pulumi.RunError(str(channel.error))
         publish(Readiness(len(components), len(components)))
         taken = {c.summary["key"]: e for c, (_, e) in pairs if e is not None}
-        for line in evidence_lines(taken):
+        for line in served.lines(taken):
             evidence_note(channel)(line)
         return {key: e.as_output() for key, e in taken.items()}
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
-
-
-def evidence_lines(taken: dict[str, served.Evidence]) -> list[str]:
-    """One line per replica seen serving (its names and route), and one per reason for the
-    others: at 100 replicas without a key, one line says so, not a hundred."""
-    from infercrane.live import served
-
-    lines = [f"evidence: replica {key}: {e.line()}" for key, e in taken.items() if e.state == "serving"]
-    same: dict[str, list[str]] = {}
-    for key, e in taken.items():
-        if e.state != "serving":
-            same.setdefault(served.line(e.as_output(), route=False), []).append(key)
-    for said, keys in same.items():
-        if len(keys) == 1:
-            lines.append(f"evidence: replica {keys[0]}: {taken[keys[0]].line()}")
-            continue
-        shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
-        lines.append(f"evidence: {len(keys)} replicas ({shown}): {said}")
-    return lines
 
 
 def evidence_note(channel: Channel) -> Callable[[str], None]:

@@ -192,14 +192,12 @@ def test_the_key_comes_from_its_file_else_its_variable_and_is_never_in_a_reason(
 
 
 def test_the_deploy_says_each_serving_replica_and_groups_the_others_by_reason() -> None:
-    from infercrane.shell.awaiting import evidence_lines
-
     expected = ("qwen", "Qwen/Qwen3-8B")
     nokey = served.Evidence("not verifiable", expected, reason="no worker key for the check", fix="set it")
     taken = {f"r{i}": nokey for i in range(5)} | {
         "s0": served.Evidence("serving", expected, expected, "EndpointSlice address 10.88.0.4:8000", "2026-12-03T12:00:00Z"),
     }
-    assert evidence_lines(taken) == [
+    assert served.lines(taken) == [
         "evidence: replica s0: serving qwen, Qwen/Qwen3-8B (EndpointSlice address 10.88.0.4:8000, 2026-12-03T12:00:00Z)",
         "evidence: 5 replicas (r0, r1, r2, …): not verifiable: no worker key for the check; fix: set it",
     ]
