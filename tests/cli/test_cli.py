@@ -183,3 +183,33 @@ def test_with_json_a_failure_is_one_json_event_on_stderr(cli: CliRunner, scratch
     assert r.returncode == 2
     (event,) = [json.loads(line) for line in r.stderr.splitlines()]
     assert event["event"] == "usage-error" and "--policy-pack no-such-dir: no PulumiPolicy.yaml" in event["message"]
+
+
+@pytest.mark.parametrize("backend", [None, "file:///elsewhere"], ids=["own-backend", "other-backend"])
+def test_local_reset_forgets_the_local_stacks_state_on_the_projects_own_backend_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, backend: str | None
+) -> None:
+    """Their objects went with the plane: a deploy trusting their state would wait for objects that
+    are gone. On a backend the project does not own, nothing is forgotten."""
+    from infercrane.cli.main import main
+    from infercrane.engine.workspace import Engine
+    from infercrane.local.plane import Plane
+
+    reset: list[Path] = []
+    forgotten: list[str] = []
+    plane = Plane(tmp_path / "plane")
+    monkeypatch.setattr(Plane, "default", classmethod(lambda cls: plane))
+    monkeypatch.setattr(Plane, "reset", lambda self: reset.append(self.state))
+    monkeypatch.setattr(Engine, "forget_state", lambda self: forgotten.append(self.stack_name) or self.stack_name == "local")
+    if backend:
+        monkeypatch.setenv("PULUMI_BACKEND_URL", backend)
+    else:
+        monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    assert main(["local", "reset"]) == 0
+    out = capsys.readouterr().out
+    assert reset == [plane.state]
+    if backend:
+        assert forgotten == [] and "removed the state" not in out
+    else:
+        assert forgotten == ["local", "local-kserve", "local-node"]
+        assert "removed the state of stack(s) local (their objects were on that plane)" in out
