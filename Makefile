@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -78,6 +78,13 @@ N ?= 100
 TOOLS ?= kubectl,plain,infercrane
 bench-fleet: venv tools
 	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS)
+
+## bench-rollout: a fleet rolled to a new digest by the Deployment controller and by infercrane deploy,
+##               side by side (E endpoints of 4 replicas, each pod Ready LOAD s after it starts)
+E ?= 20,100
+LOAD ?= 10
+bench-rollout: venv tools
+	$(PY) bench/rollout.py --endpoints $(E) --load $(LOAD)
 
 local-start: venv tools
 	$(PY) -m infercrane local start

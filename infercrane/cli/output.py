@@ -97,7 +97,11 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
         if e.deleted_last:
             lines.append(f"    last: delete {', '.join(e.deleted_last)} (no successor)")
     if lines:
-        lines.insert(0, f"rollout: {len(rollout.steps)} step(s) (`infercrane deploy` runs them; one `pulumi up` runs one)")
+        lines.insert(
+            0,
+            f"rollout: up to {rollout.stages} stage(s) per endpoint, each endpoint at its own pace (`infercrane deploy` "
+            "runs them in one `pulumi up`; plain `pulumi up` does one)",
+        )
     return lines
 
 
@@ -105,9 +109,9 @@ def rollout_doc(rollout: Rollout | None) -> Any:
     if rollout is None:
         return None
     return {
-        "steps": len(rollout.steps),
+        "stages": rollout.stages,
         "endpoints": [
-            {**as_json(e), "waves": [as_json(w) for w in e.waves], "extraGpus": e.extra_gpus, "stepsNeeded": e.steps_needed}
+            {**as_json(e), "waves": [as_json(w) for w in e.waves], "extraGpus": e.extra_gpus, "stagesNeeded": e.stages_needed}
             for e in rollout.endpoints
         ],
     }

@@ -7,7 +7,7 @@ program can print it without a traceback. Pure core: every error class of the pa
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -50,6 +50,7 @@ class InferCraneError(Exception):
 
     def __init__(self, message: str, *, fix: str | None = None) -> None:
         self.fix = fix
+        self.message = message  # without its fix
         super().__init__(with_fix(message, fix))
 
 
@@ -70,17 +71,24 @@ class TakeoverRefused(InferCraneError):
 
 
 class RolloutStopped(InferCraneError):
-    """A step of a rollout of several failed: the replicas it had not reached keep serving and the
-    same command continues from there. ``cause`` (also ``__cause__``): the step's own error, whose
-    words and fix follow."""
+    """Endpoints of a rollout stopped, each at its own stage with its own error; the others rolled
+    to the end. ``stopped``: (endpoint, where it stopped -- ``wave 2/4`` --, its error, whose words
+    and fix follow). The old replicas a stopped endpoint had not reached keep serving, and the
+    same command continues from there."""
 
-    def __init__(self, step: int, steps: int, cause: InferCraneError) -> None:
-        self.step, self.steps, self.cause = step, steps, cause
-        super().__init__(
-            f"the rollout stopped at step {step}/{steps}: the old replicas it had not reached keep serving; fix the "
-            f"cause and deploy again to continue from there.\n{cause}"
-        )
-        self.applied_nothing = cause.applied_nothing
+    def __init__(self, stopped: Sequence[tuple[str, str, InferCraneError]], endpoints: int) -> None:
+        self.stopped = list(stopped)
+        rolled = endpoints - len(self.stopped)
+        lines = [
+            f"the rollout stopped for {len(self.stopped)} of {endpoints} endpoint(s)"
+            + (f"; the other {rolled} rolled to the end" if rolled else "")
+            + ". A stopped endpoint's old replicas that its rollout had not reached keep serving; fix the cause and "
+            "deploy again to continue from there.",
+            *(f"endpoint {name} stopped at {where}: {cause.message}" for name, where, cause in self.stopped),
+        ]
+        fixes = list(dict.fromkeys(c.fix for _, _, c in self.stopped if c.fix))
+        super().__init__("\n".join(lines), fix="; ".join(fixes) or None)
+        self.applied_nothing = False
 
 
 class IdempotencyConflict(InferCraneError):
@@ -195,7 +203,7 @@ class NotReady(InferCraneError):
     """Applied, but some replicas did not become ready (each with its reason)."""
 
     def __init__(self, failures: list[tuple[str, str, str]], total: int, *, api_lost: bool = False) -> None:
-        self.failures = failures
+        self.failures, self.api_lost = failures, api_lost
         if api_lost:  # one cause for all: say it once, with how to resume
             super().__init__(
                 f"the Kubernetes API stopped answering while {len(failures)} of {total} replica(s) were not yet ready: "

@@ -4,9 +4,10 @@ Pulumi deletes what the program no longer registers by name, with no ownership o
 before each engine run :func:`foreign_deletions` checks those objects live and refuses one that
 is no longer this stack's. What Pulumi cannot delete because its state does not record it (lost
 state, a killed run, the first deploy after ``takeover``) is deleted here, by this stack's exact
-ownership with a uid precondition: a rollout step's share at its end (:func:`delete_unrecorded`,
-waited for until gone, so the next step finds the GPUs free), the rest after the last step
-(:func:`delete_orphans_after_rollout`). Engine layer.
+ownership with a uid precondition: what a rollout's stage ends by deleting, recorded or not
+(:func:`delete_going`, waited for until gone, so the lane's next stage finds the GPUs free), and
+after the run what is left of keys that left the config (:func:`delete_orphans_after_rollout`).
+Engine layer.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from infercrane.core.model.kinds import KINDS
 from infercrane.core.state import urns
 from infercrane.engine.facts import Facts
 
-GONE_TIMEOUT_SECONDS: Final = 120.0  # what a step waits for the objects it deleted itself to be gone
+GONE_TIMEOUT_SECONDS: Final = 120.0  # what a stage waits for the objects it deleted to be gone
 
 
 def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
@@ -33,29 +34,56 @@ def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
     return _delete_owned(facts, lambda key, kind: key not in keep, wait=False)
 
 
-def delete_unrecorded(facts: Facts, keys: Collection[str]) -> dict[str, str]:
-    """What a rollout step deletes at its end (:attr:`~infercrane.core.plan.waves.Step.delete`) that the
-    state does not record -- after lost state or a takeover, Pulumi does not know the old keys --
-    deleted here, by this stack's exact ownership with a uid precondition, and waited for until
-    gone, so the next step's replicas find the GPUs free: a key that left the config, all of it;
-    a key that moved to another workload API, its old form only. Returns object name -> key."""
-    current = set(facts.config.kubernetes.object_kinds)
+def delete_going(facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]]], keys: Collection[str]) -> dict[str, str]:
+    """What a stage of a rollout's lane ends by deleting (:attr:`~infercrane.core.plan.waves.Stage.delete`):
+    of a key that left the config, all of it; of a key that moved to another workload API or
+    namespace, its old form only. Deleted here -- recorded by Pulumi or not -- by this stack's
+    exact ownership with a uid precondition, and waited for until gone, so the lane's next stage
+    finds the GPUs free; Pulumi's own deletion of the recorded ones at the end of the run then
+    finds them gone. In the target namespace from one LIST per kind; in another namespace (a
+    ``namespace`` switch), where the state records them. Returns object name -> key."""
+    t = facts.config.kubernetes
+    current = set(t.object_kinds)
     configured = {r.key for r in facts.config.replicas}
-    return _delete_owned(facts, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True)
+    deleted = _delete_owned(facts, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True)
+    elsewhere: dict[str, set[str]] = {}
+    for key in keys:
+        for m in recorded.get(key, ()):
+            ns = (m.get("metadata") or {}).get("namespace", t.namespace)
+            if ns != t.namespace:
+                elsewhere.setdefault(ns, set()).add(str(m.get("kind")))
+    for ns, kinds in sorted(elsewhere.items()):
+        deleted |= _delete_owned(facts, lambda key, kind: key in keys, wait=True, namespace=ns, kinds=kinds)
+    return deleted
 
 
-def _delete_owned(facts: Facts, wanted: Callable[[str, str], bool], *, wait: bool) -> dict[str, str]:
+def _delete_owned(
+    facts: Facts,
+    wanted: Callable[[str, str], bool],
+    *,
+    wait: bool,
+    namespace: str | None = None,
+    kinds: Collection[str] | None = None,
+) -> dict[str, str]:
+    """Delete the objects in ``namespace`` (default: the target's) of ``kinds`` (default: the
+    workload API's, and the others where this identity may list them) that ``wanted`` (key, kind)
+    names and that carry this stack's exact ownership, each with a uid precondition."""
     from infercrane.live import failures, readiness
 
-    t, live, stack_id = facts.config.kubernetes, facts.live, facts.stack_id
+    t, stack_id = facts.config.kubernetes, facts.stack_id
+    ns = namespace or t.namespace
+    live = facts.live if ns == t.namespace else facts.live.at(ns)
+    # Elsewhere the workload kinds were listed already (membership.recorded_elsewhere); the others
+    # are deleted here where this identity may list them, else by Pulumi, by name, at the run's end.
+    listed = live.by_name(t.object_kinds, optional=KINDS) if kinds is None else live.by_name((), optional=set(kinds) & set(KINDS))
     deleted: dict[str, str] = {}
     sent: dict[tuple[str, str], str] = {}
-    for (kind, name), obj in sorted(live.by_name(t.object_kinds, optional=KINDS).items()):
+    for (kind, name), obj in sorted(listed.items()):
         meta = obj.get("metadata") or {}
         key = (meta.get("annotations") or {}).get(naming.ANNOTATION_KEY)
         if key is None or meta.get("ownerReferences") or not wanted(str(key), kind):
             continue  # (an object with an owner is a controller's child, e.g. KServe's predictor: never ours)
-        if naming.not_owned(obj, namespace=t.namespace, stack=stack_id) or meta.get("deletionTimestamp"):
+        if naming.not_owned(obj, namespace=ns, stack=stack_id) or meta.get("deletionTimestamp"):
             continue  # not ours, or already going
         try:
             live.delete_exact(kind, name, str(meta["uid"]))

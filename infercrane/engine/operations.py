@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import secrets
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +24,6 @@ from infercrane.core.errors import (
     IdempotencyConflict,
     InferCraneError,
     PreflightRefused,
-    RolloutStopped,
 )
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
@@ -33,7 +32,7 @@ from infercrane.core.plan.waves import Rollout
 from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
-from infercrane.engine.deletions import delete_orphans_after_rollout, delete_unrecorded, foreign_deletions
+from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, foreign_deletions
 from infercrane.engine.facts import Facts
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
@@ -42,10 +41,23 @@ from infercrane.shell.channel import Channel, Prepared
 from infercrane.shell.gate import Gate, Handover
 
 
-def _channel(facts: Facts, state: Mapping[str, Any], sink: Sink, late: Handover, gate: Gate | None = None) -> Channel:
+def _channel(
+    facts: Facts,
+    state: Mapping[str, Any],
+    sink: Sink,
+    late: Handover,
+    gate: Gate | None = None,
+    delete: Callable[[Collection[str]], Mapping[str, str]] | None = None,
+) -> Channel:
     """One engine run's :class:`~infercrane.shell.channel.Channel` for a deploy."""
     channel = Channel(
-        config=facts.config, driven=True, legacy=urns.legacy_names(state), progress=sink, live=facts.live, gate=gate
+        config=facts.config,
+        driven=True,
+        legacy=urns.legacy_names(state),
+        progress=sink,
+        live=facts.live,
+        gate=gate,
+        delete=delete,
     )
     channel.hand_over(late)
     return channel
@@ -73,23 +85,6 @@ class DeployResult:
     actions: list[ReplicaAction]
     recorded_at: str
     rollout: Rollout | None = None  # the waves this deploy rolled (None: replayed, or refused)
-
-
-def describe_step(rollout: Rollout, index: int) -> str:
-    """``step 2/3: qwen wave 2/2 (down a1, up b1)`` -- what one engine run of a rollout does."""
-    parts = []
-    for e in rollout.endpoints:
-        w = index - rollout.first_wave_step
-        if index < rollout.first_wave_step and (e.replaced_first or e.repaired_first):
-            first = [f"bring back {', '.join(e.repaired_first)} first (not serving: the waves wait for it)"]
-            first = (first if e.repaired_first else []) + (
-                [f"stop {', '.join(e.replaced_first)} first (in place: frees its GPUs)"] if e.replaced_first else []
-            )
-            parts.append(f"{e.endpoint}: {', then '.join(first)}")
-        elif 0 <= w < len(e.waves):
-            wave = e.waves[w]
-            parts.append(f"{e.endpoint} wave {w + 1}/{len(e.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})")
-    return f"rollout step {index + 1}/{len(rollout.steps)}: " + ("; ".join(parts) or "the rest")
 
 
 def deploy(
@@ -172,13 +167,22 @@ def rolled(
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
     early = looked is None and not facts.caches_refused and not could_need_refresh(facts, state, rendered)
     gate = Gate() if early else None
+    recorded = urns.recorded_objects(state)  # what Pulumi knows before the run, key -> manifests
+    names = {naming.object_name(k): k for k in recorded}
+    deleted: dict[str, str] = {}  # object name -> key, of what the rollout's lanes deleted
+
+    def delete(keys: Collection[str]) -> Mapping[str, str]:
+        gone = delete_going(facts, recorded, keys)
+        deleted.update(gone)
+        return gone
+
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         started: Future[Any]
         if gate is None:
             started = pool.submit(lambda: engine.stack)
         else:
-            started = pool.submit(run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate))
+            started = pool.submit(run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate, delete=delete))
         try:
             seen = looked or Observed(facts, state, rendered, facts.preflight(rendered))
             rollout = seen.rollout
@@ -188,62 +192,38 @@ def rolled(
             raise
         if gate is None:
             started.result()
-        steps = list(rollout.steps) if rollout is not None else [None]
-        recorded = urns.recorded_objects(state)  # what Pulumi knows before each step, key -> manifests
-        names = {naming.object_name(k): k for k in recorded}
-        for index, step in enumerate(steps):
-            last = index == len(steps) - 1
-            if rollout is not None and len(steps) > 1:
-                sink(Note(describe_step(rollout, index)))
-            held = step.hold if step is not None and not last else ()
-            late = Handover(
-                step=None if last else step,
-                held={k: recorded[k] for k in held if k in recorded},
-                deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at} if last else None},
-                # The first run registers on the preflight made moments ago; later steps changed
-                # the cluster, and their program checks it again (on the same render). Refused
-                # caches: the program verifies them itself, and refuses inside the update.
-                prepared=None
-                if facts.caches_refused
-                else Prepared(rendered, seen.report if index == 0 else None, facts.stack_id),
-            )
-            try:
-                foreign = foreign_deletions(
-                    facts,
-                    recorded,
-                    held=step.hold if step is not None else (),
-                    applied=step.apply if step is not None else {r.key for r in config.replicas},
+        if rollout is not None and rollout.stages > 1:
+            waves = max(len(e.waves) for e in rollout.endpoints)
+            sink(
+                Note(
+                    f"rollout: {len(rollout.lanes)} endpoint(s), each at its own pace (up to {waves} wave(s)) in one `pulumi up`"
                 )
-                if foreign:
-                    raise PreflightRefused(foreign, [])
-                if index == 0 and gate is not None:
-                    gate.open(late)
-                    started.result()
-                else:
-                    run(refresh=index == 0 and seen.needs_refresh(), channel=_channel(facts, state, sink, late))
-            except InferCraneError as exc:
-                # Refused by the program's own checks inside the first update: nothing was applied.
-                exc.applied_nothing = index == 0 and isinstance(exc, REFUSED_BEFORE_APPLY)
-                if len(steps) > 1:
-                    raise RolloutStopped(index + 1, len(steps), exc) from exc
-                raise
-            if step is not None and step.delete:
-                # What this step ended by deleting that Pulumi did not know (lost state, a takeover):
-                # deleted here before the next step needs its GPUs.
-                unknown = step.delete - set(recorded)
-                try:
-                    gone = delete_unrecorded(facts, unknown) if unknown else {}
-                except InferCraneError as exc:
-                    exc.applied_nothing = False  # this step applied its replicas
-                    raise
-                if gone:
-                    sink(Note(f"note: deleted {', '.join(sorted(set(gone.values())))} (not in the state) as this step planned"))
-                    names |= {n: k for n, k in gone.items()}
-                    for name in gone:
-                        collector.ops.setdefault(name, set()).add(Action.DELETE)
-            if not last:
-                state = engine.state()  # what this step left: the next step holds and deletes from it
-                recorded = urns.recorded_objects(state)
+            )
+        late = Handover(
+            rollout=rollout,
+            deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at}},
+            # Refused caches: the program verifies them itself, and refuses inside the update.
+            prepared=None if facts.caches_refused else Prepared(rendered, seen.report, facts.stack_id),
+        )
+        try:
+            foreign = foreign_deletions(facts, recorded, held=(), applied={r.key for r in config.replicas})
+            if foreign:
+                raise PreflightRefused(foreign, [])
+            if gate is not None:
+                gate.open(late)
+                started.result()
+            else:
+                run(refresh=seen.needs_refresh(), channel=_channel(facts, state, sink, late, delete=delete))
+        except InferCraneError as exc:
+            # Refused by the program's own checks inside the update: nothing was applied.
+            exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
+            raise
+        unknown = {n: k for n, k in deleted.items() if k not in recorded}
+        if unknown:
+            sink(Note(f"note: deleted {', '.join(sorted(set(unknown)))} (not in the state) as the rollout planned"))
+        names |= deleted
+        for name in deleted:
+            collector.ops.setdefault(name, set()).add(Action.DELETE)
     finally:
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open

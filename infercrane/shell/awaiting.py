@@ -32,6 +32,42 @@ def running_under_mocks() -> bool:
         return False
 
 
+class Waits:
+    """The readiness wait of one run: one poller for the whole stack, and each replica, once
+    ready, asked what it serves (:class:`~infercrane.live.served.Checker`)."""
+
+    def __init__(self, config: cfg.InferCraneConfig, channel: Channel) -> None:
+        from infercrane.live import readiness, served
+        from infercrane.live.api import Live
+
+        t = config.kubernetes
+        self.channel, self.policy = channel, t.serving_evidence
+        self.publish = readiness_progress(channel)
+        live = channel.live or Live.connect(t)
+        self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
+        self.checker = served.Checker.from_env(live, config)
+        self.replicas = {r.key: r for r in config.replicas}
+        self.budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
+
+    async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
+        """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
+        the evidence of a ready one; its verdict fails when the evidence is against it."""
+        key = c.summary["key"]
+        verdict = await self.waiter.wait(c.name, generation, self.budgets[key])
+        if verdict.state != "ready":
+            return verdict, None
+        evidence = await self.checker.check_soon(self.replicas[key])
+        return evidence.verdict(self.policy), evidence
+
+    async def of(self, c: ReplicaComponent) -> tuple[verdicts.Verdict, served.Evidence | None]:
+        """:meth:`ready_and_serving`, from when ``c``'s workload is applied (its output resolves)."""
+        meta = await c.workload.metadata.future()  # type: ignore[attr-defined]
+        return await self.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
+
+    def close(self) -> None:
+        self.checker.close()
+
+
 def await_readiness(
     components: list[ReplicaComponent], config: cfg.InferCraneConfig, channel: Channel
 ) -> pulumi.Output[dict[str, dict[str, Any]]] | None:
@@ -46,51 +82,48 @@ def await_readiness(
     reason. Resolves to each waited replica's evidence (key -> its output form). Not on preview,
     not under mocks.
     """
-    t = config.kubernetes
     if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
-    from infercrane.live import readiness, served
-    from infercrane.live.api import Live
-
-    publish = readiness_progress(channel)
-    report = functools.partial(publish_snapshot, publish)
-    live = channel.live or Live.connect(t)
-    waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=report)
-    checker = served.Checker.from_env(live, config)
-    replicas = {r.key: r for r in config.replicas}
-
-    budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
-    components = [c for c in components if not c.summary.get("held")]  # held ones are not rolled by this run
-    if not components:
-        return None
-
-    async def ready_and_serving(c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
-        verdict = await waiter.wait(c.name, generation, budgets[c.summary["key"]])
-        if verdict.state != "ready":
-            return verdict, None
-        evidence = await checker.check_soon(replicas[c.summary["key"]])
-        return evidence.verdict(t.serving_evidence), evidence
+    waits = Waits(config, channel)
 
     def wait(c: ReplicaComponent) -> pulumi.Output[tuple[verdicts.Verdict, served.Evidence | None]]:
         return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
-            lambda meta: ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
+            lambda meta: waits.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
         )
 
     def check(results: list[tuple[verdicts.Verdict, served.Evidence | None]]) -> dict[str, dict[str, Any]]:
-        checker.close()
-        pairs = list(zip(components, results, strict=True))
-        failures = [(c.summary["key"], c.name, v.reason) for c, (v, _) in pairs if v.state != "ready"]
-        if failures:
-            lost = all(v.api_lost for v, _ in results if v.state != "ready")
-            channel.error = NotReady(failures, len(components), api_lost=lost)
-            raise pulumi.RunError(str(channel.error))
-        publish(Readiness(len(components), len(components)))
-        taken = {c.summary["key"]: e for c, (_, e) in pairs if e is not None}
-        for line in served.lines(taken):
-            evidence_note(channel)(line)
-        return {key: e.as_output() for key, e in taken.items()}
+        waits.close()
+        failure = not_ready(components, results)
+        if failure is not None:
+            channel.error = failure
+            raise pulumi.RunError(str(failure))
+        waits.publish(Readiness(len(components), len(components)))
+        return evidence_taken(components, results, channel)
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
+
+
+def not_ready(
+    components: list[ReplicaComponent], results: list[tuple[verdicts.Verdict, served.Evidence | None]]
+) -> NotReady | None:
+    """Every failed wait of ``components`` as one :class:`NotReady`, or None when all are ready."""
+    failures = [(c.summary["key"], c.name, v.reason) for c, (v, _) in zip(components, results, strict=True) if v.state != "ready"]
+    if not failures:
+        return None
+    lost = all(v.api_lost for v, _ in results if v.state != "ready")
+    return NotReady(failures, len(components), api_lost=lost)
+
+
+def evidence_taken(
+    components: list[ReplicaComponent], results: list[tuple[verdicts.Verdict, served.Evidence | None]], channel: Channel
+) -> dict[str, dict[str, Any]]:
+    """The evidence the waits took, as lines on the caller's sink and as the output form (key -> it)."""
+    from infercrane.live import served
+
+    taken = {c.summary["key"]: e for c, (_, e) in zip(components, results, strict=True) if e is not None}
+    for line in served.lines(taken):
+        evidence_note(channel)(line)
+    return {key: e.as_output() for key, e in taken.items()}
 
 
 def evidence_note(channel: Channel) -> Callable[[str], None]:

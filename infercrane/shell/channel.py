@@ -5,14 +5,14 @@ layer builds these before the SDK is loaded. Pulumi shell.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
 from infercrane.core.model import config as cfg
-from infercrane.core.plan.waves import Step
+from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.shell.gate import Gate, Handover
 
@@ -25,7 +25,7 @@ class Prepared:
     or a dry run per object."""
 
     rendered: Sequence[RenderedReplica]
-    report: Any  # live.preflight.Report; None: the program runs its own on this render (a later rollout step)
+    report: Any  # live.preflight.Report; None: the program runs its own on this render
     stack_id: str  # what the rendered objects carry (naming.ANNOTATION_STACK)
 
 
@@ -42,16 +42,19 @@ class Channel:
     #: The validated config the caller prepared (``plan MODEL`` adds its intent without touching
     #: the stack file); None: the program reads the stack's.
     config: cfg.InferCraneConfig | None = None
-    #: One step of a rollout the caller drives (:mod:`infercrane.core.plan.rollout`).
-    step: Step | None = None
-    #: The recorded manifests of the replicas that step holds.
-    held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    #: The rollout the caller drives, one lane per endpoint (:mod:`infercrane.core.plan.rollout`):
+    #: the program registers each stage's replicas when its lane reaches it
+    #: (:mod:`infercrane.shell.lanes`). None: every replica at once.
+    rollout: Rollout | None = None
+    #: Deletes what a lane's stage ends by deleting (keys that leave; a moved key's old form), by
+    #: exact ownership, until gone; returns object name -> key. Called from a worker thread.
+    delete: Callable[[Collection[str]], Mapping[str, str]] | None = None
     #: The caller rolls in waves: the program does not refuse a change that needs them.
     driven: bool = False
     #: key -> slot name in the state (exact), for aliases.
     legacy: Mapping[str, str] | None = None
-    #: The caller's render and preflight for this very run; None (a refusal to record, a later
-    #: rollout step): the program renders, verifies the caches and runs its own preflight.
+    #: The caller's render and preflight for this very run; None (a refusal to record): the
+    #: program renders, verifies the caches and runs its own preflight.
     prepared: Prepared | None = None
     #: The run started before the caller's preflight was done (:mod:`infercrane.shell.gate`): the
     #: program registers its provider, then waits there for the rest of its inputs.
@@ -68,4 +71,4 @@ class Channel:
 
     def hand_over(self, late: Handover) -> None:
         """Take what a gated run gets once the caller's preflight is done."""
-        self.step, self.held, self.deploy_record, self.prepared = late.step, late.held, late.deploy_record, late.prepared
+        self.rollout, self.deploy_record, self.prepared = late.rollout, late.deploy_record, late.prepared

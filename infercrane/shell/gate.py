@@ -5,7 +5,7 @@ configuration, which reads the cluster's OpenAPI document) takes about a second;
 (one LIST per kind and a strict dry run of every object) about as long. When the preflight's
 verdict cannot change how the engine is started (:func:`infercrane.engine.operations.deploy`
 decides), both run at once: the program registers only its provider -- a Pulumi resource, no
-cluster write -- and waits here for the run's inputs (the preflight's report, the rollout step),
+cluster write -- and waits here for the run's inputs (the preflight's report, the rollout),
 or for the caller to call the run off, in which case it registers nothing else. Shell layer (no
 Pulumi: the engine layer imports it before the SDK is loaded).
 """
@@ -13,12 +13,11 @@ Pulumi: the engine layer imports it before the SDK is loaded).
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from infercrane.core.errors import InferCraneError
-from infercrane.core.plan.waves import Step
+from infercrane.core.plan.waves import Rollout
 
 
 @dataclass(frozen=True)
@@ -26,8 +25,7 @@ class Handover:
     """What a gated run gets once the caller's preflight is done (the
     :class:`~infercrane.shell.channel.Channel` fields of the same names)."""
 
-    step: Step | None = None
-    held: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
+    rollout: Rollout | None = None
     deploy_record: dict[str, Any] | None = None
     prepared: Any = None  # shell.channel.Prepared
 

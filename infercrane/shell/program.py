@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 import pulumi
@@ -22,15 +23,15 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import naming
-from infercrane.core.errors import InferCraneError, RolloutRefused
+from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused, RolloutStopped
+from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
-from infercrane.core.plan.workload import endpoint_of
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots, recorded_namespaces
-from infercrane.shell.awaiting import await_readiness, running_under_mocks
+from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, evidence_taken, running_under_mocks
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.provider import make_provider
@@ -68,20 +69,6 @@ def summary_of(r: RenderedReplica, config: cfg.InferCraneConfig) -> dict[str, An
         "gpu": rep.gpu,
         "gpuCount": rep.gpu_count,
         "image": config.image_for(rep),
-    }
-
-
-def held_summary(key: str, manifests: list[dict[str, Any]], namespace: str) -> dict[str, Any]:
-    """The facts of a replica held as the state records it (a rollout has not reached it yet)."""
-    meta = manifests[0]["metadata"]
-    annotations = meta.get("annotations") or {}
-    return {
-        "key": key,
-        "endpointName": endpoint_of(manifests[0]),
-        "namespace": namespace,
-        "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in manifests],
-        "intentHash": annotations.get(naming.ANNOTATION_INTENT),
-        "held": True,
     }
 
 
@@ -142,9 +129,24 @@ def check_rollout(
 
 def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel | None = None) -> list[ReplicaComponent]:
     """Render and guard (the one pipeline, :func:`infercrane.core.render.manifests.render_checked`), run
-    the live preflight, then register one component per replica -- for a rollout step, the
-    step's replicas as rendered and the held ones as the state records them."""
+    the live preflight, then register one component per replica."""
     return list(registrations(config, stack, preflight=preflight, channel=channel))
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What passed every check of a run, ready to register: the config (caches verified), each
+    replica rendered (config order), the slot names of components still named by slot, the provider."""
+
+    config: cfg.InferCraneConfig
+    rendered: list[RenderedReplica]
+    legacy: Mapping[str, str]
+    provider: k8s.Provider
+
+    def component(self, r: RenderedReplica) -> ReplicaComponent:
+        return ReplicaComponent(
+            r.name, r.manifests, summary_of(r, self.config), self.provider, legacy=self.legacy.get(r.replica.key)
+        )
 
 
 def registrations(
@@ -158,7 +160,16 @@ def registrations(
     """:func:`build`, one component at a time: every check runs before the first is yielded (the
     provider is created with it, unless ``provider`` was registered already), so a caller can
     hand the SDK's event loop each registration while it builds the next (:func:`run`)."""
-    channel = channel or Channel()
+    checked = check(config, stack, preflight=preflight, channel=channel or Channel(), provider=provider)
+    for r in checked.rendered:
+        yield checked.component(r)
+
+
+def check(
+    config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel, provider: k8s.Provider | None = None
+) -> Checked:
+    """Every check of a run, before anything is registered: the caller's render and preflight, or
+    (plain ``pulumi``) its own; then, under plain ``pulumi``, the rollout policy."""
     prepared = channel.prepared
     if preflight and channel.live is None:  # plain `pulumi`: this run's one connection
         from infercrane.live.api import Live
@@ -176,7 +187,6 @@ def registrations(
                 pulumi.log.warn(f"preflight: {warning}")
             config = verdict.config
         rendered = render_checked(config, stack)
-    t = config.kubernetes
     if preflight:
         from infercrane.live import preflight as checks
 
@@ -194,25 +204,14 @@ def registrations(
     state = own_state(stack) if preflight and channel.legacy is None else None  # plain `pulumi`
     if preflight and not channel.driven:
         check_rollout(config, stack, stack_id, rendered, report, state or {}, channel.live)
-    provider = provider or make_provider(t)
+    provider = provider or make_provider(config.kubernetes)
     if channel.legacy is not None:
-        legacy = channel.legacy
+        legacy: Mapping[str, str] = channel.legacy
     elif state is not None:
         legacy = legacy_names(state)  # the real slots, from the stack's own state
     else:  # Pulumi mocks: no state to read
         legacy = dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
-    step = channel.step
-    for r in rendered:
-        key = r.replica.key
-        if step is None or key in step.apply:
-            yield ReplicaComponent(r.name, r.manifests, summary_of(r, config), provider, legacy=legacy.get(key))
-    if step is not None:
-        for key in sorted(step.hold):
-            recorded = channel.held.get(key)
-            if recorded:  # not in the state: Pulumi does not know it, nothing to hold
-                name = naming.object_name(key)
-                summary = held_summary(key, recorded, t.namespace)
-                yield ReplicaComponent(name, recorded, summary, provider, legacy=legacy.get(key))
+    return Checked(config, rendered, legacy, provider)
 
 
 DEPLOY_HISTORY: Final = 20
@@ -222,7 +221,7 @@ def export(
     components: list[ReplicaComponent],
     config: cfg.InferCraneConfig,
     deploy_record: dict[str, Any] | None,
-    evidence: pulumi.Output[dict[str, dict[str, Any]]] | None = None,
+    evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None = None,
 ) -> None:
     """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
     model revision, intent hash, and the serving evidence this run took -- None for a replica
@@ -245,7 +244,10 @@ def export(
     pulumi.export("namespace", config.kubernetes.namespace)
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
-    pulumi.export("endpoints", members({}) if evidence is None else evidence.apply(members))
+    if isinstance(evidence, pulumi.Output):
+        pulumi.export("endpoints", evidence.apply(members))
+    else:
+        pulumi.export("endpoints", members(evidence or {}))
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
         entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
@@ -273,8 +275,60 @@ async def run(channel: Channel) -> None:
             channel.error = exc
             raise pulumi.RunError(str(exc)) from exc
         channel.hand_over(late)
+    if channel.rollout is not None and not pulumi.runtime.is_dry_run():
+        await _rolled(channel, provider)
+        return
     for _ in _program(channel, provider):
         await asyncio.sleep(0)
+
+
+async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
+    """The program when the caller drives a rollout (:mod:`infercrane.shell.lanes`): every check
+    first, then each endpoint's lane at its own pace; a lane that stops fails the run once the
+    others are done -- so Pulumi deletes nothing -- with every stopped endpoint and its reason."""
+    from infercrane.shell import lanes
+
+    channel.error = None
+    stack = pulumi.get_stack()
+    try:
+        config = channel.config or loading.load(stack_values(), source=f"stacks/Pulumi.{stack}.yaml", env=os.environ)
+        checked = check(config, stack, preflight=True, channel=channel, provider=provider)
+    except InferCraneError as exc:
+        channel.error = exc
+        raise pulumi.RunError(str(exc)) from exc
+    by_key = {r.replica.key: r for r in checked.rendered}
+    order = {key: i for i, key in enumerate(by_key)}
+    plan = channel.rollout
+    assert plan is not None  # noqa: S101 - the caller of this path hands one over
+    waits = Waits(checked.config, channel)
+    try:
+        rolled = await lanes.roll(
+            plan.lanes,
+            {e.endpoint: e for e in plan.endpoints},
+            lambda key: checked.component(by_key[key]),
+            waits,
+            channel.delete,
+            evidence_note(channel),
+            order,
+        )
+    finally:
+        waits.close()
+    if rolled.stopped:
+        lost = [c for _, _, c in rolled.stopped if isinstance(c, NotReady) and c.api_lost]
+        single = plan.stages <= 1
+        if single and all(isinstance(c, NotReady) for _, _, c in rolled.stopped):
+            channel.error = NotReady(
+                [f for _, _, c in rolled.stopped for f in c.failures],  # type: ignore[attr-defined]
+                len(checked.rendered),
+                api_lost=len(lost) == len(rolled.stopped),
+            )
+        elif len(lost) == len(rolled.stopped):
+            channel.error = lost[0]  # one cause for all: said once, with how to resume
+        else:
+            channel.error = RolloutStopped(rolled.stopped, len(plan.lanes))
+        raise pulumi.RunError(str(channel.error))
+    waits.publish(Readiness(len(rolled.components), len(rolled.components)))
+    export(rolled.components, checked.config, channel.deploy_record, evidence_taken(rolled.components, rolled.results, channel))
 
 
 def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> Iterator[None]:

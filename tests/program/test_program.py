@@ -188,40 +188,6 @@ def test_registrations_are_what_the_state_proven_plan_expects(stack: str) -> Non
     assert {k: v for k, v in provider_seen.items() if k != "version"} == {k: v for k, v in provider.items() if k != "version"}
 
 
-@pytest.mark.usefixtures("clean_env")
-def test_a_rollout_step_registers_its_replicas_as_rendered_and_holds_the_others_as_recorded() -> None:
-    """One step of a rollout: the key it rolls gets its new manifests; the key it holds is
-    registered exactly as the state recorded it (so Pulumi changes nothing there); a key in
-    neither is left out (Pulumi deletes it at the end of the step)."""
-    import copy
-
-    from infercrane.core.plan.waves import Step
-    from infercrane.core.render.manifests import render_checked
-    from infercrane.shell import program
-
-    values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
-    config = loading.load(values, source="stacks/Pulumi.local.yaml", env={})
-    rolled, held = (r.key for r in config.replicas)
-    recorded = [copy.deepcopy(m) for m in render_checked(config, "local")[1].manifests]
-    recorded[0]["spec"]["template"]["spec"]["containers"][0]["image"] = "vllm/vllm-openai@sha256:" + "0" * 64  # the old intent
-    recorder = Recorder()
-    pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
-    channel = Channel(
-        config=config, step=Step(apply=frozenset({rolled}), hold=frozenset({held, "gone"})), held={held: recorded}, driven=True
-    )
-
-    @pulumi.runtime.test
-    def go() -> None:
-        program.build(config, "local", preflight=False, channel=channel)
-
-    go()
-    deployments = {r.name: normalise(dict(r.inputs)) for r in by_type(recorder, "kubernetes:apps/v1:Deployment")}
-    assert sorted(deployments) == sorted(f"{naming.object_name(k)}-deployment" for k in (rolled, held))
-    assert deployments[f"{naming.object_name(held)}-deployment"] == recorded[0]
-    image = deployments[f"{naming.object_name(rolled)}-deployment"]["spec"]["template"]["spec"]["containers"][0]["image"]
-    assert image == config.kubernetes.image_digest
-
-
 def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     """A command that rendered and ran the preflight hands both over (``Channel.prepared``): the
     program registers exactly those manifests, without rendering the config again."""

@@ -285,17 +285,17 @@ def test_a_blocked_preview_names_each_mandatory_violation_with_its_resource() ->
     assert "- no-patch-force (pulumi:providers:kubernetes: default_4_25_0): the Kubernetes provider sets enablePatchForce" in text
 
 
-def test_a_stopped_rollout_names_its_step_and_carries_the_steps_own_words_and_fix() -> None:
+def test_a_stopped_rollout_names_each_stopped_endpoint_where_and_why_with_its_own_fix() -> None:
     from infercrane.core.errors import ClusterError, RolloutStopped
 
     cause = ClusterError("replica r0 failed: FailedScheduling", fix="add a node")
-    cause.applied_nothing = False
-    stopped = RolloutStopped(2, 4, cause)
+    stopped = RolloutStopped([("qwen", "wave 2/4", cause)], 20)
     assert str(stopped) == (
-        "the rollout stopped at step 2/4: the old replicas it had not reached keep serving; fix the cause and deploy "
-        "again to continue from there.\nreplica r0 failed: FailedScheduling\n    fix: add a node"
+        "the rollout stopped for 1 of 20 endpoint(s); the other 19 rolled to the end. A stopped endpoint's old "
+        "replicas that its rollout had not reached keep serving; fix the cause and deploy again to continue from there.\n"
+        "endpoint qwen stopped at wave 2/4: replica r0 failed: FailedScheduling\n    fix: add a node"
     )
-    assert stopped.cause is cause and stopped.applied_nothing is False
+    assert stopped.stopped == [("qwen", "wave 2/4", cause)] and stopped.applied_nothing is False
 
 
 def test_a_preflight_refusal_gives_each_kind_of_finding_its_list_and_its_fix_in_the_one_format() -> None:

@@ -1,4 +1,4 @@
-"""The rollout planner: waves per endpoint under its policy, and the engine runs that carry them out."""
+"""The rollout planner: waves per endpoint under its policy, and each endpoint's lane of stages that carries them out."""
 
 from __future__ import annotations
 
@@ -28,24 +28,26 @@ def t(key: str, endpoint: str = "e", restarts: bool = False, gpus: int = 1) -> T
     return Target(key, endpoint, gpus, restarts)
 
 
-def steps(r: Rollout) -> list[tuple[list[str], list[str]]]:
-    return [(sorted(s.apply), sorted(s.hold)) for s in r.steps]
+def stages(r: Rollout, endpoint: str = "e") -> list[tuple[list[str], list[str]]]:
+    """One endpoint's lane: per stage, what it applies and what it then deletes."""
+    (lane,) = [x for x in r.lanes if x.endpoint == endpoint]
+    return [(sorted(s.apply), sorted(s.delete)) for s in lane.stages]
 
 
 def test_a_cutover_in_place_stops_one_old_replica_before_each_new_one_and_never_needs_a_gpu_more() -> None:
     r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(DEFAULT))
     (e,) = r.endpoints
     assert e.waves == (Wave(down=("a0",), up=("b0",)), Wave(down=("a1",), up=("b1",)))
-    assert (e.mode, e.lowest_ready, e.peak_gpus, e.extra_gpus, e.steps_needed) == ("in place", 1, 2, 0, 3)
-    # a0 goes at the end of step 1 (nothing new yet); b0 starts in step 2 and a1 goes once it is ready.
-    assert steps(r) == [([], ["a1"]), (["b0"], []), (["b0", "b1"], [])]
+    assert (e.mode, e.lowest_ready, e.peak_gpus, e.extra_gpus, e.stages_needed) == ("in place", 1, 2, 0, 3)
+    # a0 goes first (nothing new yet); b0 starts next and a1 goes once it is ready; then b1.
+    assert stages(r) == [([], ["a0"]), (["b0"], ["a1"]), (["b1"], [])]
 
 
 def test_a_cutover_with_surge_starts_each_new_replica_before_its_old_one_goes() -> None:
     r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(SURGE))
     (e,) = r.endpoints
     assert (e.mode, e.lowest_ready, e.peak_gpus, e.extra_gpus) == ("surge", 2, 3, 1)
-    assert steps(r) == [(["b0"], ["a1"]), (["b0", "b1"], [])]
+    assert stages(r) == [(["b0"], ["a0"]), (["b1"], ["a1"])]  # each old one goes once its successor is ready
 
 
 @pytest.mark.parametrize(
@@ -58,13 +60,13 @@ def test_updates_roll_max_unavailable_at_a_time(unavailable: int, waves: int, lo
     r = plan([m(k) for k in keys], [t(k, restarts=True) for k in keys], policy(RolloutPolicy(max_unavailable=unavailable)))
     (e,) = r.endpoints
     assert (len(e.waves), e.lowest_ready, e.peak_gpus) == (waves, lowest, 4)
-    assert len(r.steps) == waves
-    assert r.steps[0].hold == frozenset(keys[unavailable:])  # the rest stay exactly as recorded
+    assert r.stages == waves
+    assert stages(r)[0] == (keys[:unavailable], [])  # the rest are not registered yet: they stay as recorded
 
 
-def test_a_reorder_or_a_metadata_change_is_one_step_without_waves() -> None:
+def test_a_reorder_or_a_metadata_change_is_one_stage_without_waves() -> None:
     r = plan([m("a"), m("b")], [t("b"), t("a")], policy(DEFAULT))
-    assert steps(r) == [(["a", "b"], [])]
+    assert stages(r) == [(["a", "b"], [])]
     assert r.endpoints[0].waves == () and r.beyond_one_step() == []
 
 
@@ -72,31 +74,33 @@ def test_a_replica_that_is_not_serving_costs_nothing_to_restart_or_to_delete() -
     r = plan([m("a", ready=False), m("b"), m("gone", ready=False)], [t("a", restarts=True), t("b")], policy(DEFAULT))
     (e,) = r.endpoints
     assert e.waves == () and e.deleted_idle == ("gone",)
-    assert steps(r) == [(["a", "b"], [])]
+    assert stages(r) == [(["a", "b"], ["gone"])]
 
 
 def test_serving_replicas_without_a_successor_go_last() -> None:
     r = plan([m("a"), m("b"), m("c")], [t("a", restarts=True)], policy(DEFAULT))
     (e,) = r.endpoints
     assert e.deleted_last == ("b", "c")
-    assert steps(r) == [(["a"], [])]  # one run: a rolls, then b and c go at its end
+    assert stages(r) == [(["a"], ["b", "c"])]  # a rolls, then b and c go
     assert e.lowest_ready == 1  # b and c serve while a restarts; they go only once it is ready
 
 
-def test_growth_alone_is_one_step() -> None:
+def test_growth_alone_is_one_stage() -> None:
     r = plan([m("a")], [t("a"), t("b"), t("c")], policy(DEFAULT))
-    assert steps(r) == [(["a", "b", "c"], [])]
+    assert stages(r) == [(["a", "b", "c"], [])]
     assert r.endpoints[0].gpus_after == 3 and r.endpoints[0].extra_gpus == 0
 
 
-def test_endpoints_roll_side_by_side_each_under_its_own_policy() -> None:
+def test_each_endpoint_has_a_lane_of_its_own_under_its_own_policy() -> None:
     members = [m("x0", "x"), m("x1", "x"), m("y0", "y")]
     targets = [t("x0", "x", restarts=True), t("x1", "x", restarts=True), t("y1", "y")]
     r = plan(members, targets, lambda name: SURGE if name == "y" else DEFAULT)
     x, y = r.endpoints
     assert (x.endpoint, len(x.waves), x.mode) == ("x", 2, "in place")
     assert (y.endpoint, len(y.waves), y.mode) == ("y", 1, "surge")
-    assert steps(r) == [(["x0", "y1"], ["x1"]), (["x0", "x1", "y1"], [])]
+    assert stages(r, "x") == [(["x0"], []), (["x1"], [])]  # x's second wave waits only for x's first
+    assert stages(r, "y") == [(["y1"], ["y0"])]
+    assert r.stages == 2
 
 
 def test_a_moved_replica_counts_for_the_endpoint_it_moves_to() -> None:
@@ -110,11 +114,11 @@ def test_a_moved_replica_counts_for_the_endpoint_it_moves_to() -> None:
     [
         ([m("a")], [t("a", restarts=True)], []),
         ([m("a"), m("b")], [t("a", restarts=True), t("b", restarts=True)], ["e"]),
-        ([m("a")], [t("b")], ["e"]),  # in place: stop a first, then start b -- two runs
+        ([m("a")], [t("b")], ["e"]),  # in place: stop a first, then start b -- two stages
     ],
     ids=["one-update", "two-updates", "one-replacement-in-place"],
 )
-def test_what_one_engine_run_may_do(members: list[Member], targets: list[Target], beyond: list[str]) -> None:
+def test_what_one_plain_pulumi_up_may_do(members: list[Member], targets: list[Target], beyond: list[str]) -> None:
     assert [e.endpoint for e in plan(members, targets, policy(DEFAULT)).beyond_one_step()] == beyond
 
 
@@ -136,7 +140,7 @@ KEYS = st.sampled_from([f"k{i}" for i in range(8)])
     st.integers(0, 3),
     st.integers(0, 2),
 )
-def test_every_rollout_ends_with_the_config_and_never_holds_or_revives_a_deleted_replica(
+def test_every_rollout_applies_each_key_once_and_never_applies_a_key_after_deleting_it(
     live: dict[str, tuple[str, bool]], want: dict[str, tuple[str, bool]], unavailable: int, surge: int
 ) -> None:
     if unavailable == 0 and surge == 0:
@@ -145,16 +149,12 @@ def test_every_rollout_ends_with_the_config_and_never_holds_or_revives_a_deleted
     members = [m(k, e, ready) for k, (e, ready) in sorted(live.items())]
     targets = [t(k, e, restarts) for k, (e, restarts) in sorted(want.items())]
     r = plan(members, targets, policy(p))
-    assert r.steps[-1].apply == frozenset(want) and r.steps[-1].hold == frozenset()
-    registered_before: set[str] = set(live)
-    for step in r.steps:
-        assert step.hold <= set(live) and not step.hold & step.apply
-        registered = set(step.apply | step.hold)
-        revived = {k for k in registered if k in live and k not in registered_before}
-        assert not revived, revived  # once Pulumi deleted a live replica, no later step registers it
-        registered_before = registered | (registered_before - set(live))
-    for a, b in zip(r.steps, r.steps[1:], strict=False):
-        assert a.apply <= b.apply  # a replica once rolled stays rolled
+    applied = [k for lane in r.lanes for s in lane.stages for k in s.apply]
+    assert sorted(applied) == sorted(want)  # every key of the config, once, in one lane
+    deleted = [k for lane in r.lanes for s in lane.stages for k in s.delete]
+    assert sorted(deleted) == sorted(set(live) - set(want))  # every live key that leaves, once
+    for lane in r.lanes:
+        assert len({want[k][0] for k in lane.keys}) <= 1 and all(want[k][0] == lane.endpoint for k in lane.keys)
     for e in r.endpoints:
         if e.mode == "in place":
             assert all(len([k for k in w.down if k in live]) <= p.max_unavailable for w in e.waves)
@@ -167,7 +167,8 @@ def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
 
     r = plan([m("a0"), m("a1"), m("keep", "other")], [t("b0"), t("b1"), t("keep", "other")], policy(DEFAULT))
     assert rollout_lines(r) == [
-        "rollout: 3 step(s) (`infercrane deploy` runs them; one `pulumi up` runs one)",
+        "rollout: up to 3 stage(s) per endpoint, each endpoint at its own pace (`infercrane deploy` runs them in one "
+        "`pulumi up`; plain `pulumi up` does one)",
         "  endpoint e: 2 -> 2 replica(s), 2 wave(s) in place (maxUnavailable 1, maxSurge 0); lowest ready 1; "
         "GPUs 2 -> 2, peak 2 (0 extra)",
         "    wave 1: down a0; up b0 (down, then up)",
@@ -175,15 +176,15 @@ def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
     ]  # the unchanged endpoint is not listed
 
 
-def test_describe_step_names_what_each_engine_run_does() -> None:
-    from infercrane.engine.operations import describe_step
-
+def test_each_stage_says_what_it_does_and_where_it_is() -> None:
     r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(DEFAULT))
-    assert [describe_step(r, i) for i in range(3)] == [
-        "rollout step 1/3: e: stop a0 first (in place: frees its GPUs)",
-        "rollout step 2/3: e wave 1/2 (down a0; up b0)",
-        "rollout step 3/3: e wave 2/2 (down a1; up b1)",
+    (e,), (lane,) = r.endpoints, r.lanes
+    assert [e.describe(s) for s in lane.stages] == [
+        "e: stop a0 first (in place: frees its GPUs)",
+        "e wave 1/2 (down a0; up b0)",
+        "e wave 2/2 (down a1; up b1)",
     ]
+    assert [e.where(s) for s in lane.stages] == ["the stage before its first wave", "wave 1/2", "wave 2/2"]
 
 
 def test_a_replica_that_is_not_serving_already_counts_as_unavailable_so_no_serving_one_goes_down_beside_it() -> None:
@@ -193,8 +194,8 @@ def test_a_replica_that_is_not_serving_already_counts_as_unavailable_so_no_servi
     r = plan(members, [t(k, restarts=True) for k in keys], policy(DEFAULT))
     (e,) = r.endpoints
     assert e.repaired_first == ("r0",) and [w.up for w in e.waves] == [("r1",), ("r2",), ("r3",)]
-    assert steps(r)[0] == (["r0"], ["r1", "r2", "r3"])  # the rerun restarts only r0 and waits for it
-    assert (e.lowest_ready, e.steps_needed, len(r.steps)) == (3, 4, 4)
+    assert stages(r)[0] == (["r0"], [])  # the rerun restarts only r0 and waits for it
+    assert (e.lowest_ready, e.stages_needed, r.stages) == (3, 4, 4)
 
 
 def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
@@ -204,21 +205,20 @@ def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
     (e,) = r.endpoints
     assert e.repaired_first == ("r0",)
     assert (e.ready_before, e.lowest_ready) == (3, 3)  # its old pod serves throughout
-    assert steps(r)[0] == (["r0"], ["r1", "r2"])
-    assert all(len(w.up) <= 1 for w in e.waves) and len(r.steps) == 3
+    assert stages(r)[0] == (["r0"], [])
+    assert all(len(w.up) <= 1 for w in e.waves) and r.stages == 3
 
 
-def test_replicas_not_serving_need_no_step_of_their_own_when_nothing_serving_goes_down() -> None:
+def test_replicas_not_serving_need_no_stage_of_their_own_when_nothing_serving_goes_down() -> None:
     r = plan([m("a", ready=False), m("b", ready=False)], [t("a", restarts=True), t("b", restarts=True)], policy(DEFAULT))
     (e,) = r.endpoints
-    assert (e.repaired_first, e.waves, steps(r)) == ((), (), [(["a", "b"], [])])
+    assert (e.repaired_first, e.waves, stages(r)) == ((), (), [(["a", "b"], [])])
 
 
-def test_describe_step_names_the_replicas_brought_back_before_the_waves() -> None:
-    from infercrane.engine.operations import describe_step
-
+def test_the_first_stage_names_the_replicas_brought_back_before_the_waves() -> None:
     r = plan([m("a", ready=False), m("b")], [t("a", restarts=True), t("b", restarts=True)], policy(DEFAULT))
-    assert describe_step(r, 0) == "rollout step 1/2: e: bring back a first (not serving: the waves wait for it)"
+    (e,), (lane,) = r.endpoints, r.lanes
+    assert e.describe(lane.stages[0]) == "e: bring back a first (not serving: the waves wait for it)"
 
 
 @settings(max_examples=300, deadline=None)
@@ -228,7 +228,7 @@ def test_describe_step_names_the_replicas_brought_back_before_the_waves() -> Non
     st.integers(0, 3),
     st.integers(0, 2),
 )
-def test_no_step_restarts_a_serving_replica_before_every_replica_not_serving_of_its_endpoint_serves_again(
+def test_no_stage_restarts_a_serving_replica_before_every_replica_not_serving_of_its_endpoint_serves_again(
     live: dict[str, tuple[str, bool]], want: dict[str, tuple[str, bool]], unavailable: int, surge: int
 ) -> None:
     if unavailable == 0 and surge == 0:
@@ -236,21 +236,21 @@ def test_no_step_restarts_a_serving_replica_before_every_replica_not_serving_of_
     members = [m(k, e, ready) for k, (e, ready) in sorted(live.items())]
     targets = [t(k, e, restarts) for k, (e, restarts) in sorted(want.items())]
     r = plan(members, targets, policy(RolloutPolicy(max_unavailable=unavailable, max_surge=surge)))
-    applied_at = {k: next(i for i, s in enumerate(r.steps) if k in s.apply) for k in want}
+    applied_at = {k: (lane.endpoint, i) for lane in r.lanes for i, s in enumerate(lane.stages) for k in s.apply}
     for k, (endpoint, restarts) in want.items():
         if k in live and live[k][1] and restarts:  # a serving replica whose pods restart
             down = [o for o, (e, _) in want.items() if e == endpoint and o in live and not live[o][1]]
-            assert all(applied_at[o] < applied_at[k] for o in down), (k, down, steps(r))
+            assert all(applied_at[o][0] == endpoint and applied_at[o][1] < applied_at[k][1] for o in down), (k, down)
 
 
 def test_a_workload_api_switch_in_place_stops_each_old_form_before_its_new_form_starts() -> None:
     r = plan([m("a"), m("b")], [Target("a", "e", 1, moves=True), Target("b", "e", 1, moves=True)], policy(DEFAULT))
     (e,) = r.endpoints
     assert (e.lowest_ready, e.peak_gpus, e.extra_gpus, e.replaced_first) == (1, 2, 0, ("a",))
-    assert [(sorted(s.apply), sorted(s.hold), sorted(s.delete)) for s in r.steps] == [
-        ([], ["b"], ["a"]),  # a's old form goes first (in place: frees its GPUs)
-        (["a"], [], ["b"]),  # a's new form starts; once it is ready b's old form goes
-        (["a", "b"], [], []),
+    assert stages(r) == [
+        ([], ["a"]),  # a's old form goes first (in place: frees its GPUs)
+        (["a"], ["b"]),  # a's new form starts; once it is ready b's old form goes
+        (["b"], []),
     ]
 
 
@@ -258,15 +258,15 @@ def test_a_workload_api_switch_with_surge_starts_each_new_form_beside_its_old_on
     r = plan([m("a"), m("b")], [Target("a", "e", 1, moves=True), Target("b", "e", 1, moves=True)], policy(SURGE))
     (e,) = r.endpoints
     assert (e.lowest_ready, e.peak_gpus, e.extra_gpus) == (2, 3, 1)
-    assert [(sorted(s.apply), sorted(s.hold), sorted(s.delete)) for s in r.steps] == [
-        (["a"], ["b"], ["a"]),  # the step that starts a's new form ends with its old form gone
-        (["a", "b"], [], ["b"]),
+    assert stages(r) == [
+        (["a"], ["a"]),  # the stage that starts a's new form ends with its old form gone
+        (["b"], ["b"]),
     ]
 
 
-def test_each_step_names_the_live_keys_it_ends_by_deleting() -> None:
+def test_each_stage_names_the_live_keys_it_ends_by_deleting() -> None:
     r = plan([m("a0"), m("a1"), m("idle", ready=False)], [t("b0"), t("b1")], policy(DEFAULT))
-    assert [sorted(s.delete) for s in r.steps] == [["a0", "idle"], ["a1"], []]
+    assert [d for _, d in stages(r)] == [["a0", "idle"], ["a1"], []]
 
 
 def test_gpus_are_counted_per_product_never_summed_across_products() -> None:

@@ -26,11 +26,14 @@ or, with ``maxSurge >= 1``, ``maxSurge`` at a time as a *surge* (the successor s
 old one stops only once it is ready). An old replica is deleted only after the wave before its own
 is ready, never because a new one failed: a step that fails stops the rollout before its deletions.
 
-Each :class:`Step` is one ``pulumi up``: ``apply`` keys are registered with their new manifests and
-waited for; ``hold`` keys (live, not rolled yet) are registered exactly as the state records them,
-so Pulumi leaves them alone; every other key in the state is deleted at the end of the step, after
-the step's replicas are ready. A change that fits in one step is what a plain ``pulumi up`` may do;
-anything longer needs ``infercrane deploy`` to drive the steps. Pure core.
+One engine run carries the whole rollout. Each endpoint is a :class:`Lane` of :class:`Stage` s
+that moves at its own pace: a stage's keys are registered with their new manifests and waited for
+(ready and serving); then what the stage ends by deleting is deleted by exact ownership and waited
+for until gone; then the lane's next stage begins -- never when the slowest endpoint's wave is
+done. A key not reached yet is not registered yet, so Pulumi leaves it as recorded; a lane whose
+stage fails stops there while the others go on, and the run then fails, so Pulumi deletes
+nothing. A change whose every endpoint needs one stage is what a plain ``pulumi up`` may do;
+anything longer needs ``infercrane deploy``. Pure core.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Mode, Rollout, Step, Wave
+from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Lane, Mode, Rollout, Stage, Wave
 
 
 @dataclass(frozen=True)
@@ -230,7 +233,8 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
     """The rollout from ``members`` (what runs) to ``targets`` (the config, in its order).
 
     A kept key counts for the endpoint the config puts it in; a leaving key for the endpoint it
-    served. Endpoints roll side by side: wave *i* of every endpoint is in the same step."""
+    served. Each endpoint is a lane of its own: its next stage begins when its own previous one is
+    done, whatever the other endpoints do."""
     target_keys = {t.key: t for t in targets}
     names = list(dict.fromkeys([t.endpoint for t in targets] + [m.endpoint for m in members if m.key not in target_keys]))
     rollouts: list[EndpointRollout] = []
@@ -245,35 +249,19 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
         rollouts.append(r)
         schedules.append(s)
 
-    prep = any(s.delete_first or s.repair for s in schedules)
-    n_waves = max((len(s.waves) for s in schedules), default=0)
-    n_steps = (1 if prep else 0) + max(1, n_waves)
-    first_wave_step = 1 if prep else 0
-    member_keys = {m.key for m in members}
+    return Rollout(endpoints=tuple(rollouts), lanes=tuple(_lane(r.endpoint, s) for r, s in zip(rollouts, schedules, strict=True)))
 
-    # The step at whose end each leaving key is deleted, and the step each target key is applied in.
-    deleted_at: dict[str, int] = {}
-    applied_at: dict[str, int] = {}
-    for s in schedules:
-        for k in s.free + s.repair:
-            applied_at[k] = 0
-        for k in s.delete_first + s.delete_idle:
-            deleted_at[k] = 0
-        for i, (ups, deletions) in enumerate(s.waves):
-            for k in ups:
-                applied_at[k] = first_wave_step + i
-            for k in deletions:
-                deleted_at[k] = first_wave_step + i
-        for k in s.delete_last:
-            deleted_at[k] = n_steps - 1
-    steps = []
-    for j in range(n_steps):
-        apply = frozenset(k for k in target_keys if applied_at.get(k, 0) <= j)
-        # Held as recorded: a live key not applied yet, until the end of the step that deletes it
-        # (a moved key: neither held nor applied in the step its old form goes, in place).
-        hold = frozenset(
-            k for k in member_keys if k not in apply and (k in target_keys or k in deleted_at) and deleted_at.get(k, n_steps) > j
-        )
-        delete = frozenset(k for k, at in deleted_at.items() if at == j)
-        steps.append(Step(apply=apply, hold=hold, delete=delete))
-    return Rollout(endpoints=tuple(rollouts), steps=tuple(steps), first_wave_step=first_wave_step)
+
+def _lane(endpoint: str, s: _Schedule) -> Lane:
+    """One endpoint's schedule as the stages of its lane: first what costs nothing or must serve
+    again (then the first wave's old replicas, in place, and the idle ones go), then one stage per
+    wave (then what that wave ends by deleting), the serving replicas that leave without a
+    successor after the last."""
+    stages = []
+    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(s.delete_idle + s.delete_first))
+    if prep.apply or prep.delete or not s.waves:
+        stages.append(prep)
+    stages += [Stage(apply=frozenset(ups), delete=frozenset(gone), wave=i) for i, (ups, gone) in enumerate(s.waves)]
+    last = stages[-1]
+    stages[-1] = Stage(apply=last.apply, delete=last.delete | frozenset(s.delete_last), wave=last.wave)
+    return Lane(endpoint=endpoint, stages=tuple(stages))

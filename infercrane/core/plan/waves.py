@@ -1,6 +1,6 @@
 """What a rollout is, as :mod:`infercrane.core.plan.rollout` plans it: per endpoint its waves and the
-lowest point on the way (:class:`EndpointRollout`), and the engine runs that carry it out
-(:class:`Step`, :class:`Rollout`). Pure core.
+lowest point on the way (:class:`EndpointRollout`), and how one engine run carries it out: per
+endpoint a :class:`Lane` of :class:`Stage` s, each lane at its own pace (:class:`Rollout`). Pure core.
 """
 
 from __future__ import annotations
@@ -52,11 +52,30 @@ class EndpointRollout:
     deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
 
     @property
-    def steps_needed(self) -> int:
-        """Engine runs this endpoint alone needs: one per wave, and one before the first wave
-        when in place replacements must free their GPUs first or replicas that do not serve must
-        serve again first."""
+    def stages_needed(self) -> int:
+        """Stages this endpoint needs, one after the other: one per wave, and one before the first
+        wave when in place replacements must free their GPUs first or replicas that do not serve
+        must serve again first. More than one is more than one plain ``pulumi up`` can do."""
         return (1 if self.replaced_first or self.repaired_first else 0) + max(1, len(self.waves))
+
+    def describe(self, stage: Stage) -> str:
+        """``qwen wave 2/2 (down a1; up b1)`` -- what one stage of this endpoint's lane does."""
+        if stage.wave is not None:
+            wave = self.waves[stage.wave]
+            return (
+                f"{self.endpoint} wave {stage.wave + 1}/{len(self.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})"
+            )
+        first = (
+            [f"bring back {', '.join(self.repaired_first)} first (not serving: the waves wait for it)"]
+            if self.repaired_first
+            else []
+        )
+        first += [f"stop {', '.join(self.replaced_first)} first (in place: frees its GPUs)"] if self.replaced_first else []
+        return f"{self.endpoint}: {', then '.join(first) or 'apply'}"
+
+    def where(self, stage: Stage) -> str:
+        """Where in this endpoint's rollout ``stage`` is: ``wave 2/4``, or before its first wave."""
+        return f"wave {stage.wave + 1}/{len(self.waves)}" if stage.wave is not None else "the stage before its first wave"
 
     def all_at_once(self) -> str:
         """What one engine run doing this endpoint's whole change at once would do to it."""
@@ -71,25 +90,44 @@ class EndpointRollout:
 
 
 @dataclass(frozen=True)
-class Step:
-    """One engine run (see the module docstring)."""
+class Stage:
+    """One stage of an endpoint's lane: ``apply`` keys are registered with their new manifests and
+    waited for (ready, and serving what they should); once they are, ``delete`` keys -- all of a
+    key that leaves, only the old form of a key that moves -- are deleted by exact ownership and
+    waited for until gone. Only then does the lane's next stage begin."""
 
     apply: frozenset[str]
-    hold: frozenset[str]
-    delete: frozenset[str] = frozenset()  # live keys (or, for a moved key, its old form) gone at the end of this step
+    delete: frozenset[str] = frozenset()
+    wave: int | None = None  # the endpoint's wave this stage rolls (0-based); None: before the first wave
+
+
+@dataclass(frozen=True)
+class Lane:
+    """One endpoint's stages, in order: it moves at its own pace, whatever the other endpoints do."""
+
+    endpoint: str
+    stages: tuple[Stage, ...]
+
+    @property
+    def keys(self) -> frozenset[str]:
+        return frozenset(k for s in self.stages for k in s.apply)
 
 
 @dataclass(frozen=True)
 class Rollout:
     endpoints: tuple[EndpointRollout, ...]
-    steps: tuple[Step, ...]
-    first_wave_step: int = 0  # 1 when replacements in place or replicas not serving need a step of their own first
+    lanes: tuple[Lane, ...]
 
     @property
     def waves(self) -> int:
         return max((len(e.waves) for e in self.endpoints), default=0)
 
+    @property
+    def stages(self) -> int:
+        """The longest lane's stages: what the slowest endpoint waits for, one after the other."""
+        return max((len(lane.stages) for lane in self.lanes), default=0)
+
     def beyond_one_step(self) -> list[EndpointRollout]:
         """The endpoints that one engine run doing everything at once would take outside their
-        policy (more replicas down, or more GPUs, than allowed): they need several steps."""
-        return [e for e in self.endpoints if e.steps_needed > 1]
+        policy (more replicas down, or more GPUs, than allowed): they need several stages."""
+        return [e for e in self.endpoints if e.stages_needed > 1]

@@ -1,0 +1,87 @@
+"""A rollout in one engine run: every endpoint's lane at its own pace. Pulumi shell.
+
+Each lane (:class:`~infercrane.core.plan.waves.Lane`) is one task of the program: a stage's
+replicas are registered with their new manifests, waited for (ready, and serving what they
+should), then what the stage ends by deleting is deleted by the caller's deleter (exact
+ownership, a uid precondition, until gone), then the lane's next stage begins. A replica whose
+stage has not come yet is not registered yet: Pulumi leaves it as its state records it, and,
+because every lane is awaited before the program returns, deletes nothing while a lane still
+runs. A lane that fails stops there -- its replicas not reached yet are never registered -- while
+the others go on; the program then fails, so Pulumi's own end-of-run deletions do not happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from infercrane.core.errors import InferCraneError
+from infercrane.core.plan.waves import EndpointRollout, Lane
+from infercrane.shell.awaiting import Waits, not_ready
+from infercrane.shell.components import ReplicaComponent
+
+if TYPE_CHECKING:
+    from infercrane.live import served, verdicts
+
+Result = tuple["verdicts.Verdict", "served.Evidence | None"]
+
+
+@dataclass
+class Rolled:
+    """What the lanes did: the replicas registered (with each wait's result), and the lanes that stopped."""
+
+    components: list[ReplicaComponent] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
+
+
+async def roll(
+    lanes: Sequence[Lane],
+    endpoints: Mapping[str, EndpointRollout],
+    register: Callable[[str], ReplicaComponent],
+    waits: Waits,
+    delete: Callable[[Collection[str]], Mapping[str, str]] | None,
+    note: Callable[[str], None],
+    order: Mapping[str, int],
+) -> Rolled:
+    """Run every lane to its end or its first failure, side by side."""
+    rolled = Rolled()
+    loop = asyncio.get_running_loop()
+
+    async def lane(lane: Lane) -> None:
+        e = endpoints.get(lane.endpoint)
+        for stage in lane.stages:
+            if e is not None and (stage.wave is not None or e.replaced_first or e.repaired_first):
+                note(f"rollout: {e.describe(stage)}")
+            where = e.where(stage) if e is not None else "its stage"
+            components = [register(key) for key in sorted(stage.apply, key=lambda k: order.get(k, len(order)))]
+            try:
+                results = list(await asyncio.gather(*(waits.of(c) for c in components)))
+            except InferCraneError as exc:
+                rolled.stopped.append((lane.endpoint, where, exc))
+                return
+            except Exception as exc:  # noqa: BLE001 - an apply the engine failed: this lane stops, its words kept
+                first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
+                rolled.stopped.append((lane.endpoint, where, InferCraneError(f"could not be applied: {first}")))
+                return
+            rolled.components += components
+            rolled.results += results
+            failure = not_ready(components, results)
+            if failure is not None:
+                rolled.stopped.append((lane.endpoint, where, failure))
+                return
+            if stage.delete and delete is not None:
+                try:
+                    await loop.run_in_executor(None, delete, stage.delete)
+                except InferCraneError as exc:
+                    rolled.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
+                    return
+
+    await asyncio.gather(*(lane(x) for x in lanes))
+    pairs = sorted(zip(rolled.components, rolled.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order)))
+    rolled.components = [c for c, _ in pairs]
+    rolled.results = [r for _, r in pairs]
+    rolled.stopped.sort(key=lambda s: [x.endpoint for x in lanes].index(s[0]))
+    return rolled

@@ -1,0 +1,170 @@
+"""The lane driver (infercrane.shell.lanes): each endpoint at its own pace in one run.
+
+The waits, the registration and the deleter are test doubles (named so): a double of the readiness
+wait whose replicas become ready after a set delay or fail, a registration that records when each
+key was registered, and a deleter that records what it deleted and when. The real ones run in the
+integration tier (tests/integration/test_rollout.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from infercrane.core.errors import NotReady
+from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.live.verdicts import Verdict
+from infercrane.shell import lanes
+
+DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
+
+
+@dataclass
+class ComponentDouble:
+    """Stands in for a ReplicaComponent: its name and summary."""
+
+    key: str
+
+    @property
+    def name(self) -> str:
+        return f"obj-{self.key}"
+
+    @property
+    def summary(self) -> dict[str, Any]:
+        return {"key": self.key}
+
+
+@dataclass
+class WaitsDouble:
+    """Stands in for shell.awaiting.Waits: a key is ready ``load[key]`` seconds after it is
+    registered (default ``default``), or fails when listed in ``fails``."""
+
+    load: dict[str, float] = field(default_factory=dict)
+    default: float = 0.05
+    fails: set[str] = field(default_factory=set)
+
+    async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+        await asyncio.sleep(self.load.get(c.key, self.default))
+        if c.key in self.fails:
+            return Verdict("failed", "FailedScheduling: 0/3 nodes are available"), None
+        return Verdict("ready", ""), None
+
+
+class Journal:
+    """When each key was registered and deleted (seconds since start)."""
+
+    def __init__(self) -> None:
+        self.t0 = time.monotonic()
+        self.registered: dict[str, float] = {}
+        self.deleted: dict[str, float] = {}
+
+    def register(self, key: str) -> ComponentDouble:
+        self.registered[key] = time.monotonic() - self.t0
+        return ComponentDouble(key)
+
+    def delete(self, keys: Collection[str]) -> Mapping[str, str]:
+        for k in keys:
+            self.deleted[k] = time.monotonic() - self.t0
+        return {f"obj-{k}": k for k in keys}
+
+
+def run(coroutine: Any) -> Any:
+    """On a loop of its own, never set as the thread's (Pulumi's mocks tier uses the thread's)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
+
+
+def four_replica_update(*endpoints: str) -> Any:
+    members = [Member(f"{e}{i}", e, True, 1) for e in endpoints for i in range(4)]
+    targets = [Target(f"{e}{i}", e, 1, restarts=True) for e in endpoints for i in range(4)]
+    return plan(members, targets, lambda name: DEFAULT)
+
+
+def roll(rollout: Any, waits: WaitsDouble, journal: Journal) -> lanes.Rolled:
+    order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
+    notes: list[str] = []
+    return run(
+        lanes.roll(
+            rollout.lanes,
+            {e.endpoint: e for e in rollout.endpoints},
+            journal.register,  # type: ignore[arg-type]
+            waits,  # type: ignore[arg-type]
+            journal.delete,
+            notes.append,
+            order,
+        )
+    )
+
+
+def test_a_fast_endpoint_finishes_its_waves_without_waiting_for_a_slow_one() -> None:
+    rollout = four_replica_update("fast", "slow")
+    waits = WaitsDouble(load={f"slow{i}": 0.3 for i in range(4)}, default=0.02)
+    journal = Journal()
+    rolled = roll(rollout, waits, journal)
+    assert rolled.stopped == []
+    assert len(rolled.components) == 8
+    # fast's 4 waves (4 x 0.02 s) are all registered before slow's second wave starts (0.3 s).
+    assert journal.registered["fast3"] < journal.registered["slow1"]
+    # each endpoint's waves in order, one after the other
+    for e in ("fast", "slow"):
+        times = [journal.registered[f"{e}{i}"] for i in range(4)]
+        assert times == sorted(times)
+
+
+def test_a_failed_wave_stops_only_its_endpoint_and_never_registers_its_later_replicas() -> None:
+    rollout = four_replica_update("good", "bad")
+    waits = WaitsDouble(fails={"bad1"})
+    journal = Journal()
+    rolled = roll(rollout, waits, journal)
+    assert [(name, where) for name, where, _ in rolled.stopped] == [("bad", "wave 2/4")]
+    (_, _, cause) = rolled.stopped[0]
+    assert isinstance(cause, NotReady) and "replica bad1 (obj-bad1): FailedScheduling" in str(cause)
+    assert {"good0", "good1", "good2", "good3"} <= set(journal.registered)  # the other endpoint rolled to the end
+    assert "bad2" not in journal.registered and "bad3" not in journal.registered  # left as the state records them
+
+
+def test_an_in_place_replacement_deletes_each_old_replica_after_the_wave_before_and_before_its_successor() -> None:
+    rollout = plan(
+        [Member("a0", "e", True, 1), Member("a1", "e", True, 1)], [Target("b0", "e", 1), Target("b1", "e", 1)], lambda n: DEFAULT
+    )
+    journal = Journal()
+    rolled = roll(rollout, WaitsDouble(), journal)
+    assert rolled.stopped == []
+    assert journal.deleted["a0"] <= journal.registered["b0"]  # in place: the old one frees its GPUs first
+    assert journal.registered["b0"] < journal.deleted["a1"] <= journal.registered["b1"]
+
+
+def test_a_deletion_that_fails_stops_its_endpoint_with_the_deleters_words() -> None:
+    from infercrane.core.errors import ClusterError
+
+    rollout = plan(
+        [Member("a0", "e", True, 1), Member("a1", "e", True, 1)], [Target("b0", "e", 1), Target("b1", "e", 1)], lambda n: DEFAULT
+    )
+
+    def stuck(keys: Collection[str]) -> Mapping[str, str]:
+        raise ClusterError(
+            "1 object(s) the rollout deleted are still present 120 s later: Deployment x", fix="look for finalizers"
+        )
+
+    journal = Journal()
+    order = {"b0": 0, "b1": 1}
+    rolled = run(
+        lanes.roll(
+            rollout.lanes,
+            {e.endpoint: e for e in rollout.endpoints},
+            journal.register,
+            WaitsDouble(),
+            stuck,
+            lambda _: None,
+            order,
+        )  # type: ignore[arg-type]
+    )
+    assert [(n, w) for n, w, _ in rolled.stopped] == [("e", "the deletions after the stage before its first wave")]
+    assert journal.registered == {}  # b0 never started beside a0
