@@ -98,6 +98,10 @@ class Watcher:
     ) -> None:
         self.admin, self.namespace, self.endpoint_of, self.available = admin, namespace, endpoint_of, available
         self.lowest: dict[str, int] = {}
+        self.t0 = time.perf_counter()
+        self.generation: dict[str, int] = {}  # each Deployment's generation when first seen
+        self.changed: dict[str, float] = {}  # when each was first seen at a newer generation (applied)
+        self.rolled: dict[str, float] = {}  # when each was first seen rolled out at that generation
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -108,11 +112,21 @@ class Watcher:
                 endpoint = self.endpoint_of(d)
                 if endpoint is not None:
                     counts[endpoint] += self.available(d)
+                    self._times(d)
             for endpoint, n in counts.items():
                 self.lowest[endpoint] = min(self.lowest.get(endpoint, n), n)
             self._stop.wait(0.25)
 
+    def _times(self, d: Any) -> None:
+        name, now = d.metadata.name, time.perf_counter() - self.t0
+        first = self.generation.setdefault(name, d.metadata.generation or 0)
+        if (d.metadata.generation or 0) > first:
+            self.changed.setdefault(name, now)
+            if name not in self.rolled and rolled_out(d, d.spec.replicas or 0):
+                self.rolled[name] = now
+
     def __enter__(self) -> Watcher:
+        self.t0 = time.perf_counter()
         self._thread.start()
         return self
 
@@ -196,7 +210,7 @@ def anchor(plane: Plane, project: Path, endpoints: int, admin: Client) -> dict[s
     return {"time": seconds, "lowest": watcher.minimum()}
 
 
-def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client) -> dict[str, float]:
+def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client, load: float) -> dict[str, float]:
     env = dict(os.environ) | {
         "INFERCRANE_PROJECT_DIR": str(project),
         "PULUMI_CONFIG_PASSPHRASE": "bench",
@@ -217,18 +231,93 @@ def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client) -> di
     def available(d: Any) -> int:
         return 1 if d.status is not None and (d.status.availableReplicas or 0) >= 1 else 0
 
+    stamped: list[tuple[float, str]] = []  # (seconds since the command began, stderr line)
     with Watcher(admin, NS, endpoint_of, available) as watcher:
         t0 = time.perf_counter()
-        done = run([*cli, "deploy", "--stack", "roll", "--json"], env=env, cwd=project)
+        proc = subprocess.Popen(
+            [*cli, "deploy", "--stack", "roll", "--json"],
+            env=env,
+            cwd=project,
+            text=True,
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+        )
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stamped.append((time.perf_counter() - t0, line))
         seconds = time.perf_counter() - t0
+        if proc.wait() != 0:
+            raise SystemExit("infercrane deploy failed:\n" + "".join(line for _, line in stamped[-40:]))
     config = load_stack("roll", project_dir=project, env={})
     deployed = {d.metadata.name: d for d in admin.list(Deployment, namespace=NS)}
     for r in config.replicas:
         d = deployed[naming.object_name(r.key)]
         assert deployment_verdict(d.to_dict(), 1).state == "ready", f"{r.key} is not ready after the deploy"
         assert d.spec.template.spec.containers[0].image.endswith(NEW.split("@")[1]), f"{r.key} did not roll"
-    notes = [json.loads(line).get("text", "") for line in done.stderr.splitlines() if line.startswith("{") and '"note"' in line]
-    return {"time": seconds, "lowest": watcher.minimum(), "notes": len(notes)}
+    return {"time": seconds, "lowest": watcher.minimum()} | pace(stamped, seconds, load) | wave_parts(stamped, watcher, load)
+
+
+def wave_parts(stamped: list[tuple[float, str]], watcher: Watcher, load: float) -> dict[str, float]:
+    """A wave's overhead in its three parts (means over every wave of every endpoint, sampled every
+    0.25 s): from its ``rollout:`` note to its Deployment seen at the new generation (registration,
+    the engine and the provider's apply), from there to that Deployment rolled out, beyond the
+    load (the controllers, the scheduler, kwok), and from there to the endpoint's next wave's note
+    (the readiness wait's poll and the serving evidence)."""
+    import re
+    import statistics
+
+    notes: dict[str, float] = {}  # object name -> when its wave's note came
+    nxt: dict[str, float] = {}  # object name -> when the next wave of its endpoint began
+    by_endpoint: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    for at, line in stamped:
+        try:
+            text = json.loads(line).get("text", "")
+        except ValueError:
+            continue
+        if found := re.match(r"rollout: (\S+) wave \d+/\d+ \(down [^;]*; up ([^)]*)\)", text):
+            for key in found[2].split(", "):
+                notes[naming.object_name(key)] = at
+                by_endpoint[found[1]].append((at, naming.object_name(key)))
+    for waves in by_endpoint.values():
+        for (_, name), (at, _) in zip(waves, waves[1:], strict=False):
+            nxt[name] = at
+    apply = [watcher.changed[n] - notes[n] for n in notes if n in watcher.changed]
+    roll = [watcher.rolled[n] - watcher.changed[n] - load for n in notes if n in watcher.rolled and n in watcher.changed]
+    seen = [nxt[n] - watcher.rolled[n] for n in nxt if n in watcher.rolled]
+    if not (apply and roll and seen):
+        return {}
+    return {
+        "note to applied": statistics.mean(apply),
+        "applied to rolled, beyond the load": statistics.mean(roll),
+        "rolled to next wave": statistics.mean(seen),
+    }
+
+
+def pace(stamped: list[tuple[float, str]], total: float, load: float) -> dict[str, float]:
+    """Where the deploy's time went, from when each endpoint's wave began (its ``rollout: eN wave
+    k/4`` note): to the first wave, each wave beyond its pods' load (the per-wave overhead), and
+    from the last wave's pods ready to the command's end."""
+    import re
+    import statistics
+
+    starts: dict[str, dict[int, float]] = defaultdict(dict)
+    for at, line in stamped:
+        try:
+            text = json.loads(line).get("text", "")
+        except ValueError:
+            continue
+        if found := re.match(r"rollout: (\S+) wave (\d+)/", text):
+            starts[found[1]][int(found[2])] = at
+    if not starts:
+        return {}
+    gaps = [w[k + 1] - w[k] - load for w in starts.values() for k in sorted(w)[:-1]]
+    last = max(max(w.values()) for w in starts.values())
+    return {
+        "to first wave": min(min(w.values()) for w in starts.values()),
+        "per-wave overhead": statistics.mean(gaps) if gaps else 0.0,
+        "per-wave overhead max": max(gaps) if gaps else 0.0,
+        "last wave ready to done": total - last - load,
+    }
 
 
 def main() -> None:
@@ -260,7 +349,7 @@ def main() -> None:
             write_stack(project, e, OLD, plane.kubeconfig)
             a = anchor(plane, project, e, admin)
             settle(admin, NS)
-            i = infercrane(plane, project, e, admin)
+            i = infercrane(plane, project, e, admin, args.load)
             floor = PER_ENDPOINT * args.load
             rows.append((e, floor, a, i))
             print(json.dumps({"endpoints": e, "floor": floor, "controller": a, "infercrane": i}), flush=True)
@@ -282,6 +371,24 @@ def main() -> None:
             f"{i['time']:.1f} s ({i['time'] / floor:.2f}× floor) | {i['time'] / a['time']:.2f}× | "
             f"{over(i['time']):.1f} s, {over(a['time']):.1f} s | {i['lowest']:.0f}, {a['lowest']:.0f} |"
         )
+    print()
+    print(
+        "| endpoints | infercrane: command start to first wave | each wave beyond its load (mean, max) | last wave ready to done |"
+    )
+    print("|---|---|---|---|")
+    for e, _, _, i in rows:
+        if "to first wave" in i:
+            print(
+                f"| {e} | {i['to first wave']:.1f} s | {i['per-wave overhead']:.1f} s, {i['per-wave overhead max']:.1f} s | "
+                f"{i['last wave ready to done']:.1f} s |"
+            )
+    for e, _, _, i in rows:
+        if "note to applied" in i:
+            print(
+                f"{e} endpoints, a wave's overhead in parts (means): its note to its Deployment applied {i['note to applied']:.2f} s; "
+                f"applied to rolled out, beyond the load, {i['applied to rolled, beyond the load']:.2f} s; rolled out to the "
+                f"endpoint's next wave {i['rolled to next wave']:.2f} s"
+            )
 
 
 if __name__ == "__main__":

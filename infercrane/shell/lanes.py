@@ -56,7 +56,10 @@ async def roll(
             if e is not None and (stage.wave is not None or e.replaced_first or e.repaired_first):
                 note(f"rollout: {e.describe(stage)}")
             where = e.where(stage) if e is not None else "its stage"
-            components = [register(key) for key in sorted(stage.apply, key=lambda k: order.get(k, len(order)))]
+            components = []
+            for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
+                components.append(register(key))
+                await asyncio.sleep(0)  # each registration leaves for the engine while the next is built
             try:
                 results = list(await asyncio.gather(*(waits.of(c) for c in components)))
             except InferCraneError as exc:

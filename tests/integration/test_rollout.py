@@ -325,7 +325,8 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
     r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolfail-1")
     took = time.monotonic() - began
     assert r.returncode == 1
-    assert "the rollout stopped at step 1/3" in r.stderr, r.stderr[-3000:]
+    assert "the rollout stopped for 1 of 1 endpoint(s)." in r.stderr, r.stderr[-3000:]
+    assert "endpoint rev stopped at wave 1/3: " in r.stderr, r.stderr[-3000:]
     assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, r.stderr[-3000:]
     assert took < 60 + 60 + 60, took  # budget + margin + the engine's own time
     # The first wave's replica is down (its pod cannot be placed); the others still serve, untouched.
@@ -349,6 +350,48 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
         dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
         assert dep.spec.template.spec.nodeSelector["nvidia.com/gpu.product"] == "NVIDIA-L40S"
         assert dep.status.availableReplicas == 1
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_an_endpoint_whose_wave_cannot_become_ready_stops_alone_while_the_others_roll_to_the_end(
+    slow: Project, slow_admin: Client
+) -> None:
+    """Two endpoints roll in one deploy; one's first wave cannot be placed (a valid product no node
+    carries). The other rolls every wave to the end meanwhile; the command names the stopped
+    endpoint, where and why, and exits 1; the stopped endpoint's replicas the rollout had not
+    reached still serve, untouched; no deploy record is written; after the fix a rerun finishes."""
+    stack = "rollanes"
+    good = [f"{stack}-g{i}" for i in range(3)]
+    bad = [f"{stack}-b{i}" for i in range(2)]
+    slow.stack(stack, [rep(k, name="good") for k in good] + [rep(k, name="bad") for k in bad])
+    deploy(slow, stack)
+    before = live(slow_admin, good + bad)
+    slow.stack(
+        stack,
+        [rep(k, name="good", args=["--max-model-len", "4096"]) for k in good]
+        + [rep(k, name="bad", gpu="NVIDIA-B200") for k in bad],
+    )
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rollanes-1")
+    assert r.returncode == 1, r.stderr[-3000:]
+    assert "the rollout stopped for 1 of 2 endpoint(s); the other 1 rolled to the end." in r.stderr, r.stderr[-3000:]
+    assert "endpoint bad stopped at wave 1/2: " in r.stderr and "FailedScheduling" in r.stderr, r.stderr[-3000:]
+    assert "endpoint good stopped" not in r.stderr
+    # The good endpoint rolled every wave: each replica restarted once, with the new args, serving.
+    after = live(slow_admin, good)
+    for k in good:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert "--max-model-len" in (dep.spec.template.spec.containers[0].args or []), k
+        assert dep.status.availableReplicas == 1 and after[k][0] == before[k][0] and after[k][1] != before[k][1], k
+    # The bad endpoint's second replica was never reached: same object, same pod, still serving.
+    assert live(slow_admin, bad[1:]) == {bad[1]: before[bad[1]]}
+    assert slow_admin.get(Deployment, naming.object_name(bad[1]), namespace=NS).status.availableReplicas == 1
+    # No record of a deploy that did not finish: the same key applies its intent again, never replays.
+    slow.stack(stack, [rep(k, name="good", args=["--max-model-len", "4096"]) for k in good] + [rep(k, name="bad") for k in bad])
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rollanes-2", "--json")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert live(slow_admin, good) == after  # finished endpoints cost nothing on the rerun
+    assert all(slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1 for k in bad)
     assert_no_op_plan(slow, stack)
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
@@ -593,7 +636,7 @@ def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_
             r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-{attempt}")
             assert r.returncode == 1, r.stderr[-3000:]
             assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, (attempt, r.stderr[-3000:])
-            assert "the old replicas it had not reached keep serving" in r.stderr, r.stderr[-3000:]
+            assert "old replicas that its rollout had not reached keep serving" in r.stderr, r.stderr[-3000:]
             if attempt:
                 assert "bring back " + keys[0] in r.stderr, r.stderr[-3000:]
     assert w.samples and w.lowest_ready >= floor, w.samples
@@ -765,7 +808,7 @@ def test_a_cutover_after_lost_state_on_a_full_node_deletes_each_old_key_before_i
     slow: Project, slow_admin: Client
 ) -> None:
     """The state is gone; the old keys run, unknown to Pulumi, on a node with no free GPU. Each
-    step deletes the old key it planned to (by exact ownership), so each new key finds its GPU."""
+    stage deletes the old key it planned to (by exact ownership), so each new key finds its GPU."""
     stack = "rollost"
     old = [f"{stack}-a{i}" for i in range(4)]
     new = [f"{stack}-b{i}" for i in range(4)]
@@ -776,7 +819,7 @@ def test_a_cutover_after_lost_state_on_a_full_node_deletes_each_old_key_before_i
     with Watcher(slow_admin, old + new) as w:
         r = cli(slow, "deploy", "--stack", stack, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "(not in the state) as this step planned" in r.stderr, r.stderr[-3000:]
+    assert "(not in the state) as the rollout planned" in r.stderr, r.stderr[-3000:]
     assert w.lowest_ready >= 3 and w.peak_gpus <= 4, w.samples
     assert gone(slow_admin, old)
     assert all(slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1 for k in new)
