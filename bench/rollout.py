@@ -254,6 +254,8 @@ def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client, load:
         d = deployed[naming.object_name(r.key)]
         assert deployment_verdict(d.to_dict(), 1).state == "ready", f"{r.key} is not ready after the deploy"
         assert d.spec.template.spec.containers[0].image.endswith(NEW.split("@")[1]), f"{r.key} did not roll"
+    run([*cli, "destroy", "--stack", "roll", "--json"], env=env, cwd=project)  # the next size needs the GPUs
+    settle(admin, NS)
     return {"time": seconds, "lowest": watcher.minimum()} | pace(stamped, seconds, load) | wave_parts(stamped, watcher, load)
 
 

@@ -134,7 +134,7 @@ class ProgressView:
         self._changed("checked")
 
     def note(self, text: str) -> None:
-        """A line for the person between updates (a rollout step, a repair): a plain line, or a
+        """A line for the person between updates (a rollout's wave, a repair): a plain line, or a
         ``note`` event with ``--json``; also into Pulumi's log file, where it happened."""
         if self.log is not None:
             self.log.write(f"[infercrane] {text}\n")

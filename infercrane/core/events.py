@@ -48,7 +48,7 @@ class Remaining:
 
 @dataclass(frozen=True)
 class Note:
-    """A sentence for the person between engine runs: a rollout step, a repair, a warning."""
+    """A sentence for the person between updates: a rollout's wave, a repair, a warning."""
 
     text: str
 

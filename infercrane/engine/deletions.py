@@ -26,9 +26,9 @@ GONE_TIMEOUT_SECONDS: Final = 120.0  # what a stage waits for the objects it del
 
 def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
     """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
-    when the last step began -- does not record (lost state, a killed run): Pulumi cannot delete
+    when the run began -- does not record (lost state, a killed run): Pulumi cannot delete
     what it does not know, and a key that leaves the config is deleted. Only objects with this
-    stack's exact ownership, each with a uid precondition; run after the last step, when every
+    stack's exact ownership, each with a uid precondition; once the deploy's run is done, when every
     replica of the config is ready. Returns object name -> key of what was deleted."""
     keep = {r.key for r in facts.config.replicas} | set(urns.recorded_objects(state))
     return _delete_owned(facts, lambda key, kind: key not in keep, wait=False)

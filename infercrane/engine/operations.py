@@ -119,11 +119,12 @@ def rolled(
 ) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
 
-    The rollout (:mod:`infercrane.core.plan.rollout`) is planned from what runs now; each of its steps
-    is one ``pulumi up`` that holds the replicas not rolled yet exactly as the state records them
-    and waits for the step's replicas before Pulumi deletes the old ones. A failed step stops the
-    rollout with the readiness failure; the old replicas it did not reach keep serving, and the
-    same command again plans from what runs then -- it continues where it stopped.
+    The rollout (:mod:`infercrane.core.plan.rollout`) is planned from what runs now and carried out
+    by one ``pulumi up``: each endpoint's lane at its own pace (:mod:`infercrane.shell.lanes`),
+    what a stage ends by deleting handed to :func:`delete_going` (exact ownership, until gone). A
+    lane whose wave fails stops there while the others go on; the run then fails naming each
+    stopped endpoint, the old replicas a stopped lane did not reach keep serving, and the same
+    command again plans from what runs then -- it continues where it stopped.
 
     The record is the stack output ``deploys`` (the last :data:`program.DEPLOY_HISTORY` keys with
     their intent and time), written by the ``up`` that completes the deploy -- so it exists only
@@ -228,7 +229,7 @@ def rolled(
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
         pool.shutdown(wait=True)
-    orphans = delete_orphans_after_rollout(facts, state)  # the state before the last step: what Pulumi knew
+    orphans = delete_orphans_after_rollout(facts, state)  # the state before the run: what Pulumi knew
     if orphans:
         sink(
             Note(

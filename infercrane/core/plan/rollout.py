@@ -1,14 +1,14 @@
 """Revision lifecycle: how each endpoint moves from the replicas that run now to the replicas the
-config names, in waves, under its rollout policy -- and the engine runs ("steps") that carry it out.
+config names, in waves, under its rollout policy -- and the lane of stages that carries each endpoint's out.
 
 A replica's identity is its durable key. Per endpoint, comparing what runs (:class:`Member`, read
 from the live objects) with what the config renders (:class:`Target`):
 
 - a key whose pods would not change (same pod template) and a new key that replaces nothing cost
-  nothing and are applied in the first step;
+  nothing and are applied in the endpoint's first stage;
 - a key that runs but is not serving (a failed wave's replica, one a killed deploy left loading, a
   surge under way) already counts against ``maxUnavailable``, as it does for the Deployment
-  controller: it is applied in the first step too, and when the endpoint has serving replicas to
+  controller: it is applied in the first stage too, and when the endpoint has serving replicas to
   take down, the first wave waits until it serves again -- a rerun never takes one more down;
 - a serving key whose pod template changes (new image, revision, args, GPU, endpoint name) is an
   *update*: its pods restart;
@@ -24,7 +24,7 @@ Updates and replacements are the units of a rollout, rolled ``maxUnavailable`` a
 place* (the old replica stops, then its successor starts: never more GPUs than the endpoint holds)
 or, with ``maxSurge >= 1``, ``maxSurge`` at a time as a *surge* (the successor starts first and the
 old one stops only once it is ready). An old replica is deleted only after the wave before its own
-is ready, never because a new one failed: a step that fails stops the rollout before its deletions.
+is ready, never because a new one failed: a stage that fails stops its lane before its deletions.
 
 One engine run carries the whole rollout. Each endpoint is a :class:`Lane` of :class:`Stage` s
 that moves at its own pace: a stage's keys are registered with their new manifests and waited for
@@ -76,7 +76,7 @@ class Target:
 
 @dataclass
 class _Schedule:
-    """One endpoint's plan in its own wave numbers; merged into global steps by :func:`plan`."""
+    """One endpoint's plan in its own wave numbers; its lane's stages by :func:`_lane`."""
 
     free: list[str] = field(default_factory=list)  # applied in the first step
     repair: list[str] = field(default_factory=list)  # not serving: applied in the first step, before any wave
