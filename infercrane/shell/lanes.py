@@ -42,7 +42,7 @@ async def roll(
     endpoints: Mapping[str, EndpointRollout],
     register: Callable[[str], ReplicaComponent],
     waits: Waits,
-    delete: Callable[[Collection[str]], Mapping[str, str]] | None,
+    delete: Callable[[Collection[str]], Mapping[str, str]],
     note: Callable[[str], None],
     order: Mapping[str, int],
 ) -> Rolled:
@@ -75,7 +75,7 @@ async def roll(
             if failure is not None:
                 rolled.stopped.append((lane.endpoint, where, failure))
                 return
-            if stage.delete and delete is not None:
+            if stage.delete:
                 try:
                     await loop.run_in_executor(None, delete, stage.delete)
                 except InferCraneError as exc:

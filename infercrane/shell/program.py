@@ -298,8 +298,9 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
         raise pulumi.RunError(str(exc)) from exc
     by_key = {r.replica.key: r for r in checked.rendered}
     order = {key: i for i, key in enumerate(by_key)}
-    plan = channel.rollout
-    assert plan is not None  # noqa: S101 - the caller of this path hands one over
+    plan, delete = channel.rollout, channel.delete
+    if plan is None or delete is None:  # a caller that drives a rollout hands both over
+        raise pulumi.RunError("a rollout was handed over without its deleter; nothing was applied")
     waits = Waits(checked.config, channel)
     try:
         rolled = await lanes.roll(
@@ -307,7 +308,7 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             {e.endpoint: e for e in plan.endpoints},
             lambda key: checked.component(by_key[key]),
             waits,
-            channel.delete,
+            delete,
             evidence_note(channel),
             order,
         )
