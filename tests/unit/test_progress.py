@@ -103,12 +103,12 @@ def test_a_note_is_a_plain_line_or_a_json_event_and_lands_in_the_log() -> None:
 
     from infercrane.cli.progress import ProgressView
 
-    for mode, want in (("lines", "rollout step 1/2: qwen wave 1/1 (down a; up b)"), ("json", '"event": "note"')):
+    for mode, want in (("lines", "rollout: qwen wave 1/1 (down a; up b)"), ("json", '"event": "note"')):
         out, log = io.StringIO(), io.StringIO()
         view = ProgressView("deploy", 2, stream=out, mode=mode, log=log)
-        view(Note("rollout step 1/2: qwen wave 1/1 (down a; up b)"))
+        view(Note("rollout: qwen wave 1/1 (down a; up b)"))
         assert want in out.getvalue()
-        assert "[infercrane] rollout step 1/2" in log.getvalue()
+        assert "[infercrane] rollout: qwen wave 1/1" in log.getvalue()
 
 
 def test_pulumis_log_lines_never_move_the_counts() -> None:
