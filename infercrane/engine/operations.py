@@ -221,7 +221,7 @@ def rolled(
             raise
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
         if unknown:
-            sink(Note(f"note: deleted {', '.join(sorted(set(unknown)))} (not in the state) as the rollout planned"))
+            sink(Note(f"note: deleted {', '.join(sorted(set(unknown.values())))} (not in the state) as the rollout planned"))
         names |= deleted
         for name in deleted:
             collector.ops.setdefault(name, set()).add(Action.DELETE)

@@ -35,6 +35,7 @@ class Rolled:
     components: list[ReplicaComponent] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
     stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
+    crashed: list[BaseException] = field(default_factory=list)  # what the engine failed (it stops the whole run)
 
 
 async def roll(
@@ -65,9 +66,8 @@ async def roll(
             except InferCraneError as exc:
                 rolled.stopped.append((lane.endpoint, where, exc))
                 return
-            except Exception as exc:  # noqa: BLE001 - an apply the engine failed: this lane stops, its words kept
-                first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
-                rolled.stopped.append((lane.endpoint, where, InferCraneError(f"could not be applied: {first}")))
+            except Exception as exc:  # noqa: BLE001 - an apply the engine failed: the engine's own error, raised below
+                rolled.crashed.append(exc)
                 return
             rolled.components += components
             rolled.results += results
@@ -83,6 +83,10 @@ async def roll(
                     return
 
     await asyncio.gather(*(lane(x) for x in lanes))
+    if rolled.crashed:
+        # The engine failed an apply (the API server gone, an object it refused): it ends the whole
+        # update itself, and its own words say why -- raised as they came, never renamed.
+        raise rolled.crashed[0]
     pairs = sorted(zip(rolled.components, rolled.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order)))
     rolled.components = [c for c, _ in pairs]
     rolled.results = [r for _, r in pairs]

@@ -250,12 +250,12 @@ def test_strict_dry_run_refuses_an_inference_service_field_an_older_crd_lacks(pr
         admin.apply(codecs.from_dict(older | {"spec": original["spec"]}), field_manager="it-older-kserve", force=True)
 
 
-def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_rollout_steps(
+def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_a_rollout_of_several_stages(
     project: Project, admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """One command, one client: the preflight, the rollout's reads, every step's program (its
+    """One command, one client: the preflight, the rollout's reads, the program (its
     preflight and readiness wait, in this process) and the deletions share the one the command
-    built -- counted on a rollout of several steps that also deletes a key."""
+    built -- counted on a rollout of several stages that also deletes a key."""
     from infercrane.engine import operations
 
     keys = ["it-oneclient-r0", "it-oneclient-r1", "it-oneclient-r2"]
@@ -273,11 +273,11 @@ def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_rollout_step
     engine = project.stack("itoneclient", [replica(k) for k in keys[:2]], imageDigest=newer)
     config = load(project, "itoneclient")
     planned = operations.plan(engine, config)
-    assert planned.rollout is not None and len(planned.rollout.steps) > 1, planned.rollout
+    assert planned.rollout is not None and planned.rollout.stages > 1, planned.rollout
     assert len(built) == 1, built
     built.clear()
     result = operations.deploy(engine, config, "second")
-    assert result.status == "succeeded" and result.rollout is not None and len(result.rollout.steps) > 1, result
+    assert result.status == "succeeded" and result.rollout is not None and result.rollout.stages > 1, result
     assert len(built) == 1, built
     assert get_or_none(admin, Deployment, naming.object_name(keys[2])) is None
     assert cli(project, "destroy", "--stack", "itoneclient").returncode == 0
@@ -309,7 +309,7 @@ def _entries() -> tuple[Any, dict[str, tuple[int, list[str]]]]:
 
 def test_a_deploy_enters_each_module_at_most_twice_and_works_nothing_out_twice(project: Project) -> None:
     """Following a deploy from its entry down to the applied objects -- across a rollout of several
-    steps that also deletes a key, its programs run in this process -- no module is entered more
+    stages that also deletes a key, its program runs in this process -- no module is entered more
     than twice on one call stack (a call down that comes back up to work something out again is a
     second entry), and what the command worked out once (the client, the stack id, the
     provider's inputs, the rollout) is not worked out again below it."""
@@ -343,8 +343,8 @@ def test_a_deploy_enters_each_module_at_most_twice_and_works_nothing_out_twice(p
         finally:
             sys.setprofile(None)
             threading.setprofile(None)  # type: ignore[arg-type]
-    assert result.status == "succeeded" and result.rollout is not None and len(result.rollout.steps) > 1, result
-    assert "infercrane.shell.program" in most, "the steps' programs ran in this process and were followed"
+    assert result.status == "succeeded" and result.rollout is not None and result.rollout.stages > 1, result
+    assert "infercrane.shell.program" in most, "the rollout's program ran in this process and was followed"
     over = {module: path for module, (times, path) in most.items() if times > 2}
     assert not over, "\n".join(f"{m}: {' > '.join(p)}" for m, p in over.items())
     assert worked_out == {"stack_id": 1, "provider_inputs": 1, "client": 1, "rollout": 1}, worked_out

@@ -232,8 +232,8 @@ def test_a_key_that_left_the_config_is_deleted_even_when_the_state_lost_it(proje
     project.stack(stack, [replica(kept)])
     r = cli(project, "deploy", "--stack", stack, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
-    # the rollout plans the leaving key (known from what runs) and deletes it by ownership in its step
-    assert f"deleted {left} (not in the state) as this step planned" in r.stderr, r.stderr[-3000:]
+    # the rollout plans the leaving key (known from what runs) and deletes it by ownership in its stage
+    assert f"deleted {left} (not in the state) as the rollout planned" in r.stderr, r.stderr[-3000:]
     actions = {a["key"]: a["action"] for a in json.loads(r.stdout)["replicas"]}
     assert actions[left] == "delete"
     assert admin.get(Deployment, naming.object_name(kept), namespace=NS).metadata.uid == uid

@@ -168,3 +168,17 @@ def test_a_deletion_that_fails_stops_its_endpoint_with_the_deleters_words() -> N
     )
     assert [(n, w) for n, w, _ in rolled.stopped] == [("e", "the deletions after the stage before its first wave")]
     assert journal.registered == {}  # b0 never started beside a0
+
+
+def test_an_apply_the_engine_fails_is_raised_as_the_engine_gave_it() -> None:
+    class EngineGone(Exception):
+        pass
+
+    class Failing(WaitsDouble):
+        async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+            raise EngineGone("Resource monitor has terminated, shutting down")
+
+    import pytest
+
+    with pytest.raises(EngineGone, match="Resource monitor has terminated"):
+        roll(four_replica_update("e"), Failing(), Journal())
