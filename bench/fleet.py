@@ -256,10 +256,9 @@ def bench_plain(plane: Plane, project: Path, n: int) -> dict[str, float]:
     return out
 
 
-def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
-    write_stack(project, "ours", "bi", n, plane.kubeconfig)
-    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
-    shutil.copy(ROOT / "__main__.py", project / "__main__.py")
+def cli_env(project: Path) -> dict[str, str]:
+    """The environment of an ``infercrane`` CLI process on a scratch project: its own file
+    backend, Pulumi home and passphrase, this checkout's package."""
     env = dict(os.environ) | {
         "INFERCRANE_PROJECT_DIR": str(project),
         "PULUMI_CONFIG_PASSPHRASE": "bench",
@@ -267,6 +266,14 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
         "PULUMI_HOME": str(project / "pulumi-home"),
     }
     env.pop("PULUMI_BACKEND_URL", None)
+    return env
+
+
+def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
+    write_stack(project, "ours", "bi", n, plane.kubeconfig)
+    shutil.copy(ROOT / "Pulumi.yaml", project / "Pulumi.yaml")
+    shutil.copy(ROOT / "__main__.py", project / "__main__.py")
+    env = cli_env(project)
     # Serving evidence is taken of every replica: the deploying identity gets the optional
     # EndpointSlice read in the namespace, the deploy the plane's worker key file. kwok's pods run
     # nothing; here a pod address is answered 404 by the sandbox's egress within milliseconds, so

@@ -26,6 +26,7 @@ import copy
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -52,6 +53,9 @@ from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402
 from infercrane.project.stackfile import load_stack  # noqa: E402
 from infercrane.project.tools import find_tool  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from fleet import cli_env  # noqa: E402
 
 NS = "infercrane-system"
 PER_ENDPOINT = 4
@@ -211,13 +215,7 @@ def anchor(plane: Plane, project: Path, endpoints: int, admin: Client) -> dict[s
 
 
 def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client, load: float) -> dict[str, float]:
-    env = dict(os.environ) | {
-        "INFERCRANE_PROJECT_DIR": str(project),
-        "PULUMI_CONFIG_PASSPHRASE": "bench",
-        "PYTHONPATH": str(ROOT),
-        "PULUMI_HOME": str(project / "pulumi-home"),
-    }
-    env.pop("PULUMI_BACKEND_URL", None)
+    env = cli_env(project)
     cli = [sys.executable, "-m", "infercrane"]
     run([*cli, "deploy", "--stack", "roll", "--json"], env=env, cwd=project)
     write_stack(project, endpoints, NEW, plane.kubeconfig)
@@ -259,27 +257,38 @@ def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client, load:
     return {"time": seconds, "lowest": watcher.minimum()} | pace(stamped, seconds, load) | wave_parts(stamped, watcher, load)
 
 
+WAVE_NOTE = re.compile(r"rollout: (\S+) wave (\d+)/\d+ \(down [^;]*; up ([^)]*)\)")
+
+
+def wave_notes(stamped: list[tuple[float, str]]) -> list[tuple[float, str, int, list[str]]]:
+    """Each ``rollout: eN wave k/4 (down …; up …)`` note of a ``deploy --json`` run: (when, the
+    endpoint, its wave number, the keys it brings up)."""
+    out = []
+    for at, line in stamped:
+        try:
+            text = json.loads(line).get("text", "")
+        except ValueError:
+            continue
+        if found := WAVE_NOTE.match(text):
+            out.append((at, found[1], int(found[2]), found[3].split(", ")))
+    return out
+
+
 def wave_parts(stamped: list[tuple[float, str]], watcher: Watcher, load: float) -> dict[str, float]:
     """A wave's overhead in its three parts (means over every wave of every endpoint, sampled every
     0.25 s): from its ``rollout:`` note to its Deployment seen at the new generation (registration,
     the engine and the provider's apply), from there to that Deployment rolled out, beyond the
     load (the controllers, the scheduler, kwok), and from there to the endpoint's next wave's note
     (the readiness wait's poll and the serving evidence)."""
-    import re
     import statistics
 
     notes: dict[str, float] = {}  # object name -> when its wave's note came
     nxt: dict[str, float] = {}  # object name -> when the next wave of its endpoint began
     by_endpoint: dict[str, list[tuple[float, str]]] = defaultdict(list)
-    for at, line in stamped:
-        try:
-            text = json.loads(line).get("text", "")
-        except ValueError:
-            continue
-        if found := re.match(r"rollout: (\S+) wave \d+/\d+ \(down [^;]*; up ([^)]*)\)", text):
-            for key in found[2].split(", "):
-                notes[naming.object_name(key)] = at
-                by_endpoint[found[1]].append((at, naming.object_name(key)))
+    for at, endpoint, _, keys in wave_notes(stamped):
+        for key in keys:
+            notes[naming.object_name(key)] = at
+            by_endpoint[endpoint].append((at, naming.object_name(key)))
     for waves in by_endpoint.values():
         for (_, name), (at, _) in zip(waves, waves[1:], strict=False):
             nxt[name] = at
@@ -299,17 +308,11 @@ def pace(stamped: list[tuple[float, str]], total: float, load: float) -> dict[st
     """Where the deploy's time went, from when each endpoint's wave began (its ``rollout: eN wave
     k/4`` note): to the first wave, each wave beyond its pods' load (the per-wave overhead), and
     from the last wave's pods ready to the command's end."""
-    import re
     import statistics
 
     starts: dict[str, dict[int, float]] = defaultdict(dict)
-    for at, line in stamped:
-        try:
-            text = json.loads(line).get("text", "")
-        except ValueError:
-            continue
-        if found := re.match(r"rollout: (\S+) wave (\d+)/", text):
-            starts[found[1]][int(found[2])] = at
+    for at, endpoint, wave, _ in wave_notes(stamped):
+        starts[endpoint][wave] = at
     if not starts:
         return {}
     gaps = [w[k + 1] - w[k] - load for w in starts.values() for k in sorted(w)[:-1]]
