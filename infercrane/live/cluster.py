@@ -112,8 +112,14 @@ def resource_for(manifest: Mapping[str, Any]) -> Any:
     """The lightkube resource class of a rendered manifest's kind."""
     from lightkube.resources.apps_v1 import Deployment
     from lightkube.resources.core_v1 import Service
+    from lightkube.resources.resource_v1 import ResourceClaimTemplate
 
-    return {"Deployment": Deployment, "Service": Service, "InferenceService": InferenceService}[manifest["kind"]]
+    return {
+        "Deployment": Deployment,
+        "Service": Service,
+        "InferenceService": InferenceService,
+        "ResourceClaimTemplate": ResourceClaimTemplate,
+    }[manifest["kind"]]
 
 
 def raw_get(client: Client, path: str) -> dict[str, Any]:

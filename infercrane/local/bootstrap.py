@@ -25,6 +25,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Node, Secret
 
 from infercrane.core.errors import PlaneError
+from infercrane.local import dra
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     BOOTSTRAP_MANAGER,
@@ -41,6 +42,7 @@ MANIFESTS = (
     "deploy/kubernetes/base/service-accounts.yaml",
     "deploy/kubernetes/base/provider-rbac.yaml",
     "deploy/kubernetes/kserve/provider-rbac.yaml",
+    "deploy/kubernetes/dra/provider-rbac.yaml",
 )
 # The optional read-only Roles are installed, but bound to the plane's *viewer* identity only:
 # the deploying identity keeps exactly the shipped Roles, so everything it does proves them.
@@ -49,6 +51,7 @@ OPTIONAL_ROLES = (
     "deploy/kubernetes/optional/node-reader.yaml",
     "deploy/kubernetes/optional/pvc-reader.yaml",
     "deploy/kubernetes/optional/endpointslice-reader.yaml",
+    "deploy/kubernetes/optional/dra-reader.yaml",
 )
 
 
@@ -122,23 +125,21 @@ def admin_client(kubeconfig: Path) -> Client:
 
 
 def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
+    """A kwok GPU node: labelled and advertising ``nvidia.com/gpu`` as GPU Feature Discovery and
+    the device plugin do, or -- a DRA node -- neither: its GPUs are its ResourceSlice's devices."""
     gpus = str(spec["gpus"])
-    resources = {"cpu": "64", "memory": "512Gi", "pods": "110", "nvidia.com/gpu": gpus}
+    resources = {"cpu": "64", "memory": "512Gi", "pods": "110"}
+    labels = {"kubernetes.io/hostname": spec["name"], "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", "type": "kwok"}
+    if not dra.is_dra(spec):
+        resources["nvidia.com/gpu"] = gpus
+        labels |= {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": spec["gpuProduct"], "nvidia.com/gpu.count": gpus}
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {
             "name": spec["name"],
             "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
-            "labels": {
-                "kubernetes.io/hostname": spec["name"],
-                "kubernetes.io/os": "linux",
-                "kubernetes.io/arch": "amd64",
-                "type": "kwok",
-                "nvidia.com/gpu.present": "true",
-                "nvidia.com/gpu.product": spec["gpuProduct"],
-                "nvidia.com/gpu.count": gpus,
-            },
+            "labels": labels,
         },
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
         "status": {"capacity": resources, "allocatable": resources, "phase": "Running"},
@@ -175,6 +176,8 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
             if exc.status.code != 404:
                 raise
             client.create(codecs.from_dict(node_manifest(n)))
+    if any(dra.is_dra(n) for n in nodes):
+        _apply_all(client, [dra.device_class(), *(dra.resource_slice(n) for n in nodes if dra.is_dra(n))])
     try:
         client.get(Secret, "infercrane-worker", namespace=NAMESPACE)
     except ApiError as exc:

@@ -32,7 +32,7 @@ def _resource(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptio
         return Deployment(name, metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
     if kind == "Service":
         return Service(name, metadata=manifest["metadata"], spec=manifest["spec"], opts=opts)
-    if kind == "InferenceService":
+    if kind in ("InferenceService", "ResourceClaimTemplate"):  # the SDK has no resource.k8s.io/v1 class
         return k8s.apiextensions.CustomResource(
             name,
             api_version=manifest["apiVersion"],

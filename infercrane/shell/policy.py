@@ -1,7 +1,7 @@
 """The policy pack: InferCrane's guards as mandatory Pulumi policies for *any* program.
 
-``pulumi preview --policy-pack policy`` runs them on every Deployment, Service and KServe
-InferenceService a program registers -- ours, a teammate's plain pulumi-kubernetes program, a YAML
+``pulumi preview --policy-pack policy`` runs them on every Deployment, Service, KServe
+InferenceService and DRA ResourceClaimTemplate a program registers -- ours, a teammate's plain pulumi-kubernetes program, a YAML
 ``ConfigFile`` -- and on every Kubernetes provider. One policy per rule of
 :mod:`infercrane.core.render.guards` (the one home of each rule: this module maps resources to manifests
 and reports, it does not judge). Each violation names the rule, the object and the fix; Pulumi
@@ -30,14 +30,24 @@ KINDS: Final = {
     "kubernetes:apps/v1:Deployment": "Deployment",
     "kubernetes:core/v1:Service": "Service",
     "kubernetes:serving.kserve.io/v1beta1:InferenceService": "InferenceService",
+    "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate": "ResourceClaimTemplate",
 }
 PROVIDER: Final = "pulumi:providers:kubernetes"
-DEFAULTS: Final = {"gpuResource": "nvidia.com/gpu", "gpuProductLabel": "nvidia.com/gpu.product", "gpuProducts": []}
+_GPUS: Final = guards.Gpus()
+DEFAULTS: Final = {
+    "gpuResource": _GPUS.resource,
+    "gpuProductLabel": _GPUS.label,
+    "gpuProducts": [],
+    "gpuDeviceClass": _GPUS.device_class,
+    "gpuProductNames": {},
+}
 CONFIG: Final = PolicyConfigSchema(
     properties={
         "gpuResource": {"type": "string", "default": DEFAULTS["gpuResource"]},
         "gpuProductLabel": {"type": "string", "default": DEFAULTS["gpuProductLabel"]},
         "gpuProducts": {"type": "array", "items": {"type": "string"}, "default": DEFAULTS["gpuProducts"]},
+        "gpuDeviceClass": {"type": "string", "default": DEFAULTS["gpuDeviceClass"]},
+        "gpuProductNames": {"type": "object", "additionalProperties": {"type": "string"}, "default": {}},
     }
 )
 
@@ -71,12 +81,14 @@ def judge(rule: str, resource_type: str, props: Mapping[str, Any], config: Mappi
     manifest = manifest_of(resource_type, props)
     if manifest is None:
         return []
-    found = guards.violations(
-        manifest,
-        gpu_resource=str(config.get("gpuResource") or DEFAULTS["gpuResource"]),
-        gpu_label=str(config.get("gpuProductLabel") or DEFAULTS["gpuProductLabel"]),
-        gpu_products=tuple(config.get("gpuProducts") or ()),
+    gpus = guards.Gpus(
+        resource=str(config.get("gpuResource") or _GPUS.resource),
+        label=str(config.get("gpuProductLabel") or _GPUS.label),
+        products=tuple(config.get("gpuProducts") or ()),
+        device_class=str(config.get("gpuDeviceClass") or _GPUS.device_class),
+        product_names={str(k): str(v) for k, v in (config.get("gpuProductNames") or {}).items()},
     )
+    found = guards.violations(manifest, gpus)
     return [f"{v}\n    fix: {fix}" for v in found if v.rule == rule]
 
 

@@ -85,13 +85,14 @@ class Project:
         must not leave replicas that hold the plane's few GPUs for the tests after it."""
         from lightkube.resources.apps_v1 import Deployment
         from lightkube.resources.core_v1 import Service
+        from lightkube.resources.resource_v1 import ResourceClaimTemplate
         from lightkube.types import CascadeType
 
         from infercrane.core import naming
         from infercrane.live.cluster import InferenceService
 
         ours = {f"infercrane/{s}" for s in self.stacks}
-        for res in (Deployment, Service, InferenceService):
+        for res in (Deployment, Service, InferenceService, ResourceClaimTemplate):
             try:
                 items = list(admin.list(res, namespace="*", labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}))
             except ApiError:

@@ -22,7 +22,7 @@ def _container(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def check(m: dict[str, Any]) -> list[str]:
-    return guards.check(m, gpu_resource="nvidia.com/gpu", gpu_label="nvidia.com/gpu.product")
+    return guards.check(m, guards.Gpus())
 
 
 def test_rendered_manifests_pass(values: dict[str, Any]) -> None:

@@ -7,6 +7,7 @@ how to fix it. Pure core.
 from __future__ import annotations
 
 from infercrane.core.errors import Problem
+from infercrane.core.model import gpu
 from infercrane.core.model.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, InferCraneConfig
 from infercrane.core.model.schema import ARTIFACT_KEY_RE
 
@@ -102,4 +103,24 @@ def cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
                     "or use policy prefer to download what has no cache",
                 )
             )
+    return problems
+
+
+def dra_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """Under ``gpuAllocation: dra`` every replica's GPU has a productName in the table (never
+    derived from the label value: the spellings differ in more than spaces)."""
+    t = config.kubernetes
+    if not t.dra:
+        return []
+    problems = []
+    for i, r in enumerate(config.replicas):
+        problem = gpu.dra_problem(r.gpu, t.gpu_product_names)
+        if problem is None:
+            continue
+        fix = (
+            f"add {r.gpu}: '<the productName your DRA driver publishes>' to {KEY_TARGET}.gpuProductNames"
+            if r.gpu in t.gpu_products
+            else "use the whole GPU's label value, or gpuAllocation label for a shared or MIG GPU"
+        )
+        problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].gpu (replica {r.key!r})", problem, fix))
     return problems

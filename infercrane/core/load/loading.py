@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from infercrane.core import naming
 from infercrane.core.errors import ConfigError, Problem
-from infercrane.core.load.consistency import cache_problems, endpoint_problems, pod_problems, scaling_problems
+from infercrane.core.load.consistency import cache_problems, dra_problems, endpoint_problems, pod_problems, scaling_problems
 from infercrane.core.load.problems import problem_from
 from infercrane.core.model.config import (
     ENV_FIELDS,
@@ -109,6 +109,8 @@ def load(
         endpoints_raw = {}
 
     extra_products = target.get("gpuProducts") if isinstance(target.get("gpuProducts"), list) else []
+    if isinstance(target.get("gpuProductNames"), Mapping):
+        extra_products = [*extra_products, *target["gpuProductNames"]]
     data = {"kubernetes": target, "replicas": replicas_raw, "endpoints": _deep_copy(endpoints_raw)}
     config: InferCraneConfig | None = None
     try:
@@ -138,6 +140,7 @@ def load(
         problems += scaling_problems(config, source)
         problems += cache_problems(config, source)
         problems += pod_problems(config, source)
+        problems += dra_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)

@@ -14,7 +14,7 @@ from infercrane.core import naming
 from infercrane.core.model import gpu, image, quantity
 from infercrane.core.model.endpoints import EndpointSettings, RolloutPolicy
 from infercrane.core.model.engines import ENGINES, SECRET_FLAGS
-from infercrane.core.model.kinds import WORKLOAD_APIS, WorkloadApi
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOAD_APIS, WorkloadApi
 from infercrane.core.model.pod import (
     ArtifactCache,
     Drain,
@@ -27,7 +27,7 @@ from infercrane.core.model.pod import (
     WorkerSecret,
     memory_quantity,
 )
-from infercrane.core.model.schema import QUALIFIED_NAME_RE, Frozen, dns_label
+from infercrane.core.model.schema import DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, Frozen, dns_label
 
 KEY_TARGET: Final = "infercrane:kubernetes"
 KEY_REPLICAS: Final = "infercrane:replicas"
@@ -45,6 +45,7 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "INFERCRANE_KUBERNETES_IMAGE_DIGEST": ("imageDigest",),
     "INFERCRANE_KUBERNETES_GPU_RESOURCE": ("gpuResource",),
     "INFERCRANE_KUBERNETES_GPU_PRODUCT_LABEL": ("gpuProductLabel",),
+    "INFERCRANE_KUBERNETES_GPU_ALLOCATION": ("gpuAllocation",),
     "INFERCRANE_KUBERNETES_KUBECONFIG": ("kubeconfig",),
     "INFERCRANE_KUBERNETES_ARTIFACT_CACHE_POLICY": ("artifactCache", "policy"),
     "INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON": ("artifactCache", "pvcs"),
@@ -101,6 +102,19 @@ class KubernetesTarget(Frozen):
     gpu_product_label: str = Field("nvidia.com/gpu.product", description="Node label the GPU value must match.")
     gpu_products: tuple[str, ...] = Field((), description="Extra accepted product-label values.")
     gpu_toleration_key: str = Field("nvidia.com/gpu", description="Taint key tolerated (NoSchedule) by GPU pods.")
+    gpu_allocation: Literal["label", "dra"] = Field(
+        "label",
+        description="label: request gpuResource and select the product by gpuProductLabel (the device plugin); dra: "
+        "each replica claims gpuCount devices of gpuDeviceClass whose productName is its GPU's (Dynamic Resource "
+        "Allocation, resource.k8s.io/v1), with its own ResourceClaimTemplate.",
+    )
+    gpu_device_class: str = Field(
+        gpu.DRA_DRIVER, description="DeviceClass of the claims under gpuAllocation dra (NVIDIA's DRA driver installs gpu.nvidia.com)."
+    )
+    gpu_product_names: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra GPU products: label value -> the productName its DRA driver publishes (accepted in both modes).",
+    )
     kserve_deployment_mode: Literal["Standard", "RawDeployment"] = Field(
         "Standard", description="KServe deploymentMode annotation; RawDeployment for controllers <= 0.15."
     )
@@ -116,9 +130,20 @@ class KubernetesTarget(Frozen):
         return WORKLOAD_APIS[self.workload_api]
 
     @property
+    def dra(self) -> bool:
+        """Whether replicas claim their GPUs by Dynamic Resource Allocation."""
+        return self.gpu_allocation == "dra"
+
+    @property
     def object_kinds(self) -> tuple[str, ...]:
-        """The kinds of object each replica has under this workload API."""
-        return self.api.kind_names
+        """The kinds of object each replica has: its workload API's (the workload first), and its
+        claim template under ``gpuAllocation: dra``."""
+        return self.api.kind_names + ((RESOURCE_CLAIM_TEMPLATE.name,) if self.dra else ())
+
+    @property
+    def extra_products(self) -> tuple[str, ...]:
+        """The label values a stack adds to the table, with or without a productName."""
+        return self.gpu_products + tuple(self.gpu_product_names)
 
     @field_validator("context")
     @classmethod
@@ -151,6 +176,28 @@ class KubernetesTarget(Frozen):
         if bad:
             raise ValueError(f"{bad!r} are not valid label values")
         return v
+
+    @field_validator("gpu_product_names")
+    @classmethod
+    def _product_names(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [k for k in v if not gpu.LABEL_VALUE_RE.match(k)]
+        if bad:
+            raise ValueError(f"{bad!r} are not valid label values (the keys are the label form, e.g. NVIDIA-L40S)")
+        names = [n for n in v.values() if not gpu.PRODUCT_NAME_RE.match(n)]
+        if names:
+            raise ValueError(f"{names!r} are not product names (letters, digits, spaces and ._()+-, e.g. 'NVIDIA L40S')")
+        return v
+
+    @field_validator("gpu_device_class")
+    @classmethod
+    def _device_class(cls, v: str) -> str:
+        if not DNS_SUBDOMAIN_RE.match(v):
+            raise ValueError(f"{v!r} is not a DeviceClass name (a DNS subdomain, e.g. gpu.nvidia.com)")
+        return v
+
+    def product_name(self, value: str) -> str:
+        """The productName a DRA claim selects for the label value ``value`` (validated before)."""
+        return gpu.product_names(self.gpu_product_names)[value]
 
 
 class Replica(Frozen):

@@ -40,7 +40,9 @@ class Kind:
 DEPLOYMENT: Final = Kind("Deployment", "apps/v1", "deployments", "deployment")
 SERVICE: Final = Kind("Service", "v1", "services", "service")
 INFERENCE_SERVICE: Final = Kind("InferenceService", "serving.kserve.io/v1beta1", "inferenceservices", "inferenceservice")
-KINDS: Final = {k.name: k for k in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE)}
+#: A replica's GPUs under ``gpuAllocation: dra``: its own claim template, beside its workload.
+RESOURCE_CLAIM_TEMPLATE: Final = Kind("ResourceClaimTemplate", "resource.k8s.io/v1", "resourceclaimtemplates", "claimtemplate")
+KINDS: Final = {k.name: k for k in (DEPLOYMENT, SERVICE, INFERENCE_SERVICE, RESOURCE_CLAIM_TEMPLATE)}
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,12 @@ WORKLOAD_APIS: Final = {a.name: a for a in (DEPLOYMENT_API, KSERVE_API)}
 
 #: The workload kind of every API: what holds a replica's GPUs, whichever API rendered it.
 WORKLOADS: Final = frozenset(a.workload.name for a in WORKLOAD_APIS.values())
+
+#: The Role the claim templates need under ``gpuAllocation: dra`` (beside the workload API's, never
+#: added to the seed's), and the optional reads of the cluster's devices and claims.
+DRA_ROLE_FILE: Final = "deploy/kubernetes/dra/provider-rbac.yaml"
+DRA_ROLE_NAME: Final = "infercrane-provider-dra"
+DRA_READER_FILE: Final = "deploy/kubernetes/optional/dra-reader.yaml"
 
 #: How a message names the shipped Roles: the deployment Role, and the KServe one beside it.
 ROLES_SHOWN: Final = f"{DEPLOYMENT_API.role_file} (or {KSERVE_API.role_file.removeprefix('deploy/kubernetes/')})"

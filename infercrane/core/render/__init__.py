@@ -14,7 +14,7 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.intent import intent as replica_intent
-from infercrane.core.render.workloads import deployment, inference_service, service
+from infercrane.core.render.workloads import deployment, inference_service, resource_claim_template, service
 
 Manifest = dict[str, Any]
 
@@ -23,6 +23,7 @@ RENDERERS: Final[dict[str, Callable[[InferCraneConfig, Replica, str, str], Manif
     "Deployment": deployment,
     "Service": service,
     "InferenceService": inference_service,
+    "ResourceClaimTemplate": resource_claim_template,
 }
 
 

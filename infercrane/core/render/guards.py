@@ -13,7 +13,7 @@ manager, a selector on the instance label only, a memory limit with a memory req
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infercrane.core import naming
@@ -39,6 +39,12 @@ RULES: Final = {
             "set nodeSelector <gpu product label>: <value your nodes carry> (InferCrane's GPU table); never guess or substitute",
         ),
         Rule("gpu-limits", "GPU limits equal GPU requests.", "set the GPU resource in limits and requests to the same count"),
+        Rule(
+            "gpu-claim-product",
+            "A claim template's GPU request selects one known GPU product by its DRA productName, a pod's GPU claim names a template.",
+            'select device.attributes["gpu.nvidia.com"].productName == "<productName>" (InferCrane\'s GPU table) with '
+            "an exact count; never guess or substitute",
+        ),
         Rule(
             "no-patch-force",
             "No field-manager conflict is ever forced (no pulumi.com/patchForce, no provider enablePatchForce).",
@@ -92,30 +98,35 @@ def claims_ours(manifest: Mapping[str, Any]) -> bool:
     return labels.get(naming.LABEL_MANAGED_BY) == naming.MANAGED_BY or any(k.startswith("infercrane.dev/") for k in ann)
 
 
-def violations(
-    manifest: Mapping[str, Any],
-    *,
-    gpu_resource: str,
-    gpu_label: str,
-    gpu_products: tuple[str, ...] = (),
-    ours: bool | None = None,
-) -> list[Violation]:
+@dataclass(frozen=True)
+class Gpus:
+    """How a cluster names its GPUs: the extended resource and product label (device plugin), the
+    DeviceClass (DRA), and the products a stack adds to the table."""
+
+    resource: str = "nvidia.com/gpu"
+    label: str = "nvidia.com/gpu.product"
+    products: tuple[str, ...] = ()
+    device_class: str = gpu.DRA_DRIVER
+    product_names: Mapping[str, str] = field(default_factory=dict)
+
+
+def violations(manifest: Mapping[str, Any], gpus: Gpus, *, ours: bool | None = None) -> list[Violation]:
     """Every rule ``manifest`` breaks. ``ours``: apply the ownership rules (default: when it claims
     InferCrane's ownership, :func:`claims_ours`)."""
     meta = manifest.get("metadata") or {}
     where = f"{manifest.get('kind')}/{meta.get('name')}"
     ours = claims_ours(manifest) if ours is None else ours
-    out = [Violation(rule, where, what) for rule, what in _workload(manifest, gpu_resource, gpu_label, gpu_products, ours)]
+    out = [Violation(rule, where, what) for rule, what in _workload(manifest, gpus, ours)]
+    out += [Violation("gpu-claim-product", where, what) for what in _claim_template(manifest, gpus, ours)]
     if ours:
         out += [Violation("infercrane-ownership", where, what) for what in _ownership(manifest)]
         out += [Violation("infercrane-pod-contract", where, what) for what in _pod_contract(manifest)]
     return out
 
 
-def _workload(
-    m: Mapping[str, Any], gpu_resource: str, gpu_label: str, products: tuple[str, ...], ours: bool
-) -> Iterator[tuple[str, str]]:
-    """The rules for any workload; ``ours``: its pods always request GPUs."""
+def _workload(m: Mapping[str, Any], gpus: Gpus, ours: bool) -> Iterator[tuple[str, str]]:
+    """The rules for any workload; ``ours``: its pods always request GPUs (by resource, or by a claim)."""
+    gpu_resource, gpu_label, products = gpus.resource, gpus.label, gpus.products + tuple(gpus.product_names)
     ann = (m.get("metadata") or {}).get("annotations") or {}
     if str(ann.get(naming.PULUMI_PATCH_FORCE, "")).lower() not in ("", "false"):
         yield "no-patch-force", f"{naming.PULUMI_PATCH_FORCE} is set; InferCrane never forces a conflict"
@@ -123,6 +134,7 @@ def _workload(
     if pod is None:
         return
     wants_gpu = False
+    pod_claims = {str(x.get("name")): x for x in pod.get("resourceClaims") or []}
     for c in pod.get("containers") or []:
         cname = f"container {c.get('name')}"
         problem = image.digest_problem(str(c.get("image", "")))
@@ -130,7 +142,13 @@ def _workload(
             yield "image-digest", f"{cname}: {problem}"
         res = c.get("resources") or {}
         lim, req = (res.get("limits") or {}), (res.get("requests") or {})
-        if gpu_resource in lim or gpu_resource in req or ours:
+        claims = [str(x.get("name")) for x in res.get("claims") or []]
+        if claims and gpu_resource not in lim and gpu_resource not in req:
+            # GPUs by DRA: the claim's template selects the product (its own rule); ours name one.
+            for name in claims:
+                if ours and not (pod_claims.get(name) or {}).get("resourceClaimTemplateName"):
+                    yield "gpu-claim-product", f"{cname}: claim {name!r} names no ResourceClaimTemplate of the pod"
+        elif gpu_resource in lim or gpu_resource in req or ours:
             wants_gpu = True
             if gpu_resource not in lim or lim.get(gpu_resource) != req.get(gpu_resource):
                 yield "gpu-limits", f"{cname}: {gpu_resource} limits must equal requests and be set"
@@ -203,19 +221,38 @@ def _pod_contract(m: Mapping[str, Any]) -> Iterator[str]:
             yield f"container {c.get('name')}: a memory request needs a memory limit (request + /dev/shm, which is charged to it)"
 
 
-def check(manifest: dict[str, Any], *, gpu_resource: str, gpu_label: str, gpu_products: tuple[str, ...] = ()) -> list[str]:
+def _claim_template(m: Mapping[str, Any], gpus: Gpus, ours: bool) -> Iterator[str]:
+    """A ResourceClaimTemplate's requests of the GPU DeviceClass (every request, when ours): one
+    exact count of devices whose productName is a known product's, by one selector."""
+    if m.get("kind") != "ResourceClaimTemplate":
+        return
+    known = gpu.product_names(gpus.product_names)
+    for r in (((m.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []:
+        exactly = r.get("exactly") or {}
+        where = f"request {r.get('name')!r}"
+        if exactly.get("deviceClassName") != gpus.device_class and not ours:
+            continue
+        if exactly.get("deviceClassName") != gpus.device_class:
+            yield f"{where}: deviceClassName is {exactly.get('deviceClassName')!r}, expected {gpus.device_class!r}"
+        selectors = exactly.get("selectors") or []
+        names = [gpu.selected_product(str((s.get("cel") or {}).get("expression", ""))) for s in selectors]
+        if len(selectors) != 1 or names[0] is None:
+            yield f"{where}: selects no GPU product (one selector naming its productName is needed)"
+        elif names[0] not in known.values():
+            yield f"{where}: productName {names[0]!r} is not in the GPU table (known: {', '.join(known.values())})"
+        if exactly.get("allocationMode", "ExactCount") != "ExactCount" or not exactly.get("count"):
+            yield f"{where}: needs an exact count of GPUs (allocationMode ExactCount, count >= 1)"
+
+
+def check(manifest: dict[str, Any], gpus: Gpus) -> list[str]:
     """Every rule ``manifest`` (rendered by InferCrane: all rules apply) breaks, as ``Kind/name: what``."""
-    return [
-        str(v) for v in violations(manifest, gpu_resource=gpu_resource, gpu_label=gpu_label, gpu_products=gpu_products, ours=True)
-    ]
+    return [str(v) for v in violations(manifest, gpus, ours=True)]
 
 
-def check_all(
-    manifests: list[dict[str, Any]], *, gpu_resource: str, gpu_label: str, gpu_products: tuple[str, ...] = ()
-) -> list[str]:
+def check_all(manifests: list[dict[str, Any]], gpus: Gpus) -> list[str]:
     out: list[str] = []
     for m in manifests:
-        out += check(m, gpu_resource=gpu_resource, gpu_label=gpu_label, gpu_products=gpu_products)
+        out += check(m, gpus)
     return out
 
 

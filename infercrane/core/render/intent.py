@@ -51,6 +51,12 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     claim = config.cache_for(replica)
     if claim is not None:
         spec["target"]["modelCache"] = claim
+    if t.dra:  # label mode (the default, and every stack before DRA) changes no intent
+        spec["target"]["gpuAllocation"] = {
+            "mode": t.gpu_allocation,
+            "deviceClass": t.gpu_device_class,
+            "productName": config.kubernetes.product_name(replica.gpu),
+        }
     # Always, as rendered: every pod drains (its preStop, the engine's shutdown, the grace period),
     # so the release that brought it restarts each replica once, in waves under its policy.
     spec["target"]["drain"] = config.drain_for(replica).model_dump(by_alias=True)

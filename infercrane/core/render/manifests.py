@@ -11,7 +11,7 @@ import yaml
 
 from infercrane.core import naming
 from infercrane.core.errors import GuardError
-from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
 from infercrane.core.render import RenderedReplica, guards, render_all
 
 
@@ -24,15 +24,15 @@ def guarded(config: InferCraneConfig, stack_id: str) -> list[RenderedReplica]:
     """:func:`render_checked` for the stack whose objects carry ``stack_id``."""
     rendered = render_all(config, stack_id)
     t = config.kubernetes
-    violations = guards.check_all(
-        [m for r in rendered for m in r.manifests],
-        gpu_resource=t.gpu_resource,
-        gpu_label=t.gpu_product_label,
-        gpu_products=t.gpu_products,
-    )
+    violations = guards.check_all([m for r in rendered for m in r.manifests], gpus_of(t))
     if violations:
         raise GuardError(violations)
     return rendered
+
+
+def gpus_of(t: KubernetesTarget) -> guards.Gpus:
+    """How the target names its GPUs, for the guards."""
+    return guards.Gpus(t.gpu_resource, t.gpu_product_label, t.gpu_products, t.gpu_device_class, t.gpu_product_names)
 
 
 class _Dumper(yaml.SafeDumper):

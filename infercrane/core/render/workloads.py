@@ -5,7 +5,12 @@ policy allows a surge, progress deadline and
 startup probe sized from the startup budget, explicit engine command, key only by Secret
 reference, GPU limits = requests, product-label nodeSelector, GPU toleration, in-memory /dev/shm,
 no privilege escalation, no automounted token; a verified model cache read-only at the Hugging Face
-cache path with offline mode on. Pure core.
+cache path with offline mode on.
+
+Under ``gpuAllocation: dra`` a replica's GPUs are a claim instead: its own ResourceClaimTemplate
+(named like its other objects) asks for ``gpuCount`` devices of the GPU DeviceClass whose
+``productName`` is the replica's GPU's, and the pod claims it -- no GPU resource, no product
+nodeSelector. Pure core.
 """
 
 from __future__ import annotations
@@ -14,8 +19,9 @@ import math
 from typing import Any
 
 from infercrane.core import naming
+from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig, Replica
-from infercrane.core.model.kinds import DEPLOYMENT, INFERENCE_SERVICE, SERVICE
+from infercrane.core.model.kinds import DEPLOYMENT, INFERENCE_SERVICE, RESOURCE_CLAIM_TEMPLATE, SERVICE
 from infercrane.core.render.command import command_and_args
 from infercrane.core.render.intent import pod_intent
 
@@ -27,6 +33,7 @@ CONTAINER_NAME = "runtime"
 KSERVE_CONTAINER_NAME = "kserve-container"
 SHM_VOLUME = "dshm"
 CACHE_VOLUME = "model-cache"
+GPU_CLAIM = "gpus"  # the pod's claim, the container's and the template's request: one name
 CACHE_PATH = "/var/cache/infercrane/huggingface"  # HF_HUB_CACHE: the claim's root is a `huggingface-cli download --cache-dir`
 
 
@@ -82,7 +89,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
     t = config.kubernetes
     drain = config.drain_for(replica)
     command, args = command_and_args(replica, drain.shutdown_seconds)
-    gpus = {t.gpu_resource: str(replica.gpu_count)}
+    gpus = {} if t.dra else {t.gpu_resource: str(replica.gpu_count)}
     secret_ref = {"secretKeyRef": {"name": t.worker_secret.name, "key": t.worker_secret.key}}
     return {
         "name": name,
@@ -118,9 +125,12 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
 def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str]) -> dict[str, Any]:
     """GPU limits = requests, plus CPU and memory (:meth:`InferCraneConfig.resources_for`)."""
     own = config.resources_for(replica)
+    claims = {"claims": [{"name": GPU_CLAIM}]} if config.kubernetes.dra else {}
     if own is None:  # no resources setting: GPUs only, as before the setting existed
-        return {"limits": dict(gpus), "requests": dict(gpus)}
-    return {"limits": {**gpus, **own["limits"]}, "requests": {**gpus, **own["requests"]}}
+        plain = {"limits": dict(gpus), "requests": dict(gpus)}
+    else:
+        plain = {"limits": {**gpus, **own["limits"]}, "requests": {**gpus, **own["requests"]}}
+    return {**{k: v for k, v in plain.items() if v}, **claims}
 
 
 def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
@@ -129,7 +139,7 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
     placement: dict[str, Any] = {
         "serviceAccountName": t.service_account,
         "automountServiceAccountToken": False,
-        "nodeSelector": {**pod.node_selector, t.gpu_product_label: replica.gpu},
+        "nodeSelector": {**pod.node_selector, **({} if t.dra else {t.gpu_product_label: replica.gpu})},
         "tolerations": [
             {"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"},
             *(x.model_dump(by_alias=True, exclude_none=True) for x in pod.tolerations),
@@ -137,6 +147,10 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
         # The preStop wait, the engine's shutdown and a margin (Drain.grace_seconds): never a SIGKILL mid-drain.
         "terminationGracePeriodSeconds": config.drain_for(replica).grace_seconds,
     }
+    if not placement["nodeSelector"]:
+        del placement["nodeSelector"]
+    if t.dra:
+        placement["resourceClaims"] = [{"name": GPU_CLAIM, "resourceClaimTemplateName": naming.object_name(replica.key)}]
     if pod.priority_class_name:
         placement["priorityClassName"] = pod.priority_class_name
     if pod.image_pull_secrets:
@@ -271,5 +285,27 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
                 "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
                 "volumes": _volumes(config, replica),
             }
+        },
+    }
+
+
+def resource_claim_template(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
+    """The replica's GPUs under ``gpuAllocation: dra``: ``gpuCount`` devices of the GPU DeviceClass
+    whose productName is the replica's GPU's, in the table -- never another product. Each pod's
+    claim (made by the resource claim controller, deleted with the pod) carries the pod's labels."""
+    t = config.kubernetes
+    request = {
+        "deviceClassName": t.gpu_device_class,
+        "allocationMode": "ExactCount",
+        "count": replica.gpu_count,
+        "selectors": [{"cel": {"expression": gpu.selector(config.kubernetes.product_name(replica.gpu))}}],
+    }
+    return {
+        "apiVersion": RESOURCE_CLAIM_TEMPLATE.api_version,
+        "kind": RESOURCE_CLAIM_TEMPLATE.name,
+        "metadata": _metadata(config, replica, intent, stack),
+        "spec": {
+            "metadata": {"labels": naming.labels(replica.key)},
+            "spec": {"devices": {"requests": [{"name": GPU_CLAIM, "exactly": request}]}},
         },
     }
