@@ -48,11 +48,13 @@ class Live:
         fields: Mapping[str, Any] | None = None,
         action: str | None = None,
         retry: bool = False,
+        everywhere: bool = False,
     ) -> list[dict[str, Any]]:
-        """Every object of ``res`` in the target namespace (cluster-wide for a cluster-scoped kind),
-        as plain dicts; ``retry``: while the server answers 429/503 (:func:`cluster.retrying`)."""
+        """Every object of ``res`` in the target namespace (cluster-wide for a cluster-scoped kind,
+        or with ``everywhere``), as plain dicts; ``retry``: while the server answers 429/503
+        (:func:`cluster.retrying`)."""
         namespaced = isinstance(res, type) and issubclass(res, NamespacedResource)
-        scope: dict[str, Any] = {"namespace": self.namespace} if namespaced else {}
+        scope: dict[str, Any] = {"namespace": "*" if everywhere else self.namespace} if namespaced else {}
         scope |= {"labels": labels} if labels is not None else {}
         scope |= {"fields": fields} if fields is not None else {}
 

@@ -21,8 +21,9 @@ from lightkube.models.authorization_v1 import ResourceAttributes, SelfSubjectAcc
 from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
+from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import ROLES_SHOWN, WORKLOAD_APIS
+from infercrane.core.model.kinds import DRA_READER_FILE, DRA_ROLE_FILE, RESOURCE_CLAIM_TEMPLATE, ROLES_SHOWN, WORKLOAD_APIS
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
 
@@ -53,9 +54,11 @@ OPTIONAL_GROUPS: Final = {"endpointslices": "discovery.k8s.io"}  # the others ar
 OPTIONAL_RIGHTS: Final = tuple((v, OPTIONAL_GROUPS.get(r, ""), r) for r in OPTIONAL_READS for v in ("get", "list"))
 
 
-def required_rights(workload_api: str) -> list[tuple[str, str, str]]:
-    """The seed's rights: (verb, group, resource) every command needs in the namespace."""
-    return [(v, k.group, k.plural) for k in WORKLOAD_APIS[workload_api].kinds for v in SEED_VERBS]
+def required_rights(workload_api: str, *, dra: bool = False) -> list[tuple[str, str, str]]:
+    """The seed's rights: (verb, group, resource) every command needs in the namespace; under
+    ``gpuAllocation: dra`` the DRA Role's on the claim templates too."""
+    kinds = WORKLOAD_APIS[workload_api].kinds + ((RESOURCE_CLAIM_TEMPLATE,) if dra else ())
+    return [(v, k.group, k.plural) for k in kinds for v in SEED_VERBS]
 
 
 def shipped_extra_rights(workload_api: str) -> list[tuple[str, str, str]]:
@@ -75,7 +78,7 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     """Every (verb, group, resource, need) to review: need is required / shipped / optional (or
     required-optional: an optional read the stack's settings depend on, the model cache's claims)."""
     api = config.kubernetes.workload_api
-    need = [(v, g, r, "required") for v, g, r in required_rights(api)]
+    need = [(v, g, r, "required") for v, g, r in required_rights(api, dra=config.kubernetes.dra)]
     need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
     cache_required = config.kubernetes.artifact_cache.policy == "required"
     evidence_required = config.kubernetes.serving_evidence == "require"
@@ -109,7 +112,7 @@ def _can(live: Live, namespace: str, verb: str, group: str, resource: str, need:
         return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")
-    fix = f"apply {ROLES_SHOWN} bound to this identity"
+    fix = f"apply {DRA_ROLE_FILE if resource == RESOURCE_CLAIM_TEMPLATE.plural else ROLES_SHOWN} bound to this identity"
     if need == "shipped":
         return Check(
             name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix
@@ -172,11 +175,78 @@ def _service_account(live: Live, config: InferCraneConfig) -> Check:
     )
 
 
+def _dra_api(live: Live) -> Check:
+    """resource.k8s.io/v1 is served (discovery: every authenticated identity may read it)."""
+    try:
+        live.raw_get("/apis/resource.k8s.io/v1")
+    except failures.NotFound:
+        return Check(
+            "DRA API",
+            FAIL,
+            "resource.k8s.io/v1 is not served (Dynamic Resource Allocation is GA from Kubernetes 1.34)",
+            "use gpuAllocation: label on this cluster, or upgrade it to Kubernetes 1.34 or later",
+        )
+    return Check("DRA API", PASS, "resource.k8s.io/v1 ResourceClaimTemplate is served")
+
+
+def _dra_capacity(live: Live, config: InferCraneConfig, want: Counter[str]) -> Check:
+    """Free devices per product: the GPU DeviceClass's driver's devices in every ResourceSlice,
+    less those a ResourceClaim's allocation holds (the optional DRA reader)."""
+    from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
+
+    t = config.kubernetes
+    try:
+        slices = live.list(ResourceSlice, action="GPU devices")
+        claims = live.list(ResourceClaim, action="GPU claims", everywhere=True)
+    except failures.Forbidden:
+        return Check(
+            "GPU capacity",
+            UNVERIFIABLE,
+            "cannot list ResourceSlices and ResourceClaims (cluster-scoped reads the shipped Roles do not grant, by design)",
+            f"grant the optional DRA reader ({DRA_READER_FILE}, docs/rbac.md) to see free devices per product",
+        )
+    names = {v: k for k, v in gpu.product_names(t.gpu_product_names).items()}
+    taken = {
+        (x.get("driver"), x.get("pool"), x.get("device"))
+        for c in claims
+        for x in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+    }
+    have: Counter[str] = Counter()
+    free: Counter[str] = Counter()
+    for sl in slices:
+        spec = sl.get("spec") or {}
+        if spec.get("driver") != gpu.DRA_DRIVER:
+            continue
+        for d in spec.get("devices") or []:
+            attributes = d.get("attributes") or {}
+            label = names.get(str((attributes.get(gpu.DRA_PRODUCT_ATTRIBUTE) or {}).get("string")))
+            if label is None or (attributes.get("type") or {}).get("string", "gpu") != "gpu":
+                continue
+            have[label] += 1
+            if (gpu.DRA_DRIVER, (spec.get("pool") or {}).get("name"), d.get("name")) not in taken:
+                free[label] += 1
+    detail = (
+        ", ".join(f"{g}: {n} requested / {free.get(g, 0)} free of {have.get(g, 0)} published" for g, n in sorted(want.items()))
+        or "no replicas"
+    )
+    # A deploy's own replicas already hold theirs: a short product is a warning, never a failure.
+    if any(have.get(g, 0) < n for g, n in want.items()):
+        return Check(
+            "GPU capacity",
+            WARN,
+            detail,
+            "claims for the short products stay unallocated (Pending): add devices or lower gpuCount",
+        )
+    return Check("GPU capacity", PASS, detail)
+
+
 def _gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
     t = config.kubernetes
     want: Counter[str] = Counter()
     for r in config.replicas:
         want[r.gpu] += r.gpu_count
+    if t.dra:
+        return _dra_capacity(live, config, want)
     try:
         nodes = live.list(Node, action="GPU capacity")
     except failures.Forbidden:
@@ -206,6 +276,8 @@ def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
     jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(live, config))]
     if t.api.crd is not None:
         jobs.append(("KServe API", lambda: _kserve(live, config)))
+    if t.dra:
+        jobs.append(("DRA API", lambda: _dra_api(live)))
     jobs += [(f"can {v} {r}", partial(_can, live, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
     jobs += [
         ("namespace", lambda: _namespace(live, config)),

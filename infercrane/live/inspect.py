@@ -15,6 +15,7 @@ from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.kinds import DRA_READER_FILE
 from infercrane.live import cluster, failures, served, verdicts, warnings
 from infercrane.live.api import Live
 
@@ -22,11 +23,12 @@ POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
 def object_state(kind: str, obj: dict[str, Any]) -> str:
-    """ready / provisioning for one live workload object (Services are ready when present).
+    """ready / provisioning for one live workload object (Services and claim templates are ready
+    when present).
 
     The same rule the readiness wait uses (:mod:`infercrane.live.readiness`), so ``inspect`` and
     ``deploy`` never disagree about a replica."""
-    if kind == "Service":
+    if kind not in verdicts.VERDICTS:
         return "ready"
     return "ready" if verdicts.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
 
@@ -67,6 +69,35 @@ def _node_gpus(live: Live, label: str) -> dict[str, str]:
         return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(label, "") for n in nodes}
     except failures.LiveError:
         return {}
+
+
+def _allocations(live: Live, config: InferCraneConfig) -> dict[str, list[str]] | None:
+    """Claim name -> the devices its allocation names (``<pool>/<device>``: NVIDIA's driver names a
+    pool after its node), one LIST of the namespace's ResourceClaims; None outside
+    ``gpuAllocation: dra`` or without the optional DRA reader."""
+    if not config.kubernetes.dra:
+        return None
+    from lightkube.resources.resource_v1 import ResourceClaim
+
+    try:
+        claims = live.list(ResourceClaim, action="list resourceclaims")
+    except failures.LiveError:
+        return None
+    return {
+        c["metadata"]["name"]: [
+            f"{x.get('pool')}/{x.get('device')}"
+            for x in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
+        ]
+        for c in claims
+    }
+
+
+def _devices(pod: dict[str, Any], allocations: dict[str, list[str]] | None) -> list[str] | None:
+    """The devices allocated to ``pod``'s claims (its status names each claim the controller made)."""
+    if allocations is None:
+        return None
+    names = [s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []]
+    return [d for n in names if n for d in allocations.get(n, [])]
 
 
 def pod_condition_reasons(pod: dict[str, Any]) -> list[str]:
@@ -155,7 +186,8 @@ def inspect_report(
         listed[kind] = {o["metadata"]["name"]: o for o in items}
     pod_reader = pod_reader or live
     pods = _pods(pod_reader, config)
-    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes else {}
+    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and not t.dra else {}
+    allocations = _allocations(pod_reader, config) if pods else None
     out: list[dict[str, Any]] = []
     for r in config.replicas:
         name = naming.object_name(r.key)
@@ -200,6 +232,7 @@ def inspect_report(
                         "phase": phase,
                         "node": node,
                         "nodeGpu": node_gpu.get(node or "") if node_gpu else None,
+                        "devices": _devices(pod, allocations),
                         "reasons": pod_condition_reasons(pod) if phase == "Pending" else [],
                     }
                 )
@@ -217,6 +250,7 @@ def inspect_report(
                 "endpointName": r.name,
                 "gpu": r.gpu,
                 "gpuLabel": t.gpu_product_label,
+                "gpuAllocation": t.gpu_allocation,
                 "state": state,
                 "objects": objects,
                 "pods": replica_pods,
@@ -274,7 +308,13 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             out.append(f"  {o['kind']:<17} {o['name']}{extra}")
             out.append(f"  {'':<17} field managers: {mgrs}")
         for p in rec["pods"] or []:
-            out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
+            if rec.get("gpuAllocation") == "dra":
+                devices = (
+                    ", ".join(p["devices"]) if p.get("devices") is not None else f"devices not shown (apply {DRA_READER_FILE})"
+                )
+                out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} (claimed: {devices or 'none yet'})")
+            else:
+                out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
             out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
         out += [f"  {'':<17} {reason}" for reason in rec.get("reasons") or []]
     if any(rec["pods"] is None for rec in records):

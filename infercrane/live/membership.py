@@ -14,10 +14,10 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
-from infercrane.core.plan.workload import endpoint_of, gpus_of, pod_of
+from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of
 from infercrane.core.render import RenderedReplica
 from infercrane.live import failures
 from infercrane.live.api import Live
@@ -62,15 +62,19 @@ def members(
     t = config.kubernetes
     out = []
     found = _workloads(config, live, stack_id, elsewhere)
+    templates = {name: obj for (kind, name), obj in live.items() if kind == RESOURCE_CLAIM_TEMPLATE.name}
     for key, (_ns, kind, obj) in sorted(found.items(), key=lambda kv: str(kv[1][2]["metadata"]["name"])):
+        gpus, product = gpus_of(obj, t.gpu_resource), str((pod_of(obj).get("nodeSelector") or {}).get(t.gpu_product_label) or "")
+        if not gpus:  # its GPUs are claimed (DRA): what its templates request
+            gpus, product = claimed_gpus(obj, templates, t.gpu_product_names)
         out.append(
             rollout.Member(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
                 ready=VERDICTS[kind](obj, 0).state == "ready",
-                gpus=gpus_of(obj, t.gpu_resource),
+                gpus=gpus,
                 serving=serving({"kind": kind, **obj}),
-                product=str((pod_of(obj).get("nodeSelector") or {}).get(t.gpu_product_label) or ""),
+                product=product,
             )
         )
     return out

@@ -29,7 +29,7 @@ from lightkube import ApiError
 from infercrane.core import naming
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused, bullets
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import cache
 from infercrane.core.plan.actions import Action
 from infercrane.live import cluster, failures
@@ -124,8 +124,9 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     target = config.kubernetes
     try:
         # The other workload API's kind too, when this identity may list it: after a `workloadApi`
-        # switch the replicas still run in their old form, and the rollout counts them.
-        others = set(WORKLOADS)
+        # switch the replicas still run in their old form, and the rollout counts them. Claim
+        # templates likewise: after a switch from gpuAllocation dra, they say what the replicas hold.
+        others = set(WORKLOADS) | {RESOURCE_CLAIM_TEMPLATE.name}
         live = connection.by_name({m["kind"] for m in manifests}, optional=others)
     except ClusterError as exc:
         raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc

@@ -43,7 +43,11 @@ def device_class() -> dict[str, Any]:
         "metadata": {"name": gpu.DRA_DRIVER},
         "spec": {
             "selectors": [
-                {"cel": {"expression": f"device.driver == '{gpu.DRA_DRIVER}' && device.attributes['{gpu.DRA_DRIVER}'].type == 'gpu'"}}
+                {
+                    "cel": {
+                        "expression": f"device.driver == '{gpu.DRA_DRIVER}' && device.attributes['{gpu.DRA_DRIVER}'].type == 'gpu'"
+                    }
+                }
             ]
         },
     }

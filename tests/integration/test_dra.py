@@ -9,15 +9,19 @@ switch from label to dra rolls in waves under the endpoint's policy."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
-from lightkube import Client
+from lightkube import Client, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimTemplate
 
 from infercrane.core import naming
-from tests.integration.conftest import Project, get_or_none, replica
+from infercrane.live.api import Live
+from infercrane.live.inspect import inspect, render_text
+from infercrane.project import stackfile
+from tests.integration.conftest import Project, get_or_none, kill_as_ci, replica, start_cli, wait_for
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
@@ -35,13 +39,14 @@ def test_a_dra_replica_is_allocated_a_device_of_its_product_by_the_scheduler_and
     project: Project, admin: Client
 ) -> None:
     keys = ("it-dra-l40s-r0", "it-dra-a100-r0")
-    project.stack(
-        "itdra", [replica(keys[0], gpuCount=2), replica(keys[1], gpu="NVIDIA-A100-80GB-PCIe", name="big")], **DRA
-    )
+    project.stack("itdra", [replica(keys[0], gpuCount=2), replica(keys[1], gpu="NVIDIA-A100-80GB-PCIe", name="big")], **DRA)
 
     r = cli(project, "deploy", "--stack", "itdra")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
-    for key, node, product, count in ((keys[0], "kwok-dra-l40s-0", "NVIDIA L40S", 2), (keys[1], "kwok-dra-a100-0", "NVIDIA A100 80GB PCIe", 1)):
+    for key, node, product, count in (
+        (keys[0], "kwok-dra-l40s-0", "NVIDIA L40S", 2),
+        (keys[1], "kwok-dra-a100-0", "NVIDIA A100 80GB PCIe", 1),
+    ):
         name = naming.object_name(key)
         template = admin.get(ResourceClaimTemplate, name, namespace=NS)
         assert template.metadata.annotations[naming.ANNOTATION_KEY] == key
@@ -58,10 +63,67 @@ def test_a_dra_replica_is_allocated_a_device_of_its_product_by_the_scheduler_and
     r = cli(project, "inspect", "--stack", "itdra", "--json")
     assert r.returncode == 0, r.stderr
     recs = {x["key"]: x for x in json.loads(r.stdout)["replicas"]}
-    assert recs[keys[0]]["state"] == "ready"
+    assert recs[keys[0]]["state"] == "ready" and recs[keys[1]]["state"] == "ready"
+    # The restricted identity reads no pod and no claim; a reader that may shows each pod's devices.
+    config = stackfile.load_stack("itdra", project_dir=project.root)
+    by_key = {rec["key"]: rec for rec in inspect(config, Live(admin, config.kubernetes), stack="itdra")}
+    (pod,) = by_key[keys[0]]["pods"]
+    assert pod["node"] == "kwok-dra-l40s-0" and len(pod["devices"]) == 2
+    assert all(d.startswith("kwok-dra-l40s-0/gpu-") for d in pod["devices"]), pod
+    assert "(claimed: kwok-dra-l40s-0/gpu-" in render_text(list(by_key.values()))
 
     r = cli(project, "destroy", "--stack", "itdra")
     assert r.returncode == 0, r.stdout + r.stderr
     for key in keys:
         assert get_or_none(admin, ResourceClaimTemplate, naming.object_name(key)) is None
         assert get_or_none(admin, Deployment, naming.object_name(key)) is None
+
+
+def test_a_product_no_slice_offers_stays_pending_with_the_schedulers_claim_reason(project: Project, admin: Client) -> None:
+    """NVIDIA-H200 is in the table (valid) but no DRA node publishes one: the claim cannot be
+    allocated, the pod stays Pending, and the scheduler's own words reach inspect. The deploy is
+    stopped once that is visible (the budget's failure is test_contract's)."""
+    key = "it-dra-h200-r0"
+    name = naming.object_name(key)
+    project.stack("itdranone", [replica(key, gpu="NVIDIA-H200")], **DRA)
+    proc = start_cli(project, "deploy", "--stack", "itdranone")
+    config = stackfile.load_stack("itdranone", project_dir=project.root)
+    try:
+
+        def pending_with_reason() -> dict[str, Any] | None:
+            recs = inspect(config, Live(admin, config.kubernetes)) if get_or_none(admin, Deployment, name) else []
+            pods = (recs[0]["pods"] or []) if recs else []
+            return dict(recs[0]) if pods and pods[0]["reasons"] else None
+
+        rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
+        assert proc.poll() is None, "deploy must still be waiting within the startup budget"
+    finally:
+        kill_as_ci(proc)
+    (pod,) = rec["pods"]
+    assert pod["phase"] == "Pending" and pod["node"] is None and pod["devices"] == []
+    assert any("cannot allocate all claims" in r for r in pod["reasons"]), pod["reasons"]
+    assert cli(project, "destroy", "--stack", "itdranone").returncode == 0
+    assert get_or_none(admin, ResourceClaimTemplate, name) is None
+
+
+def test_a_claim_template_of_a_foreign_owner_with_our_name_is_refused_and_left_alone(project: Project, admin: Client) -> None:
+    key = "it-dra-foreign-r0"
+    name = naming.object_name(key)
+    foreign = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpus", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}}},
+    }
+    admin.apply(codecs.from_dict(foreign), field_manager="foreign-owner")
+    try:
+        project.stack("itdraforeign", [replica(key)], **DRA)
+        r = cli(project, "deploy", "--stack", "itdraforeign")
+        assert r.returncode != 0
+        assert f"ResourceClaimTemplate {NS}/{name} exists but is not owned by this stack" in r.stderr, r.stderr[-2000:]
+        assert "nothing was applied" in r.stderr
+        assert get_or_none(admin, Deployment, name) is None
+        kept = admin.get(ResourceClaimTemplate, name, namespace=NS)
+        assert not (kept.metadata.annotations or {}).get(naming.ANNOTATION_KEY), "never adopted"
+    finally:
+        admin.delete(ResourceClaimTemplate, name, namespace=NS)

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
+from infercrane.core.model.kinds import DRA_ROLE_NAME
+
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 OPTIONAL_DIR = ROOT / "optional"
 # The shipped files: what the seed promises about. deploy/kubernetes/optional/ only enriches evidence.
@@ -18,6 +20,7 @@ ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRout
 NEEDED = {
     "infercrane-provider-deployment": {("apps", "deployments"), ("", "services")},
     "infercrane-provider-kserve": {("serving.kserve.io", "inferenceservices")},
+    "infercrane-provider-dra": {("resource.k8s.io", "resourceclaimtemplates")},  # gpuAllocation: dra, beside either
 }
 VERBS_NEEDED = {"get", "list", "create", "patch", "delete"}
 MUTATING = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate"}
@@ -167,8 +170,9 @@ def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
         return out
 
     shipped = granted(FILES, ("Role",))
-    assert set(doctor.SHIPPED_ROLES.values()) == set(shipped)
+    assert set(doctor.SHIPPED_ROLES.values()) | {DRA_ROLE_NAME} == set(shipped)
     for api, role in doctor.SHIPPED_ROLES.items():
         assert set(doctor.required_rights(api)) | set(doctor.shipped_extra_rights(api)) == shipped[role]
+        assert set(doctor.required_rights(api, dra=True)) - set(doctor.required_rights(api)) == shipped[DRA_ROLE_NAME]
     optional = granted(OPTIONAL_FILES, ("Role",))
     assert set(doctor.OPTIONAL_RIGHTS) == set().union(*optional.values())

@@ -109,7 +109,8 @@ class KubernetesTarget(Frozen):
         "Allocation, resource.k8s.io/v1), with its own ResourceClaimTemplate.",
     )
     gpu_device_class: str = Field(
-        gpu.DRA_DRIVER, description="DeviceClass of the claims under gpuAllocation dra (NVIDIA's DRA driver installs gpu.nvidia.com)."
+        gpu.DRA_DRIVER,
+        description="DeviceClass of the claims under gpuAllocation dra (NVIDIA's DRA driver installs gpu.nvidia.com).",
     )
     gpu_product_names: dict[str, str] = Field(
         default_factory=dict,

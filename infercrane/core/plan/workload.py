@@ -1,6 +1,7 @@
 """Reading a workload object, rendered or live: its containers (a Deployment's pod template, an
 InferenceService's predictor), the engine flags InferCrane renders, the endpoint it serves and the
-GPUs it requests. Pure core.
+GPUs it requests -- by extended resource and product label, or by the claim templates it names
+(``gpuAllocation: dra``). Pure core.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from infercrane.core import naming
+from infercrane.core.model import gpu
 
 
 def pod_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -49,3 +51,21 @@ def gpus_of(obj: Mapping[str, Any], gpu_resource: str) -> int:
         except ValueError:
             pass
     return total
+
+
+def claimed_gpus(
+    obj: Mapping[str, Any], templates: Mapping[str, Mapping[str, Any]], product_names: Mapping[str, str] = gpu.NO_NAMES
+) -> tuple[int, str]:
+    """The GPUs a workload's pods claim through its claim templates (``templates``: name ->
+    template, live or rendered): the devices they request, and the product's label value when one
+    known product is selected (else "")."""
+    count, products = 0, set()
+    for ref in pod_of(obj).get("resourceClaims") or []:
+        template = templates.get(str(ref.get("resourceClaimTemplateName")))
+        for r in (((template or {}).get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests") or []:
+            exactly = r.get("exactly") or {}
+            count += int(exactly.get("count") or 0)
+            for sel in exactly.get("selectors") or []:
+                name = gpu.selected_product(str((sel.get("cel") or {}).get("expression", "")))
+                products.add(gpu.label_of(name, product_names) if name else None)
+    return count, (next(iter(products)) or "") if len(products) == 1 else ""
