@@ -48,6 +48,8 @@ NODES = {
         {"name": "kwok-l40s-0", "gpuProduct": "NVIDIA-L40S", "gpus": 4},  # 4 one-GPU replicas: no free GPU
         {"name": "kwok-h100-0", "gpuProduct": "NVIDIA-H100-80GB-HBM3", "gpus": 5},  # 4 replicas + one free set
         {"name": "kwok-a100-0", "gpuProduct": "NVIDIA-A100-SXM4-80GB", "gpus": 8},  # the identity tests
+        # The label -> dra switch: the same product's devices, published in a ResourceSlice.
+        {"name": "kwok-dra-a100-0", "gpuProduct": "NVIDIA-A100-SXM4-80GB", "gpus": 2, "gpuAllocation": "dra"},
     ]
 }
 
@@ -232,6 +234,16 @@ class Watcher:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _claimed(self, pod: Pod) -> int:
+        """The devices a scheduled pod's claims hold (gpuAllocation: dra): their allocations."""
+        from lightkube.resources.resource_v1 import ResourceClaim
+
+        held = 0
+        for status in pod.status.resourceClaimStatuses or []:
+            claim = self.admin.get(ResourceClaim, status.resourceClaimName, namespace=self.namespace)
+            held += len(claim.status.allocation.devices.results) if claim.status and claim.status.allocation else 0
+        return held
+
     def _sample(self) -> tuple[int, int]:
         ready = gpus = pods = 0
         for p in self.admin.list(Pod, namespace=self.namespace, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY}):
@@ -240,6 +252,7 @@ class Watcher:
             pods += not p.metadata.deletionTimestamp and (p.status.phase or "") not in ("Succeeded", "Failed")
             if p.spec.nodeName and (p.status.phase or "") not in ("Succeeded", "Failed"):
                 gpus += sum(int((c.resources.requests or {}).get(self.gpu, 0)) for c in p.spec.containers)
+                gpus += self._claimed(p)
             conditions = {c.type: c.status for c in (p.status.conditions or [])}
             if conditions.get("Ready") == "True" and not p.metadata.deletionTimestamp:
                 ready += 1
@@ -774,6 +787,36 @@ def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slo
         assert get_or_none(slow_admin, Service, naming.object_name(k)) is None  # the old form's Service went too
     assert_no_op_plan(slow, stack)
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_switch_from_label_to_dra_rolls_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
+    """gpuAllocation label -> dra is an intent change like any other: in place, each replica's pod
+    goes before its successor claims a device (never more GPUs than the endpoint holds, never more
+    than maxUnavailable down); plan shows the waves first."""
+    from lightkube.resources.resource_v1 import ResourceClaimTemplate
+
+    stack = "roldra"
+    keys = [f"{stack}-r{i}" for i in range(2)]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy(slow, stack)
+    slow.stack(stack, [rep(k) for k in keys], gpuAllocation="dra")
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr[-2000:]
+    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+    with Watcher(slow_admin, keys) as w:
+        doc = deploy(slow, stack)
+    (e,) = doc["rollout"]["endpoints"]
+    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
+    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    assert max(g for _, g in w.samples[-3:]) == 2, "both replicas hold a claimed device at the end"
+    for k in keys:
+        name = naming.object_name(k)
+        assert get_or_none(slow_admin, ResourceClaimTemplate, name) is not None
+        (pod,) = slow_admin.list(Pod, namespace=NS, labels={naming.LABEL_INSTANCE: name})
+        assert pod.spec.nodeName == "kwok-dra-a100-0", "its device is on the DRA node"
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+    assert all(get_or_none(slow_admin, ResourceClaimTemplate, naming.object_name(k)) is None for k in keys)
 
 
 def test_a_namespace_switch_moves_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
