@@ -24,7 +24,7 @@ from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kill_as_ci, replica, start_cli, wait_for
 from tests.integration.test_cli_ops import cli
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.qualification]  # make test-matrix: every pinned Kubernetes
 NS = "infercrane-system"
 DRA = {"gpuAllocation": "dra"}
 
@@ -127,3 +127,23 @@ def test_a_claim_template_of_a_foreign_owner_with_our_name_is_refused_and_left_a
         assert not (kept.metadata.annotations or {}).get(naming.ANNOTATION_KEY), "never adopted"
     finally:
         admin.delete(ResourceClaimTemplate, name, namespace=NS)
+
+
+def test_a_kserve_replica_claims_its_gpus_through_the_predictor_and_is_allocated_its_product(
+    project: Project, admin: Client
+) -> None:
+    """KServe 0.16's predictor carries resourceClaims and the container's resources.claims; its
+    controller copies them into the predictor's pods."""
+    key = "it-dra-kserve-r0"
+    name = naming.object_name(key)
+    project.stack("itdrakserve", [replica(key)], workloadApi="kserve", **DRA)
+    r = cli(project, "deploy", "--stack", "itdrakserve")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    (pod,) = admin.list(Pod, namespace=NS, labels={"serving.kserve.io/inferenceservice": name})
+    assert pod.spec.nodeName == "kwok-dra-l40s-0"
+    (status,) = pod.status.resourceClaimStatuses
+    claim = admin.get(ResourceClaim, status.resourceClaimName, namespace=NS)
+    assert [x.pool for x in claim.status.allocation.devices.results] == ["kwok-dra-l40s-0"]
+    r = cli(project, "destroy", "--stack", "itdrakserve")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert get_or_none(admin, ResourceClaimTemplate, name) is None

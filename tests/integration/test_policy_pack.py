@@ -31,6 +31,18 @@ def test_infercranes_own_stack_passes_every_policy(project: Project) -> None:
     assert r.returncode == 3, "changes pending, no violation: " + r.stderr[-2000:]
 
 
+def test_infercranes_own_dra_stack_passes_every_policy(project: Project) -> None:
+    """gpuAllocation dra: the claim templates select a known productName, the pods claim them."""
+    replicas = [replica("it-policydra-r0"), replica("it-policydra-r1", gpu="NVIDIA-A100-80GB-PCIe", gpuCount=2)]
+    project.stack("itpolicydra", replicas, gpuAllocation="dra")
+    pulumi = plain_pulumi(project, "itpolicydra")
+    assert pulumi("stack", "init").returncode == 0
+    r = pulumi("preview", "--policy-pack", PACK)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert "✅ infercrane@v0.1.0" in r.stdout and "[mandatory]" not in r.stdout
+    assert "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate" in r.stdout, "the templates were judged"
+
+
 def test_a_plain_program_breaking_each_policy_is_blocked_with_every_violation_named(tmp_path: Path) -> None:
     program = tmp_path / "violations"
     shutil.copytree(ROOT / "policy" / "examples" / "violations", program)
@@ -52,6 +64,7 @@ def test_a_plain_program_breaking_each_policy_is_blocked_with_every_violation_na
         "no-secret-literals": "kubernetes:apps/v1:Deployment: literal-key",
         "infercrane-ownership": "kubernetes:apps/v1:Deployment: claims-ours",
         "infercrane-pod-contract": "kubernetes:apps/v1:Deployment: claims-ours",
+        "gpu-claim-product": "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate: guessed-claim",
     }.items():
         assert f"[mandatory]  {rule}  ({resource})" in r.stdout, rule
         assert f"fix: {guards.RULES[rule].fix}" in r.stdout, rule

@@ -789,6 +789,7 @@ def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slo
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+@pytest.mark.qualification
 def test_a_switch_from_label_to_dra_rolls_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
     """gpuAllocation label -> dra is an intent change like any other: in place, each replica's pod
     goes before its successor claims a device (never more GPUs than the endpoint holds, never more

@@ -43,3 +43,25 @@ deployment(
     {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-L40S"}},
     labels={"app": "claims-ours", "app.kubernetes.io/managed-by": "infercrane"},
 )  # infercrane-ownership, infercrane-pod-contract
+k8s.apiextensions.CustomResource(  # the SDK has no resource.k8s.io/v1 class
+    "guessed-claim",
+    api_version="resource.k8s.io/v1",
+    kind="ResourceClaimTemplate",
+    metadata={"name": "guessed-claim"},
+    spec={
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpus",
+                        "exactly": {
+                            "deviceClassName": "gpu.nvidia.com",
+                            "count": 1,
+                            "selectors": [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "H100"'}}],
+                        },
+                    }
+                ]
+            }
+        }
+    },
+)  # gpu-claim-product: "H100" is no productName the driver publishes ("NVIDIA H100 80GB HBM3", ...)
