@@ -17,7 +17,7 @@ from typing import Any, Final
 from infercrane.core.errors import PromotionRefused
 from infercrane.core.model import config as cfg
 from infercrane.core.model.engines import ENGINES
-from infercrane.core.plan.workload import containers_of, flag_value, pod_of
+from infercrane.core.plan.workload import claimed_gpus, containers_of, flag_value, pod_of
 
 BUNDLE_FIELDS: Final = ("model", "modelRevision", "engine", "args", "gpu", "gpuCount")
 
@@ -38,10 +38,16 @@ def bundle(config: cfg.InferCraneConfig, replica: cfg.Replica) -> dict[str, Any]
     return out
 
 
-def unlike_live(config: cfg.InferCraneConfig, replica: cfg.Replica, obj: Mapping[str, Any] | None) -> list[str]:
+def unlike_live(
+    config: cfg.InferCraneConfig,
+    replica: cfg.Replica,
+    obj: Mapping[str, Any] | None,
+    templates: Mapping[str, Mapping[str, Any]] = {},  # noqa: B006 -- read only
+) -> list[str]:
     """How the live workload of ``replica`` differs from the bundle its stack file names (empty:
     it runs that bundle) -- what a promotion copies must be what the source runs, not an edit of
-    its file that was never deployed."""
+    its file that was never deployed. Its GPU: the product label it selects, or under
+    ``gpuAllocation: dra`` the product its claim template (``templates``, live) selects."""
     if obj is None:
         return ["no live workload"]
     want = bundle(config, replica)
@@ -52,6 +58,8 @@ def unlike_live(config: cfg.InferCraneConfig, replica: cfg.Replica, obj: Mapping
         "modelRevision": flag_value(obj, "--revision"),
         "gpu": (pod_of(obj).get("nodeSelector") or {}).get(config.kubernetes.gpu_product_label),
     }
+    if live["gpu"] is None and pod_of(obj).get("resourceClaims"):
+        live["gpu"] = claimed_gpus(obj, templates, config.kubernetes.gpu_product_names)[1] or None
     return [f"{f} {live[f]!r} (the file: {want[f]!r})" for f in live if live[f] != want[f]]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from infercrane.core import naming, promotion
 from infercrane.core.errors import PromotionRefused, bullets
 from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
 from infercrane.engine.workspace import Engine
 from infercrane.live.api import Live
 from infercrane.live.inspect import inspect
@@ -37,12 +38,13 @@ def check_healthy(source_stack: str, source: cfg.InferCraneConfig, keys: list[st
             fix=f"check `infercrane inspect --stack {source_stack}`; promote only what runs",
         )
     t = source.kubernetes
-    running = live.by_name(t.object_kinds[:1])
+    running = live.by_name(t.object_kinds)  # the workloads, and under gpuAllocation dra the claim templates
+    templates = {name: obj for (kind, name), obj in running.items() if kind == RESOURCE_CLAIM_TEMPLATE.name}
     unlike = [
         f"{r.key}: {'; '.join(why)}"
         for r in source.replicas
         if (keys is None or r.key in keys)
-        and (why := promotion.unlike_live(source, r, running.get((t.object_kinds[0], naming.object_name(r.key)))))
+        and (why := promotion.unlike_live(source, r, running.get((t.object_kinds[0], naming.object_name(r.key))), templates))
     ]
     if unlike:
         raise PromotionRefused(

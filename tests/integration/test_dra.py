@@ -9,9 +9,12 @@ switch from label to dra rolls in waves under the endpoint's policy."""
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import Client, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -21,7 +24,7 @@ from infercrane.core import naming
 from infercrane.live.api import Live
 from infercrane.live.inspect import inspect, render_text
 from infercrane.project import stackfile
-from tests.integration.conftest import Project, get_or_none, kill_as_ci, replica, start_cli, wait_for
+from tests.integration.conftest import ROOT, Project, get_or_none, kill_as_ci, replica, start_cli, wait_for
 from tests.integration.test_cli_ops import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.qualification]  # make test-matrix: every pinned Kubernetes
@@ -147,3 +150,48 @@ def test_a_kserve_replica_claims_its_gpus_through_the_predictor_and_is_allocated
     r = cli(project, "destroy", "--stack", "itdrakserve")
     assert r.returncode == 0, r.stdout + r.stderr
     assert get_or_none(admin, ResourceClaimTemplate, name) is None
+
+
+def test_doctor_checks_the_dra_api_and_role_and_shows_free_devices_per_product_with_the_dra_reader(
+    project: Project, identity: Callable[..., str]
+) -> None:
+    project.stack("itdradoctor", [replica("it-dradoctor-r0")], **DRA)
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdradoctor", "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    checks = {c["name"]: c for c in json.loads(r.stdout)["checks"]}
+    assert checks["DRA API"]["status"] == "pass"
+    for verb in ("get", "list", "create", "patch", "delete"):
+        assert checks[f"can {verb} resourceclaimtemplates.resource.k8s.io"]["status"] == "pass"
+    capacity = checks["GPU capacity"]
+    assert capacity["status"] == "not verifiable" and "deploy/kubernetes/optional/dra-reader.yaml" in capacity["hint"]
+
+    project.stack("itdradoctorv", [replica("it-dradoctorv-r0")], context="infercrane-local-viewer", **DRA)
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdradoctorv", "--json")
+    capacity = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["GPU capacity"]
+    assert capacity["status"] == "pass", capacity
+    assert re.fullmatch(r"NVIDIA-L40S: 1 requested / [0-4] free of 4 published", capacity["detail"]), capacity
+
+    # Without the DRA Role (the deployment Role alone): the claim templates' rights fail, naming the file.
+    (role, _) = yaml.safe_load_all((ROOT / "deploy/kubernetes/base/provider-rbac.yaml").read_text())
+    rules = role["rules"]
+    context = identity("it-no-dra", rules)
+    project.stack("itdradoctor2", [replica("it-dradoctor2-r0")], context=context, **DRA)
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdradoctor2")
+    assert r.returncode == 1
+    assert "[fail] can create resourceclaimtemplates.resource.k8s.io: in namespace infercrane-system" in r.stdout
+    assert "hint: apply deploy/kubernetes/dra/provider-rbac.yaml bound to this identity" in r.stdout
+
+
+def test_a_switch_back_from_dra_to_label_leaves_no_claim_template(project: Project, admin: Client) -> None:
+    key = "it-dra-back-r0"
+    name = naming.object_name(key)
+    project.stack("itdraback", [replica(key)], **DRA)
+    assert cli(project, "deploy", "--stack", "itdraback").returncode == 0
+    assert get_or_none(admin, ResourceClaimTemplate, name) is not None
+    project.stack("itdraback", [replica(key)])
+    r = cli(project, "deploy", "--stack", "itdraback")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert get_or_none(admin, ResourceClaimTemplate, name) is None
+    (pod,) = [p for p in admin.list(Pod, namespace=NS, labels={naming.LABEL_INSTANCE: name}) if not p.metadata.deletionTimestamp]
+    assert pod.spec.nodeSelector["nvidia.com/gpu.product"] == "NVIDIA-L40S" and not pod.spec.resourceClaims
+    assert cli(project, "destroy", "--stack", "itdraback").returncode == 0

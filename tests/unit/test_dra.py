@@ -197,3 +197,13 @@ def test_a_live_dra_replica_holds_what_its_template_claims_of_its_product(values
 def test_the_guards_take_the_targets_gpu_naming(values: dict[str, Any]) -> None:
     config = loading.load(dra(values, gpuDeviceClass="gpu.example.com"), source=SRC, env={})
     assert gpus_of(config.kubernetes).device_class == "gpu.example.com"
+
+
+def test_a_promotion_reads_a_dra_replicas_gpu_from_its_live_claim_template(values: dict[str, Any]) -> None:
+    from infercrane.core.promotion import unlike_live
+
+    config = loading.load(dra(values), source=SRC, env={})
+    dep, _, template = render_checked(config, "dev")[0].manifests
+    (r,) = config.replicas
+    assert unlike_live(config, r, dep, {dep["metadata"]["name"]: template}) == []
+    assert unlike_live(config, r, dep, {}) == ["gpu None (the file: 'NVIDIA-L40S')"], "no template read: not what the file names"
