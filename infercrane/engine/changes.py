@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from infercrane.core.events import Applied, Sink
 from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.actions import Action
 from infercrane.core.render import RenderedReplica
-from infercrane.core.state.urns import component_of
+from infercrane.core.state.urns import KIND_OF_TOKEN, component_of
 
 if TYPE_CHECKING:
     from pulumi.automation import EngineEvent
@@ -62,6 +63,7 @@ class EventCollector:
 
     def __init__(self) -> None:
         self.ops: dict[str, set[Action]] = {}
+        self.workload_created: dict[str, bool] = {}  # component -> whether its workload object is created
 
     def __call__(self, event: EngineEvent) -> None:
         pre = event.resource_pre_event
@@ -69,7 +71,18 @@ class EventCollector:
             return
         name = component_of(pre.metadata.urn)
         if name is not None:
-            self.ops.setdefault(name, set()).add(Action.of_step(pre.metadata.op))
+            action = Action.of_step(pre.metadata.op)
+            self.ops.setdefault(name, set()).add(action)
+            if KIND_OF_TOKEN.get(pre.metadata.urn.rpartition("$")[2].partition("::")[0]) in WORKLOADS:
+                self.workload_created[name] = action is Action.CREATE
+
+    def action(self, name: str) -> Action:
+        """The replica's one action: a created object beside a workload that exists (a claim
+        template after a switch to gpuAllocation dra) configures the replica, it creates none."""
+        action = Action.strongest(self.ops.get(name, set()))
+        if action is Action.CREATE and self.workload_created.get(name) is False:
+            return Action.UPDATE
+        return action
 
 
 def summarize(
@@ -87,7 +100,7 @@ def summarize(
         out.append(
             ReplicaAction(
                 r.name,
-                Action.strongest(collector.ops.get(r.name, set())),
+                collector.action(r.name),
                 key=r.replica.key,
                 gpu=r.replica.gpu,
                 image=config.image_for(r.replica),

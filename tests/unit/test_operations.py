@@ -52,6 +52,33 @@ def test_replace_wins_over_other_ops(values: dict[str, Any]) -> None:
     assert summarize(c, col, render_checked(c, "dev"))[0].action == "replace"
 
 
+def test_a_created_claim_template_beside_an_existing_workload_configures_the_replica_it_creates_none(
+    values: dict[str, Any],
+) -> None:
+    """A switch to gpuAllocation dra creates each replica's claim template and updates its
+    Deployment: the replica is configured. A new replica (its workload created) is created."""
+    from types import SimpleNamespace
+
+    c = loading.load(values, source="s", env={})
+    name = naming.object_name("qwen-kubernetes-rev-1-r0")
+    child = STACK + "infercrane:index:Replica${token}::" + name + "-{suffix}"
+
+    def event(op: str, token: str, suffix: str) -> Any:
+        return SimpleNamespace(
+            resource_pre_event=SimpleNamespace(metadata=SimpleNamespace(urn=child.format(token=token, suffix=suffix), op=op))
+        )
+
+    def action(*ops: tuple[str, str, str]) -> str:
+        col = EventCollector()
+        for op in ops:
+            col(event(*op))
+        return summarize(c, col, render_checked(c, "dev"))[0].action
+
+    template = ("create", "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", "claimtemplate")
+    assert action(("update", "kubernetes:apps/v1:Deployment", "deployment"), template) == "update"
+    assert action(("create", "kubernetes:apps/v1:Deployment", "deployment"), template) == "create"
+
+
 def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_replayed_for_it() -> None:
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.engine.operations import stack_intent
