@@ -1,5 +1,6 @@
 """The embedded local control plane: etcd, kube-apiserver (TLS, RBAC), controller-manager,
-scheduler, kwok with simulated GPU nodes and the KServe manager (Standard mode, its webhooks
+scheduler, kwok with simulated GPU nodes (labelled as GPU Feature Discovery does, and DRA-only ones
+whose GPUs are ResourceSlices: :mod:`~infercrane.local.dra`) and the KServe manager (Standard mode, its webhooks
 served with local certificates), on loopback only.
 
 State, certificates, logs and the kubeconfig live in one directory (default
@@ -7,7 +8,7 @@ State, certificates, logs and the kubeconfig live in one directory (default
 one restarts on its kept etcd data), ``stop`` ends only the processes this module started (their
 pids and executables are recorded), ``reset`` wipes the state. Contexts in the kubeconfig:
 ``infercrane-local`` (the restricted deployer bound to exactly the shipped Roles),
-``infercrane-local-viewer`` (read-only: the optional pod and node readers) and ``infercrane-local-admin``.
+``infercrane-local-viewer`` (read-only: the optional readers) and ``infercrane-local-admin``.
 Local-plane layer.
 """
 

@@ -100,11 +100,19 @@ def test_a_product_no_slice_offers_stays_pending_with_the_schedulers_claim_reaso
 
         rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
         assert proc.poll() is None, "deploy must still be waiting within the startup budget"
+
+        def quoted() -> list[str] | None:  # as the restricted identity: the Warning Events a failed deploy quotes
+            r = cli(project, "inspect", "--stack", "itdranone", "--json")
+            (rec,) = json.loads(r.stdout)["replicas"]
+            return rec["reasons"] if any("cannot allocate all claims" in x for x in rec["reasons"]) else None
+
+        events = wait_for(quoted, "the scheduler's Warning Event", timeout=60)
     finally:
         kill_as_ci(proc)
     (pod,) = rec["pods"]
     assert pod["phase"] == "Pending" and pod["node"] is None and pod["devices"] == []
     assert any("cannot allocate all claims" in r for r in pod["reasons"]), pod["reasons"]
+    assert any(x.startswith("FailedScheduling") for x in events), events
     assert cli(project, "destroy", "--stack", "itdranone").returncode == 0
     assert get_or_none(admin, ResourceClaimTemplate, name) is None
 
