@@ -192,10 +192,11 @@ def _dra_api(live: Live) -> Check:
 def _dra_capacity(live: Live, config: InferCraneConfig, want: Counter[str]) -> Check:
     """Free devices per product: the GPU DeviceClass's driver's devices in every ResourceSlice,
     less those a ResourceClaim's allocation holds (the optional DRA reader)."""
-    from lightkube.resources.resource_v1 import ResourceClaim, ResourceSlice
+    from lightkube.resources.resource_v1 import DeviceClass, ResourceClaim, ResourceSlice
 
     t = config.kubernetes
     try:
+        classes = {c["metadata"]["name"] for c in live.list(DeviceClass, action="device classes")}
         slices = live.list(ResourceSlice, action="GPU devices")
         claims = live.list(ResourceClaim, action="GPU claims", everywhere=True)
     except failures.Forbidden:
@@ -229,6 +230,14 @@ def _dra_capacity(live: Live, config: InferCraneConfig, want: Counter[str]) -> C
         ", ".join(f"{g}: {n} requested / {free.get(g, 0)} free of {have.get(g, 0)} published" for g, n in sorted(want.items()))
         or "no replicas"
     )
+    if t.gpu_device_class not in classes:
+        return Check(
+            "GPU capacity",
+            FAIL,
+            f"DeviceClass {t.gpu_device_class} does not exist ({detail}): no claim of it can ever be allocated",
+            "install the GPU DRA driver (its chart installs the DeviceClass), or set gpuDeviceClass to one of: "
+            + (", ".join(sorted(classes)) or "none exists"),
+        )
     # A deploy's own replicas already hold theirs: a short product is a warning, never a failure.
     if any(have.get(g, 0) < n for g, n in want.items()):
         return Check(

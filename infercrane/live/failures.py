@@ -19,7 +19,7 @@ from lightkube import ApiError
 
 from infercrane.core.errors import ClusterError, with_fix
 from infercrane.core.model.config import KubernetesTarget
-from infercrane.core.model.kinds import BIND_ROLE_FIX
+from infercrane.core.model.kinds import bind_fix
 
 TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 
@@ -81,7 +81,7 @@ def explain(code: int | None, msg: str, *, action: str, target: KubernetesTarget
     """What the API server's answer ``code`` saying ``msg`` means for ``action``, and the next
     step for the common codes (None: none is known)."""
     if code == 403:
-        return f"{action}: forbidden for the identity of context {target.context!r}: {msg}", BIND_ROLE_FIX
+        return f"{action}: forbidden for the identity of context {target.context!r}: {msg}", bind_fix(msg)
     if code == 401:
         return f"{action}: the credentials of context {target.context!r} were rejected: {msg}", None
     if code == 404 and "namespaces" in msg:

@@ -178,6 +178,14 @@ def test_doctor_checks_the_dra_api_and_role_and_shows_free_devices_per_product_w
     capacity = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["GPU capacity"]
     assert capacity["status"] == "pass", capacity
     assert re.fullmatch(r"NVIDIA-L40S: 1 requested / [0-4] free of 4 published", capacity["detail"]), capacity
+    project.stack(
+        "itdradoctorv", [replica("it-dradoctorv-r0")], context="infercrane-local-viewer", gpuDeviceClass="gpu.example.com", **DRA
+    )
+    r = cli(project, "doctor", "--kubernetes", "--stack", "itdradoctorv", "--json")
+    capacity = {c["name"]: c for c in json.loads(r.stdout)["checks"]}["GPU capacity"]
+    assert r.returncode == 1 and capacity["status"] == "fail", capacity
+    assert capacity["detail"].startswith("DeviceClass gpu.example.com does not exist"), capacity
+    assert capacity["hint"].endswith("or set gpuDeviceClass to one of: gpu.nvidia.com"), capacity
 
     # Without the DRA Role (the deployment Role alone): the claim templates' rights fail, naming the file.
     (role, _) = yaml.safe_load_all((ROOT / "deploy/kubernetes/base/provider-rbac.yaml").read_text())
@@ -188,6 +196,12 @@ def test_doctor_checks_the_dra_api_and_role_and_shows_free_devices_per_product_w
     assert r.returncode == 1
     assert "[fail] can create resourceclaimtemplates.resource.k8s.io: in namespace infercrane-system" in r.stdout
     assert "hint: apply deploy/kubernetes/dra/provider-rbac.yaml bound to this identity" in r.stdout
+    # A deploy as that identity is refused by the preflight's dry run, naming the Role to bind.
+    r = cli(project, "deploy", "--stack", "itdradoctor2")
+    assert r.returncode != 0
+    assert "resourceclaimtemplates" in r.stderr and "forbidden" in r.stderr, r.stderr[-2000:]
+    assert "fix: bind deploy/kubernetes/dra/provider-rbac.yaml (gpuAllocation dra) to this identity" in r.stderr, r.stderr[-2000:]
+    assert "nothing was applied" in r.stderr
 
 
 def test_a_switch_back_from_dra_to_label_leaves_no_claim_template(project: Project, admin: Client) -> None:

@@ -109,6 +109,14 @@ DRA_ROLE_FILE: Final = "deploy/kubernetes/dra/provider-rbac.yaml"
 DRA_ROLE_NAME: Final = "infercrane-provider-dra"
 DRA_READER_FILE: Final = "deploy/kubernetes/optional/dra-reader.yaml"
 
+
 #: How a message names the shipped Roles: the deployment Role, and the KServe one beside it.
 ROLES_SHOWN: Final = f"{DEPLOYMENT_API.role_file} (or {KSERVE_API.role_file.removeprefix('deploy/kubernetes/')})"
 BIND_ROLE_FIX: Final = f"bind {ROLES_SHOWN} to this identity"
+
+
+def bind_fix(forbidden: str) -> str:
+    """The Role to bind for an API server's 403 text: the DRA Role's kind, else the workload APIs'."""
+    if RESOURCE_CLAIM_TEMPLATE.plural in forbidden:
+        return f"bind {DRA_ROLE_FILE} (gpuAllocation dra) to this identity, beside the workload API's Role"
+    return BIND_ROLE_FIX
