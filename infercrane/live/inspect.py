@@ -298,7 +298,7 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             mgrs = ", ".join(
                 f"{m['manager']} ({m['operation']}{'/' + m['subresource'] if m['subresource'] else ''})" for m in o["managers"]
             )
-            if o["kind"] == "Service":
+            if o["kind"] not in verdicts.VERDICTS:  # a Service, a claim template: present is all they say
                 extra = ""
             elif o["kind"] == "InferenceService":  # KServe's conditions, as it reports them
                 conditions = " ".join(f"{c['type']}={c['status']}" for c in o["conditions"])

@@ -73,7 +73,9 @@ def test_a_dra_replica_is_allocated_a_device_of_its_product_by_the_scheduler_and
     (pod,) = by_key[keys[0]]["pods"]
     assert pod["node"] == "kwok-dra-l40s-0" and len(pod["devices"]) == 2
     assert all(d.startswith("kwok-dra-l40s-0/gpu-") for d in pod["devices"]), pod
-    assert "(claimed: kwok-dra-l40s-0/gpu-" in render_text(list(by_key.values()))
+    text = render_text(list(by_key.values()))
+    assert "(claimed: kwok-dra-l40s-0/gpu-" in text
+    assert f"  ResourceClaimTemplate {naming.object_name(keys[0])}\n" in text, text
 
     r = cli(project, "destroy", "--stack", "itdra")
     assert r.returncode == 0, r.stdout + r.stderr
