@@ -244,6 +244,8 @@ def infercrane(plane: Plane, project: Path, endpoints: int, admin: Client, load:
         for line in proc.stderr:
             stamped.append((time.perf_counter() - t0, line))
         seconds = time.perf_counter() - t0
+        if os.environ.get("INFERCRANE_BENCH_EVENTS"):  # where the deploy's time went, line by line
+            Path(os.environ["INFERCRANE_BENCH_EVENTS"]).write_text("".join(f"{at:8.3f} {line}" for at, line in stamped))
         if proc.wait() != 0:
             raise SystemExit("infercrane deploy failed:\n" + "".join(line for _, line in stamped[-40:]))
     config = load_stack("roll", project_dir=project, env={})
