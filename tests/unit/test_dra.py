@@ -207,3 +207,28 @@ def test_a_promotion_reads_a_dra_replicas_gpu_from_its_live_claim_template(value
     (r,) = config.replicas
     assert unlike_live(config, r, dep, {dep["metadata"]["name"]: template}) == []
     assert unlike_live(config, r, dep, {}) == ["gpu None (the file: 'NVIDIA-L40S')"], "no template read: not what the file names"
+
+
+def test_the_planes_dra_node_carries_no_product_label_or_gpu_resource_and_its_slice_is_the_drivers_shape() -> None:
+    from infercrane.local import dra
+    from infercrane.local.bootstrap import node_manifest
+
+    spec = {"name": "kwok-dra-a100-0", "gpuProduct": "NVIDIA-A100-80GB-PCIe", "gpus": 2, "gpuAllocation": "dra"}
+    node = node_manifest(spec)
+    assert "nvidia.com/gpu.product" not in node["metadata"]["labels"]
+    assert "nvidia.com/gpu" not in node["status"]["allocatable"]
+    assert node["spec"]["taints"][0]["key"] == "nvidia.com/gpu", "tainted as the GPU operator taints GPU nodes"
+    labelled = node_manifest(spec | {"gpuAllocation": "label"})
+    assert labelled["metadata"]["labels"]["nvidia.com/gpu.product"] == "NVIDIA-A100-80GB-PCIe"
+    assert labelled["status"]["allocatable"]["nvidia.com/gpu"] == "2"
+
+    sl = dra.resource_slice(spec)["spec"]
+    assert (sl["driver"], sl["nodeName"], sl["pool"]["name"]) == ("gpu.nvidia.com", "kwok-dra-a100-0", "kwok-dra-a100-0")
+    assert [d["name"] for d in sl["devices"]] == ["gpu-0", "gpu-1"]
+    attributes = sl["devices"][0]["attributes"]
+    assert attributes["productName"] == {"string": "NVIDIA A100 80GB PCIe"} and attributes["type"] == {"string": "gpu"}
+    assert attributes["uuid"] != sl["devices"][1]["attributes"]["uuid"]
+    (selector,) = dra.device_class()["spec"]["selectors"]
+    assert (
+        selector["cel"]["expression"] == "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"
+    )
