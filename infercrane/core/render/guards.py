@@ -3,7 +3,8 @@ the rules the policy pack (``policy/``) enforces on any Pulumi program.
 
 Each rule has a name (the policy's), a description and a fix. :func:`violations` applies to one
 manifest the rules that hold for every workload -- a digest-pinned image, a known GPU product
-selected for a pod that requests GPUs with limits = requests, no patch-force, no secret-looking
+selected for a pod that requests GPUs with limits = requests (or, by DRA, a claim template that
+selects one known product by its productName), no patch-force, no secret-looking
 literal in the environment, no ``--api-key`` in the arguments -- and, to an object that carries
 InferCrane's ownership (ours, or claiming to be), the ownership rules too: exact metadata and field
 manager, a selector on the instance label only, a memory limit with a memory request, read-only claims.

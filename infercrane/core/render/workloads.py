@@ -123,7 +123,8 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
 
 
 def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str]) -> dict[str, Any]:
-    """GPU limits = requests, plus CPU and memory (:meth:`InferCraneConfig.resources_for`)."""
+    """GPU limits = requests (or, under DRA, the claim instead), plus CPU and memory
+    (:meth:`InferCraneConfig.resources_for`)."""
     own = config.resources_for(replica)
     claims = {"claims": [{"name": GPU_CLAIM}]} if config.kubernetes.dra else {}
     if own is None:  # no resources setting: GPUs only, as before the setting existed
@@ -298,7 +299,7 @@ def resource_claim_template(config: InferCraneConfig, replica: Replica, intent: 
         "deviceClassName": t.gpu_device_class,
         "allocationMode": "ExactCount",
         "count": replica.gpu_count,
-        "selectors": [{"cel": {"expression": gpu.selector(config.kubernetes.product_name(replica.gpu))}}],
+        "selectors": [{"cel": {"expression": gpu.selector(t.product_name(replica.gpu))}}],
     }
     return {
         "apiVersion": RESOURCE_CLAIM_TEMPLATE.api_version,
