@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from infercrane.core.events import Applied, Sink
 from infercrane.core.model import config as cfg
-from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
 from infercrane.core.plan.actions import Action
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state.urns import KIND_OF_TOKEN, component_of
@@ -63,7 +63,7 @@ class EventCollector:
 
     def __init__(self) -> None:
         self.ops: dict[str, set[Action]] = {}
-        self.workload_created: dict[str, bool] = {}  # component -> whether its workload object is created
+        self.created: dict[str, set[str]] = {}  # component -> the kinds of the objects it creates
 
     def __call__(self, event: EngineEvent) -> None:
         pre = event.resource_pre_event
@@ -73,15 +73,18 @@ class EventCollector:
         if name is not None:
             action = Action.of_step(pre.metadata.op)
             self.ops.setdefault(name, set()).add(action)
-            if KIND_OF_TOKEN.get(pre.metadata.urn.rpartition("$")[2].partition("::")[0]) in WORKLOADS:
-                self.workload_created[name] = action is Action.CREATE
+            if action is Action.CREATE:
+                kind = KIND_OF_TOKEN.get(pre.metadata.urn.rpartition("$")[2].partition("::")[0], "")
+                self.created.setdefault(name, set()).add(kind)
 
     def action(self, name: str) -> Action:
-        """The replica's one action: a created object beside a workload that exists (a claim
-        template after a switch to gpuAllocation dra) configures the replica, it creates none."""
-        action = Action.strongest(self.ops.get(name, set()))
-        if action is Action.CREATE and self.workload_created.get(name) is False:
-            return Action.UPDATE
+        """The replica's one action. A claim template created beside a workload that stays (a
+        switch to gpuAllocation dra) configures the replica; it creates none. (Any other object
+        created, a deleted Service repaired among them, is the replica's create, as before.)"""
+        ops = self.ops.get(name, set())
+        action = Action.strongest(ops)
+        if action is Action.CREATE and self.created.get(name) == {RESOURCE_CLAIM_TEMPLATE.name}:
+            return Action.strongest(ops - {Action.CREATE}) if ops - {Action.CREATE, Action.SAME} else Action.UPDATE
         return action
 
 

@@ -77,6 +77,10 @@ def test_a_created_claim_template_beside_an_existing_workload_configures_the_rep
     template = ("create", "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate", "claimtemplate")
     assert action(("update", "kubernetes:apps/v1:Deployment", "deployment"), template) == "update"
     assert action(("create", "kubernetes:apps/v1:Deployment", "deployment"), template) == "create"
+    # A deleted Service that the deploy repairs is still its replica's create.
+    assert action(
+        ("same", "kubernetes:apps/v1:Deployment", "deployment"), ("create", "kubernetes:core/v1:Service", "service")
+    ) == ("create")
 
 
 def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_replayed_for_it() -> None:
