@@ -42,7 +42,7 @@ def unlike_live(
     config: cfg.InferCraneConfig,
     replica: cfg.Replica,
     obj: Mapping[str, Any] | None,
-    templates: Mapping[str, Mapping[str, Any]] = {},  # noqa: B006 -- read only
+    templates: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
     """How the live workload of ``replica`` differs from the bundle its stack file names (empty:
     it runs that bundle) -- what a promotion copies must be what the source runs, not an edit of
@@ -59,7 +59,7 @@ def unlike_live(
         "gpu": (pod_of(obj).get("nodeSelector") or {}).get(config.kubernetes.gpu_product_label),
     }
     if live["gpu"] is None and pod_of(obj).get("resourceClaims"):
-        live["gpu"] = claimed_gpus(obj, templates, config.kubernetes.gpu_product_names)[1] or None
+        live["gpu"] = claimed_gpus(obj, templates or {}, config.kubernetes.gpu_product_names)[1] or None
     return [f"{f} {live[f]!r} (the file: {want[f]!r})" for f in live if live[f] != want[f]]
 
 

@@ -14,7 +14,7 @@ from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
 from infercrane.core.plan.actions import Action
 from infercrane.core.render import RenderedReplica
-from infercrane.core.state.urns import KIND_OF_TOKEN, component_of
+from infercrane.core.state.urns import component_of, kind_of
 
 if TYPE_CHECKING:
     from pulumi.automation import EngineEvent
@@ -74,18 +74,16 @@ class EventCollector:
             action = Action.of_step(pre.metadata.op)
             self.ops.setdefault(name, set()).add(action)
             if action is Action.CREATE:
-                kind = KIND_OF_TOKEN.get(pre.metadata.urn.rpartition("$")[2].partition("::")[0], "")
-                self.created.setdefault(name, set()).add(kind)
+                self.created.setdefault(name, set()).add(kind_of(pre.metadata.urn) or "")
 
     def action(self, name: str) -> Action:
         """The replica's one action. A claim template created beside a workload that stays (a
         switch to gpuAllocation dra) configures the replica; it creates none. (Any other object
         created, a deleted Service repaired among them, is the replica's create, as before.)"""
         ops = self.ops.get(name, set())
-        action = Action.strongest(ops)
-        if action is Action.CREATE and self.created.get(name) == {RESOURCE_CLAIM_TEMPLATE.name}:
-            return Action.strongest(ops - {Action.CREATE}) if ops - {Action.CREATE, Action.SAME} else Action.UPDATE
-        return action
+        if self.created.get(name) == {RESOURCE_CLAIM_TEMPLATE.name}:
+            ops = (ops - {Action.CREATE}) | {Action.UPDATE}
+        return Action.strongest(ops)
 
 
 def summarize(

@@ -207,11 +207,7 @@ def _dra_capacity(live: Live, config: InferCraneConfig, want: Counter[str]) -> C
             f"grant the optional DRA reader ({DRA_READER_FILE}, docs/rbac.md) to see free devices per product",
         )
     names = {v: k for k, v in gpu.product_names(t.gpu_product_names).items()}
-    taken = {
-        (x.get("driver"), x.get("pool"), x.get("device"))
-        for c in claims
-        for x in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
-    }
+    taken = {(x.get("driver"), x.get("pool"), x.get("device")) for c in claims for x in gpu.allocated(c)}
     have: Counter[str] = Counter()
     free: Counter[str] = Counter()
     for sl in slices:

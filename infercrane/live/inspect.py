@@ -14,6 +14,7 @@ from lightkube import operators
 from lightkube.resources.core_v1 import Node, Pod
 
 from infercrane.core import naming
+from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE
 from infercrane.live import cluster, failures, served, verdicts, warnings
@@ -83,13 +84,7 @@ def _allocations(live: Live, config: InferCraneConfig) -> dict[str, list[str]] |
         claims = live.list(ResourceClaim, action="list resourceclaims")
     except failures.LiveError:
         return None
-    return {
-        c["metadata"]["name"]: [
-            f"{x.get('pool')}/{x.get('device')}"
-            for x in ((((c.get("status") or {}).get("allocation") or {}).get("devices") or {}).get("results") or [])
-        ]
-        for c in claims
-    }
+    return {c["metadata"]["name"]: [f"{x.get('pool')}/{x.get('device')}" for x in gpu.allocated(c)] for c in claims}
 
 
 def _devices(pod: dict[str, Any], allocations: dict[str, list[str]] | None) -> list[str] | None:

@@ -17,7 +17,7 @@ import difflib
 import re
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 #: Label value (GPU Feature Discovery's ``nvidia.com/gpu.product``) -> ``productName`` (NVIDIA's DRA
 #: driver, NVML's device name).
@@ -104,3 +104,16 @@ def selected_product(expression: str) -> str | None:
 def label_of(product_name: str, extra: Mapping[str, str] = NO_NAMES) -> str | None:
     """The label value of a productName in the table, else None."""
     return next((label for label, name in product_names(extra).items() if name == product_name), None)
+
+
+def requests_of(template: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
+    """The device requests of a ResourceClaimTemplate (``spec.spec.devices.requests``)."""
+    spec = ((template or {}).get("spec") or {}).get("spec") or {}
+    return list((spec.get("devices") or {}).get("requests") or [])
+
+
+def allocated(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The devices a ResourceClaim was allocated (``status.allocation.devices.results``: each
+    with its ``driver``, ``pool`` and ``device``)."""
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    return list((allocation.get("devices") or {}).get("results") or [])

@@ -61,8 +61,7 @@ def claimed_gpus(
     known product is selected (else "")."""
     count, products = 0, set()
     for ref in pod_of(obj).get("resourceClaims") or []:
-        template = templates.get(str(ref.get("resourceClaimTemplateName")))
-        for r in (((template or {}).get("spec") or {}).get("spec") or {}).get("devices", {}).get("requests") or []:
+        for r in gpu.requests_of(templates.get(str(ref.get("resourceClaimTemplateName")))):
             exactly = r.get("exactly") or {}
             count += int(exactly.get("count") or 0)
             for sel in exactly.get("selectors") or []:

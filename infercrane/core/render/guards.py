@@ -228,7 +228,7 @@ def _claim_template(m: Mapping[str, Any], gpus: Gpus, ours: bool) -> Iterator[st
     if m.get("kind") != "ResourceClaimTemplate":
         return
     known = gpu.product_names(gpus.product_names)
-    for r in (((m.get("spec") or {}).get("spec") or {}).get("devices") or {}).get("requests") or []:
+    for r in gpu.requests_of(m):
         exactly = r.get("exactly") or {}
         where = f"request {r.get('name')!r}"
         if exactly.get("deviceClassName") != gpus.device_class and not ours:

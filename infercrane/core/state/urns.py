@@ -66,6 +66,11 @@ def component_of(urn: str) -> str | None:
     return name
 
 
+def kind_of(urn: str) -> str | None:
+    """The Kubernetes kind of a child URN (``…$kubernetes:apps/v1:Deployment::<name>``), else None."""
+    return KIND_OF_TOKEN.get(urn.rpartition("$")[2].partition("::")[0])
+
+
 def legacy_names(state: Mapping[str, Any]) -> dict[str, str]:
     """Replica key -> the slot name its component has in ``state``, for components still named by
     slot (recorded by the slot scheme: the component's outputs carry its key)."""
