@@ -177,6 +177,24 @@ def wait_for(check: Callable[[], Any], what: str, timeout: float = 60, interval:
 L40S_NODES = ("kwok-l40s-0", "kwok-l40s-1")
 
 
+def pending_record(
+    admin: Client, config: Any, name: str, why: Callable[[list[str]], bool]
+) -> Callable[[], dict[str, Any] | None]:
+    """A check for :func:`wait_for`: ``inspect``'s record of the stack's only replica (read as the
+    admin, so with its pods) once its Deployment exists and its pod's reasons satisfy ``why``."""
+    from lightkube.resources.apps_v1 import Deployment
+
+    from infercrane.live.api import Live
+    from infercrane.live.inspect import inspect
+
+    def check() -> dict[str, Any] | None:
+        recs = inspect(config, Live(admin, config.kubernetes)) if get_or_none(admin, Deployment, name) else []
+        pods = (recs[0]["pods"] or []) if recs else []
+        return dict(recs[0]) if pods and why(pods[0]["reasons"]) else None
+
+    return check
+
+
 def kill_as_ci(proc: subprocess.Popen[str]) -> bool:
     """SIGKILL ``proc``'s whole process group, as a CI runner kills a timed-out job, and wait for
     it; then stop, by pid, what the group kill cannot reach -- Pulumi starts its plugins in

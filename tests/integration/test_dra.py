@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +23,7 @@ from infercrane.core import naming
 from infercrane.live.api import Live
 from infercrane.live.inspect import inspect, render_text
 from infercrane.project import stackfile
-from tests.integration.conftest import ROOT, Project, get_or_none, kill_as_ci, replica, start_cli, wait_for
+from tests.integration.conftest import ROOT, Project, get_or_none, kill_as_ci, pending_record, replica, start_cli, wait_for
 from tests.integration.test_cli_ops import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.qualification]  # make test-matrix: every pinned Kubernetes
@@ -94,13 +93,7 @@ def test_a_product_no_slice_offers_stays_pending_with_the_schedulers_claim_reaso
     proc = start_cli(project, "deploy", "--stack", "itdranone")
     config = stackfile.load_stack("itdranone", project_dir=project.root)
     try:
-
-        def pending_with_reason() -> dict[str, Any] | None:
-            recs = inspect(config, Live(admin, config.kubernetes)) if get_or_none(admin, Deployment, name) else []
-            pods = (recs[0]["pods"] or []) if recs else []
-            return dict(recs[0]) if pods and pods[0]["reasons"] else None
-
-        rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
+        rec = wait_for(pending_record(admin, config, name, bool), "the pod to be reported unschedulable", timeout=120)
         assert proc.poll() is None, "deploy must still be waiting within the startup budget"
 
         def quoted() -> list[str] | None:  # as the restricted identity: the Warning Events a failed deploy quotes

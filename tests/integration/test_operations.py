@@ -19,7 +19,7 @@ from infercrane.live.api import Live
 from infercrane.live.cluster import InferenceService
 from infercrane.live.inspect import inspect
 from infercrane.project import stackfile
-from tests.integration.conftest import ROOT, Project, cli, get_or_none, kill_as_ci, replica, start_cli, wait_for
+from tests.integration.conftest import ROOT, Project, cli, get_or_none, kill_as_ci, pending_record, replica, start_cli, wait_for
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -150,15 +150,10 @@ def test_absent_gpu_stays_pending_and_the_scheduler_reason_is_reported(project: 
     proc = start_cli(project, "deploy", "--stack", "itnogpu")
     config = stackfile.load_stack("itnogpu", project_dir=project.root)
     try:
-
-        def pending_with_reason() -> dict[str, Any] | None:
-            recs = inspect(config, Live(admin, config.kubernetes)) if get_or_none(admin, Deployment, name) else []
-            pods = (recs[0]["pods"] or []) if recs else []
-            if pods and any("FailedScheduling" in r or "Unschedulable" in r for r in pods[0]["reasons"]):
-                return dict(recs[0])
-            return None
-
-        rec = wait_for(pending_with_reason, "the pod to be reported unschedulable", timeout=120)
+        scheduled_out = pending_record(
+            admin, config, name, lambda reasons: any("FailedScheduling" in r or "Unschedulable" in r for r in reasons)
+        )
+        rec = wait_for(scheduled_out, "the pod to be reported unschedulable", timeout=120)
         assert proc.poll() is None, "deploy must still be waiting within the startup budget"
     finally:
         kill_as_ci(proc)

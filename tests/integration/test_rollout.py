@@ -758,6 +758,28 @@ def test_a_kserve_rollout_after_an_out_of_band_predictor_restart_waits_for_the_n
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def switch_two_replicas(project: Project, stack: str, keys: list[str], **target: Any) -> None:
+    """Deploy one endpoint of two one-GPU replicas, then change ``target`` so that each moves:
+    plan shows two waves in place, never below one ready, never an extra GPU."""
+    project.stack(stack, [rep(k) for k in keys])
+    deploy(project, stack)
+    project.stack(stack, [rep(k) for k in keys], **target)
+    plan = cli(project, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr[-2000:]
+    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+
+
+def roll_two_in_waves(project: Project, admin: Client, stack: str, keys: list[str], namespace: str = NS) -> Watcher:
+    """Deploy the switch of :func:`switch_two_replicas` under a watcher: two waves, one ready at
+    the lowest, two GPUs at the peak, by the deploy's own account and by the watcher's."""
+    with Watcher(admin, keys, namespace=namespace) as w:
+        doc = deploy(project, stack)
+    (e,) = doc["rollout"]["endpoints"]
+    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
+    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    return w
+
+
 def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slow: Project, slow_admin: Client) -> None:
     """Deployment -> InferenceService: in place, each key's old form goes before its new form
     starts -- never more GPUs than the endpoint holds, never more than maxUnavailable down; plain
@@ -767,21 +789,12 @@ def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slo
 
     stack = "rolmove"
     keys = [f"{stack}-r{i}" for i in range(2)]
-    slow.stack(stack, [rep(k) for k in keys])
-    deploy(slow, stack)
-    slow.stack(stack, [rep(k) for k in keys], workloadApi="kserve")
-    plan = cli(slow, "plan", "--stack", stack)
-    assert plan.returncode == 3, plan.stderr[-2000:]
-    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+    switch_two_replicas(slow, stack, keys, workloadApi="kserve")
     r = plain_pulumi(slow, stack)("up", "--yes", "--skip-preview")
     assert r.returncode != 0 and "2 replica(s) would move to the new workload API together" in r.stdout + r.stderr, (
         r.stdout[-2000:] + r.stderr[-2000:]
     )
-    with Watcher(slow_admin, keys) as w:
-        doc = deploy(slow, stack)
-    (e,) = doc["rollout"]["endpoints"]
-    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
-    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    roll_two_in_waves(slow, slow_admin, stack, keys)
     for k in keys:
         assert get_or_none(slow_admin, InferenceService, naming.object_name(k)) is not None
         assert get_or_none(slow_admin, Service, naming.object_name(k)) is None  # the old form's Service went too
@@ -798,17 +811,8 @@ def test_a_switch_from_label_to_dra_rolls_each_replica_in_waves_within_its_polic
 
     stack = "roldra"
     keys = [f"{stack}-r{i}" for i in range(2)]
-    slow.stack(stack, [rep(k) for k in keys])
-    deploy(slow, stack)
-    slow.stack(stack, [rep(k) for k in keys], gpuAllocation="dra")
-    plan = cli(slow, "plan", "--stack", stack)
-    assert plan.returncode == 3, plan.stderr[-2000:]
-    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
-    with Watcher(slow_admin, keys) as w:
-        doc = deploy(slow, stack)
-    (e,) = doc["rollout"]["endpoints"]
-    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
-    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    switch_two_replicas(slow, stack, keys, gpuAllocation="dra")
+    w = roll_two_in_waves(slow, slow_admin, stack, keys)
     assert max(g for _, g in w.samples[-3:]) == 2, "both replicas hold a claimed device at the end"
     for k in keys:
         name = naming.object_name(k)
@@ -830,17 +834,8 @@ def test_a_namespace_switch_moves_each_replica_in_waves_within_its_policy(slow: 
     bootstrap_namespace(slow_admin, "it-moved")
     stack = "rolns"
     keys = [f"{stack}-r{i}" for i in range(2)]
-    slow.stack(stack, [rep(k) for k in keys])
-    deploy(slow, stack)
-    slow.stack(stack, [rep(k) for k in keys], namespace="it-moved")
-    plan = cli(slow, "plan", "--stack", stack)
-    assert plan.returncode == 3, plan.stderr[-2000:]
-    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
-    with Watcher(slow_admin, keys, namespace=ALL_NS) as w:
-        doc = deploy(slow, stack)
-    (e,) = doc["rollout"]["endpoints"]
-    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
-    assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
+    switch_two_replicas(slow, stack, keys, namespace="it-moved")
+    roll_two_in_waves(slow, slow_admin, stack, keys, namespace=ALL_NS)
     for k in keys:
         assert slow_admin.get(Deployment, naming.object_name(k), namespace="it-moved").status.availableReplicas == 1
     assert gone(slow_admin, keys)  # nothing left in the old namespace
