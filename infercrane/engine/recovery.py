@@ -29,7 +29,9 @@ def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any])
     if not pending:
         return []
     t = facts.config.kubernetes
-    live = facts.live.by_name(KIND_OF_TOKEN.values())
+    # This stack's kinds; the others (another workload API's, the DRA claim templates) only when
+    # this identity may list them: a right the seed's Role does not grant is never required.
+    live = facts.live.by_name(t.object_kinds, optional=KIND_OF_TOKEN.values())
     foreign = []
     names = []
     for op in pending:

@@ -4,9 +4,11 @@ waits for readiness; the retry -- same command, same key -- converges without a 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Service
@@ -14,7 +16,7 @@ from lightkube.resources.core_v1 import Service
 from infercrane.core import naming
 from infercrane.engine.workspace import Engine
 from infercrane.live.verdicts import deployment_verdict
-from tests.integration.conftest import Project, get_or_none, kill_deploy_while_waiting, kubectl, replica
+from tests.integration.conftest import ROOT, Project, get_or_none, kill_deploy_while_waiting, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
 pytestmark = pytest.mark.integration
@@ -85,9 +87,14 @@ def _interrupt_create(engine: Engine, type_token: str) -> str:
     return str(res["id"]).split("/")[-1]
 
 
-def test_pending_creates_of_our_own_objects_are_cleared_and_the_deploy_converges(project: Project, admin: Client) -> None:
+def test_pending_creates_of_our_own_objects_are_cleared_and_the_deploy_converges(
+    project: Project, admin: Client, identity: Callable[..., str]
+) -> None:
+    """As an identity bound to exactly the seed's deployment Role (no KServe or DRA rights): the
+    check of the pending objects reads only what this stack may hold."""
+    (role, _) = yaml.safe_load_all((ROOT / "deploy/kubernetes/base/provider-rbac.yaml").read_text())
     key = "it-pending-r0"
-    engine = project.stack("itpending", [replica(key)])
+    engine = project.stack("itpending", [replica(key)], context=identity("it-pending", role["rules"]))
     assert cli(project, "deploy", "--stack", "itpending").returncode == 0
     uid = admin.get(Deployment, naming.object_name(key), namespace=NS).metadata.uid
     _interrupt_create(engine, "kubernetes:apps/v1:Deployment")
