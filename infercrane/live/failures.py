@@ -19,7 +19,7 @@ from lightkube import ApiError
 
 from infercrane.core.errors import ClusterError, with_fix
 from infercrane.core.model.config import KubernetesTarget
-from infercrane.core.model.kinds import bind_fix
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, bind_fix
 
 TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 
@@ -90,10 +90,11 @@ def explain(code: int | None, msg: str, *, action: str, target: KubernetesTarget
             "kubectl apply -f deploy/kubernetes/base/namespace.yaml (review it first)",
         )
     if code == 404 and "could not find the requested resource" in msg:
-        return (
-            f"{action}: the API server does not serve this kind ({msg})",
-            "for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment",
-        )
+        if RESOURCE_CLAIM_TEMPLATE.name in action:
+            fix = "this cluster does not serve resource.k8s.io/v1 (DRA, Kubernetes 1.34+): set gpuAllocation: label"
+        else:
+            fix = "for InferenceService install KServe (Standard mode) first, or set workloadApi: deployment"
+        return f"{action}: the API server does not serve this kind ({msg})", fix
     return f"{action}: {msg} (HTTP {code})", None
 
 

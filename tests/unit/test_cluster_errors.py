@@ -151,3 +151,10 @@ def test_a_pod_security_refusal_names_the_object_the_admissions_words_and_both_w
     assert '- Deployment ns/r-1: would violate PodSecurity "restricted:latest": x' in text
     assert "set infercrane:kubernetes.securityContext {runAsUser: 1000" in text
     assert "podSecurityWarnings: report" in text
+
+
+def test_a_cluster_without_dra_is_named_as_such_for_a_claim_template() -> None:
+    exc = ApiError(status=Status(code=404, message="the server could not find the requested resource"))
+    text = describe_api_error(exc, action="server-side dry-run of ResourceClaimTemplate ns/x", target=TARGET)
+    assert "does not serve resource.k8s.io/v1 (DRA, Kubernetes 1.34+): set gpuAllocation: label" in text
+    assert "KServe" not in text
