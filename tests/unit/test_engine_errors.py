@@ -109,6 +109,12 @@ def test_rbac_message_keeps_the_apiserver_words() -> None:
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
 
 
+def test_an_engine_refused_on_claim_templates_names_the_dra_role() -> None:
+    forbidden = 'resourceclaimtemplates.resource.k8s.io "x" is forbidden: User "u" cannot patch resource'
+    text = str(translate(err(auto.CommandError, forbidden), "dev"))
+    assert "cannot patch resource" in text and "bind deploy/kubernetes/dra/provider-rbac.yaml" in text
+
+
 def test_a_lock_of_a_gone_pulumi_process_a_run_here_started_is_removed_others_kept(tmp_path: Path) -> None:
     """Removed: the lock of a process a run of this machine recorded starting, gone (exited, a
     zombie, its pid reused by another program). Kept: a live one; another host's; and one of this
