@@ -78,7 +78,7 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
         return []
     lines = []
     for e in rollout.endpoints:
-        if not e.waves and not e.deleted_idle and not e.deleted_last and e.ready_before == e.ready_after:
+        if not e.waves and not e.deleted_idle and not e.deleted_last and not e.retired_first and e.ready_before == e.ready_after:
             continue
         head = (
             f"  endpoint {e.endpoint}: {e.ready_before} -> {e.ready_after} replica(s), {len(e.waves)} wave(s) {e.mode} "
@@ -88,9 +88,13 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
         )
         lines.append(head)
         if e.deleted_idle:
-            lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not serving)")
+            lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not available)")
         if e.repaired_first:
-            lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not serving; already counts as unavailable)")
+            lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not available; already counts as unavailable)")
+        if e.retired_first:
+            lines.append(
+                f"    first: delete {', '.join(e.retired_first)} (no successor; within the GPU budget only before the waves)"
+            )
         for i, w in enumerate(e.waves, 1):
             order = "down, then up" if e.mode == "in place" else "up, then down"
             lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state import urns
@@ -73,7 +74,7 @@ class Observed:
         left = sorted(m.key for m in members if m.key not in keys)
         if left:
             return [f"replica(s) {', '.join(left)} of keys that left the config still run"]
-        waiting = sorted(m.key for m in members if not m.ready)
+        waiting = sorted(m.key for m in members if m.state != ReplicaState.SETTLED)
         if waiting:
             return [f"replica(s) {', '.join(waiting)} are not ready"]
         return [f"the state differs: {why}" for why in urns.state_matches(self.state, self.facts.registrations(self.rendered))]

@@ -22,7 +22,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.live import failures
 from infercrane.live.api import Live
 from infercrane.live.preflight import Report
-from infercrane.live.verdicts import VERDICTS, serving
+from infercrane.live.verdicts import replica_state
 
 
 def _workloads(
@@ -71,9 +71,8 @@ def members(
             rollout.Member(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
-                ready=VERDICTS[kind](obj, 0).state == "ready",
+                state=replica_state(kind, obj),
                 gpus=gpus,
-                serving=serving({"kind": kind, **obj}),
                 product=product,
             )
         )

@@ -15,6 +15,8 @@ from typing import Any, Final, Literal
 
 from infercrane.core import naming
 from infercrane.core.errors import POD_SECURITY_FIX
+from infercrane.core.plan import states
+from infercrane.core.plan.states import ReplicaState
 from infercrane.core.state import times
 
 State = Literal["ready", "waiting", "failed"]
@@ -179,3 +181,16 @@ VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
     "Deployment": deployment_verdict,
     "InferenceService": inference_service_verdict,
 }
+
+
+def replica_state(kind: str, obj: Mapping[str, Any]) -> ReplicaState:
+    """A workload object's rollout state (:mod:`infercrane.core.plan.states`): draining once it
+    is being deleted, settled by the readiness rule, available with a pod available, else starting."""
+    status = obj.get("status") or {}
+    return states.replica_state(
+        deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
+        settled=VERDICTS[kind](obj, 0).state == "ready",
+        available_pods=int(serving({"kind": kind, **obj}))
+        if kind == "InferenceService"
+        else int(status.get("availableReplicas") or 0),
+    )

@@ -54,7 +54,7 @@ async def roll(
     async def lane(lane: Lane) -> None:
         e = endpoints.get(lane.endpoint)
         for stage in lane.stages:
-            if e is not None and (stage.wave is not None or e.replaced_first or e.repaired_first):
+            if e is not None and (stage.wave is not None or e.replaced_first or e.repaired_first or e.retired_first):
                 note(f"rollout: {e.describe(stage)}")
             where = e.where(stage) if e is not None else "its stage"
             components = []

@@ -711,7 +711,7 @@ def test_a_deploy_killed_while_a_waves_replica_loads_is_rerun_without_taking_ano
         assert r.returncode == 0, r.stderr[-3000:]
     assert len(loading) == 1, loading  # killed inside the first wave
     # the rerun plans within the 3 s its pod loads: it saw it not serving (the window this tests)
-    assert f"bring back {loading[0]} first (not serving: the waves wait for it)" in r.stderr, r.stderr[-3000:]
+    assert f"bring back {loading[0]} first (not available: the waves wait for it)" in r.stderr, r.stderr[-3000:]
     assert w.samples and w.lowest_ready >= floor, w.samples
     assert max(w.pods) <= 4 + (1 if rollout else 0), w.pods  # never a second surge
     for k in keys:

@@ -191,7 +191,7 @@ def test_a_live_dra_replica_holds_what_its_template_claims_of_its_product(values
     live_dep["metadata"]["generation"] = 1
     live = {("Deployment", name): live_dep, ("Service", name): svc, ("ResourceClaimTemplate", name): template}
     (m,) = members(config, live, "infercrane/dev")
-    assert (m.gpus, m.product, m.ready) == (2, "NVIDIA-L40S", True)
+    assert (m.gpus, m.product, m.state) == (2, "NVIDIA-L40S", "settled")
 
 
 def test_the_guards_take_the_targets_gpu_naming(values: dict[str, Any]) -> None:

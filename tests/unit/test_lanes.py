@@ -17,6 +17,7 @@ from typing import Any
 from infercrane.core.errors import NotReady
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.states import ReplicaState
 from infercrane.live.verdicts import Verdict
 from infercrane.shell import lanes
 
@@ -82,7 +83,7 @@ def run(coroutine: Any) -> Any:
 
 
 def four_replica_update(*endpoints: str) -> Any:
-    members = [Member(f"{e}{i}", e, True, 1) for e in endpoints for i in range(4)]
+    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in endpoints for i in range(4)]
     targets = [Target(f"{e}{i}", e, 1, restarts=True) for e in endpoints for i in range(4)]
     return plan(members, targets, lambda name: DEFAULT)
 
@@ -132,7 +133,9 @@ def test_a_failed_wave_stops_only_its_endpoint_and_never_registers_its_later_rep
 
 def test_an_in_place_replacement_deletes_each_old_replica_after_the_wave_before_and_before_its_successor() -> None:
     rollout = plan(
-        [Member("a0", "e", True, 1), Member("a1", "e", True, 1)], [Target("b0", "e", 1), Target("b1", "e", 1)], lambda n: DEFAULT
+        [Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+        [Target("b0", "e", 1), Target("b1", "e", 1)],
+        lambda n: DEFAULT,
     )
     journal = Journal()
     rolled = roll(rollout, WaitsDouble(), journal)
@@ -145,7 +148,9 @@ def test_a_deletion_that_fails_stops_its_endpoint_with_the_deleters_words() -> N
     from infercrane.core.errors import ClusterError
 
     rollout = plan(
-        [Member("a0", "e", True, 1), Member("a1", "e", True, 1)], [Target("b0", "e", 1), Target("b1", "e", 1)], lambda n: DEFAULT
+        [Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+        [Target("b0", "e", 1), Target("b1", "e", 1)],
+        lambda n: DEFAULT,
     )
 
     def stuck(keys: Collection[str]) -> Mapping[str, str]:

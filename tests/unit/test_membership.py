@@ -37,7 +37,7 @@ def test_members_are_this_stacks_owned_workloads_with_endpoint_readiness_and_gpu
         ("Deployment", "infercrane-someone-else"): live_deployment(foreign, ready=True),
     }
     (m,) = members(config, live, STACK)
-    assert (m.key, m.endpoint, m.ready, m.gpus) == (r.replica.key, "qwen-kubernetes", False, 1)
+    assert (m.key, m.endpoint, m.state, m.gpus) == (r.replica.key, "qwen-kubernetes", "starting", 1)
 
 
 def test_an_object_rendered_before_the_endpoint_label_serves_its_first_served_model_name(values: dict[str, Any]) -> None:

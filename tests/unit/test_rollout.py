@@ -10,8 +10,10 @@ from hypothesis import strategies as st
 
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout, Wave
 
+STARTING, AVAILABLE, SETTLED = ReplicaState.STARTING, ReplicaState.AVAILABLE, ReplicaState.SETTLED
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
 
@@ -21,7 +23,8 @@ def policy(p: RolloutPolicy) -> Callable[[str], RolloutPolicy]:
 
 
 def m(key: str, endpoint: str = "e", ready: bool = True, gpus: int = 1) -> Member:
-    return Member(key, endpoint, ready, gpus)
+    """A settled replica, or (``ready=False``) one with no pod available."""
+    return Member(key, endpoint, SETTLED if ready else STARTING, gpus)
 
 
 def t(key: str, endpoint: str = "e", restarts: bool = False, gpus: int = 1) -> Target:
@@ -200,13 +203,43 @@ def test_a_replica_that_is_not_serving_already_counts_as_unavailable_so_no_servi
 
 def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
     keys = [f"r{i}" for i in range(3)]
-    mid_surge = Member("r0", "e", ready=False, gpus=1, serving=True)  # a killed deploy left it: old pod serves
-    r = plan([mid_surge] + [m(k) for k in keys[1:]], [t(k, restarts=True) for k in keys], policy(SURGE))
+    # A killed deploy left r0 mid-surge on the new template: its old pod serves, its new one loads.
+    mid_surge = Member("r0", "e", AVAILABLE, gpus=1)
+    r = plan([mid_surge] + [m(k) for k in keys[1:]], [t("r0")] + [t(k, restarts=True) for k in keys[1:]], policy(SURGE))
     (e,) = r.endpoints
-    assert e.repaired_first == ("r0",)
+    assert e.repaired_first == () and [w.up for w in e.waves] == [("r1",), ("r2",)]
     assert (e.ready_before, e.lowest_ready) == (3, 3)  # its old pod serves throughout
-    assert stages(r)[0] == (["r0"], [])
+    assert stages(r)[0] == (["r0"], [])  # the first stage waits until its surge is done
     assert all(len(w.up) <= 1 for w in e.waves) and r.stages == 3
+
+
+def test_a_replica_available_but_unsettled_is_up_and_its_update_is_a_wave_of_its_own() -> None:
+    # An autoscaler is adding a pod to q0 and q1 (one pod available of two): both serve. Under the
+    # default policy they restart one at a time, never together in a first step.
+    members = [Member(k, "e", AVAILABLE, 1) for k in ("q0", "q1")] + [m("q2"), m("q3")]
+    r = plan(members, [t(f"q{i}", restarts=True) for i in range(4)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert e.repaired_first == () and [w.down for w in e.waves] == [("q0",), ("q1",), ("q2",), ("q3",)]
+    assert (e.ready_before, e.lowest_ready) == (4, 3)
+
+
+def test_an_available_replica_that_leaves_without_a_successor_goes_last() -> None:
+    r = plan([Member("a", "e", AVAILABLE, 1), m("b")], [t("b", restarts=True)], policy(DEFAULT))
+    (e,) = r.endpoints
+    assert (e.deleted_idle, e.deleted_last) == ((), ("a",))
+    assert stages(r) == [(["b"], ["a"])]
+
+
+def test_a_surge_cut_before_its_old_replica_was_deleted_retires_the_surplus_first() -> None:
+    # o0..o3 -> n0..n3 with maxSurge 1 was cut after n0 became ready, before o0 was deleted: five
+    # replicas hold five GPUs, the endpoint's budget (4 + 1). Another surge beside all five would
+    # need a sixth on every rerun; one old replica goes first instead -- n0 already serves.
+    members = [m(f"o{i}") for i in range(4)] + [m("n0")]
+    r = plan(members, [t(f"n{i}") for i in range(4)], policy(SURGE))
+    (e,) = r.endpoints
+    assert (e.gpus_before, e.peak_gpus, e.lowest_ready) == (5, 5, 4)
+    assert e.retired_first == ("o3",) and e.deleted_last == ()
+    assert stages(r)[0] == (["n0"], ["o3"])
 
 
 def test_replicas_not_serving_need_no_stage_of_their_own_when_nothing_serving_goes_down() -> None:
@@ -218,7 +251,7 @@ def test_replicas_not_serving_need_no_stage_of_their_own_when_nothing_serving_go
 def test_the_first_stage_names_the_replicas_brought_back_before_the_waves() -> None:
     r = plan([m("a", ready=False), m("b")], [t("a", restarts=True), t("b", restarts=True)], policy(DEFAULT))
     (e,), (lane,) = r.endpoints, r.lanes
-    assert e.describe(lane.stages[0]) == "e: bring back a first (not serving: the waves wait for it)"
+    assert e.describe(lane.stages[0]) == "e: bring back a first (not available: the waves wait for it)"
 
 
 @settings(max_examples=300, deadline=None)
@@ -270,14 +303,14 @@ def test_each_stage_names_the_live_keys_it_ends_by_deleting() -> None:
 
 
 def test_gpus_are_counted_per_product_never_summed_across_products() -> None:
-    l40s = [Member(f"a{i}", "e", True, 1, product="NVIDIA-L40S") for i in range(2)]
+    l40s = [Member(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)]
     h100 = [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-H100-80GB-HBM3") for i in range(2)]
     (e,) = plan(l40s, h100, policy(SURGE)).endpoints
     # Moving products with a surge: each H100 starts beside the L40S it replaces; no product ever
     # holds more than it holds before or after -- summed across products it would look like 1 extra.
     assert (e.gpus_before, e.gpus_after, e.extra_gpus) == (2, 2, 0)
     (same,) = plan(
-        [Member(f"a{i}", "e", True, 1, product="NVIDIA-L40S") for i in range(2)],
+        [Member(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)],
         [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-L40S") for i in range(2)],
         policy(SURGE),
     ).endpoints

@@ -43,23 +43,24 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Lane, Mode, Rollout, Stage, Wave
 
 
 @dataclass(frozen=True)
 class Member:
-    """A replica that runs now: its live workload object, owned by this stack."""
+    """A replica that runs now: its live workload object, owned by this stack, in its rollout state."""
 
     key: str
     endpoint: str
-    ready: bool  # settled: the current template rolled out and available
+    state: ReplicaState
     gpus: int
-    serving: bool | None = None  # a pod available, settled or not (a surge under way); None: as ready
     product: str = ""  # the GPU product its pods are placed on (the product label's value)
 
     @property
     def available(self) -> bool:
-        return self.ready if self.serving is None else self.serving
+        """A pod answers now, settled or not: never counted down."""
+        return self.state.available
 
 
 @dataclass(frozen=True)
@@ -79,9 +80,10 @@ class _Schedule:
     """One endpoint's plan in its own wave numbers; its lane's stages by :func:`_lane`."""
 
     free: list[str] = field(default_factory=list)  # applied in the first step
-    repair: list[str] = field(default_factory=list)  # not serving: applied in the first step, before any wave
+    repair: list[str] = field(default_factory=list)  # not available: applied in the first step, before any wave
     delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
+    retire_first: list[str] = field(default_factory=list)  # surplus serving replicas the GPU budget retires before the waves
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
 
@@ -97,6 +99,64 @@ def _chunks(items: Sequence[tuple[str, str | None]], size: int) -> list[list[tup
     return [list(items[i : i + size]) for i in range(0, len(items), size)]
 
 
+def _walk(
+    sched: _Schedule,
+    chunks: list[list[tuple[str, str | None]]],
+    mode: Mode,
+    members: Sequence[Member],
+    new_gpus: dict[str, tuple[str, int]],
+) -> tuple[int, Counter[str]]:
+    """The lowest number of available replicas and each product's peak of GPUs held on the way
+    the lane's own stages go, step by step -- computed from the schedule, never asserted. A
+    deleted replica's GPUs count as free only once it is gone (the deletions wait for that)."""
+    held = {m.key: (m.product, m.gpus) for m in members}  # key -> (product, GPUs its pods hold now)
+    ready = {m.key for m in members if m.available}
+    lowest = len(ready)
+    peak: Counter[str] = _by_product(held.values())
+
+    def note(extra: Iterable[tuple[str, int]] = ()) -> None:
+        nonlocal lowest
+        lowest = min(lowest, len(ready))
+        now = _by_product([*held.values(), *extra])
+        for product, n in now.items():
+            peak[product] = max(peak[product], n)
+
+    def gone(keys: Iterable[str]) -> None:
+        for k in keys:
+            ready.discard(k)
+            held.pop(k, None)
+
+    # The first step: what costs nothing or must be available again starts beside what runs.
+    note([new_gpus[k] for k in sched.repair + sched.free if k not in held])
+    for k in sched.repair + sched.free:
+        held[k] = new_gpus[k]
+        ready.add(k)
+    note()
+    gone(sched.delete_idle + sched.retire_first + sched.delete_first)
+    note()
+    for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
+        if mode == SURGE:
+            # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
+            note([new_gpus[up] for up, _ in chunk])
+            gone([old for up, old in chunk if old is not None and old != up])  # a moved key's old form goes as its new one serves
+            for up in ups:
+                held[up] = new_gpus[up]
+                ready.add(up)
+            note()
+        else:
+            gone([up for up, old in chunk if old is None])  # an update restarts in place
+            note()
+            for up in ups:
+                held[up] = new_gpus[up]
+                ready.add(up)
+            note()
+            gone(deletions)
+            note()
+    gone(sched.delete_last)
+    note()
+    return lowest, peak
+
+
 def _endpoint(
     name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy
 ) -> tuple[EndpointRollout, _Schedule]:
@@ -106,15 +166,16 @@ def _endpoint(
     adds = [t for t in targets if t.key not in by_key]
     moved = [t for t in targets if t.key in by_key and t.moves]
     staying = [t for t in targets if t.key in by_key and not t.moves]
-    updates = [t for t in staying if t.restarts and by_key[t.key].ready]
-    sched.free = [t.key for t in staying if by_key[t.key].ready and not t.restarts]
-    not_serving = [t.key for t in staying if not by_key[t.key].ready]
+    # A replica with an available pod is up, settled or not (a surge, a scale-up under way): never counted down.
+    updates = [t for t in staying if t.restarts and by_key[t.key].available]
+    sched.free = [t.key for t in staying if by_key[t.key].available and not t.restarts]
+    not_available = [t.key for t in staying if not by_key[t.key].available]
     leaving = [m for m in members if m.key not in target_keys]
-    serving_leaving = [m for m in leaving if m.ready]
-    sched.delete_idle = [m.key for m in leaving if not m.ready]
+    serving_leaving = [m for m in leaving if m.available]
+    sched.delete_idle = [m.key for m in leaving if not m.available]
     pairs = list(zip(adds, serving_leaving, strict=False))
     sched.free += [t.key for t in adds[len(pairs) :]]
-    sched.delete_last = [m.key for m in serving_leaving[len(pairs) :]]
+    surplus = [m.key for m in serving_leaving[len(pairs) :]]
 
     mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
@@ -122,9 +183,9 @@ def _endpoint(
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
     chunks = _chunks(units, per_wave)
     if chunks:
-        sched.repair = not_serving  # the waves take serving replicas down: only once these serve again
+        sched.repair = not_available  # the waves take available replicas down: only once these are available again
     else:
-        sched.free += not_serving  # nothing serving goes down: nothing to wait for
+        sched.free += not_available  # nothing available goes down: nothing to wait for
     waves = []
     for i, chunk in enumerate(chunks):
         ups = [up for up, _ in chunk]
@@ -143,60 +204,20 @@ def _endpoint(
     # the way, and a product's capacity is what it can spare -- never a sum across products.
     gpus_of = {m.key: (m.product, m.gpus) for m in members}
     new_gpus = {t.key: (t.product, t.gpus) for t in targets}
-    ready = {m.key for m in members if m.available}
-    held = dict(gpus_of)  # key -> (product, GPUs its pods hold now)
-    lowest = len(ready)
-    peak: Counter[str] = _by_product(held.values())
-
-    def note(extra: Iterable[tuple[str, int]] = ()) -> None:
-        nonlocal lowest
-        lowest = min(lowest, len(ready))
-        now = _by_product([*held.values(), *extra])
-        for product, n in now.items():
-            peak[product] = max(peak[product], n)
-
-    for k in sched.repair:  # the first step waits for them; its deletions come after
-        held[k] = new_gpus[k]
-        ready.add(k)
-    for k in sched.delete_first:
-        ready.discard(k)
-        held.pop(k, None)
-    note()
-    for k in sched.free:
-        held[k] = new_gpus[k]
-        ready.add(k)
-    for k in sched.delete_idle:
-        held.pop(k, None)
-    note()
-    for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
-        if mode == SURGE:
-            # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
-            note([new_gpus[up] for up, _ in chunk])
-            for up, old in chunk:
-                if old is not None and old != up:  # a moved key's old form goes as its new one serves
-                    ready.discard(old)
-                    held.pop(old, None)
-                held[up] = new_gpus[up]
-                ready.add(up)
-            note()
-        else:
-            for up, old in chunk:
-                if old is None:
-                    ready.discard(up)
-                    held.pop(up, None)
-            note()
-            for up in ups:
-                held[up] = new_gpus[up]
-                ready.add(up)
-            note()
-            for old in deletions:
-                ready.discard(old)
-                held.pop(old, None)
-            note()
-    for k in sched.delete_last:
-        ready.discard(k)
-        held.pop(k, None)
-    note()
+    before, after = _by_product(gpus_of.values()), _by_product(new_gpus.values())
+    # Serving replicas that leave without a successor go last, so the endpoint never shrinks first
+    # -- unless that would hold more GPUs than the endpoint may: more than it holds now and more
+    # than the config's replicas plus maxSurge replicas' worth (a surge cut before its old replica
+    # was deleted leaves one surplus; starting the next surge beside it would need a GPU the pool
+    # may not have, on every rerun). Then the surplus goes first: its successor already serves.
+    sched.delete_last = surplus
+    lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
+    if surplus and mode == SURGE:
+        widest = {p: max(n for q, n in new_gpus.values() if q == p) for p in after}
+        limit = {p: max(before[p], after[p] + policy.max_surge * widest.get(p, 0)) for p in peak}
+        if any(peak[p] > limit[p] for p in peak):
+            sched.retire_first, sched.delete_last = surplus, []
+            lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
 
     return (
         EndpointRollout(
@@ -212,17 +233,14 @@ def _endpoint(
             gpus_after=sum(n for _, n in new_gpus.values()),
             peak_gpus=sum(peak.values()),
             peak_by_product=tuple(sorted(peak.items())) if len(peak) > 1 else (),
-            extra_gpus=sum(
-                max(0, n - max(before[p], after[p]))
-                for before, after in [(_by_product(gpus_of.values()), _by_product(new_gpus.values()))]
-                for p, n in peak.items()
-            ),
+            extra_gpus=sum(max(0, n - max(before[p], after[p])) for p, n in peak.items()),
             updates=len(updates),
             replacements=len(pairs),
             moves=len(moved),
             deleted_idle=tuple(sched.delete_idle),
             replaced_first=tuple(sched.delete_first),
             repaired_first=tuple(sched.repair),
+            retired_first=tuple(sched.retire_first),
             deleted_last=tuple(sched.delete_last),
         ),
         sched,
@@ -258,7 +276,7 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     wave (then what that wave ends by deleting), the serving replicas that leave without a
     successor after the last."""
     stages = []
-    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(s.delete_idle + s.delete_first))
+    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(s.delete_idle + s.retire_first + s.delete_first))
     if prep.apply or prep.delete or not s.waves:
         stages.append(prep)
     stages += [Stage(apply=frozenset(ups), delete=frozenset(gone), wave=i) for i, (ups, gone) in enumerate(s.waves)]

@@ -48,7 +48,8 @@ class EndpointRollout:
     moves: int = 0  # keys moving to another workload API (their old form goes, their new one starts)
     deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
-    repaired_first: tuple[str, ...] = ()  # not serving now: applied and ready before the first wave starts
+    repaired_first: tuple[str, ...] = ()  # not available now: applied and ready before the first wave starts
+    retired_first: tuple[str, ...] = ()  # serving replicas without a successor the GPU budget retires before the waves
     deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
 
     @property
@@ -56,7 +57,7 @@ class EndpointRollout:
         """Stages this endpoint needs, one after the other: one per wave, and one before the first
         wave when in place replacements must free their GPUs first or replicas that do not serve
         must serve again first. More than one is more than one plain ``pulumi up`` can do."""
-        return (1 if self.replaced_first or self.repaired_first else 0) + max(1, len(self.waves))
+        return (1 if self.replaced_first or self.repaired_first or self.retired_first else 0) + max(1, len(self.waves))
 
     def describe(self, stage: Stage) -> str:
         """``qwen wave 2/2 (down a1; up b1)`` -- what one stage of this endpoint's lane does."""
@@ -66,8 +67,13 @@ class EndpointRollout:
                 f"{self.endpoint} wave {stage.wave + 1}/{len(self.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})"
             )
         first = (
-            [f"bring back {', '.join(self.repaired_first)} first (not serving: the waves wait for it)"]
+            [f"bring back {', '.join(self.repaired_first)} first (not available: the waves wait for it)"]
             if self.repaired_first
+            else []
+        )
+        first += (
+            [f"retire {', '.join(self.retired_first)} first (no successor; frees GPUs for the surge)"]
+            if self.retired_first
             else []
         )
         first += [f"stop {', '.join(self.replaced_first)} first (in place: frees its GPUs)"] if self.replaced_first else []
