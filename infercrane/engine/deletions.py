@@ -18,10 +18,13 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError
 from infercrane.core.model.kinds import KINDS
+from infercrane.core.plan.waves import STAGE_DELETION
+from infercrane.core.plan.workload import pod_of
 from infercrane.core.state import urns
 from infercrane.engine.facts import Facts
 
-GONE_TIMEOUT_SECONDS: Final = 120.0  # what a stage waits for the objects it deleted to be gone
+GONE_TIMEOUT_SECONDS: Final = 120.0  # what a stage waits for the objects it deleted to be gone, past their pods' grace
+DEFAULT_GRACE_SECONDS: Final = 30  # a pod's terminationGracePeriodSeconds when its template sets none
 
 
 def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
@@ -78,25 +81,33 @@ def _delete_owned(
     listed = live.by_name(t.object_kinds, optional=KINDS) if kinds is None else live.by_name((), optional=set(kinds) & set(KINDS))
     deleted: dict[str, str] = {}
     sent: dict[tuple[str, str], str] = {}
+    grace = 0  # the longest drain among them: a foreground deletion lasts until their pods are gone
     for (kind, name), obj in sorted(listed.items()):
         meta = obj.get("metadata") or {}
         key = (meta.get("annotations") or {}).get(naming.ANNOTATION_KEY)
         if key is None or meta.get("ownerReferences") or not wanted(str(key), kind):
             continue  # (an object with an owner is a controller's child, e.g. KServe's predictor: never ours)
-        if naming.not_owned(obj, namespace=ns, stack=stack_id) or meta.get("deletionTimestamp"):
-            continue  # not ours, or already going
+        if naming.not_owned(obj, namespace=ns, stack=stack_id):
+            continue  # not ours
+        grace = max(grace, int(pod_of(obj).get("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)))
+        if meta.get("deletionTimestamp"):
+            if wait:  # already going (a killed run's deletion): its pods may still drain; waited for all the same
+                sent[(kind, name)] = str(meta["uid"])
+            continue
         try:
-            live.delete_exact(kind, name, str(meta["uid"]))
+            live.delete_exact(kind, name, str(meta["uid"]), propagation=STAGE_DELETION if wait else "Background")
         except failures.Conflict:
             continue  # replaced by another object since it was listed: not the one we checked, left untouched
         deleted[name] = str(key)
         sent[(kind, name)] = str(meta["uid"])
     if wait and sent:
-        left, _ = readiness.wait_gone(live, sent, timeout=GONE_TIMEOUT_SECONDS)
+        timeout = grace + GONE_TIMEOUT_SECONDS
+        left, _ = readiness.wait_gone(live, sent, timeout=timeout)
         if left:
             raise ClusterError(
-                f"{len(left)} object(s) the rollout deleted are still present {GONE_TIMEOUT_SECONDS:.0f} s later: {', '.join(left)}",
-                fix="look for finalizers on them (`kubectl get -o yaml`), then deploy again",
+                f"{len(left)} object(s) the rollout deleted are still present {timeout:.0f} s later "
+                f"(their pods drain within {grace} s): {', '.join(left)}",
+                fix="look for finalizers on them and on their pods (`kubectl get -o yaml`), then deploy again",
             )
     return deleted
 

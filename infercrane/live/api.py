@@ -84,11 +84,14 @@ class Live:
         with request(action, self.target):
             return self.client.create(obj)
 
-    def delete_exact(self, kind: str, name: str, uid: str) -> bool:
-        """:func:`cluster.delete_exact` in the target namespace: False when already gone; a
-        :class:`~infercrane.live.failures.Conflict` when the uid no longer matches."""
+    def delete_exact(self, kind: str, name: str, uid: str, *, propagation: str = "Background") -> bool:
+        """:func:`cluster.delete_exact` in the target namespace, retried while the server answers
+        429/503: False when already gone; a :class:`~infercrane.live.failures.Conflict` when the
+        uid no longer matches."""
         with request(f"delete {kind}/{name}", self.target):
-            return cluster.delete_exact(self.client, kind, name, self.namespace, uid)
+            return cluster.retrying(
+                lambda: cluster.delete_exact(self.client, kind, name, self.namespace, uid, propagation=propagation)
+            )
 
     def dry_run(self, manifest: Mapping[str, Any], *, action: str) -> cluster.DryRun:
         """:func:`cluster.apply_strict_dry_run`, retried while the server answers 429/503."""

@@ -205,15 +205,16 @@ def as_dict(obj: Any) -> dict[str, Any]:
     return dict(obj.to_dict() if hasattr(obj, "to_dict") else obj)
 
 
-def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str) -> bool:
+def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str, *, propagation: str = "Background") -> bool:
     """DELETE one object only if it is still the object we checked (``preconditions.uid``), with
-    background propagation (the garbage collector removes its ReplicaSets/Pods, as kubectl does).
+    background propagation by default (the garbage collector removes its ReplicaSets/Pods, as
+    kubectl does) or ``Foreground`` (the object stays until they are gone: its pods drained).
     Returns False when it is already gone; raises ApiError 409 when the uid no longer matches."""
     import json
 
     gc = client._client
     br = gc.prepare_request("delete", res=resource_for({"kind": kind}), name=name, namespace=namespace)
-    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Background", "preconditions": {"uid": uid}}
+    body = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation, "preconditions": {"uid": uid}}
     req = gc._client.build_request("DELETE", br.url, content=json.dumps(body), headers={"Content-Type": "application/json"})
     resp = gc.send(req)
     if resp.status_code == 404:

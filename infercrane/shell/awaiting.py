@@ -47,7 +47,11 @@ class Waits:
         self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
         self.checker = served.Checker.from_env(live, config)
         self.replicas = {r.key: r for r in config.replicas}
-        self.budgets = {r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS for r in config.replicas}
+        # An in-place restart starts its new pod only once the old one has drained: its grace is part of the wait.
+        self.budgets = {
+            r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS + config.drain_for(r).grace_seconds
+            for r in config.replicas
+        }
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and

@@ -30,12 +30,18 @@ Result = tuple["verdicts.Verdict", "served.Evidence | None"]
 
 @dataclass
 class Rolled:
-    """What the lanes did: the replicas registered (with each wait's result), and the lanes that stopped."""
+    """What the lanes did: the replicas registered (with each wait's result), the lanes that
+    stopped, and where each endpoint ended."""
 
     components: list[ReplicaComponent] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
     stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
     crashed: list[BaseException] = field(default_factory=list)  # what the engine failed (it stops the whole run)
+    ended: dict[str, str] = field(default_factory=dict)  # endpoint -> where it ended, in words
+
+    def summary(self) -> str:
+        """Each endpoint's end, one clause each: ``qwen finished; llama halted before wave 2/3``."""
+        return "; ".join(f"{endpoint} {where}" for endpoint, where in self.ended.items())
 
 
 async def roll(
@@ -47,45 +53,67 @@ async def roll(
     note: Callable[[str], None],
     order: Mapping[str, int],
 ) -> Rolled:
-    """Run every lane to its end or its first failure, side by side."""
-    rolled = Rolled()
+    """Run every lane to its end or its first failure, side by side. A failure of the engine
+    itself (an apply it failed, a registration that raised) halts every lane: none deletes or
+    registers anything more, and the engine's error is raised once all have stopped, with where
+    each endpoint ended."""
+    rolled = Rolled(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
+    halted = asyncio.Event()
 
     async def lane(lane: Lane) -> None:
         e = endpoints.get(lane.endpoint)
-        for stage in lane.stages:
-            if e is not None and (stage.wave is not None or e.replaced_first or e.repaired_first or e.retired_first):
-                note(f"rollout: {e.describe(stage)}")
+        for i, stage in enumerate(lane.stages):
             where = e.where(stage) if e is not None else "its stage"
+            if halted.is_set():
+                rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
+                return
+            if e is not None and (
+                stage.wave is not None or e.replaced_first or e.repaired_first or e.retired_first or e.idle_first
+            ):
+                note(f"rollout: {e.describe(stage)}")
+            rolled.ended[lane.endpoint] = f"stopped in {where}"
             components = []
-            for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
-                components.append(register(key))
-                await asyncio.sleep(0)  # each registration leaves for the engine while the next is built
             try:
+                for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
+                    components.append(register(key))
+                    await asyncio.sleep(0)  # each registration leaves for the engine while the next is built
                 results = list(await asyncio.gather(*(waits.of(c) for c in components)))
             except InferCraneError as exc:
                 rolled.stopped.append((lane.endpoint, where, exc))
+                rolled.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
                 return
             except Exception as exc:  # noqa: BLE001 - an apply the engine failed: the engine's own error, raised below
                 rolled.crashed.append(exc)
+                halted.set()
+                rolled.ended[lane.endpoint] = f"failed by the engine at {where}"
                 return
             rolled.components += components
             rolled.results += results
             failure = not_ready(components, results)
             if failure is not None:
                 rolled.stopped.append((lane.endpoint, where, failure))
+                rolled.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
                 return
             if stage.delete:
+                if halted.is_set():
+                    rolled.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"
+                    return
                 try:
                     await loop.run_in_executor(None, delete, stage.delete)
                 except InferCraneError as exc:
                     rolled.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
+                    rolled.ended[lane.endpoint] = f"stopped at the deletions after {where}: {exc.message}"
                     return
+            if i == len(lane.stages) - 1:
+                rolled.ended[lane.endpoint] = "finished"
 
     await asyncio.gather(*(lane(x) for x in lanes))
     if rolled.crashed:
         # The engine failed an apply (the API server gone, an object it refused): it ends the whole
-        # update itself, and its own words say why -- raised as they came, never renamed.
+        # update itself, and its own words say why -- raised as they came, never renamed; where
+        # each endpoint ended is said beside them.
+        note(f"rollout: halted by the engine's failure: {rolled.summary()}")
         raise rolled.crashed[0]
     pairs = sorted(zip(rolled.components, rolled.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order)))
     rolled.components = [c for c, _ in pairs]

@@ -61,7 +61,7 @@ def listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_a_failed_orphan_delete_is_a_typed_cluster_error_not_a_raw_api_error(
     monkeypatch: pytest.MonkeyPatch, listed: list[str]
 ) -> None:
-    def refuse(*a: Any) -> bool:
+    def refuse(*a: Any, **kw: Any) -> bool:
         raise api_error(500)
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
@@ -71,7 +71,7 @@ def test_a_failed_orphan_delete_is_a_typed_cluster_error_not_a_raw_api_error(
 
 
 def test_an_orphan_replaced_since_it_was_listed_is_left_untouched(monkeypatch: pytest.MonkeyPatch, listed: list[str]) -> None:
-    def conflict(*a: Any) -> bool:
+    def conflict(*a: Any, **kw: Any) -> bool:
         raise api_error(409)
 
     monkeypatch.setattr(cluster, "delete_exact", conflict)
@@ -81,7 +81,7 @@ def test_an_orphan_replaced_since_it_was_listed_is_left_untouched(monkeypatch: p
 def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_stack_files_intent(
     monkeypatch: pytest.MonkeyPatch, listed: list[str]
 ) -> None:
-    def refuse(*a: Any) -> bool:
+    def refuse(*a: Any, **kw: Any) -> bool:
         raise api_error(500)
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
@@ -138,3 +138,46 @@ def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pul
     assert line.startswith(f"Deployment old-ns/{name} (recorded for key 'kept', which moves) is no longer this stack's: ")
     assert asked == [("old-ns", frozenset(), frozenset({"Deployment"}))]  # another namespace: listed if allowed
     assert deletions.foreign_deletions(FACTS, recorded, held={"kept"}, applied=()) == []
+
+
+def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_for_a_deletion_already_under_way(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # What a stage deletes is gone only once its pods are: the object stays until then
+    # (Foreground), so the wait covers their drain. One left going by a killed run is waited for too.
+    from infercrane.live import readiness
+
+    going, draining = naming.object_name("going"), naming.object_name("draining")
+    objects = {("Deployment", going): orphan(going, "going"), ("Deployment", draining): orphan(draining, "draining")}
+    objects[("Deployment", going)]["spec"] = {"template": {"spec": {"terminationGracePeriodSeconds": 605}}}
+    objects[("Deployment", draining)]["metadata"]["deletionTimestamp"] = "2026-12-04T10:00:00Z"
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: objects)
+    sent: list[tuple[str, str]] = []
+    monkeypatch.setattr(
+        cluster, "delete_exact", lambda client, kind, name, ns, uid, *, propagation: sent.append((name, propagation)) or True
+    )
+    waited: dict[str, Any] = {}
+
+    def wait_gone(live: Any, objs: dict[tuple[str, str], str], *, timeout: float, **kw: Any) -> tuple[list[str], dict[Any, Any]]:
+        waited.update(objects=sorted(name for _, name in objs), timeout=timeout)
+        return [], {}
+
+    monkeypatch.setattr(readiness, "wait_gone", wait_gone)
+    assert deletions.delete_going(FACTS, {}, {"going", "draining"}) == {going: "going"}
+    assert sent == [(going, "Foreground")]
+    assert waited == {"objects": sorted([going, draining]), "timeout": 605 + deletions.GONE_TIMEOUT_SECONDS}
+
+
+def test_a_deletion_the_api_server_asks_to_retry_is_retried(monkeypatch: pytest.MonkeyPatch, listed: list[str]) -> None:
+    calls: list[str] = []
+
+    def busy_once(*a: Any, **kw: Any) -> bool:
+        calls.append("delete")
+        if len(calls) == 1:
+            raise api_error(429)
+        return True
+
+    monkeypatch.setattr(cluster, "delete_exact", busy_once)
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    assert deletions.delete_orphans(FACTS, {}) == {listed[0]: "gone"}
+    assert calls == ["delete", "delete"]

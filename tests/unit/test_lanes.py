@@ -187,3 +187,48 @@ def test_an_apply_the_engine_fails_is_raised_as_the_engine_gave_it() -> None:
 
     with pytest.raises(EngineGone, match="Resource monitor has terminated"):
         roll(four_replica_update("e"), Failing(), Journal())
+
+
+def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_where_each_endpoint_ended() -> None:
+    # Three endpoints: "fails" has its second wave's apply failed by the engine, "slow" is still
+    # waiting on its first wave then, "quick" has one replacement to finish. None deletes or
+    # registers anything after the failure; the engine's own error is raised, with each end.
+    class EngineGone(Exception):
+        pass
+
+    members = [Member(f"slow{i}", "slow", ReplicaState.SETTLED, 1) for i in range(2)]
+    members += [Member(f"fails{i}", "fails", ReplicaState.SETTLED, 1) for i in range(2)]
+    targets = [Target(f"slown{i}", "slow", 1) for i in range(2)] + [
+        Target(f"fails{i}", "fails", 1, restarts=True) for i in range(2)
+    ]
+    rollout = plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1))
+
+    class Waits(WaitsDouble):
+        async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+            if c.key == "fails1":
+                await asyncio.sleep(0.05)
+                raise EngineGone("Resource monitor has terminated, shutting down")
+            return await super().of(c)
+
+    journal = Journal()
+    notes: list[str] = []
+    order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
+    import pytest
+
+    with pytest.raises(EngineGone, match="Resource monitor has terminated"):
+        run(
+            lanes.roll(
+                rollout.lanes,
+                {e.endpoint: e for e in rollout.endpoints},
+                journal.register,  # type: ignore[arg-type]
+                Waits(load={"slown0": 0.2}),  # type: ignore[arg-type]
+                journal.delete,
+                notes.append,
+                order,
+            )
+        )
+    assert "slow0" not in journal.deleted and "slown1" not in journal.registered  # slow's wave 1 was ready after the failure
+    assert notes[-1] == (
+        "rollout: halted by the engine's failure: slow halted after wave 1/2, before its deletions (the engine failed); "
+        "fails failed by the engine at wave 2/2"
+    )

@@ -84,6 +84,7 @@ class _Schedule:
     delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
     retire_first: list[str] = field(default_factory=list)  # surplus serving replicas the GPU budget retires before the waves
+    idle_first: bool = False  # the idle ones go in a stage of their own, before new replicas take GPUs
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
 
@@ -126,13 +127,16 @@ def _walk(
             ready.discard(k)
             held.pop(k, None)
 
+    if sched.idle_first:
+        gone(sched.delete_idle)
+        note()
     # The first step: what costs nothing or must be available again starts beside what runs.
     note([new_gpus[k] for k in sched.repair + sched.free if k not in held])
     for k in sched.repair + sched.free:
         held[k] = new_gpus[k]
         ready.add(k)
     note()
-    gone(sched.delete_idle + sched.retire_first + sched.delete_first)
+    gone(([] if sched.idle_first else sched.delete_idle) + sched.retire_first + sched.delete_first)
     note()
     for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
         if mode == SURGE:
@@ -157,6 +161,15 @@ def _walk(
     return lowest, peak
 
 
+def _over_budget(
+    peak: Counter[str], before: Counter[str], after: Counter[str], new_gpus: dict[str, tuple[str, int]], policy: RolloutPolicy
+) -> bool:
+    """Whether a product's peak exceeds both what the endpoint holds of it now and the config's
+    replicas plus ``maxSurge`` replicas' worth: the most a surge may hold."""
+    widest = {p: max(n for q, n in new_gpus.values() if q == p) for p in after}
+    return any(n > max(before[p], after[p] + policy.max_surge * widest.get(p, 0)) for p, n in peak.items())
+
+
 def _endpoint(
     name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy
 ) -> tuple[EndpointRollout, _Schedule]:
@@ -179,13 +192,20 @@ def _endpoint(
 
     mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
+    # With a surge, a replica that is down still restarts beside its draining pod: a GPU more. Those
+    # restarts are waves of their own, maxSurge at a time, before any other; in place (Recreate) the
+    # old pod is gone before the new one starts, so they cost nothing and come first.
+    down_restarts = [t.key for t in staying if t.restarts and t.key in not_available] if mode == SURGE else []
+    not_available = [k for k in not_available if k not in down_restarts]
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
-    chunks = _chunks(units, per_wave)
+    chunks = _chunks([(k, None) for k in down_restarts], per_wave) + _chunks(units, per_wave)
     if chunks:
         sched.repair = not_available  # the waves take available replicas down: only once these are available again
     else:
         sched.free += not_available  # nothing available goes down: nothing to wait for
+    # Replicas leaving while down still hold GPUs: when new replicas start in the first stage, they go first.
+    sched.idle_first = bool(sched.delete_idle) and any(k not in by_key for k in sched.free)
     waves = []
     for i, chunk in enumerate(chunks):
         ups = [up for up, _ in chunk]
@@ -212,12 +232,9 @@ def _endpoint(
     # may not have, on every rerun). Then the surplus goes first: its successor already serves.
     sched.delete_last = surplus
     lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
-    if surplus and mode == SURGE:
-        widest = {p: max(n for q, n in new_gpus.values() if q == p) for p in after}
-        limit = {p: max(before[p], after[p] + policy.max_surge * widest.get(p, 0)) for p in peak}
-        if any(peak[p] > limit[p] for p in peak):
-            sched.retire_first, sched.delete_last = surplus, []
-            lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
+    if surplus and mode == SURGE and _over_budget(peak, before, after, new_gpus, policy):
+        sched.retire_first, sched.delete_last = surplus, []
+        lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
 
     return (
         EndpointRollout(
@@ -238,6 +255,7 @@ def _endpoint(
             replacements=len(pairs),
             moves=len(moved),
             deleted_idle=tuple(sched.delete_idle),
+            idle_first=sched.idle_first,
             replaced_first=tuple(sched.delete_first),
             repaired_first=tuple(sched.repair),
             retired_first=tuple(sched.retire_first),
@@ -271,13 +289,15 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
 
 
 def _lane(endpoint: str, s: _Schedule) -> Lane:
-    """One endpoint's schedule as the stages of its lane: first what costs nothing or must serve
-    again (then the first wave's old replicas, in place, and the idle ones go), then one stage per
-    wave (then what that wave ends by deleting), the serving replicas that leave without a
-    successor after the last."""
-    stages = []
-    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(s.delete_idle + s.retire_first + s.delete_first))
-    if prep.apply or prep.delete or not s.waves:
+    """One endpoint's schedule as the stages of its lane: the idle replicas alone first when new
+    ones need their GPUs; then what costs nothing or must be available again (then the first
+    wave's old replicas, in place, the surplus the budget retires and the idle ones go); then one
+    stage per wave (then what that wave ends by deleting); the serving replicas that leave without
+    a successor after the last."""
+    stages = [Stage(apply=frozenset(), delete=frozenset(s.delete_idle))] if s.idle_first else []
+    idle = [] if s.idle_first else s.delete_idle
+    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(idle + s.retire_first + s.delete_first))
+    if prep.apply or prep.delete or not (s.waves or stages):
         stages.append(prep)
     stages += [Stage(apply=frozenset(ups), delete=frozenset(gone), wave=i) for i, (ups, gone) in enumerate(s.waves)]
     last = stages[-1]

@@ -17,6 +17,13 @@ IN_PLACE: Final = "in place"
 SURGE: Final = "surge"
 
 
+#: How a stage deletes what it ends by deleting. Foreground: the workload object stays, with its
+#: ReplicaSets, until its pods are gone -- drained, their GPUs free -- so waiting for the object to
+#: vanish waits for the drain (the deploying identity may not read pods). Background would let the
+#: next stage start while the predecessor's pod still drains and holds its GPUs.
+STAGE_DELETION: Final = "Foreground"
+
+
 @dataclass(frozen=True)
 class Wave:
     """One wave of an endpoint: ``down`` stop serving (deleted, or restarted in place), ``up`` start
@@ -46,7 +53,8 @@ class EndpointRollout:
     updates: int = 0  # serving replicas whose pods restart
     replacements: int = 0  # new keys taking serving old keys' places
     moves: int = 0  # keys moving to another workload API (their old form goes, their new one starts)
-    deleted_idle: tuple[str, ...] = ()  # leave while not serving: deleted in the first step
+    deleted_idle: tuple[str, ...] = ()  # leave while not available: deleted in the first step
+    idle_first: bool = False  # ... in a stage of their own, before new replicas of the first step take GPUs
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
     repaired_first: tuple[str, ...] = ()  # not available now: applied and ready before the first wave starts
     retired_first: tuple[str, ...] = ()  # serving replicas without a successor the GPU budget retires before the waves
@@ -57,7 +65,8 @@ class EndpointRollout:
         """Stages this endpoint needs, one after the other: one per wave, and one before the first
         wave when in place replacements must free their GPUs first or replicas that do not serve
         must serve again first. More than one is more than one plain ``pulumi up`` can do."""
-        return (1 if self.replaced_first or self.repaired_first or self.retired_first else 0) + max(1, len(self.waves))
+        before = 1 if self.replaced_first or self.repaired_first or self.retired_first else 0
+        return int(self.idle_first) + before + max(1, len(self.waves))
 
     def describe(self, stage: Stage) -> str:
         """``qwen wave 2/2 (down a1; up b1)`` -- what one stage of this endpoint's lane does."""
@@ -66,6 +75,8 @@ class EndpointRollout:
             return (
                 f"{self.endpoint} wave {stage.wave + 1}/{len(self.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})"
             )
+        if not stage.apply and self.idle_first and stage.delete == frozenset(self.deleted_idle):
+            return f"{self.endpoint}: delete {', '.join(self.deleted_idle)} first (not available: frees GPUs for new replicas)"
         first = (
             [f"bring back {', '.join(self.repaired_first)} first (not available: the waves wait for it)"]
             if self.repaired_first

@@ -1,0 +1,585 @@
+"""An exhaustive check of the real rollout planner: every reachable state of a small world, under
+every interleaving of what can happen, against the rollout's promises.
+
+The world is one or two endpoints sharing one GPU pool of one product, one GPU per pod; each
+replica is a Deployment (Recreate in place, RollingUpdate maxSurge 1 with a surge policy) whose
+pods are Pending (no GPU), starting, available or terminating (still holding its GPU). What the
+model does *not* copy is the planner: every rerun builds :class:`Member` s from Deployment
+objects through the live layer's own rule (``verdicts.replica_state``) and calls
+:func:`infercrane.core.plan.rollout.plan`; a lane waits by ``verdicts.deployment_verdict``; a
+stage's deletion keeps the object until its pods are gone exactly when ``STAGE_DELETION`` says
+Foreground. What it models by hand: the Deployment controller, the scheduler (any Pending pod
+may take any free GPU: every order is explored, which is the scheduler's choice, not ours) and
+the lanes' sequencing (apply a stage's keys, wait until they are settled, delete, wait until gone,
+next stage), with a stage's applies taken as one step.
+
+Events: a pod is scheduled, becomes available, finishes draining (in any order: a slow drain is
+one that comes late); a lane's wait succeeds or runs out of budget (a wave that fails); a
+deletion is refused or does not finish in time; the process is killed at any step boundary; a
+rerun (the same command) when no run is under way; an autoscaler adds a pod and later removes
+it; an available pod restarts out of band. Killed runs, refused deletions, autoscaler scale-ups
+and out-of-band restarts are *adversities*, bounded per path.
+
+Invariants at every state, counted from the change's start (every replica settled on its old
+template):
+
+- **floor**: per endpoint, replicas with an available pod >= min(before, after) - maxUnavailable,
+  less one per out-of-band restart so far;
+- **budget**: per endpoint, GPUs held by its pods, terminating ones included, <= max(before,
+  after) + maxSurge; once an autoscaler scaled one of its replicas to two pods, that pod and a
+  second surge pod more (a Deployment's own rolling update does not count its terminating pods);
+- **promise**: during a run without adversity, available replicas >= the ``lowest ready`` its plan
+  printed; a run that began with every replica settled and rolls to its end without adversity
+  reached exactly that minimum (from a state with pods in flight, a pod that becomes available on
+  its own may keep the run above it);
+- **idle**: no plan deletes an available replica among the ones "not available";
+- **convergence**: from every reachable state, reruns alone (no adversity; waits may still run
+  out) reach the config -- every replica of the target settled on its template, nothing else
+  left -- whenever the pool holds every endpoint's budget at once.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan import rollout, waves
+from infercrane.live import verdicts
+
+PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
+
+
+class Pod(NamedTuple):
+    key: str
+    rev: int
+    phase: str
+
+
+class Obj(NamedTuple):
+    key: str
+    rev: int
+    replicas: int
+    deleting: bool
+
+
+class LaneAt(NamedTuple):
+    stage: int
+    phase: str  # "wait" | "gone" | "done" | "stopped"
+
+
+class Run(NamedTuple):
+    lanes: tuple[LaneAt, ...]
+    plan: tuple[tuple[tuple[frozenset[str], frozenset[str]], ...], ...]  # per lane: (apply, delete) per stage
+    endpoints: tuple[str, ...]  # each lane's endpoint
+    promised: tuple[tuple[str, int], ...]  # endpoint -> lowest ready its plan printed
+    low: tuple[tuple[str, int], ...]  # endpoint -> lowest available so far in this run
+    adverse: bool  # an adversity happened during this run
+    steady: bool  # it began with every replica settled and no pod in flight: its path is the plan's own
+
+
+class State(NamedTuple):
+    objs: tuple[Obj, ...]
+    pods: tuple[Pod, ...]
+    run: Run | None
+    adversities: int
+    restarts: tuple[tuple[str, int], ...]  # endpoint -> out-of-band restarts so far
+    scaled: tuple[str, ...]  # endpoints an autoscaler scaled up
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    name: str
+    before: tuple[str, ...]  # keys settled on revision 0 at the change's start
+    after: tuple[tuple[str, int], ...]  # the config: key, revision
+    policy: RolloutPolicy
+
+    @property
+    def budget(self) -> int:
+        return max(len(self.before), len(self.after)) + self.policy.max_surge
+
+    @property
+    def floor(self) -> int:
+        return min(len(self.before), len(self.after)) - self.policy.max_unavailable
+
+    @property
+    def surge(self) -> bool:
+        return self.policy.max_surge >= 1
+
+
+@dataclass(frozen=True)
+class World:
+    endpoints: tuple[Endpoint, ...]
+    pool: int
+    max_adversities: int = 2
+    autoscaler: bool = True
+
+    def endpoint_of(self, key: str) -> Endpoint:
+        return self._endpoints[key]
+
+    @functools.cached_property
+    def _endpoints(self) -> dict[str, Endpoint]:
+        return {k: e for e in self.endpoints for k in (*e.before, *dict(e.after))}
+
+    @property
+    def fits(self) -> bool:
+        return self.pool >= sum(e.budget for e in self.endpoints)
+
+    @property
+    def target(self) -> dict[str, int]:
+        return {k: rev for e in self.endpoints for k, rev in e.after}
+
+
+def change(name: str, kind: str, n: int, policy: RolloutPolicy) -> Endpoint:
+    """One endpoint's change of ``kind`` over ``n`` replicas: ``update`` (every pod template
+    changes), ``cutover`` (n new keys replace n old ones), ``shrink`` (n -> n-1, the rest updated),
+    ``grow`` (n -> n+1, the rest updated)."""
+    old = tuple(f"{name}o{i}" for i in range(n))
+    if kind == "update":
+        return Endpoint(name, old, tuple((k, 1) for k in old), policy)
+    if kind == "cutover":
+        return Endpoint(name, old, tuple((f"{name}n{i}", 1) for i in range(n)), policy)
+    if kind == "shrink":
+        return Endpoint(name, old, tuple((k, 1) for k in old[:-1]), policy)
+    if kind == "grow":
+        return Endpoint(name, old, tuple((k, 1) for k in old) + ((f"{name}n0", 1),), policy)
+    raise ValueError(kind)
+
+
+# ---------------------------------------------------------------------------------------------
+# The cluster: objects as the live layer reads them, and the controllers.
+
+
+def deployment(o: Obj, pods: tuple[Pod, ...]) -> dict[str, Any]:
+    """The Deployment object a LIST would return for ``o`` and its pods."""
+    mine = [p for p in pods if p.key == o.key]
+    live = [p for p in mine if p.phase != TERMINATING]
+    meta: dict[str, Any] = {"name": o.key, "generation": 1}
+    if o.deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {
+        "kind": "Deployment",
+        "metadata": meta,
+        "spec": {"replicas": o.replicas},
+        "status": {
+            "observedGeneration": 1,
+            "replicas": len(live),
+            "updatedReplicas": sum(p.rev == o.rev for p in live),
+            "availableReplicas": sum(p.phase == AVAILABLE for p in live),
+            "terminatingReplicas": len(mine) - len(live),
+        },
+    }
+
+
+def settled(o: Obj, pods: tuple[Pod, ...]) -> bool:
+    return not o.deleting and verdicts.deployment_verdict(deployment(o, pods), 0).state == "ready"
+
+
+def _stop(pods: list[Pod], pod: Pod) -> None:
+    pods.remove(pod)
+    if pod.phase != PENDING:  # a pod never scheduled has nothing to drain: gone at once
+        pods.append(pod._replace(phase=TERMINATING))
+
+
+def controllers(world: World, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> tuple[tuple[Obj, ...], tuple[Pod, ...]]:
+    """The Deployment controller and the garbage collector, run to rest (deterministic)."""
+    out = list(pods)
+    kept = []
+    for o in objs:
+        mine = [p for p in out if p.key == o.key and p.phase != TERMINATING]
+        if o.deleting:
+            for p in mine:
+                _stop(out, p)
+            if waves.STAGE_DELETION == "Foreground" and any(p.key == o.key for p in out):
+                kept.append(o)  # stays until its pods are gone
+            continue
+        kept.append(o)
+        cur = [p for p in mine if p.rev == o.rev]
+        old = [p for p in mine if p.rev != o.rev]
+        if not world.endpoint_of(o.key).surge:  # Recreate: every old pod gone before a new one
+            for p in old:
+                _stop(out, p)
+            if any(p.key == o.key and p.rev != o.rev for p in out):
+                continue
+        else:  # RollingUpdate maxSurge 1, maxUnavailable 0
+            available = sum(p.phase == AVAILABLE for p in mine)
+            for p in sorted(old, key=lambda p: p.phase == AVAILABLE):
+                if p.phase != AVAILABLE or available - 1 >= o.replicas:
+                    _stop(out, p)
+                    old.remove(p)
+                    available -= p.phase == AVAILABLE
+            while old and len(cur) + len(old) < o.replicas + 1 and len(cur) < o.replicas:
+                cur.append(Pod(o.key, o.rev, PENDING))
+                out.append(cur[-1])
+            if old:
+                continue
+        while len(cur) < o.replicas:
+            cur.append(Pod(o.key, o.rev, PENDING))
+            out.append(cur[-1])
+        for p in sorted(cur, key=lambda p: [PENDING, STARTING, AVAILABLE].index(p.phase))[: len(cur) - o.replicas]:
+            _stop(out, p)
+    return tuple(sorted(kept)), tuple(sorted(out))
+
+
+# ---------------------------------------------------------------------------------------------
+# The command: a rerun plans from the live objects with the real planner; lanes carry it out.
+
+
+@dataclass
+class Planner:
+    world: World
+    plans: dict[Any, tuple[rollout.Rollout, list[str]]] = field(default_factory=dict)
+    rested: dict[Any, tuple[tuple[Obj, ...], tuple[Pod, ...]]] = field(default_factory=dict)
+    findings: list[str] = field(default_factory=list)
+
+    def plan(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> rollout.Rollout:
+        members = [
+            rollout.Member(
+                o.key, self.world.endpoint_of(o.key).name, verdicts.replica_state("Deployment", deployment(o, pods)), 1
+            )
+            for o in objs
+        ]
+        live = {o.key: o for o in objs}
+        targets = [
+            rollout.Target(k, e.name, 1, restarts=k in live and live[k].rev != rev)
+            for e in self.world.endpoints
+            for k, rev in e.after
+        ]
+        cache_key = (tuple(members), tuple(targets))
+        if cache_key not in self.plans:
+            policies = {e.name: e.policy for e in self.world.endpoints}
+            r = rollout.plan(members, targets, lambda name: policies[name])
+            why = [
+                f"plan deletes available replica {k} as not available"
+                for e in r.endpoints
+                for k in e.deleted_idle
+                if any(m.key == k and m.available for m in members)
+            ]
+            self.plans[cache_key] = (r, why)
+        r, why = self.plans[cache_key]
+        self.findings += why
+        return r
+
+    def controllers(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> tuple[tuple[Obj, ...], tuple[Pod, ...]]:
+        """:func:`controllers`, remembered (the same cluster comes to rest the same way)."""
+        out = self.rested.get((objs, pods))
+        if out is None:
+            out = self.rested[(objs, pods)] = controllers(self.world, objs, pods)
+        return out
+
+
+def available(world: World, pods: tuple[Pod, ...], objs: tuple[Obj, ...], endpoint: Endpoint) -> int:
+    keys = {o.key for o in objs if world.endpoint_of(o.key) is endpoint}
+    return len({p.key for p in pods if p.phase == AVAILABLE and p.key in keys})
+
+
+def held(world: World, pods: tuple[Pod, ...], endpoint: Endpoint) -> int:
+    return sum(p.phase != PENDING for p in pods if world.endpoint_of(p.key) is endpoint)
+
+
+def at_target(world: World, s: State) -> bool:
+    target = world.target
+    return (
+        s.run is None
+        and {o.key: o.rev for o in s.objs} == target
+        and all(settled(o, s.pods) for o in s.objs)
+        and all(p.phase != TERMINATING for p in s.pods)
+    )
+
+
+def _apply(world: World, objs: tuple[Obj, ...], keys: frozenset[str]) -> tuple[Obj, ...]:
+    target = world.target
+    live = {o.key: o for o in objs}
+    for k in keys:
+        o = live.get(k)
+        live[k] = Obj(k, target[k], 1, False) if o is None else o._replace(rev=target[k])
+    return tuple(sorted(live.values()))
+
+
+def _delete(objs: tuple[Obj, ...], keys: frozenset[str]) -> tuple[Obj, ...]:
+    return tuple(sorted(o._replace(deleting=True) if o.key in keys else o for o in objs))
+
+
+def _low(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> Run:
+    lows = dict(run.low)
+    for e in world.endpoints:
+        lows[e.name] = min(lows[e.name], available(world, pods, objs, e))
+    return run._replace(low=tuple(sorted(lows.items())))
+
+
+class Step(NamedTuple):
+    event: str
+    state: State
+    good: bool  # reruns alone: no adversity
+
+
+def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
+    """Every state one event leads to, with the controllers run to rest after it."""
+    adverse_left = s.adversities < world.max_adversities
+
+    def settle(objs: tuple[Obj, ...], pods: tuple[Pod, ...], run: Run | None, **kw: Any) -> State:
+        objs, pods = planner.controllers(objs, pods)
+        for _ in range(8):  # lanes move on at once where they can: enter stages, apply
+            if run is None:
+                break
+            run, objs, changed = _advance(world, run, objs, pods)
+            objs, pods = planner.controllers(objs, pods)
+            if not changed:
+                break
+        if run is not None:
+            run = _low(world, run, objs, pods)
+            if all(lane.phase in ("done", "stopped") for lane in run.lanes):
+                if all(lane.phase == "done" for lane in run.lanes) and run.steady and not run.adverse:
+                    for e, promised in run.promised:
+                        if dict(run.low)[e] != promised:
+                            planner.findings.append(
+                                f"plan printed lowest ready {promised} for {e}; its run went to {dict(run.low)[e]}"
+                            )
+                run = None
+        return s._replace(objs=objs, pods=pods, run=run, **kw)
+
+    def adverse(st: State) -> State:
+        run = st.run._replace(adverse=True) if st.run is not None else None
+        return st._replace(adversities=st.adversities + 1, run=run)
+
+    # The cluster moves.
+    free = world.pool - sum(p.phase != PENDING for p in s.pods)
+    for pod in sorted(set(s.pods)):
+        rest = list(s.pods)
+        rest.remove(pod)
+        if pod.phase == PENDING and free > 0:
+            yield Step(f"schedule {pod.key}", settle(s.objs, tuple(sorted([*rest, pod._replace(phase=STARTING)])), s.run), True)
+        elif pod.phase == STARTING:
+            yield Step(f"{pod.key} available", settle(s.objs, tuple(sorted([*rest, pod._replace(phase=AVAILABLE)])), s.run), True)
+        elif pod.phase == TERMINATING:
+            yield Step(f"{pod.key} drained", settle(s.objs, tuple(rest), s.run), True)
+        elif pod.phase == AVAILABLE and adverse_left:
+            e = world.endpoint_of(pod.key).name
+            restarts = dict(s.restarts)
+            restarts[e] = restarts.get(e, 0) + 1
+            nxt = settle(
+                s.objs, tuple(sorted([*rest, pod._replace(phase=STARTING)])), s.run, restarts=tuple(sorted(restarts.items()))
+            )
+            yield Step(f"{pod.key} restarted out of band", adverse(nxt), False)
+    if world.autoscaler:
+        for o in s.objs:
+            e = world.endpoint_of(o.key).name
+            if o.replicas == 1 and not o.deleting and adverse_left and e not in s.scaled:
+                objs = tuple(sorted(x._replace(replicas=2) if x == o else x for x in s.objs))
+                nxt = settle(objs, s.pods, s.run, scaled=tuple(sorted({*s.scaled, e})))
+                yield Step(f"autoscaler scales {o.key} to 2", adverse(nxt), False)
+            elif o.replicas == 2:
+                objs = tuple(sorted(x._replace(replicas=1) if x == o else x for x in s.objs))
+                yield Step(f"autoscaler scales {o.key} back to 1", settle(objs, s.pods, s.run), True)
+
+    # The command.
+    if s.run is None:
+        if not at_target(world, s):
+            r = planner.plan(s.objs, s.pods)
+            ends = [lane.endpoint for lane in r.lanes]
+            plan = tuple(tuple((st.apply, st.delete) for st in lane.stages) for lane in r.lanes)
+            lanes = tuple(LaneAt(0, "enter") for _ in r.lanes)
+            promised = tuple(sorted((e.endpoint, e.lowest_ready) for e in r.endpoints))
+            lows = tuple(sorted((e.name, available(world, s.pods, s.objs, e)) for e in world.endpoints))
+            steady = all(settled(o, s.pods) for o in s.objs) and all(p.phase == AVAILABLE for p in s.pods)
+            run = Run(lanes, plan, tuple(ends), promised, lows, False, steady)
+            for e, p in promised:
+                if dict(lows)[e] < p:
+                    planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
+            yield Step("rerun", settle(s.objs, s.pods, run), True)
+        return
+    run = s.run
+    if adverse_left:
+        yield Step("killed", adverse(s._replace(run=None)), False)
+    for i, lane in enumerate(run.lanes):
+        stages = run.plan[i]
+        if lane.phase == "wait":
+            apply, delete = stages[lane.stage]
+            live = {o.key: o for o in s.objs}
+            if all(k in live and settled(live[k], s.pods) for k in apply):
+                if delete:
+                    yield Step(
+                        f"lane {run.endpoints[i]} deletes {sorted(delete)}",
+                        settle(_delete(s.objs, delete), s.pods, _at(run, i, lane._replace(phase="gone"))),
+                        True,
+                    )
+                    if adverse_left:
+                        yield Step(
+                            f"lane {run.endpoints[i]}'s deletion refused",
+                            adverse(settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped")))),
+                            False,
+                        )
+                else:
+                    yield Step(
+                        f"lane {run.endpoints[i]} stage {lane.stage} ready",
+                        settle(s.objs, s.pods, _at(run, i, LaneAt(lane.stage + 1, "enter"))),
+                        True,
+                    )
+            else:
+                yield Step(
+                    f"lane {run.endpoints[i]} wave runs out of budget",
+                    settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped"))),
+                    True,
+                )
+        elif lane.phase == "gone":
+            _, delete = stages[lane.stage]
+            if not any(o.key in delete for o in s.objs):
+                yield Step(
+                    f"lane {run.endpoints[i]} deletions gone",
+                    settle(s.objs, s.pods, _at(run, i, LaneAt(lane.stage + 1, "enter"))),
+                    True,
+                )
+            elif adverse_left:
+                yield Step(
+                    f"lane {run.endpoints[i]}'s deletion not gone in time",
+                    adverse(settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped")))),
+                    False,
+                )
+
+
+def _at(run: Run, i: int, lane: LaneAt) -> Run:
+    return run._replace(lanes=run.lanes[:i] + (lane,) + run.lanes[i + 1 :])
+
+
+def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> tuple[Run, tuple[Obj, ...], bool]:
+    """Lanes entering a stage apply its keys and wait; a lane past its last stage is done."""
+    changed = False
+    for i, lane in enumerate(run.lanes):
+        if lane.phase == "enter":
+            if lane.stage >= len(run.plan[i]):
+                run = _at(run, i, LaneAt(lane.stage, "done"))
+            else:
+                objs = _apply(world, objs, run.plan[i][lane.stage][0])
+                run = _at(run, i, lane._replace(phase="wait"))
+            changed = True
+    return run, objs, changed
+
+
+# ---------------------------------------------------------------------------------------------
+# The search.
+
+
+@dataclass
+class Result:
+    world: World
+    states: int
+    violations: list[str]
+
+    def __bool__(self) -> bool:
+        return not self.violations
+
+
+def start(world: World) -> State:
+    objs = tuple(sorted(Obj(k, 0, 1, False) for e in world.endpoints for k in e.before))
+    pods = tuple(sorted(Pod(k, 0, AVAILABLE) for e in world.endpoints for k in e.before))
+    return State(objs, pods, None, 0, (), ())
+
+
+def invariants(world: World, s: State) -> list[str]:
+    out = []
+    restarts = dict(s.restarts)
+    for e in world.endpoints:
+        up = available(world, s.pods, s.objs, e)
+        if up < e.floor - restarts.get(e.name, 0):
+            out.append(f"endpoint {e.name}: {up} available, below its floor {e.floor - restarts.get(e.name, 0)}")
+        gpus = held(world, s.pods, e)
+        # An autoscaled replica's worth is two pods: its own surge is two, and the autoscaler's pod one more.
+        budget = e.budget + (1 + e.policy.max_surge if e.name in s.scaled else 0)
+        if gpus > budget:
+            out.append(f"endpoint {e.name}: {gpus} GPUs held, above its budget {budget}")
+        if s.run is not None and not s.run.adverse and e.name in dict(s.run.promised):
+            if up < dict(s.run.promised)[e.name]:
+                out.append(
+                    f"endpoint {e.name}: {up} available, below the lowest ready {dict(s.run.promised)[e.name]} its plan printed"
+                )
+    return out
+
+
+def explore(world: World, *, limit: int = 2_000_000) -> Result:
+    """Every state reachable from the change's start; the invariants at each; convergence from each."""
+    planner = Planner(world)
+    first = start(world)
+    ids: dict[State, int] = {first: 0}
+    parent: list[tuple[int, str]] = [(-1, "start")]
+    good_back: list[list[int]] = [[]]  # reversed good edges
+    queue = deque([first])
+    violations: list[str] = []
+    order = [first]
+
+    def trace(i: int) -> str:
+        events = []
+        while i > 0:
+            i, event = parent[i]
+            events.append(event)
+        return " -> ".join(reversed(events)) or "(the start)"
+
+    while queue:
+        s = queue.popleft()
+        i = ids[s]
+        seen = len(planner.findings)
+        for step in successors(world, planner, s):
+            j = ids.get(step.state)
+            if j is None:
+                j = len(order)
+                ids[step.state] = j
+                order.append(step.state)
+                parent.append((i, step.event))
+                good_back.append([])
+                queue.append(step.state)
+                why = invariants(world, step.state)
+                if why and len(violations) < 5:
+                    violations.append(f"{'; '.join(why)}\n    after: {trace(j)}")
+            if step.good:
+                good_back[j].append(i)
+            if len(planner.findings) > seen and len(violations) < 5:
+                violations.append(f"{planner.findings[-1]}\n    after: {trace(i)} -> {step.event}")
+                seen = len(planner.findings)
+        if len(order) > limit:
+            raise RuntimeError(f"more than {limit} states: bound the world")
+    if world.fits:
+        reach = {ids[s] for s in order if at_target(world, s)}
+        todo = list(reach)
+        while todo:
+            j = todo.pop()
+            for i in good_back[j]:
+                if i not in reach:
+                    reach.add(i)
+                    todo.append(i)
+        stuck = [i for i in range(len(order)) if i not in reach]
+        if stuck:
+            violations.append(
+                f"{len(stuck)} state(s) from which reruns alone never reach the config; the first:\n    after: {trace(min(stuck))}"
+            )
+    return Result(world, len(order), violations)
+
+
+def worlds(sizes: range, policies: list[tuple[int, int]], kinds: list[str], pools: range, pairs: bool) -> Iterator[World]:
+    """The worlds of the check: each change kind and policy at each size and pool slack; with
+    ``pairs``, two endpoints of two replicas sharing one pool."""
+    for n, (mu, ms), kind, slack in itertools.product(sizes, policies, kinds, pools):
+        if kind == "shrink" and n == 1:
+            continue
+        e = change("a", kind, n, RolloutPolicy(max_unavailable=mu, max_surge=ms))
+        yield World((e,), pool=max(len(e.before), len(e.after)) + slack)
+    if pairs:
+        for (p1, p2), (k1, k2), slack in itertools.product(
+            itertools.combinations_with_replacement(policies, 2), [("update", "cutover"), ("cutover", "cutover")], pools
+        ):
+            a = change("a", k1, 2, RolloutPolicy(max_unavailable=p1[0], max_surge=p1[1]))
+            b = change("b", k2, 2, RolloutPolicy(max_unavailable=p2[0], max_surge=p2[1]))
+            yield World((a, b), pool=4 + slack, max_adversities=1)
+
+
+def check(ws: Iterator[World], report: Callable[[Result], None] = lambda r: None) -> tuple[int, list[Result]]:
+    total, failed = 0, []
+    for w in ws:
+        r = explore(w)
+        total += r.states
+        report(r)
+        if not r:
+            failed.append(r)
+    return total, failed
