@@ -91,6 +91,8 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
             lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not available)")
         if e.repaired_first:
             lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not available; already counts as unavailable)")
+        if e.settling_first:
+            lines.append(f"    first: let {', '.join(e.settling_first)} settle (available, its own rollout under way)")
         if e.retired_first:
             lines.append(
                 f"    first: delete {', '.join(e.retired_first)} (no successor; within the GPU budget only before the waves)"

@@ -207,9 +207,10 @@ def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
     mid_surge = Member("r0", "e", AVAILABLE, gpus=1)
     r = plan([mid_surge] + [m(k) for k in keys[1:]], [t("r0")] + [t(k, restarts=True) for k in keys[1:]], policy(SURGE))
     (e,) = r.endpoints
-    assert e.repaired_first == () and [w.up for w in e.waves] == [("r1",), ("r2",)]
+    assert (e.repaired_first, e.settling_first) == ((), ("r0",)) and [w.up for w in e.waves] == [("r1",), ("r2",)]
     assert (e.ready_before, e.lowest_ready) == (3, 3)  # its old pod serves throughout
     assert stages(r)[0] == (["r0"], [])  # the first stage waits until its surge is done
+    assert e.describe(r.lanes[0].stages[0]) == "e: let r0 settle first (available, its own rollout under way: the waves wait for it)"
     assert all(len(w.up) <= 1 for w in e.waves) and r.stages == 3
 
 

@@ -258,6 +258,9 @@ def _endpoint(
             idle_first=sched.idle_first,
             replaced_first=tuple(sched.delete_first),
             repaired_first=tuple(sched.repair),
+            settling_first=tuple(t.key for t in staying if by_key[t.key].state == ReplicaState.AVAILABLE and t.key in sched.free)
+            if chunks
+            else (),
             retired_first=tuple(sched.retire_first),
             deleted_last=tuple(sched.delete_last),
         ),

@@ -57,6 +57,7 @@ class EndpointRollout:
     idle_first: bool = False  # ... in a stage of their own, before new replicas of the first step take GPUs
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
     repaired_first: tuple[str, ...] = ()  # not available now: applied and ready before the first wave starts
+    settling_first: tuple[str, ...] = ()  # available, their own rollout under way: settled before the first wave starts
     retired_first: tuple[str, ...] = ()  # serving replicas without a successor the GPU budget retires before the waves
     deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
 
@@ -65,8 +66,13 @@ class EndpointRollout:
         """Stages this endpoint needs, one after the other: one per wave, and one before the first
         wave when in place replacements must free their GPUs first or replicas that do not serve
         must serve again first. More than one is more than one plain ``pulumi up`` can do."""
-        before = 1 if self.replaced_first or self.repaired_first or self.retired_first else 0
-        return int(self.idle_first) + before + max(1, len(self.waves))
+        return int(self.idle_first) + int(self.first_before_waves) + max(1, len(self.waves))
+
+    @property
+    def first_before_waves(self) -> bool:
+        """Whether something must happen before the first wave: replicas brought back or let
+        settle, a surplus retired, in place the first wave's old replicas stopped."""
+        return bool(self.replaced_first or self.repaired_first or self.retired_first or self.settling_first)
 
     def describe(self, stage: Stage) -> str:
         """``qwen wave 2/2 (down a1; up b1)`` -- what one stage of this endpoint's lane does."""
@@ -80,6 +86,11 @@ class EndpointRollout:
         first = (
             [f"bring back {', '.join(self.repaired_first)} first (not available: the waves wait for it)"]
             if self.repaired_first
+            else []
+        )
+        first += (
+            [f"let {', '.join(self.settling_first)} settle first (available, its own rollout under way: the waves wait for it)"]
+            if self.settling_first
             else []
         )
         first += (
