@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
+.PHONY: venv tools demo test test-fast check-rollout test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -40,6 +40,13 @@ test: venv tools lint
 ## test-fast: the tiers that need no tools (seconds)
 test-fast: venv
 	$(PY) -m pytest tests/unit tests/golden tests/program tests/cli
+
+## check-rollout: the exhaustive check of the real rollout planner at its larger bound (every state of
+##                worlds of 2-4 replicas per endpoint and two endpoints sharing a pool; `make test` runs
+##                the fast bound); `make check-rollout SIZES=2,3`: fewer sizes
+SIZES ?= 2,3,4
+check-rollout: venv
+	$(PY) -m tests.rollout_model $(SIZES)
 
 ## test-kubernetes-manifests: the seed's target -- the shipped manifests' checks (deploy/kubernetes: no
 ##                  wildcard, Secret, Pod or cluster-wide right; every rule commented; bindings; optional reads)

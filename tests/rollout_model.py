@@ -42,6 +42,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -583,3 +585,32 @@ def check(ws: Iterator[World], report: Callable[[Result], None] = lambda r: None
         if not r:
             failed.append(r)
     return total, failed
+
+
+def main(argv: list[str]) -> int:
+    """``python -m tests.rollout_model [SIZES]``: the larger bound (``make check-rollout``) --
+    every change kind at each size (default 2,3,4 replicas), maxUnavailable 0-2 / maxSurge 0-1,
+    pools from the endpoint's size to two more, and two endpoints sharing a pool; a line per world."""
+    sizes = [int(n) for n in (argv[0] if argv else "2,3,4").split(",")]
+    policies = [(1, 0), (2, 0), (0, 1), (1, 1), (2, 1)]
+    began = time.perf_counter()
+
+    def report(r: Result) -> None:
+        shape = ", ".join(
+            f"{e.name}: {len(e.before)} -> {len(e.after)} {e.policy.max_unavailable}/{e.policy.max_surge}"
+            for e in r.world.endpoints
+        )
+        print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}: {r.states} states", flush=True)
+        for v in r.violations:
+            print("     " + v.replace("\n", "\n     "), flush=True)
+
+    ws = itertools.chain(
+        *(worlds(range(n, n + 1), policies, ["update", "cutover", "shrink", "grow"], range(3), pairs=False) for n in sizes)
+    )
+    total, failed = check(itertools.chain(ws, worlds(range(0), policies, [], range(3), pairs=True)), report)
+    print(f"{total} states in {time.perf_counter() - began:.0f} s; {len(failed)} world(s) with violations")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -47,9 +47,17 @@ class Waits:
         self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
         self.checker = served.Checker.from_env(live, config)
         self.replicas = {r.key: r for r in config.replicas}
-        # An in-place restart starts its new pod only once the old one has drained: its grace is part of the wait.
+        # An in-place restart starts its new pod only once the old one has drained: its grace is part
+        # of the wait (plain `pulumi`, which has no rollout handed over: every replica rolled in place).
+        drained = (
+            channel.rollout.restarts_in_place()
+            if channel.rollout is not None
+            else {r.key for r in config.replicas if config.rollout_for(r.name).max_surge == 0}
+        )
         self.budgets = {
-            r.key: r.startup_budget_seconds + readiness.AWAIT_MARGIN_SECONDS + config.drain_for(r).grace_seconds
+            r.key: r.startup_budget_seconds
+            + readiness.AWAIT_MARGIN_SECONDS
+            + (config.drain_for(r).grace_seconds if r.key in drained else 0)
             for r in config.replicas
         }
 

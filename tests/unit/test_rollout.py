@@ -210,7 +210,9 @@ def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
     assert (e.repaired_first, e.settling_first) == ((), ("r0",)) and [w.up for w in e.waves] == [("r1",), ("r2",)]
     assert (e.ready_before, e.lowest_ready) == (3, 3)  # its old pod serves throughout
     assert stages(r)[0] == (["r0"], [])  # the first stage waits until its surge is done
-    assert e.describe(r.lanes[0].stages[0]) == "e: let r0 settle first (available, its own rollout under way: the waves wait for it)"
+    assert (
+        e.describe(r.lanes[0].stages[0]) == "e: let r0 settle first (available, its own rollout under way: the waves wait for it)"
+    )
     assert all(len(w.up) <= 1 for w in e.waves) and r.stages == 3
 
 
@@ -316,3 +318,10 @@ def test_gpus_are_counted_per_product_never_summed_across_products() -> None:
         policy(SURGE),
     ).endpoints
     assert (same.peak_gpus, same.extra_gpus) == (3, 1)  # one product: the surge borrows one
+
+
+def test_a_wave_that_restarts_a_replica_in_place_waits_for_its_old_pod_to_drain_and_only_that_one() -> None:
+    members = [m("a"), m("b"), m("down", ready=False), m("old")]
+    targets = [t("a", restarts=True), t("b"), t("down", restarts=True), t("new")]
+    assert plan(members, targets, policy(DEFAULT)).restarts_in_place() == {"a", "down"}  # not b, not new
+    assert plan(members, targets, policy(SURGE)).restarts_in_place() == frozenset()  # a surge starts beside it

@@ -155,6 +155,16 @@ class Rollout:
         """The longest lane's stages: what the slowest endpoint waits for, one after the other."""
         return max((len(lane.stages) for lane in self.lanes), default=0)
 
+    def restarts_in_place(self) -> frozenset[str]:
+        """The keys whose new pod starts only once their own old pod has drained: in place, a
+        restarted key (its Deployment recreates) -- a wave's wait includes that drain."""
+        return frozenset(
+            k
+            for e in self.endpoints
+            if e.mode == IN_PLACE
+            for k in [*e.repaired_first, *(k for w in e.waves for k in w.up if k in w.down)]
+        )
+
     def beyond_one_step(self) -> list[EndpointRollout]:
         """The endpoints that one engine run doing everything at once would take outside their
         policy (more replicas down, or more GPUs, than allowed): they need several stages."""
