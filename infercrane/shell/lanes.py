@@ -68,9 +68,7 @@ async def roll(
             if halted.is_set():
                 rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
                 return
-            if e is not None and (
-                stage.wave is not None or e.replaced_first or e.repaired_first or e.retired_first or e.idle_first
-            ):
+            if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             rolled.ended[lane.endpoint] = f"stopped in {where}"
             components = []

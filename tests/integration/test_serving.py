@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -281,3 +282,66 @@ def test_the_same_rollout_without_the_drain_drops_requests_which_proves_the_test
     gateway = roll_under_load(project, admin, tmp_path, "undrained", {"preStopSeconds": 0, "shutdownSeconds": 0})
     assert gateway.results["200"] > 50, gateway.results
     assert gateway.failures, f"no request was dropped without the drain ({gateway.results})"
+
+
+class PodTimes:
+    """Each key's pods as the API server dates them, sampled every 0.2 s: when its first pod was
+    created, and when its pod's deletion began (``deletionTimestamp`` less the grace it was given)."""
+
+    def __init__(self, admin: Client, ns: str, keys: list[str]) -> None:
+        self.admin, self.ns, self.keys = admin, ns, keys
+        self.created: dict[str, datetime] = {}
+        self.deleting: dict[str, datetime] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def __enter__(self) -> PodTimes:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.2):
+            for key in self.keys:
+                for pod in pods(self.admin, self.ns, key):
+                    self.created.setdefault(key, pod.metadata.creationTimestamp)
+                    if pod.metadata.deletionTimestamp is not None and key not in self.deleting:
+                        grace = timedelta(seconds=pod.metadata.deletionGracePeriodSeconds or 0)
+                        self.deleting[key] = pod.metadata.deletionTimestamp - grace
+
+
+def test_an_in_place_cutover_starts_each_successor_only_once_its_predecessor_drained_and_drops_no_request(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """Two 1-GPU replicas in place on the 2-GPU real node, cut over to two new keys with a 20 s
+    preStop. A stage's deletion is over only when the old pod is gone (the Deployment is deleted
+    in the foreground), so each successor's pod is created no earlier than its predecessor's
+    deletion + 20 s -- never beside a pod that still drains and holds its GPU -- and a gateway
+    routing by EndpointSlices loses no request on the way."""
+    stack = "cutdrain"
+    ns = f"it-{stack}"
+    old, new = [f"it-{stack}-o{i}" for i in range(2)], [f"it-{stack}-n{i}" for i in range(2)]
+    namespace_with_evidence(admin, ns)
+    slow = {"env": [{"name": "INFERCRANE_DOUBLE_RESPONSE_SECONDS", "value": "0.2"}]}
+    drain = {"preStopSeconds": 20, "shutdownSeconds": 5}
+    project.stack(stack, [on_node(k, pod=slow) for k in old], imageDigest=double(), namespace=ns, drain=drain)
+    env = key_file(tmp_path)
+    assert cli(project, "deploy", "--stack", stack, env=env).returncode == 0
+    services = [naming.object_name(k) for k in old + new]
+    with Gateway(admin, ns, services) as gateway, PodTimes(admin, ns, old + new) as times:
+        time.sleep(2)
+        project.stack(stack, [on_node(k, pod=slow) for k in new], imageDigest=double(), namespace=ns, drain=drain)
+        done = cli(project, "deploy", "--stack", stack, env=env)
+        time.sleep(2)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stop it-cutdrain-o0 first (in place: frees its GPUs)" in done.stderr, done.stderr[-3000:]
+    for predecessor, successor in zip(old, new, strict=True):
+        began, created = times.deleting[predecessor], times.created[successor]
+        # (the API server's timestamps are whole seconds)
+        assert created >= began + timedelta(seconds=19), (predecessor, began, successor, created)
+    assert gateway.results["200"] > 50, gateway.results
+    assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
+    assert cli(project, "destroy", "--stack", stack).returncode == 0

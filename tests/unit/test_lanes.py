@@ -22,6 +22,7 @@ from infercrane.live.verdicts import Verdict
 from infercrane.shell import lanes
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
+SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
 
 
 @dataclass
@@ -232,3 +233,26 @@ def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_w
         "rollout: halted by the engine's failure: slow halted after wave 1/2, before its deletions (the engine failed); "
         "fails failed by the engine at wave 2/2"
     )
+
+
+def test_each_stage_before_the_waves_says_what_it_waits_for() -> None:
+    members = [Member("r0", "e", ReplicaState.AVAILABLE, 1), Member("r1", "e", ReplicaState.SETTLED, 1)]
+    rollout = plan(members, [Target("r0", "e", 1), Target("r1", "e", 1, restarts=True)], lambda n: SURGE)
+    notes: list[str] = []
+    order = {"r0": 0, "r1": 1}
+    journal = Journal()
+    run(
+        lanes.roll(
+            rollout.lanes,
+            {e.endpoint: e for e in rollout.endpoints},
+            journal.register,
+            WaitsDouble(),
+            journal.delete,
+            notes.append,
+            order,
+        )
+    )  # type: ignore[arg-type]
+    assert notes == [
+        "rollout: e: let r0 settle first (available, its own rollout under way: the waves wait for it)",
+        "rollout: e wave 1/1 (down r1; up r1)",
+    ]
