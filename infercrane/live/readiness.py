@@ -19,6 +19,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from infercrane.core import naming
@@ -26,7 +27,7 @@ from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
 from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
-from infercrane.live.warnings import pod_warnings
+from infercrane.live.warnings import current_replica_set, pod_warnings
 
 POLL_SECONDS: Final = (
     0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave), load flat in N
@@ -49,6 +50,8 @@ class _Waited:
     deadline: float
     future: asyncio.Future[Verdict]
     tick: int  # the LIST under way (or last made) when the wait began: it may predate the object
+    since: datetime  # when the wait began (UTC, whole seconds): a Warning Event older than that cannot fail it at once
+    current: str | None = None  # its current ReplicaSet, as last seen: other ReplicaSets' pods' Events are history
     last: Verdict = field(default_factory=lambda: Verdict("waiting", "not observed yet"))
 
 
@@ -93,8 +96,10 @@ class FleetWaiter:
         report: Callable[[Progress], None] | None = None,
         report_every: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._live, self._kind = live, kind
+        self._wall = wall
         self._resource = cluster.resource_for({"kind": kind})
         self._verdict = VERDICTS[kind]
         self._poll, self._grace = poll_seconds, api_grace_seconds
@@ -111,7 +116,8 @@ class FleetWaiter:
 
     async def wait(self, name: str, generation: int, budget_seconds: float) -> Verdict:
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
-        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks)
+        since = self._wall().replace(microsecond=0)
+        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks, since)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._guarded())
         return await future
@@ -144,6 +150,12 @@ class FleetWaiter:
             return {o["metadata"]["name"]: o for o in items}
         except failures.Forbidden:
             return None
+
+    def _workload_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The Deployment that runs ``obj``'s pods: itself, or KServe's predictor when readable."""
+        if not self._predictors:
+            return obj
+        return self._predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name")))) or {}
 
     def _judge(self, obj: Mapping[str, Any], generation: int) -> Verdict:
         if self._predictors is None:
@@ -202,6 +214,8 @@ class FleetWaiter:
                 if waited.tick >= tick:
                     continue  # its wait began while this LIST was under way: the object may be newer than it
                 obj = live.get(name)
+                if obj is not None:
+                    waited.current = current_replica_set(self._workload_of(obj))
                 verdict = (
                     Verdict("failed", "the object was deleted while waiting for it")
                     if obj is None
@@ -235,19 +249,31 @@ class FleetWaiter:
 
     def _fail_unmakeable(self, warnings: Mapping[str, list[str]]) -> None:
         """Fail at once each wait whose pods the kubelet cannot make from their spec (a Secret,
-        ConfigMap or key it names is missing: CreateContainerConfigError), in the kubelet's words."""
-        for name, lines in warnings.items():
-            said = next((line for line in lines if UNMAKEABLE.match(line)), None)
-            if said is not None and name in self._waited:
+        ConfigMap or key it names is missing: CreateContainerConfigError), in the kubelet's words --
+        said since the wait began: the same words from before it may be a failure fixed since
+        (the Secret created), which the kubelet's next try cures."""
+        named = [n for n, lines in warnings.items() if n in self._waited and any(UNMAKEABLE.match(line) for line in lines)]
+        if not named:
+            return
+        since = {n: self._waited[n].since for n in named}
+        fresh = pod_warnings(self._live, named, since=since, current=self._current(named))
+        for name in named:
+            said = next((line for line in fresh.get(name, []) if UNMAKEABLE.match(line)), None)
+            if said is not None:
                 self._resolve(name, Verdict("failed", f"{CONFIG_ERROR}: the kubelet cannot create its container: {said}"))
+
+    def _current(self, names: Iterable[str]) -> dict[str, str]:
+        return {n: w.current for n in names if (w := self._waited.get(n)) is not None and w.current}
 
     def progress(self) -> Progress:
         waiting = {name: w.last.reason for name, w in self._waited.items()}
         return Progress(self._done, self._done + len(waiting), waiting, self._clock() - self._began)
 
     def warnings(self, names: Iterable[str]) -> dict[str, list[str]]:
-        """Recent Warning Events of each object and its pods (``<name>-…``), newest last; one LIST."""
-        return pod_warnings(self._live, names)
+        """Warning Events of each object and its current ReplicaSet's pods (an earlier template's
+        are history), most telling first; one LIST."""
+        names = list(names)
+        return pod_warnings(self._live, names, current=self._current(names))
 
 
 def wait_gone(

@@ -35,6 +35,7 @@ from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.command import served_names
 from infercrane.live import failures
 from infercrane.live.api import Live
+from infercrane.live.readiness import API_GRACE_SECONDS
 from infercrane.live.verdicts import Verdict
 
 #: The control plane's copy of the worker key: a file holding it (the file the Secret was made
@@ -43,6 +44,8 @@ KEY_FILE_ENV: Final = "INFERCRANE_WORKER_API_KEY_FILE"
 KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
 READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
+SLICE_MANAGER_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
+SLICE_MANAGER: Final = "endpointslice-controller.k8s.io"  # the EndpointSlice controller: the only slices asked
 ADDRESS_WAIT_SECONDS: Final = 15.0  # a Deployment's pod is Ready a moment before its slice says so
 ASK_TIMEOUT_SECONDS: Final = 3.0  # an engine answers /v1/models in milliseconds
 CHECK_THREADS: Final = 32  # replicas asked at once: 100 whose addresses time out take 4 timeouts, not 17
@@ -59,6 +62,18 @@ def counts(state: str, policy: str) -> bool:
     return state not in FAILED and not (state == "not verifiable" and policy == "require")
 
 
+class _Unfollowed(urllib.request.HTTPRedirectHandler):
+    """A 30x is the engine's answer, never followed: following would send the worker key to
+    whatever host the answer names."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+#: Pod addresses are asked directly: no redirect followed, no proxy from the environment.
+_NO_REDIRECTS: Final = urllib.request.build_opener(_Unfollowed(), urllib.request.ProxyHandler({}))
+
+
 @dataclass(frozen=True)
 class Served:
     status: int  # the HTTP status (0: no answer)
@@ -72,7 +87,7 @@ def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIM
     host = f"[{address}]" if ":" in address else address
     request = urllib.request.Request(f"http://{host}:{port}/v1/models", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:  # noqa: S310 - http to a pod address
+        with _NO_REDIRECTS.open(request, timeout=timeout) as answer:
             body = json.loads(answer.read())
             data = body.get("data") if isinstance(body, dict) else None
             if not isinstance(data, list):
@@ -156,6 +171,18 @@ def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
         return (key, "") if key else (None, f"the file {KEY_FILE_ENV} names is empty")
     key = (env.get(KEY_ENV) or "").strip()
     return (key, "") if key else (None, f"no worker key for the check ({KEY_FILE_ENV} or {KEY_ENV} is not set)")
+
+
+def _of_replica(endpoint: Mapping[str, Any], service: str, namespace: str) -> bool:
+    """Whether a slice's endpoint is one of the replica's own pods: a Pod of its namespace named
+    ``<workload>-<hash>-<suffix>`` (the workload is named as its Service: ours, or KServe's
+    ``<name>-predictor``)."""
+    ref = endpoint.get("targetRef") or {}
+    return (
+        ref.get("kind") == "Pod"
+        and str(ref.get("name") or "").startswith(service + "-")
+        and ref.get("namespace", namespace) == namespace
+    )
 
 
 def service_name(config: InferCraneConfig, replica: Replica) -> str:
@@ -291,22 +318,37 @@ class Checker:
 
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
         """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:
-        the endpoint controller follows a pod's Ready condition within about a second."""
+        the endpoint controller follows a pod's Ready condition within about a second. Only the
+        controller's own slices count, and in them only endpoints whose ``targetRef`` is one of
+        this replica's pods (``<workload>-…``, the Service's own name): a slice anyone else made
+        with the same labels never gets the worker key. A throttled or lost API server (429/5xx,
+        no answer) is asked again for :data:`API_GRACE_SECONDS`, as every other read of a deploy."""
         deadline = self._clock() + self._address_wait
+        lost_since: float | None = None
         while True:
             try:
                 slices = self._slices(service)
+                lost_since = None
             except failures.Forbidden:
                 return [], f"this identity may not list endpointslices (optional: apply {READER})"
+            except (failures.Unavailable, failures.Unreachable) as exc:
+                lost_since = lost_since if lost_since is not None else self._clock()
+                if self._clock() - lost_since >= API_GRACE_SECONDS:
+                    return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
+                self._sleep(0.5)
+                continue
             except failures.LiveError as exc:
                 return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
             found = [
                 (str(address), int(port.get("port")))
                 for s in slices
+                if (s.get("metadata", {}).get("labels") or {}).get(SLICE_MANAGER_LABEL) == SLICE_MANAGER
                 for port in (s.get("ports") or [])[:1]
                 if port.get("port")
                 for e in s.get("endpoints") or []
-                if (e.get("conditions") or {}).get("ready") is not False and not (e.get("conditions") or {}).get("terminating")
+                if _of_replica(e, service, self._config.kubernetes.namespace)
+                and (e.get("conditions") or {}).get("ready") is not False
+                and not (e.get("conditions") or {}).get("terminating")
                 for address in (e.get("addresses") or [])[:1]
             ]
             if found or self._clock() >= deadline:

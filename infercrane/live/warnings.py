@@ -5,12 +5,15 @@ read. Live-cluster layer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Final
+import re
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any, Final
 
 from lightkube.resources.core_v1 import Event
 
 from infercrane.core.model.kinds import DEPLOYMENT_API
+from infercrane.core.state import times
 from infercrane.live import failures
 from infercrane.live.api import Live
 
@@ -26,10 +29,20 @@ _WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceSe
 _OTHERS_RANK: Final = 3
 
 
-def pod_warnings(live: Live, names: Iterable[str], *, limit: int = 3) -> dict[str, list[str]]:
+def pod_warnings(
+    live: Live,
+    names: Iterable[str],
+    *,
+    limit: int = 3,
+    since: Mapping[str, datetime] | None = None,
+    current: Mapping[str, str] | None = None,
+) -> dict[str, list[str]]:
     """Warning Events in the namespace about each replica's objects or pods, by replica name: one
     line per kind and reason (its newest message), at most ``limit``, the most telling first --
-    pods', then their creators', then the rest; newest first within each.
+    pods', then their creators', then the rest; newest first within each. History is left out:
+    with ``current`` (name -> its current ReplicaSet), another ReplicaSet's pods' Events are an
+    earlier template's; with ``since`` (name -> a moment), an Event last seen before it is too --
+    an earlier pod's, or this one's before a fix (a Secret created since).
 
     Pods are never read: an Event names its object, and a replica's pods are named
     ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
@@ -50,9 +63,30 @@ def pod_warnings(live: Live, names: Iterable[str], *, limit: int = 3) -> dict[st
     for order, e in enumerate(events):
         involved = e.get("involvedObject") or {}
         name, kind = str(involved.get("name") or ""), str(involved.get("kind") or "")
+        seen = times.parse(e.get("lastTimestamp") or (e.get("series") or {}).get("lastObservedTime") or e.get("eventTime"))
         for n in wanted:
+            if since is not None and n in since and seen is not None and seen < since[n]:
+                continue
+            rs = (current or {}).get(n)
+            if rs and kind in ("Pod", "ReplicaSet") and not (name == rs or name.startswith(rs + "-")):
+                continue  # an earlier template's pods
             if name == n or name.startswith(n + "-"):
                 line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
                 rank = _WARNING_RANK.get(kind, _OTHERS_RANK)
                 newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
     return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
+
+
+_REPLICA_SET: Final = re.compile(r'ReplicaSet "([^"]+)"')
+
+
+def current_replica_set(deployment: Mapping[str, Any]) -> str | None:
+    """The Deployment's current ReplicaSet, as its own ``Progressing`` condition names it
+    (``ReplicaSet "<name>" is progressing`` / ``has successfully progressed`` / ``has timed out
+    progressing``): the Deployment controller writes it for the template it rolls out. None when
+    it names none (not observed yet)."""
+    for c in (deployment.get("status") or {}).get("conditions") or []:
+        if c.get("type") == "Progressing":
+            found = _REPLICA_SET.search(str(c.get("message") or ""))
+            return found[1] if found else None
+    return None

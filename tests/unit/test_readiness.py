@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -299,6 +300,9 @@ class EventList:
     def list(self, res: Any, namespace: str | None = None, fields: Any = None) -> list[Any]:
         assert res.__name__ == "Event" and fields == {"type": "Warning"}
         return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in self.events]
+
+
+WAIT_BEGAN = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)  # the events below are stamped in the minute after
 
 
 def event(kind: str, name: str, reason: str, message: str, at: int) -> dict[str, Any]:
@@ -659,6 +663,7 @@ def test_a_replica_whose_pods_the_kubelet_cannot_make_fails_at_once_not_at_the_e
         report=seen.append,
         report_every=1.0,
         clock=lambda: 1.0 * next(ticks),
+        wall=lambda: WAIT_BEGAN,
     )
 
     async def both() -> tuple[Verdict, Verdict]:
@@ -689,7 +694,8 @@ def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_w
             return super().list(res, namespace, labels, fields)
 
     client = SlowToLoad([[named(a, dep(1, 1, available=0, Progressing=deadline))]])
-    verdict = run(FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001).wait(a, 1, 600))  # type: ignore[arg-type]
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001, wall=lambda: WAIT_BEGAN)  # type: ignore[arg-type]
+    verdict = run(waiter.wait(a, 1, 600))
     assert verdict.state == "failed"
     assert verdict.reason.startswith(
         "its startup probe kept failing (its engine did not answer within its startup budget; the kubelet restarts it): "
@@ -699,3 +705,50 @@ def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_w
     )
     fix = NotReady([("k", a, verdict.reason)], 1).fix or ""
     assert fix.startswith("raise startupBudgetSeconds of each replica whose startup probe kept failing")
+
+
+def _fixed_and_rerun(events: list[dict[str, Any]], **progressing: Any) -> Verdict:
+    """The rerun of a deploy whose replica ``infercrane-a`` failed a minute before on ``events``."""
+    a = "infercrane-a"
+
+    class Fixed(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if fields is not None:
+                return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in events]
+            return super().list(res, namespace, labels, fields)
+
+    ticks = iter(range(10_000))
+    client = Fixed([[named(a, dep(1, 1, updated=1, available=0, **progressing))]])
+    waiter = FleetWaiter(
+        Live(client, target()),  # type: ignore[arg-type]
+        "Deployment",
+        poll_seconds=0.0001,
+        report=lambda p: None,
+        report_every=1.0,
+        clock=lambda: 1.0 * next(ticks),
+        wall=lambda: WAIT_BEGAN.replace(minute=1),  # the rerun began a minute after those Events
+    )
+    return run(waiter.wait(a, 1, 30))
+
+
+def test_a_missing_secret_said_before_the_rerun_began_does_not_fail_it_at_once() -> None:
+    """A deploy failed on a missing Secret; the user created it and deploys again. The kubelet's
+    CreateContainerConfigError of before (an Event lives an hour) may be a failure fixed since:
+    the rerun waits -- the kubelet's next try makes the container, or says it again."""
+    stale = event("Pod", "infercrane-a-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)
+    verdict = _fixed_and_rerun([stale])
+    assert verdict.state == "failed" and verdict.reason.startswith("not ready within its startup budget + margin"), verdict
+
+
+def test_an_earlier_templates_pods_warnings_are_not_quoted_as_the_current_ones_reasons() -> None:
+    # The Deployment's own Progressing condition names its current ReplicaSet: the earlier one's
+    # pod failed to schedule (an earlier GPU value); the current one's pod is what the wait is about.
+    progressing = {
+        "status": "True",
+        "reason": "ReplicaSetUpdated",
+        "message": 'ReplicaSet "infercrane-a-7c6b5a4d3" is progressing.',
+    }
+    earlier = event("Pod", "infercrane-a-5d8f9c7b6-x2x4q", "FailedScheduling", "0/3 nodes are available", 5)
+    current = event("Pod", "infercrane-a-7c6b5a4d3-k9k8j", "BackOff", "Back-off pulling image", 6)
+    verdict = _fixed_and_rerun([earlier, current], Progressing=progressing)
+    assert "BackOff: Back-off pulling image" in verdict.reason and "FailedScheduling" not in verdict.reason, verdict

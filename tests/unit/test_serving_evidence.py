@@ -40,9 +40,18 @@ def endpoint_slice(
 ) -> dict[str, Any]:
     conditions = {"ready": ready, "serving": True, "terminating": terminating}
     return {
-        "metadata": {"labels": {served.SERVICE_NAME_LABEL: service, "app.kubernetes.io/managed-by": "infercrane"}},
+        "metadata": {
+            "labels": {
+                served.SERVICE_NAME_LABEL: service,
+                "app.kubernetes.io/managed-by": "infercrane",
+                served.SLICE_MANAGER_LABEL: served.SLICE_MANAGER,
+            }
+        },
         "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
-        "endpoints": [{"addresses": [a], "conditions": conditions} for a in addresses],
+        "endpoints": [
+            {"addresses": [a], "conditions": conditions, "targetRef": {"kind": "Pod", "name": f"{service}-5d8f9c7b6-x{i}"}}
+            for i, a in enumerate(addresses)
+        ],
     }
 
 
@@ -233,3 +242,51 @@ def test_evidence_against_a_replica_outweighs_an_address_that_could_not_be_asked
 
     evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
     assert evidence.state == "refused" and evidence.reason.startswith("10.88.0.5:8000 refused the worker key (401)")
+
+
+def test_a_slice_someone_else_made_or_an_endpoint_not_of_the_replicas_pods_never_gets_the_key(values: dict[str, Any]) -> None:
+    # Anyone who may write EndpointSlices can label one with the Service's name: only the
+    # controller's own slices count, and in them only endpoints that are this replica's pods.
+    planted = endpoint_slice("10.99.0.1")
+    planted["metadata"]["labels"][served.SLICE_MANAGER_LABEL] = "someone-else"
+    stray = endpoint_slice("10.99.0.2")
+    stray["endpoints"][0]["targetRef"] = {"kind": "Pod", "name": "listener-0"}
+    ask = answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
+    evidence = check(values, Slices([planted, stray, endpoint_slice("10.88.0.4")]), ask)
+    assert ask.asked == [("10.88.0.4", 8000, KEY)], ask.asked
+    assert evidence.state == "serving"
+
+
+def test_a_throttled_list_of_endpointslices_is_asked_again_like_every_other_read(values: dict[str, Any]) -> None:
+    clock = Clock()
+    busy = failures.Unavailable("list endpointslices: 429 Too Many Requests", code=429)
+    live = Slices(busy, busy, [endpoint_slice("10.88.0.4")])
+    c = config(values)
+    checker = served.Checker(live, c, KEY, ask=answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"), sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert checker.check(c.replicas[0]).state == "serving"
+    assert live.calls == 3
+
+
+def test_a_redirect_is_an_answer_never_followed_with_the_key() -> None:
+    import http.server
+    import threading
+
+    hits: list[str] = []
+
+    class Redirecting(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            hits.append(f"{self.path} {self.headers.get('Authorization')}")
+            self.send_response(302)
+            self.send_header("Location", f"http://127.0.0.1:{self.server.server_port}/elsewhere")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Redirecting)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        answer = served.models("127.0.0.1", server.server_port, KEY)
+    finally:
+        server.shutdown()
+    assert answer.status == 302 and hits == [f"/v1/models Bearer {KEY}"]
