@@ -17,7 +17,8 @@ from typing import Any, Final
 from infercrane.core.errors import PromotionRefused
 from infercrane.core.model import config as cfg
 from infercrane.core.model.engines import ENGINES
-from infercrane.core.plan.workload import claimed_gpus, containers_of, flag_value, pod_of
+from infercrane.core.plan.workload import claimed_gpus, containers_of, flag_value, gpus_of, pod_of
+from infercrane.core.render.command import command_and_args
 
 BUNDLE_FIELDS: Final = ("model", "modelRevision", "engine", "args", "gpu", "gpuCount")
 
@@ -46,8 +47,9 @@ def unlike_live(
 ) -> list[str]:
     """How the live workload of ``replica`` differs from the bundle its stack file names (empty:
     it runs that bundle) -- what a promotion copies must be what the source runs, not an edit of
-    its file that was never deployed. Its GPU: the product label it selects, or under
-    ``gpuAllocation: dra`` the product its claim template (``templates``, live) selects."""
+    its file that was never deployed: every field of the bundle (the engine and its args as the
+    container's command line). Its GPU: the product label it selects and the count it requests,
+    or under ``gpuAllocation: dra`` what its claim template (``templates``, live) selects."""
     if obj is None:
         return ["no live workload"]
     want = bundle(config, replica)
@@ -58,9 +60,18 @@ def unlike_live(
         "modelRevision": flag_value(obj, "--revision"),
         "gpu": (pod_of(obj).get("nodeSelector") or {}).get(config.kubernetes.gpu_product_label),
     }
-    if live["gpu"] is None and pod_of(obj).get("resourceClaims"):
-        live["gpu"] = claimed_gpus(obj, templates or {}, config.kubernetes.gpu_product_names)[1] or None
-    return [f"{f} {live[f]!r} (the file: {want[f]!r})" for f in live if live[f] != want[f]]
+    live["gpuCount"] = gpus_of(obj, config.kubernetes.gpu_resource)
+    if pod_of(obj).get("resourceClaims"):
+        count, product = claimed_gpus(obj, templates or {}, config.kubernetes.gpu_product_names)
+        live["gpu"] = live["gpu"] or product or None
+        live["gpuCount"] = count or None
+    out = [f"{f} {live[f]!r} (the file: {want[f]!r})" for f in live if live[f] != want[f]]
+    # The engine and its args: the container's command line, against what the file renders.
+    command, args = command_and_args(replica, config.drain_for(replica).shutdown_seconds)
+    running = [*(first[0].get("command") or []), *(first[0].get("args") or [])] if first else []
+    if running != [*command, *args]:
+        out.append(f"engine and args {' '.join(running)!r} (the file renders: {' '.join([*command, *args])!r})")
+    return out
 
 
 def diff(source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[str] | None) -> list[Change]:

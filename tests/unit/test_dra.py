@@ -206,7 +206,9 @@ def test_a_promotion_reads_a_dra_replicas_gpu_from_its_live_claim_template(value
     dep, _, template = render_checked(config, "dev")[0].manifests
     (r,) = config.replicas
     assert unlike_live(config, r, dep, {dep["metadata"]["name"]: template}) == []
-    assert unlike_live(config, r, dep, {}) == ["gpu None (the file: 'NVIDIA-L40S')"], "no template read: not what the file names"
+    assert unlike_live(config, r, dep, {}) == ["gpu None (the file: 'NVIDIA-L40S')", "gpuCount None (the file: 1)"], (
+        "no template read"
+    )
 
 
 def test_the_planes_dra_node_carries_no_product_label_or_gpu_resource_and_its_slice_is_the_drivers_shape() -> None:

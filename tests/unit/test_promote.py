@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +135,31 @@ def test_a_promoted_name_or_key_that_yaml_1_1_reads_as_another_type_is_written_q
     assert 'key: "00"' in text and 'name: "on"' in text and 'key: "no"' in text and 'name: "off"' in text
     assert promote.diff(source, load(staging), None) == []
     assert "model: Qwen/Qwen3-8B" in text  # a plain string stays plain
+
+
+@pytest.mark.parametrize(
+    ("edit", "said"),
+    [
+        ({"args": ["--max-model-len", "4096"]}, "engine and args 'python3 -m vllm.entrypoints.openai.api_server --model m/m"),
+        ({"engine": "sglang"}, "engine and args 'python3 -m vllm.entrypoints.openai.api_server --model m/m"),
+        ({"gpuCount": 2}, "gpuCount 1 (the file: 2)"),
+    ],
+    ids=["args", "engine", "gpuCount"],
+)
+def test_an_edit_of_the_engine_its_args_or_the_gpu_count_that_was_never_deployed_does_not_promote(
+    edit: dict[str, Any], said: str
+) -> None:
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.promotion import unlike_live
+    from infercrane.core.render.manifests import render_checked
+
+    digest = "vllm/vllm-openai@sha256:" + "1" * 64
+    deployed = {"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S", "modelRevision": "a" * 40}
+
+    def config(replica: dict[str, Any]) -> InferCraneConfig:
+        return InferCraneConfig.model_validate({"kubernetes": {"context": "c", "imageDigest": digest}, "replicas": [replica]})
+
+    live = render_checked(config(deployed), "dev")[0].manifests[0]
+    edited = config(deployed | edit)
+    why = unlike_live(edited, edited.replicas[0], live)
+    assert any(line.startswith(said) for line in why), why
