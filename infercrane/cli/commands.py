@@ -54,6 +54,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(to_yaml(manifests))
         return EXIT_OK
+    if args.out.exists() and not args.out.is_dir():
+        print(f"error: --out {args.out} is a file; render writes one file per object into a directory", file=sys.stderr)
+        print("    fix: pass a directory (it is created when missing), or leave --out out to print the YAML", file=sys.stderr)
+        return EXIT_FAILED
     args.out.mkdir(parents=True, exist_ok=True)
     for m in manifests:
         path = args.out / f"{m['metadata']['name']}-{m['kind'].lower()}.yaml"
@@ -67,6 +71,10 @@ def cmd_local(args: argparse.Namespace) -> int:
 
     plane = Plane.default()
     if args.local_command == "start":
+        if args.nodes is not None:
+            from infercrane.local.bootstrap import read_nodes
+
+            read_nodes(args.nodes)  # a wrong file is said before anything starts
         plane.start(
             nodes_file=args.nodes,
             pod_ready_delay=args.pod_ready_delay,

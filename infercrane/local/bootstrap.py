@@ -152,6 +152,24 @@ def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
         client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER)
 
 
+def read_nodes(nodes_file: Path) -> list[dict[str, Any]]:
+    """The simulated nodes of ``nodes_file`` (``nodes: [{name: …, …}, …]``), or PlaneError saying
+    what is wrong with it -- before the plane starts anything."""
+    fix = "write `nodes:` as a list of nodes, each with a `name` (see infercrane/local/nodes.yaml)"
+    try:
+        doc = yaml.safe_load(nodes_file.read_text())
+    except OSError as exc:
+        raise PlaneError(
+            f"the nodes file {nodes_file} cannot be read: {exc.strerror}", fix="pass an existing file to --nodes"
+        ) from exc
+    except yaml.YAMLError as exc:
+        raise PlaneError(f"the nodes file {nodes_file} is not YAML: {str(exc).splitlines()[0]}", fix=fix) from exc
+    nodes = doc.get("nodes") if isinstance(doc, dict) else None
+    if not isinstance(nodes, list) or not all(isinstance(n, dict) and n.get("name") for n in nodes):
+        raise PlaneError(f"the nodes file {nodes_file} has no `nodes` list of named nodes", fix=fix)
+    return nodes
+
+
 def run(kubeconfig: Path, nodes_file: Path) -> None:
 
     client = admin_client(kubeconfig)
@@ -168,7 +186,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
         if d and "Role" in d["kind"] and "Binding" not in d["kind"]
     ]
     _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING])
-    nodes = yaml.safe_load(nodes_file.read_text())["nodes"]
+    nodes = read_nodes(nodes_file)
     for n in nodes:
         try:
             client.get(Node, n["name"])

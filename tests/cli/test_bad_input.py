@@ -109,3 +109,32 @@ def test_a_policy_pack_that_is_not_a_pack_directory_is_a_usage_error(cli: CliRun
     assert r.returncode == 2
     assert f"--policy-pack {scratch_project}: no PulumiPolicy.yaml in {scratch_project}; name a policy pack directory" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("cluster: {}\n", "has no `nodes` list of named nodes"),
+        ("nodes: [{gpus: 2}]\n", "has no `nodes` list of named nodes"),
+        ("nodes: [\n", "is not YAML"),
+    ],
+    ids=["no-nodes-key", "a-node-without-a-name", "not-yaml"],
+)
+def test_a_nodes_file_without_a_nodes_list_is_refused_before_any_plane_process_starts(
+    cli: CliRunner, scratch_project: Path, tmp_path: Path, text: str, said: str
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(text)
+    r = cli("local", "start", "--nodes", str(nodes), cwd=scratch_project, env={"INFERCRANE_LOCAL_DIR": str(tmp_path / "plane")})
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert said in r.stderr and "fix: " in r.stderr, r.stderr
+    assert not (tmp_path / "plane").exists()
+
+
+def test_render_into_an_existing_file_says_it_needs_a_directory(cli: CliRunner, scratch_project: Path) -> None:
+    out = scratch_project / "rendered.yaml"
+    out.write_text("keep me\n")
+    r = cli("render", "--stack", "dev", "--out", str(out), cwd=scratch_project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "is a file; render writes one file per object into a directory" in r.stderr
+    assert out.read_text() == "keep me\n"
