@@ -196,6 +196,8 @@ def _bootstrap(x: Launch) -> None:
         raise PlaneError(
             f"bootstrapping the local plane failed: {exc}", fix="check the nodes file and deploy/ manifests"
         ) from exc
+    except PlaneError as exc:  # its own words (a nodes file without nodes, KServe's CRDs missing)
+        raise PlaneError(f"bootstrapping the local plane failed: {exc.message}", fix=exc.fix) from exc
     certs = x.state / "kserve" / "k8s-webhook-server" / "serving-certs"
     certs.mkdir(parents=True, exist_ok=True)
     shutil.copy(x.pki / "kserve-webhook.crt", certs / "tls.crt")
