@@ -398,49 +398,30 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
     if adverse_left:
         yield Step("killed", adverse(s._replace(run=None)), False)
     for i, lane in enumerate(run.lanes):
-        stages = run.plan[i]
+        name, (apply, delete) = run.endpoints[i], run.plan[i][lane.stage] if lane.stage < len(run.plan[i]) else ((), ())
+        stopped, following = lane._replace(phase="stopped"), LaneAt(lane.stage + 1, "enter")
+
+        def step(event: str, to: LaneAt, objs: tuple[Obj, ...] = s.objs, *, good: bool = True, i: int = i) -> Step:
+            nxt = settle(objs, s.pods, _at(run, i, to))
+            return Step(event, nxt if good else adverse(nxt), good)
+
         if lane.phase == "wait":
-            apply, delete = stages[lane.stage]
             live = {o.key: o for o in s.objs}
-            if all(k in live and settled(live[k], s.pods) for k in apply):
-                if delete:
-                    yield Step(
-                        f"lane {run.endpoints[i]} deletes {sorted(delete)}",
-                        settle(_delete(s.objs, delete), s.pods, _at(run, i, lane._replace(phase="gone"))),
-                        True,
-                    )
-                    if adverse_left:
-                        yield Step(
-                            f"lane {run.endpoints[i]}'s deletion refused",
-                            adverse(settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped")))),
-                            False,
-                        )
-                else:
-                    yield Step(
-                        f"lane {run.endpoints[i]} stage {lane.stage} ready",
-                        settle(s.objs, s.pods, _at(run, i, LaneAt(lane.stage + 1, "enter"))),
-                        True,
-                    )
+            if not all(k in live and settled(live[k], s.pods) for k in apply):
+                yield step(f"lane {name} wave runs out of budget", stopped)
+            elif not delete:
+                yield step(f"lane {name} stage {lane.stage} ready", following)
             else:
-                yield Step(
-                    f"lane {run.endpoints[i]} wave runs out of budget",
-                    settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped"))),
-                    True,
+                yield step(
+                    f"lane {name} deletes {sorted(delete)}", lane._replace(phase="gone"), _delete(s.objs, frozenset(delete))
                 )
+                if adverse_left:
+                    yield step(f"lane {name}'s deletion refused", stopped, good=False)
         elif lane.phase == "gone":
-            _, delete = stages[lane.stage]
             if not any(o.key in delete for o in s.objs):
-                yield Step(
-                    f"lane {run.endpoints[i]} deletions gone",
-                    settle(s.objs, s.pods, _at(run, i, LaneAt(lane.stage + 1, "enter"))),
-                    True,
-                )
+                yield step(f"lane {name} deletions gone", following)
             elif adverse_left:
-                yield Step(
-                    f"lane {run.endpoints[i]}'s deletion not gone in time",
-                    adverse(settle(s.objs, s.pods, _at(run, i, lane._replace(phase="stopped")))),
-                    False,
-                )
+                yield step(f"lane {name}'s deletion not gone in time", stopped, good=False)
 
 
 def _at(run: Run, i: int, lane: LaneAt) -> Run:

@@ -167,10 +167,10 @@ def inference_service_by_predictor(
     )
 
 
-def serving(obj: Mapping[str, Any]) -> bool:
-    """Whether a workload has a pod serving now, settled or not: a Deployment mid-surge still serves
-    from its old pod; one whose only pod restarts in place does not. (An InferenceService: its
-    ``Ready`` condition, whatever generation it speaks for.)"""
+def _pod_available(obj: Mapping[str, Any]) -> bool:
+    """Whether a workload has a pod available now, settled or not: a Deployment mid-surge still
+    answers from its old pod; one whose only pod restarts in place does not. (An InferenceService:
+    its ``Ready`` condition, whatever generation it speaks for.)"""
     status = obj.get("status") or {}
     if obj.get("kind") == "InferenceService":
         return (_conditions(status).get("Ready") or {}).get("status") == "True"
@@ -186,11 +186,8 @@ VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
 def replica_state(kind: str, obj: Mapping[str, Any]) -> ReplicaState:
     """A workload object's rollout state (:mod:`infercrane.core.plan.states`): draining once it
     is being deleted, settled by the readiness rule, available with a pod available, else starting."""
-    status = obj.get("status") or {}
     return states.replica_state(
         deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
         settled=VERDICTS[kind](obj, 0).state == "ready",
-        available_pods=int(serving({"kind": kind, **obj}))
-        if kind == "InferenceService"
-        else int(status.get("availableReplicas") or 0),
+        available=_pod_available({"kind": kind, **obj}),
     )

@@ -36,11 +36,11 @@ class ReplicaState(StrEnum):
         return self in (ReplicaState.AVAILABLE, ReplicaState.SETTLED)
 
 
-def replica_state(*, deleting: bool, settled: bool, available_pods: int) -> ReplicaState:
+def replica_state(*, deleting: bool, settled: bool, available: bool) -> ReplicaState:
     """The one rule: a replica being deleted drains; one the readiness rule calls ready is
     settled; one with an available pod is available; any other is starting."""
     if deleting:
         return ReplicaState.DRAINING
     if settled:
         return ReplicaState.SETTLED
-    return ReplicaState.AVAILABLE if available_pods >= 1 else ReplicaState.STARTING
+    return ReplicaState.AVAILABLE if available else ReplicaState.STARTING
