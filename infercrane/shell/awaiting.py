@@ -14,6 +14,7 @@ import pulumi
 from infercrane.core.errors import NotReady
 from infercrane.core.events import Note, Readiness
 from infercrane.core.model import config as cfg
+from infercrane.core.plan.waves import Rollout
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 
@@ -32,6 +33,25 @@ def running_under_mocks() -> bool:
         return False
 
 
+def budgets(config: cfg.InferCraneConfig, rollout: Rollout | None) -> dict[str, float]:
+    """Each replica's wait: its startup budget + the margin, plus its pod's drain where its wave
+    restarts it in place -- its new pod starts only once the old one has drained. Without a
+    rollout handed over (plain `pulumi`), every replica of an in-place endpoint may restart so."""
+    from infercrane.live import readiness
+
+    drained = (
+        rollout.restarts_in_place()
+        if rollout is not None
+        else {r.key for r in config.replicas if config.rollout_for(r.name).max_surge == 0}
+    )
+    return {
+        r.key: r.startup_budget_seconds
+        + readiness.AWAIT_MARGIN_SECONDS
+        + (config.drain_for(r).grace_seconds if r.key in drained else 0)
+        for r in config.replicas
+    }
+
+
 class Waits:
     """The readiness wait of one run: one poller for the whole stack, and each replica, once
     ready, asked what it serves (:class:`~infercrane.live.served.Checker`)."""
@@ -47,19 +67,7 @@ class Waits:
         self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
         self.checker = served.Checker.from_env(live, config)
         self.replicas = {r.key: r for r in config.replicas}
-        # An in-place restart starts its new pod only once the old one has drained: its grace is part
-        # of the wait (plain `pulumi`, which has no rollout handed over: every replica rolled in place).
-        drained = (
-            channel.rollout.restarts_in_place()
-            if channel.rollout is not None
-            else {r.key for r in config.replicas if config.rollout_for(r.name).max_surge == 0}
-        )
-        self.budgets = {
-            r.key: r.startup_budget_seconds
-            + readiness.AWAIT_MARGIN_SECONDS
-            + (config.drain_for(r).grace_seconds if r.key in drained else 0)
-            for r in config.replicas
-        }
+        self.budgets = budgets(config, channel.rollout)
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and

@@ -256,3 +256,26 @@ def test_each_stage_before_the_waves_says_what_it_waits_for() -> None:
         "rollout: e: let r0 settle first (available, its own rollout under way: the waves wait for it)",
         "rollout: e wave 1/1 (down r1; up r1)",
     ]
+
+
+def test_a_waves_budget_adds_the_drain_only_where_it_restarts_a_replica_in_place() -> None:
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.live.readiness import AWAIT_MARGIN_SECONDS
+    from infercrane.shell.awaiting import budgets
+
+    config = InferCraneConfig.model_validate(
+        {
+            "kubernetes": {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "drain": {"preStopSeconds": 20}},
+            "replicas": [{"key": k, "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"} for k in ("a", "new")],
+        }
+    )
+    rollout = plan(
+        [Member("a", "e", ReplicaState.SETTLED, 1)],
+        [Target("a", "e", 1, restarts=True), Target("new", "e", 1)],
+        lambda n: DEFAULT,
+    )
+    startup = config.replicas[0].startup_budget_seconds + AWAIT_MARGIN_SECONDS
+    grace = config.drain_for(config.replicas[0]).grace_seconds
+    assert grace == 20 + config.drain_for(config.replicas[0]).shutdown_seconds + 5
+    assert budgets(config, rollout) == {"a": startup + grace, "new": startup}  # "new" replaces nothing
+    assert budgets(config, None) == {"a": startup + grace, "new": startup + grace}  # plain `pulumi`: in place, any may

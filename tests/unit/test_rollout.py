@@ -325,3 +325,23 @@ def test_a_wave_that_restarts_a_replica_in_place_waits_for_its_old_pod_to_drain_
     targets = [t("a", restarts=True), t("b"), t("down", restarts=True), t("new")]
     assert plan(members, targets, policy(DEFAULT)).restarts_in_place() == {"a", "down"}  # not b, not new
     assert plan(members, targets, policy(SURGE)).restarts_in_place() == frozenset()  # a surge starts beside it
+
+
+def test_plan_text_names_what_happens_before_the_waves() -> None:
+    from infercrane.cli.output import rollout_lines
+
+    # A surge cut before its deletion (a surplus to retire) beside a replica still settling.
+    members = [m(f"o{i}") for i in range(2)] + [m("n0"), Member("s", "e", AVAILABLE, 1), m("k")]
+    r = plan(members, [t("n0"), t("n1"), t("s"), t("k", restarts=True)], policy(SURGE))
+    lines = rollout_lines(r)
+    assert "    first: let s settle (available, its own rollout under way)" in lines, lines
+    assert "    first: delete o1 (no successor; within the GPU budget only before the waves)" in lines, lines
+
+
+def test_replicas_leaving_while_down_go_in_a_stage_of_their_own_before_new_replicas_need_their_gpus() -> None:
+    # o0 restarted out of band (down) and leaves; o1 serves and is replaced; n1 is new beyond it.
+    r = plan([m("o0", ready=False), m("o1")], [t("n0"), t("n1")], policy(DEFAULT))
+    (e,), (lane,) = r.endpoints, r.lanes
+    assert e.idle_first and stages(r)[0] == ([], ["o0"])
+    assert e.describe(lane.stages[0]) == "e: delete o0 first (not available: frees GPUs for new replicas)"
+    assert (e.peak_gpus, e.extra_gpus) == (2, 0)  # n1 starts only once o0 is gone

@@ -290,3 +290,32 @@ def test_a_redirect_is_an_answer_never_followed_with_the_key() -> None:
     finally:
         server.shutdown()
     assert answer.status == 302 and hits == [f"/v1/models Bearer {KEY}"]
+
+
+def test_a_pod_address_is_asked_directly_whatever_proxy_the_environment_names(tmp_path: Path) -> None:
+    # In a process of its own whose environment names a proxy nothing listens on: the engine is
+    # still asked at its own address (a proxy would see the worker key).
+    import http.server
+    import os
+    import subprocess
+    import sys
+    import threading
+
+    class Models(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'{"data": [{"id": "qwen"}]}')
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Models)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    ask = f"from infercrane.live import served; print(served.models('127.0.0.1', {server.server_port}, 'k'))"
+    proxy = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
+    try:
+        done = subprocess.run([sys.executable, "-c", ask], env=os.environ | proxy, capture_output=True, text=True, timeout=60)
+    finally:
+        server.shutdown()
+    assert "Served(status=200, names=('qwen',)" in done.stdout, done.stdout + done.stderr
