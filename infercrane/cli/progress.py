@@ -17,6 +17,7 @@ Pulumi's own log goes to a file the command names (``.infercrane/logs/…``), or
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -187,8 +188,9 @@ class ProgressView:
 
 
 def log_path(root: Path, stack: str, op: str) -> Path:
-    """Where the full Pulumi log of one command goes (kept, one file per command)."""
+    """Where the full Pulumi log of one command goes (kept, one file per command: two commands started
+    in the same second, two racing deploys of one stack, never share one)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    path = root / ".infercrane" / "logs" / f"{stack}-{op}-{stamp}.log"
+    path = root / ".infercrane" / "logs" / f"{stack}-{op}-{stamp}-{os.getpid()}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
     return path

@@ -95,12 +95,17 @@ _SCAFFOLD: Final = ("code:", "stdout:", "stderr:")
 
 
 def _error_lines(text: str, limit: int = 8) -> list[str]:
-    """Pulumi's own ``error:`` lines of a failed command, once each, without the scaffolding."""
+    """Pulumi's own ``error:`` lines of a failed command, once each, without the scaffolding; an
+    ``error: N errors occurred:`` keeps the ``* …`` items that follow it (each error is one)."""
     seen: list[str] = []
+    listing = False
     for line in text.splitlines():
         body = _unwrapped(line)
-        if body.startswith("error:") and body not in seen:
-            seen.append(body)
+        item = listing and body.startswith("* ")
+        kept = f"    {body}" if item else body
+        if (body.startswith("error:") or item) and kept not in seen:
+            seen.append(kept)
+        listing = body.endswith("errors occurred:") or (listing and (item or not body))
     return seen[:limit]
 
 

@@ -104,6 +104,18 @@ def test_an_unrecognised_engine_failure_is_one_message_without_the_automation_ap
     assert "rerun the same command (with the same --idempotency-key)" in text
 
 
+def test_an_engine_failure_of_several_errors_keeps_each_of_them() -> None:
+    stderr = (
+        "error: 2 errors occurred:\n\t* reading lock a.json: blob not found\n\t* reading lock b.json: blob not found\n\n"
+        "error: update failed\n"
+    )
+    text = str(translate(auto.CommandError(CommandResult(stdout="", stderr=stderr, code=1)), "d2"))
+    assert text.startswith(
+        "pulumi failed for stack 'd2':\nerror: 2 errors occurred:\n    * reading lock a.json: blob not found\n"
+        "    * reading lock b.json: blob not found\nerror: update failed\n"
+    ), text
+
+
 def test_rbac_message_keeps_the_apiserver_words() -> None:
     text = str(translate(err(auto.CommandError, 'deployments.apps "x" is forbidden: User "u" cannot patch resource'), "dev"))
     assert "cannot patch resource" in text and "bind deploy/kubernetes/base/provider-rbac.yaml" in text
