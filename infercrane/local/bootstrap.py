@@ -25,7 +25,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Node, Secret
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import dra
+from infercrane.local import dra, private
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     BOOTSTRAP_MANAGER,
@@ -170,6 +170,16 @@ def read_nodes(nodes_file: Path) -> list[dict[str, Any]]:
     return nodes
 
 
+def worker_key_file(state: Path) -> Path:
+    """The file the worker Secret is made from, as the seed's bootstrap does: the plane's own
+    credential, which the demo's serving evidence reads -- never the Secret, never printed. Made
+    once (0600 from its first byte), then kept."""
+    key_file = state / WORKER_KEY_FILE
+    if not key_file.is_file():
+        private.write(key_file, random_secret())
+    return key_file
+
+
 def run(kubeconfig: Path, nodes_file: Path) -> None:
 
     client = admin_client(kubeconfig)
@@ -201,12 +211,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
     except ApiError as exc:
         if exc.status.code != 404:
             raise
-        # The file the Secret is made from, as the seed's bootstrap does: the plane's own credential,
-        # which the demo's serving evidence reads -- never the Secret, never printed.
-        key_file = kubeconfig.parent / WORKER_KEY_FILE
-        if not key_file.is_file():
-            key_file.touch(mode=0o600)
-            key_file.write_text(random_secret())
+        key_file = worker_key_file(kubeconfig.parent)
         secret = {
             "apiVersion": "v1",
             "kind": "Secret",

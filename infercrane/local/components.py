@@ -17,7 +17,7 @@ import yaml
 from lightkube import ApiError
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import node
+from infercrane.local import node, private
 from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
 from infercrane.local.supervise import port_open
 
@@ -198,10 +198,17 @@ def _bootstrap(x: Launch) -> None:
         ) from exc
     except PlaneError as exc:  # its own words (a nodes file without nodes, KServe's CRDs missing)
         raise PlaneError(f"bootstrapping the local plane failed: {exc.message}", fix=exc.fix) from exc
+    webhook_certs(x)
+
+
+def webhook_certs(x: Launch) -> Path:
+    """The certificate and key the KServe manager serves its admission webhooks with, where it
+    reads them (``$TMPDIR/k8s-webhook-server/serving-certs``); the key 0600 from its first byte."""
     certs = x.state / "kserve" / "k8s-webhook-server" / "serving-certs"
     certs.mkdir(parents=True, exist_ok=True)
     shutil.copy(x.pki / "kserve-webhook.crt", certs / "tls.crt")
-    shutil.copy(x.pki / "kserve-webhook.key", certs / "tls.key")
+    private.write(certs / "tls.key", (x.pki / "kserve-webhook.key").read_bytes())
+    return certs
 
 
 def _kserve_webhooks(x: Launch) -> None:

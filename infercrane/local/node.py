@@ -30,7 +30,7 @@ from typing import Any, Final
 import yaml
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import images, pki
+from infercrane.local import images, pki, private
 from infercrane.project.tools import find_tool
 
 NAME: Final = "node-l4-0"
@@ -165,7 +165,7 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
         "contexts": [{"name": NAME, "context": {"cluster": "plane", "user": NAME}}],
         "current-context": NAME,
     }
-    (h / "kubelet/kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    private.write(h / "kubelet/kubeconfig", yaml.safe_dump(kubeconfig))
     (h / "kubelet/config.yaml").write_text(yaml.safe_dump(_kubelet_config(h, pki_dir, kubelet_port, healthz_port)))
 
 

@@ -16,6 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from infercrane.local import private
+
 VALIDITY = dt.timedelta(days=365)
 
 
@@ -31,10 +33,9 @@ def _name(cn: str, orgs: tuple[str, ...] = ()) -> x509.Name:
 
 
 def _write_key(key: ec.EllipticCurvePrivateKey | rsa.RSAPrivateKey, path: Path) -> None:
-    path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    private.write(
+        path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
-    path.chmod(0o600)
 
 
 class CA:
@@ -47,8 +48,8 @@ class CA:
 
     @classmethod
     def load_or_create(cls, directory: Path) -> CA:
-        """The CA in ``directory``; made (key 0600) when absent."""
-        directory.mkdir(parents=True, exist_ok=True)
+        """The CA in ``directory`` (0700); made (key 0600 from its first byte) when absent."""
+        private.directory(directory)
         cert_path, key_path = directory / "ca.crt", directory / "ca.key"
         if cert_path.is_file() and key_path.is_file():
             key = serialization.load_pem_private_key(key_path.read_bytes(), password=None)

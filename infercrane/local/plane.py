@@ -26,7 +26,7 @@ from typing import Any
 import yaml
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import node, pki
+from infercrane.local import node, pki, private
 from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
@@ -299,10 +299,7 @@ class Plane:
 
     @staticmethod
     def _write_yaml(path: Path, data: dict[str, Any]) -> None:
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(yaml.safe_dump(data, sort_keys=False))
-        tmp.chmod(0o600)
-        tmp.replace(path)
+        private.write(path, yaml.safe_dump(data, sort_keys=False))
 
     # -- stop ----------------------------------------------------------------------------------
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
