@@ -46,7 +46,7 @@ entry() {
     kube) echo "$cache/kubernetes-$KUBERNETES_VERSION" ;;
     etcd) echo "$cache/etcd-$ETCD_VERSION" ;;
     kwok) echo "$cache/kwok-$KWOK_VERSION" ;;
-    kserve) echo "$cache/kserve-$KSERVE_VERSION" ;;
+    kserve) echo "$cache/kserve-$KSERVE_VERSION-$KSERVE_BUILD" ;;
     gateway-api) echo "$cache/gateway-api-$GATEWAY_API_VERSION" ;;
     actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
     node) echo "$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION" ;;
@@ -184,13 +184,28 @@ build_kserve() {
   # to the module that requires it; KEDA's API types need 0.19). Beside it, from the same module
   # zip: the official CRDs (config/crd/full), the default inferenceservice-config ConfigMap, the
   # manager's ClusterRole and its webhook configurations.
-  local out="$1/bin" share="$1/share" mod="github.com/kserve/kserve" dir
-  if ! (cd "$here/go/kserve" && go build -o "$out/kserve-manager" -ldflags "-s -w" "$mod/cmd/manager"); then
+  #
+  #
+  # One line differs from KServe's own cmd/manager/main.go, built from a copy beside the wrapper's
+  # go.mod (the module's sources stay as the proxy served them): the webhook server listens on
+  # 127.0.0.1, not on every interface, as every other listener of the local plane does (KServe's
+  # manager has no flag for the host).
+  local out="$1/bin" share="$1/share" mod="github.com/kserve/kserve" dir src="$1/src"
+  dir="$(cd "$here/go/kserve" && GOFLAGS=-mod=mod go mod download -json "$mod@v$KSERVE_VERSION" \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  mkdir -p "$src"
+  cp "$here/go/kserve/go.mod" "$here/go/kserve/go.sum" "$src/"
+  sed 's|^\(\t\t\tPort: options.webhookPort,\)$|\1\n\t\t\tHost: "127.0.0.1", // infercrane: loopback only|' \
+    "$dir/cmd/manager/main.go" >"$src/main.go"
+  if [[ "$(grep -c 'Host: "127.0.0.1", // infercrane' "$src/main.go")" != 1 ]]; then
+    log "  kserve: cmd/manager/main.go no longer has the webhook server's Port line to bind to loopback"
+    return 1
+  fi
+  if ! (cd "$src" && go build -o "$out/kserve-manager" -ldflags "-s -w" .); then
     log "  kserve: the manager did not build (a dependency refused by the module proxy is named above)"
     return 1
   fi
-  dir="$(cd "$here/go/kserve" && GOFLAGS=-mod=mod go mod download -json "$mod@v$KSERVE_VERSION" \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')"
+  rm -rf "$src"
   mkdir -p "$share/crds"
   cp "$dir"/config/crd/full/serving.kserve.io_*.yaml "$share/crds/"
   cp "$dir/config/configmap/inferenceservice.yaml" "$share/inferenceservice-config.yaml"

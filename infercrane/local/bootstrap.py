@@ -31,6 +31,7 @@ from infercrane.local.layout import (
     BOOTSTRAP_MANAGER,
     KSERVE_NAMESPACE,
     KSERVE_USER,
+    KUBELET_CLIENT_USER,
     NAMESPACE,
     VIEWER_USER,
     random_secret,
@@ -117,6 +118,16 @@ NODES_BINDING: Final = {
     "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:node"},
     "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:nodes"}],
 }
+#: The real node's kubelet asks the API server who may do what (webhook authorization): the API
+#: server's own kubelet client -- logs, exec, port-forward on a user's behalf -- may do all of it
+#: (Kubernetes' ``system:kubelet-api-admin``); anyone else what RBAC grants on ``nodes/*``.
+KUBELET_API_BINDING: Final = {
+    "apiVersion": "rbac.authorization.k8s.io/v1",
+    "kind": "ClusterRoleBinding",
+    "metadata": {"name": "infercrane-local-kubelet-api"},
+    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:kubelet-api-admin"},
+    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KUBELET_CLIENT_USER}],
+}
 
 
 def admin_client(kubeconfig: Path) -> Client:
@@ -195,7 +206,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
         for d in yaml.safe_load_all((root / rel).read_text())
         if d and "Role" in d["kind"] and "Binding" not in d["kind"]
     ]
-    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING])
+    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING, KUBELET_API_BINDING])
     nodes = read_nodes(nodes_file)
     for n in nodes:
         try:

@@ -94,7 +94,10 @@ def controllers(version: str) -> str:
 
 
 def _etcd(x: Launch) -> list[str]:
-    client, peer = x.url("etcd"), x.url("etcd_peer")
+    """etcd on loopback, over TLS, answering only a client with a certificate of its own CA (the API
+    server's alone; every identity of the plane has one of the plane's CA): the store holds every
+    Secret, the worker key among them."""
+    client, peer, p = x.url("etcd", "https"), x.url("etcd_peer", "https"), x.pki / "etcd"
     return [
         "--name=infercrane-local",
         f"--data-dir={x.state / 'etcd'}",
@@ -103,6 +106,14 @@ def _etcd(x: Launch) -> list[str]:
         f"--listen-peer-urls={peer}",
         f"--initial-advertise-peer-urls={peer}",
         f"--initial-cluster=infercrane-local={peer}",
+        f"--cert-file={p / 'server.crt'}",
+        f"--key-file={p / 'server.key'}",
+        f"--trusted-ca-file={p / 'ca.crt'}",
+        "--client-cert-auth=true",
+        f"--peer-cert-file={p / 'server.crt'}",
+        f"--peer-key-file={p / 'server.key'}",
+        f"--peer-trusted-ca-file={p / 'ca.crt'}",
+        "--peer-client-cert-auth=true",
         "--unsafe-no-fsync=true",  # a disposable local plane: speed over durability
         "--log-level=warn",
     ]
@@ -111,7 +122,10 @@ def _etcd(x: Launch) -> list[str]:
 def _apiserver(x: Launch) -> list[str]:
     p = x.pki
     return [
-        f"--etcd-servers={x.url('etcd')}",
+        f"--etcd-servers={x.url('etcd', 'https')}",
+        f"--etcd-cafile={p / 'etcd' / 'ca.crt'}",
+        f"--etcd-certfile={p / 'etcd' / 'apiserver-client.crt'}",
+        f"--etcd-keyfile={p / 'etcd' / 'apiserver-client.key'}",
         "--bind-address=127.0.0.1",
         "--advertise-address=127.0.0.1",
         f"--secure-port={x.ports['apiserver']}",

@@ -24,6 +24,8 @@ START_TIMEOUT_SECONDS: Final = 90
 # The KServe manager's own identity (client certificate), bound to KServe's own ClusterRole.
 KSERVE_USER: Final = "kserve-controller-manager"
 KSERVE_NAMESPACE: Final = "kserve"
+# The API server's client certificate towards the real node's kubelet (logs, exec on a user's behalf).
+KUBELET_CLIENT_USER: Final = "kube-apiserver-kubelet-client"
 
 
 def random_secret() -> str:

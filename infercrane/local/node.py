@@ -18,6 +18,7 @@ Local-plane layer.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from typing import Any, Final
 import yaml
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import images, pki, private
+from infercrane.local import host, images, pki, private
 from infercrane.project.tools import find_tool
 
 NAME: Final = "node-l4-0"
@@ -45,6 +46,8 @@ RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
 CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
 NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
+#: The machine's one real node: held (flock) by its processes for their life (:func:`claim`).
+LOCK: Final = Path("/run/infercrane-node.lock")
 
 
 def home(state: Path) -> Path:
@@ -79,12 +82,34 @@ def why_not(state: Path) -> str | None:
             find_tool(tool)
         except Exception:  # noqa: BLE001 - ToolNotFound: said as the reason
             return f"{tool} is not built; fix: `tools/build.sh node node-images`"
+    return None
+
+
+def claim(state: Path, lock: Path = LOCK) -> int | str:
+    """Hold the machine's one real node for the plane at ``state``, or say whose it is.
+
+    An exclusive ``flock`` on :data:`LOCK`, taken before anything of the node is touched; its
+    descriptor is returned for the node's processes to inherit (``Supervisor.launch(keep=…)``), so
+    the lock lives exactly as long as the node does, however close together two planes start and
+    whichever process started them exits. Only its holder cleans up what a killed plane's node left."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        os.close(fd)
+        return (
+            f"the real node of the plane at {holder} runs (one per machine: its bridge, addresses and cgroups are the machine's)"
+        )
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(state).encode(), 0)
     owner = _owner()
     if owner is not None and owner != state:
-        if _kubelet_runs(owner):
+        if _kubelet_runs(owner):  # a plane started before the lock existed
+            os.close(fd)
             return f"the real node of the plane at {owner} runs (one per machine: its bridge and cgroups are the machine's)"
         clean_up(owner)  # what a killed plane left
-    return None
+    return fd
 
 
 def _owner() -> Path | None:
@@ -118,8 +143,9 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     """Everything the node's processes need before they start: its bridge and cgroup root, the
     configuration of containerd, CNI and the kubelet, the kubelet's certificates and its images."""
     h = home(state)
-    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "images"):
+    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "images", "pod-logs"):
         (h / sub).mkdir(parents=True, exist_ok=True)
+    host.take_over(state)  # the host as found, then the kubelet's tunables (protectKernelDefaults)
     if _ip("link", "show", BRIDGE, check=False).returncode != 0:
         _ip("link", "add", BRIDGE, "type", "bridge")
         _ip("addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
@@ -211,9 +237,11 @@ disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapsho
 
 
 def _cni_config(h: Path) -> dict[str, Any]:
-    """A bridge with a private /24 and no default route: pods reach the node and each other only."""
+    """A bridge with a private /24 and no route out of it: pods reach the node and each other only."""
     ipam = {"type": "host-local", "ranges": [[{"subnet": SUBNET, "gateway": NODE_IP}]], "dataDir": str(h / "cni/ipam")}
-    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
+    # Not a gateway: the bridge's address is the node's own (prepare), and a gateway bridge would turn
+    # on the host's IP forwarding. Pods reach the node and each other on the /24 without one.
+    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
     return {"cniVersion": "1.0.0", "name": "infercrane-node", "plugins": [bridge, {"type": "loopback"}]}
 
 
@@ -226,14 +254,21 @@ def _kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dic
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": healthz_port,
+        # Who asks is who their certificate (or token) says, and may do what the plane's RBAC grants
+        # them on nodes/* (a SubjectAccessReview each): the API server's kubelet client all of it,
+        # the deploying identity nothing -- every identity of the plane has a certificate of its CA.
         "authentication": {
             "anonymous": {"enabled": False},
-            "webhook": {"enabled": False},
+            "webhook": {"enabled": True},
             "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
         },
-        "authorization": {"mode": "AlwaysAllow"},  # only clients with the plane's certificates get past TLS
+        "authorization": {"mode": "Webhook"},
         "tlsCertFile": str(pki_dir / "node-serving.crt"),
         "tlsPrivateKeyFile": str(pki_dir / "node-serving.key"),
+        # The kubelet's kernel tunables are set by the plane, recorded and put back (infercrane.local.host);
+        # the kubelet itself writes none. Its pods' logs live in the plane's state and go with it.
+        "protectKernelDefaults": True,
+        "podLogsDir": str(pod_logs(h)),
         "cgroupDriver": "cgroupfs",
         "cgroupRoot": "/" + CGROUP_ROOT,
         "failCgroupV1": False,
@@ -257,6 +292,11 @@ def _kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dic
         "clusterDNS": ["10.96.0.10"],
         "serializeImagePulls": False,
     }
+
+
+def pod_logs(h: Path) -> Path:
+    """Where the kubelet writes its pods' logs: in the node's state, never under /var/log."""
+    return h / "pod-logs"
 
 
 def containerd_args(state: Path) -> list[str]:
@@ -304,8 +344,9 @@ def import_images(state: Path) -> None:
 
 def clean_up(state: Path) -> list[str]:
     """What a stopped node left: every process in its cgroups (the pods' containers) and the
-    runtime's shims are killed, its mounts and network namespaces unmounted, its bridge deleted
-    and its cgroups removed. Returns what it found to clean (empty: nothing was left)."""
+    runtime's shims are killed, its mounts and network namespaces unmounted, its bridge deleted,
+    its cgroups removed and the host's settings put back (:func:`host.give_back`). Returns what it
+    cleaned or put back (empty: nothing was left, nothing had changed)."""
     h = home(state)
     left: list[str] = []
     pids = {pid for pid in _pids(h) if _alive(pid)}
@@ -327,6 +368,7 @@ def clean_up(state: Path) -> list[str]:
     if _ip("link", "show", BRIDGE, check=False).returncode == 0:
         left.append(f"interface {BRIDGE}")
         _ip("link", "del", BRIDGE, check=False)
+    left += [f"put back {what}" for what in host.give_back(state, pod_logs(h))]
     for d in _cgroup_dirs():
         if d.is_dir():
             for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:
@@ -339,12 +381,15 @@ def clean_up(state: Path) -> list[str]:
 
 def leftovers(state: Path) -> list[str]:
     """What of the plane's real node is still there (empty after a clean stop): processes in its
-    cgroups or speaking to its runtime, mounts under its state, its bridge, its cgroups."""
+    cgroups or speaking to its runtime, mounts under its state, its bridge, its cgroups, a host
+    setting not put back, a link to its pods' logs, a pod log under /var/log."""
     h = home(state)
     left = [f"process {pid} ({_cmdline(pid)[:60]})" for pid in sorted(_pids(h)) if _alive(pid)]
     left += [f"mount {m}" for m in _mounts_under(h)]
     left += [f"interface {BRIDGE}"] if _ip("link", "show", BRIDGE, check=False).returncode == 0 else []
     left += [f"cgroup {d}" for d in _cgroup_dirs() if d.is_dir()]
+    left += [f"host: {what}" for what in host.changed(state, pod_logs(h))]
+    left += [f"pod logs {d}" for d in sorted(Path("/var/log/pods").glob("infercrane-*"))]
     return left
 
 

@@ -83,10 +83,14 @@ class CA:
         dns: tuple[str, ...] = (),
         ips: tuple[str, ...] = (),
         server: bool = False,
+        peer: bool = False,
     ) -> Issued:
+        """A certificate for a client (``cn`` the user, ``orgs`` its groups), a server (``server``),
+        or both (``peer``: an etcd member serves clients and dials its peers with one)."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = dt.datetime.now(dt.UTC)
-        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server else [ExtendedKeyUsageOID.CLIENT_AUTH]
+        usage = [ExtendedKeyUsageOID.SERVER_AUTH] if server or peer else []
+        usage += [ExtendedKeyUsageOID.CLIENT_AUTH] if peer or not server else []
         builder = (
             x509.CertificateBuilder()
             .subject_name(_name(cn, orgs))

@@ -35,6 +35,7 @@ from infercrane.local.layout import (
     DEPLOYER_GROUPS,
     DEPLOYER_USER,
     KSERVE_USER,
+    KUBELET_CLIENT_USER,
     NAMESPACE,
     START_TIMEOUT_SECONDS,
     VIEWER_CONTEXT,
@@ -161,6 +162,8 @@ class Plane:
                     "builds the release's kubelet beside it (an entry built before it had one: remove the entry "
                     f"`tools/build.sh --print-kube-path {release}` names, then build)"
                 )
+        held = node.claim(self.state) if why is None else why
+        why = held if isinstance(held, str) else None
         if why is None:
             tools |= node_tools
         else:
@@ -176,11 +179,18 @@ class Plane:
         )
         stages = self._stages(tools["kwok"], pod_ready_delay)
         launch = Launch(self.state, self.pki_dir, self.logs, ports, stages, nodes_file, version, real_node=why is None)
+        keep = (held,) if isinstance(held, int) else ()  # the node's processes hold its lock (node.claim)
         try:
             for c in wanted:  # the table's order
                 if c.before is not None:
                     c.before(launch)
-                run.launch(c.name, tools[c.name], c.args(launch), c.env(launch) if c.env else None)
+                run.launch(
+                    c.name,
+                    tools[c.name],
+                    c.args(launch),
+                    c.env(launch) if c.env else None,
+                    keep if c.name in NODE_COMPONENTS else (),
+                )
                 if c.ready is not None:
                     run.wait(functools.partial(c.ready, launch), c.ready_what)
                 if c.after is not None:
@@ -189,6 +199,9 @@ class Plane:
         except BaseException:
             run.rollback()  # a failed start leaves nothing running (etcd's data and the PKI stay)
             raise
+        finally:
+            for fd in keep:
+                os.close(fd)
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
         note = node.pin_note(project_root()) if why is None else None
@@ -225,6 +238,12 @@ class Plane:
     def _write_pki(self) -> None:
         p = self.pki_dir
         ca = pki.CA.load_or_create(p)
+        if not (p / "etcd" / "apiserver-client.crt").is_file():  # also a plane created before etcd asked for one
+            # etcd's own CA: every identity of the plane has a certificate of the plane's CA, and etcd
+            # must take only the API server's.
+            etcd = pki.CA.load_or_create(p / "etcd")
+            etcd.issue("server", "etcd", ips=("127.0.0.1",), dns=("localhost",), peer=True)
+            etcd.issue("apiserver-client", "kube-apiserver-etcd-client")
         if (p / "apiserver.crt").is_file():
             return
         ca.issue(
@@ -238,7 +257,7 @@ class Plane:
         ca.issue("deployer", DEPLOYER_USER, orgs=DEPLOYER_GROUPS)
         ca.issue("viewer", VIEWER_USER)
         ca.issue("controller-manager", "system:kube-controller-manager")
-        ca.issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
+        ca.issue("apiserver-kubelet-client", KUBELET_CLIENT_USER)
         ca.issue("scheduler", "system:kube-scheduler")
         pki.service_account_keys(p)
         self._write_kserve_pki(ca)
@@ -271,7 +290,7 @@ class Plane:
         if not (p / "viewer.crt").is_file():  # a plane created before the viewer identity existed
             pki.CA.load_or_create(p).issue("viewer", VIEWER_USER)
         if not (p / "apiserver-kubelet-client.crt").is_file():  # a plane created before its real node
-            pki.CA.load_or_create(p).issue("apiserver-kubelet-client", "kube-apiserver-kubelet-client")
+            pki.CA.load_or_create(p).issue("apiserver-kubelet-client", KUBELET_CLIENT_USER)
         if not (p / "kserve-webhook.crt").is_file():  # a plane created before KServe ran on it
             self._write_kserve_pki(pki.CA.load_or_create(p))
         users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin", "infercrane-viewer": "viewer"}
@@ -307,7 +326,10 @@ class Plane:
         stopped = stop_recorded(self._record, reversed(NAMES))
         if node.home(self.state).is_dir():
             left = node.clean_up(self.state)
-            if left and not stopped:  # a plane that was killed: say what its node had left
+            put_back = [x for x in left if x.startswith("put back ")]
+            if stopped and put_back and not quiet:  # the host as the start found it
+                progress(f"host: {', '.join(put_back)}")
+            elif left and not stopped:  # a plane that was killed: say what its node had left
                 progress(f"note: cleaned up what the real node left: {', '.join(left)}")
         if not quiet:
             progress(f"stopped: {', '.join(stopped) or 'nothing was running'}")

@@ -102,7 +102,10 @@ class Supervisor:
     def _save(self) -> None:
         self.record_path.write_text(json.dumps(self.record, indent=2))
 
-    def launch(self, name: str, exe: Path, args: list[str], env: Mapping[str, str] | None = None) -> None:
+    def launch(
+        self, name: str, exe: Path, args: list[str], env: Mapping[str, str] | None = None, keep: tuple[int, ...] = ()
+    ) -> None:
+        """Start ``name``; ``keep``: descriptors it inherits (a lock it holds for its life)."""
         with (self.logs / f"{name}.log").open("ab") as log:  # the child keeps its own descriptor
             proc = subprocess.Popen(
                 [str(exe), *args],
@@ -111,6 +114,7 @@ class Supervisor:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env={**os.environ, **env} if env else None,
+                pass_fds=keep,
             )
         self.children[name] = proc
         self.record["processes"][name] = {"pid": proc.pid, "exe": str(exe)}

@@ -25,6 +25,7 @@ import yaml
 from lightkube import ApiError, Client
 
 from infercrane.engine.workspace import Engine
+from infercrane.local import host
 from infercrane.local import node as real_node
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
@@ -42,14 +43,19 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     for tool in ("pulumi", "pulumi-resource-kubernetes", "kube-apiserver", "etcd", "kwok"):
         find_tool(tool)  # raises with "run tools/build.sh" when missing: the tier fails, never skips
     p = Plane(tmp_path_factory.mktemp("plane"))
+    found = host.settings()  # the host as the plane finds it: as `local stop` must leave it
     began = time.monotonic()
     # make test-matrix runs the tier on each pinned Kubernetes (make test: the default one)
     status = p.start(progress=lambda m: None, kubernetes_version=os.environ.get(KUBERNETES_VERSION_ENV) or None)
     print(f"local plane (Kubernetes {status['kubernetesVersion']}) started in {time.monotonic() - began:.1f}s")
     yield p
+    while_running = host.settings()
     p.stop(quiet=True)
     left = real_node.leftovers(p.state)
     assert not left, f"`local stop` left the real node's {', '.join(left)} behind"
+    assert host.settings() == found, f"`local stop` left the host changed: found {found}, left {host.settings()}"
+    if status.get("realNode"):  # the kubelet's tunables held while it ran, set by the plane
+        assert {k: while_running[k] for k in host.KUBELET_TUNABLES} == host.KUBELET_TUNABLES, while_running
 
 
 @pytest.fixture(scope="session")

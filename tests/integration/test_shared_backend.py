@@ -73,7 +73,7 @@ def test_two_deploys_racing_for_one_stack_on_postgresql_never_both_hold_it(share
             outcomes += [(r.returncode, r.stderr) for r in (f.result() for f in runs)]
     locked = [err for rc, err in outcomes if rc != 0]
     for err in locked:  # a refusal is the lock, said once, with what to do
-        assert "is locked by another update" in err and "Traceback" not in err, err[-2000:]
+        assert "is locked by another update" in err and "Traceback" not in err, err[-2000:] + _engine_log(shared, err)
     assert locked, "the two deploys never overlapped: the race was not exercised"
     # Never two through at once: the updates that ran (history) never overlap in time.
     updates = sorted((u["startTime"], u.get("endTime", "")) for u in engine.history() if u["kind"] == "update")
@@ -81,3 +81,10 @@ def test_two_deploys_racing_for_one_stack_on_postgresql_never_both_hold_it(share
     for (_, end), (start, _) in zip(updates, updates[1:], strict=False):
         assert end <= start, f"two updates of one stack overlapped: one ended {end}, the next started {start}"
     assert cli(shared, "destroy", "--stack", "itpgrace").returncode == 0
+
+
+def _engine_log(project: Project, stderr: str) -> str:
+    """The tail of the engine log a failed command named ('pulumi log: …'), for the failure's message."""
+    named = [line.split(":", 1)[1].strip() for line in stderr.splitlines() if line.startswith("pulumi log:")]
+    log = project.root / named[0] if named else None
+    return f"\n--- {named[0]} ---\n" + log.read_text()[-3000:] if log and log.is_file() else ""

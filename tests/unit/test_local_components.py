@@ -42,13 +42,23 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
 def test_every_component_gets_its_own_ports_and_the_plane_state() -> None:
     x = launch()
     args = {c.name: c.args(x) for c in COMPONENTS}
-    assert "--listen-client-urls=http://127.0.0.1:10000" in args["etcd"]
-    assert "--etcd-servers=http://127.0.0.1:10000" in args["kube-apiserver"]
+    assert "--listen-client-urls=https://127.0.0.1:10000" in args["etcd"]
+    assert "--etcd-servers=https://127.0.0.1:10000" in args["kube-apiserver"]
     assert "--secure-port=10002" in args["kube-apiserver"] and "--authorization-mode=RBAC" in args["kube-apiserver"]
     assert "--config=/plane/stages.yaml" in args["kwok"]
     assert "--webhook-port=10004" in args["kserve-manager"]
     kserve = next(c for c in COMPONENTS if c.name == "kserve-manager")
     assert kserve.env is not None and kserve.env(x)["TMPDIR"] == "/plane/kserve"
+
+
+def test_etcd_answers_only_a_client_with_a_certificate_of_the_planes_ca_over_tls() -> None:
+    args = next(c for c in COMPONENTS if c.name == "etcd").args(launch())
+    # its own CA, never the plane's: every identity of the plane has a certificate of that one
+    assert {"--client-cert-auth=true", "--peer-client-cert-auth=true", "--trusted-ca-file=/plane/pki/etcd/ca.crt"} <= set(args)
+    assert not [a for a in args if "http://" in a], args
+    apiserver = next(c for c in COMPONENTS if c.name == "kube-apiserver").args(launch())
+    assert "--etcd-certfile=/plane/pki/etcd/apiserver-client.crt" in apiserver
+    assert "--etcd-cafile=/plane/pki/etcd/ca.crt" in apiserver
 
 
 def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers() -> None:

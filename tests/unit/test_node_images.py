@@ -6,7 +6,10 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
+import subprocess
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -62,24 +65,48 @@ def test_the_real_node_needs_root_and_says_so(monkeypatch: pytest.MonkeyPatch, t
     assert node.why_not(tmp_path) == "the real node needs root (cgroups, mounts, network namespaces)"
 
 
-def test_a_second_plane_starts_without_a_real_node_and_says_whose_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """One real node per machine: its bridge names its plane; while that plane's kubelet runs,
-    another plane is told so (and the machine's node is left alone)."""
+def test_two_planes_claiming_the_real_node_at_once_one_holds_it_for_its_processes_life(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """One real node per machine, by a lock, not a check: the loser is told whose node it is; the
+    winner's processes inherit the lock and hold it after the process that started them exits."""
+    lock = tmp_path / "node.lock"
+    monkeypatch.setattr(node, "_owner", lambda: None)
+    first, second = tmp_path / "plane-a", tmp_path / "plane-b"
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        claims = list(pool.map(lambda state: node.claim(state, lock), [first, second]))
+    held = [c for c in claims if isinstance(c, int)]
+    assert len(held) == 1, claims
+    winner = first if isinstance(claims[0], int) else second
+    refused = next(c for c in claims if isinstance(c, str))
+    assert refused.startswith(f"the real node of the plane at {winner} runs (one per machine"), refused
+    kubelet = subprocess.Popen(["sleep", "30"], pass_fds=held)  # the node's process inherits it
+    os.close(held[0])  # the CLI that started the plane exits
+    try:
+        assert isinstance(node.claim(tmp_path / "plane-c", lock), str)
+    finally:
+        kubelet.kill()
+        kubelet.wait()
+    after = node.claim(tmp_path / "plane-c", lock)  # the node stopped: its lock went with it
+    assert isinstance(after, int)
+    os.close(after)
+
+
+def test_the_node_of_a_killed_plane_is_cleaned_up_only_by_the_lock_holder_and_a_running_one_never(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     other = tmp_path / "other-plane"
-    monkeypatch.setattr(node.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(node, "_first", lambda paths, name="": Path("/usr/lib/cni") / name)
-    monkeypatch.setattr(node.Path, "is_file", lambda self: True)
-    monkeypatch.setattr(node.shutil, "which", lambda name: "/usr/sbin/ip")
-    monkeypatch.setattr(node, "find_tool", lambda name: Path("/bin") / name)
     monkeypatch.setattr(node, "_owner", lambda: other)
-    monkeypatch.setattr(node, "_kubelet_runs", lambda state: state == other)
+    monkeypatch.setattr(node, "_kubelet_runs", lambda state: state == other)  # started before the lock existed
     cleaned: list[Path] = []
     monkeypatch.setattr(node, "clean_up", lambda state: cleaned.append(state) or [])
-    said = node.why_not(tmp_path / "this-plane")
+    said = node.claim(tmp_path / "this-plane", tmp_path / "node.lock")
     assert said == f"the real node of the plane at {other} runs (one per machine: its bridge and cgroups are the machine's)"
     assert cleaned == []
     monkeypatch.setattr(node, "_kubelet_runs", lambda state: False)  # that plane was killed: its leftovers go
-    assert node.why_not(tmp_path / "this-plane") is None and cleaned == [other]
+    held = node.claim(tmp_path / "this-plane", tmp_path / "node.lock")
+    assert isinstance(held, int) and cleaned == [other]
+    os.close(held)
 
 
 def test_local_start_says_when_the_built_engine_double_is_not_the_digest_the_node_stack_pins(

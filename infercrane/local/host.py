@@ -1,0 +1,110 @@
+"""What the real node changes on the machine, recorded before it starts and put back when it stops.
+
+The kubelet insists on six kernel tunables (``vm.overcommit_memory=1``, ``kernel.panic=10``,
+``kernel.panic_on_oops=1``, …). Left to itself it writes them and never restores them; here it runs
+with ``protectKernelDefaults`` (it changes none, and refuses to start when one differs), and the
+plane writes them itself just before the kubelet starts, after recording what they were, and puts
+each back when the node stops -- ``local stop``, ``local reset``, or the next start cleaning up after
+a killed plane. The kubelet also makes ``/var/log/containers`` (a directory of links to its pods'
+logs, which live in the plane's state): its links go with the node, and the directory too when the
+node made it. Nothing else of the host changes: the node's bridge forwards nothing (no gateway, so
+``net.ipv4.ip_forward`` stays as it is), its cgroups, mounts and network namespaces are the node's
+own (:func:`infercrane.local.node.clean_up`). Local-plane layer.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Final
+
+from infercrane.core.errors import PlaneError
+
+#: The kernel tunables the kubelet requires (its ``setupKernelTunables``), and their values.
+KUBELET_TUNABLES: Final = {
+    "vm.overcommit_memory": "1",
+    "vm.panic_on_oom": "0",
+    "kernel.panic": "10",
+    "kernel.panic_on_oops": "1",
+    "kernel.keys.root_maxkeys": "1000000",
+    "kernel.keys.root_maxbytes": "25000000",
+}
+#: Watched too, never written: what a CNI gateway bridge would turn on.
+WATCHED: Final = ("net.ipv4.ip_forward",)
+#: The directory of links the kubelet makes whatever its configuration says.
+LOG_LINKS: Final = Path("/var/log/containers")
+RECORD: Final = "host.json"
+PROC_SYS: Final = Path("/proc/sys")
+
+
+def _sysctl(name: str) -> Path:
+    return PROC_SYS / name.replace(".", "/")
+
+
+def read(name: str) -> str:
+    return _sysctl(name).read_text().strip()
+
+
+def settings() -> dict[str, str]:
+    """Every setting the node could change, as it is now."""
+    return {name: read(name) for name in (*KUBELET_TUNABLES, *WATCHED)}
+
+
+def take_over(state: Path, links: Path = LOG_LINKS) -> None:
+    """Record the host as found (once: a start after a killed plane keeps the first record), then
+    set the kubelet's tunables."""
+    record = state / RECORD
+    if not record.is_file():
+        found = {"settings": settings(), "linksDirMade": not links.exists()}
+        record.write_text(json.dumps(found, indent=1))
+    for name, value in KUBELET_TUNABLES.items():
+        if read(name) != value:
+            try:
+                _sysctl(name).write_text(value)
+            except OSError as exc:
+                give_back(state, state / "none", links)
+                raise PlaneError(
+                    f"the real node's kubelet needs kernel setting {name}={value}, which cannot be written: {exc.strerror}.",
+                    fix="run `local start` as root on a host whose /proc/sys is writable, or `local start --no-real-node`",
+                ) from exc
+
+
+def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
+    """Put back what :func:`take_over` recorded and remove the kubelet's links into ``logs``;
+    returns what was put back or removed (empty: nothing had changed)."""
+    done = [f"link {link.name}" for link in _links_into(logs, links)]
+    for link in _links_into(logs, links):
+        link.unlink(missing_ok=True)
+    record = state / RECORD
+    if not record.is_file():
+        return done
+    found = json.loads(record.read_text())
+    for name, value in found["settings"].items():
+        if read(name) != value:
+            _sysctl(name).write_text(value)
+            done.append(f"{name}={value}")
+    if found.get("linksDirMade") and links.is_dir() and not any(links.iterdir()):
+        links.rmdir()
+        done.append(f"directory {links}")
+    record.unlink()
+    return done
+
+
+def changed(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
+    """What the node changed that is not back (empty after a clean stop)."""
+    left = [f"link {link}" for link in _links_into(logs, links)]
+    record = state / RECORD
+    if record.is_file():
+        found = json.loads(record.read_text())
+        left += [f"{name} is {read(name)}, was {v}" for name, v in found["settings"].items() if read(name) != v]
+        left += [f"{links} (made by the node)"] if found.get("linksDirMade") and links.exists() else []
+        left += [f"{record} (the host as found, not yet given back)"]
+    return left
+
+
+def _links_into(logs: Path, links: Path) -> list[Path]:
+    """The kubelet's links in ``links`` to a log under ``logs``."""
+    if not links.is_dir():
+        return []
+    inside = str(logs) + "/"
+    return [p for p in sorted(links.iterdir()) if p.is_symlink() and str(p.readlink()).startswith(inside)]
