@@ -71,8 +71,8 @@ def take_over(state: Path, links: Path = LOG_LINKS) -> None:
 
 def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
     """Put back what :func:`take_over` recorded and remove the kubelet's links into ``logs``;
-    returns what was put back or removed (empty: nothing had changed)."""
-    done = [f"link {link.name}" for link in _links_into(logs, links)]
+    returns what was put back (``kernel.panic=0``) or removed (empty: nothing had changed)."""
+    done = [f"removed the link {link.name}" for link in _links_into(logs, links)]
     for link in _links_into(logs, links):
         link.unlink(missing_ok=True)
     record = state / RECORD
@@ -85,7 +85,7 @@ def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
             done.append(f"{name}={value}")
     if found.get("linksDirMade") and links.is_dir() and not any(links.iterdir()):
         links.rmdir()
-        done.append(f"directory {links}")
+        done.append(f"removed the directory {links}")
     record.unlink()
     return done
 

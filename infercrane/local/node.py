@@ -368,7 +368,7 @@ def clean_up(state: Path) -> list[str]:
     if _ip("link", "show", BRIDGE, check=False).returncode == 0:
         left.append(f"interface {BRIDGE}")
         _ip("link", "del", BRIDGE, check=False)
-    left += [f"put back {what}" for what in host.give_back(state, pod_logs(h))]
+    left += [f"host: {what}" for what in host.give_back(state, pod_logs(h))]
     for d in _cgroup_dirs():
         if d.is_dir():
             for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:

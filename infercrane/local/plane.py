@@ -326,9 +326,9 @@ class Plane:
         stopped = stop_recorded(self._record, reversed(NAMES))
         if node.home(self.state).is_dir():
             left = node.clean_up(self.state)
-            put_back = [x for x in left if x.startswith("put back ")]
+            put_back = [x.removeprefix("host: ") for x in left if x.startswith("host: ")]
             if stopped and put_back and not quiet:  # the host as the start found it
-                progress(f"host: {', '.join(put_back)}")
+                progress(f"the host as the plane found it: {', '.join(put_back)}")
             elif left and not stopped:  # a plane that was killed: say what its node had left
                 progress(f"note: cleaned up what the real node left: {', '.join(left)}")
         if not quiet:

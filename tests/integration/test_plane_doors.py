@@ -127,3 +127,22 @@ def test_nothing_of_the_plane_listens_beyond_loopback_but_the_kubelet_on_its_bri
     assert seen >= 5, f"only {seen} listening sockets found: the check would see nothing"
     allowed = {"kubelet": [(node.NODE_IP, int(record["ports"]["kubelet"]))]} if record.get("realNode") else {}
     assert wide == allowed, wide
+
+
+def test_a_plane_started_beside_a_running_one_goes_without_the_real_node_and_says_whose_it_is(
+    plane: Plane, admin: Client, tmp_path: Path
+) -> None:
+    from lightkube.resources.core_v1 import Node
+
+    said: list[str] = []
+    second = Plane(tmp_path / "second-plane")
+    try:
+        status = second.start(progress=said.append)
+    finally:
+        second.stop(quiet=True)
+    if json.loads((plane.state / "plane.json").read_text()).get("realNode"):
+        assert status["realNode"] is None, status
+        assert any(f"the real node of the plane at {plane.state} runs" in line for line in said), said
+        n = admin.get(Node, node.NAME)  # the first plane's node kept its kubelet, bridge and pods
+        assert any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions if n.status else None) or [])
+    assert not (second.state / "host.json").exists()  # it changed nothing of the host

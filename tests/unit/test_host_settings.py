@@ -59,7 +59,7 @@ def test_a_start_after_a_killed_plane_keeps_the_host_as_first_found_and_the_dire
     host.take_over(state, links)
     links.mkdir()
     host.take_over(state, links)  # killed, started again: the kubelet's values are not what was found
-    assert host.give_back(state, tmp_path / "logs", links)[-1] == f"directory {links}"
+    assert host.give_back(state, tmp_path / "logs", links)[-1] == f"removed the directory {links}"
     assert host.read("kernel.panic") == "0" and not links.exists() and not (state / host.RECORD).exists()
 
 
