@@ -103,7 +103,9 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int, applied:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
     if total > updated:
         return Verdict("waiting", f"{total - updated} old replica(s) pending termination{suffix}")
-    if available < max(updated, 1):
+    # As many available as the Deployment asks for -- and at least one, unless it asks for none (an
+    # autoscaler such as KEDA scaled it to zero: no pod to wait for).
+    if available < updated or (want and not available):
         return Verdict("waiting", f"{available} of {updated} updated replica(s) available{suffix}")
     # A deleted pod still holds its GPUs and drains its requests: the next wave waits until it is
     # gone, not merely deleted (status.terminatingReplicas: Kubernetes >= 1.35; absent before).

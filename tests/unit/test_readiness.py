@@ -72,6 +72,16 @@ def dep(
             "waiting",
             "1 old pod(s) still terminating (draining)",
         ),
+        # Scaled to zero by an autoscaler (scaling: external, KEDA): it asks for no pod, so none is awaited;
+        # the pod it scaled away is still awaited while it goes.
+        (dep(2, 2, replicas=0, updated=0, available=0) | {"spec": {"replicas": 0}}, 2, "ready", ""),
+        (
+            dep(2, 2, replicas=1, updated=0, available=1) | {"spec": {"replicas": 0}},
+            2,
+            "waiting",
+            "1 old replica(s) pending termination",
+        ),
+        (dep(2, 2, replicas=0, updated=0, available=0), 2, "waiting", "0 of 1 replica(s) updated"),
     ],
     ids=[
         "ready",
@@ -83,6 +93,9 @@ def dep(
         "deadline",
         "replica-failure",
         "old-pod-draining",
+        "scaled-to-zero",
+        "scaling-to-zero",
+        "asked-one-has-none",
     ],
 )
 def test_deployment_verdict_follows_rollout_status_and_never_trusts_a_stale_status(
