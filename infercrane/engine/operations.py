@@ -64,13 +64,14 @@ def _channel(
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
-    """One hash over every replica's intent hash, the target identity and each endpoint's rollout
-    policy (how the change is carried out is part of what a deploy is asked to do: a key recorded
-    under one policy is not replayed for another)."""
+    """One hash over every replica's intent hash, the target identity, each endpoint's rollout policy
+    and the serving evidence asked for (how the change is carried out and what proves it done are
+    part of what a deploy is asked to do: a key recorded under one policy, or under ``check``, is not
+    replayed for another, or for ``require``)."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
     endpoints = sorted({r.name for r in config.replicas})
     policies = {e: config.rollout_for(e).model_dump(mode="json") for e in endpoints}
-    return naming.intent_hash({"stack": parts, "rollout": policies})
+    return naming.intent_hash({"stack": parts, "rollout": policies, "servingEvidence": config.kubernetes.serving_evidence})
 
 
 def new_idempotency_key() -> str:

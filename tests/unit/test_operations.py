@@ -96,3 +96,16 @@ def test_a_rollout_policy_change_is_a_new_stack_intent_so_a_recorded_key_is_not_
 
     assert stack_intent(cfg()) == stack_intent(cfg(maxUnavailable=1, maxSurge=0))  # the defaults spelled out
     assert stack_intent(cfg()) != stack_intent(cfg(maxUnavailable=0, maxSurge=1))
+
+
+def test_a_key_recorded_under_serving_evidence_check_is_not_replayed_once_the_stack_requires_evidence() -> None:
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.engine.operations import stack_intent
+
+    def cfg(**evidence: str) -> InferCraneConfig:
+        target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64} | evidence
+        replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
+        return InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
+
+    assert stack_intent(cfg()) == stack_intent(cfg(servingEvidence="check"))  # the default spelled out
+    assert stack_intent(cfg()) != stack_intent(cfg(servingEvidence="require"))
