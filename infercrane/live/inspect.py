@@ -280,7 +280,7 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             f"{m['key']} ({(m['intentHash'] or '')[:19]}…{', revision ' + m['modelRevision'] if m['modelRevision'] else ''})"
             for m in members
         )
-        out.append(f"endpoint {name}: {len(members)} serving: {listed}")
+        out.append(f"endpoint {name}: {len(members)} in routing: {listed}")
     for rec in records:
         out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
         if rec.get("evidence"):

@@ -968,7 +968,7 @@ def test_plain_pulumi_up_refuses_a_change_that_needs_waves_and_applies_nothing(s
     text = r.stdout + r.stderr
     assert r.returncode != 0, text[-2000:]
     assert "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied" in text, text[-3000:]
-    assert "2 serving replica(s) would restart together" in text
+    assert "2 available replica(s) would restart together" in text
     assert f"run `infercrane deploy --stack {stack}`" in text
     after = {k: slow_admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.generation for k in keys}
     assert after == before

@@ -84,3 +84,11 @@ def test_text_shows_missing_objects_placement_and_pending_reasons() -> None:
     assert "field managers: infercrane-provider-v1 (Apply)" in text
     assert "Pod               p Pending on None (nvidia.com/gpu.product=None)" in text
     assert text.endswith("FailedScheduling: 0/3 nodes are available")
+
+
+def test_an_endpoints_line_counts_replicas_in_routing_and_leaves_serving_to_each_replicas_evidence() -> None:
+    """One word for one thing: routing membership is "in routing"; "serving" is what the evidence says."""
+    members = {"qwen": [{"key": "r0", "intentHash": "sha256:" + "a" * 64, "modelRevision": None, "evidence": None}]}
+    text = render_text([], members)
+    assert text.startswith("endpoint qwen: 1 in routing: r0 (sha256:aaaaaaaaaaaa…)"), text
+    assert "serving" not in text

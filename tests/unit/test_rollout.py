@@ -129,7 +129,7 @@ def test_all_at_once_says_what_a_single_run_would_do() -> None:
     (e,) = plan([m("a"), m("b"), m("c")], [t("a", restarts=True), t("b", restarts=True), t("d")], policy(DEFAULT)).endpoints
     assert (
         e.all_at_once()
-        == "2 serving replica(s) would restart together and 1 new replica(s) would need GPUs beside the ones they replace"
+        == "2 available replica(s) would restart together and 1 new replica(s) would need GPUs beside the ones they replace"
     )
 
 

@@ -109,7 +109,7 @@ class EndpointRollout:
         """What one engine run doing this endpoint's whole change at once would do to it."""
         parts = []
         if self.updates:
-            parts.append(f"{self.updates} serving replica(s) would restart together")
+            parts.append(f"{self.updates} available replica(s) would restart together")
         if self.replacements:
             parts.append(f"{self.replacements} new replica(s) would need GPUs beside the ones they replace")
         if self.moves:
