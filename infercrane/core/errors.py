@@ -91,6 +91,20 @@ class RolloutStopped(InferCraneError):
         self.applied_nothing = False
 
 
+class DeletionsRefused(InferCraneError):
+    """Every lane of a rollout finished, but an object Pulumi deletes by name at the end of the run
+    has become another's meanwhile: the run stops before Pulumi's deletions (nothing is deleted)."""
+
+    def __init__(self, foreign: Sequence[str]) -> None:
+        super().__init__(
+            "every endpoint rolled and is ready, but the run stopped before Pulumi's deletions: an object it would "
+            "delete by name became another's during the rollout; nothing was deleted:\n" + bullets(list(foreign)),
+            fix="InferCrane never deletes another's object: rename or delete it yourself, then deploy again "
+            "(the same command finishes the deletions)",
+        )
+        self.applied_nothing = False
+
+
 class IdempotencyConflict(InferCraneError):
     """The idempotency key was already used for a different intent."""
 

@@ -48,6 +48,7 @@ def _channel(
     late: Handover,
     gate: Gate | None = None,
     delete: Callable[[Collection[str]], Mapping[str, str]] | None = None,
+    recheck: Callable[[], Sequence[str]] | None = None,
 ) -> Channel:
     """One engine run's :class:`~infercrane.shell.channel.Channel` for a deploy."""
     channel = Channel(
@@ -58,6 +59,7 @@ def _channel(
         live=facts.live,
         gate=gate,
         delete=delete,
+        recheck=recheck,
     )
     channel.hand_over(late)
     return channel
@@ -178,13 +180,18 @@ def rolled(
         deleted.update(gone)
         return gone
 
+    def recheck() -> list[str]:  # before the run, and again once its lanes are done
+        return foreign_deletions(facts, recorded, held=(), applied={r.key for r in config.replicas})
+
     pool = ThreadPoolExecutor(max_workers=1)
     try:
         started: Future[Any]
         if gate is None:
             started = pool.submit(lambda: engine.stack)
         else:
-            started = pool.submit(run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate, delete=delete))
+            started = pool.submit(
+                run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate, delete=delete, recheck=recheck)
+            )
         try:
             seen = looked or Observed(facts, state, rendered, facts.preflight(rendered))
             rollout = seen.rollout
@@ -208,14 +215,14 @@ def rolled(
             prepared=None if facts.caches_refused else Prepared(rendered, seen.report, facts.stack_id),
         )
         try:
-            foreign = foreign_deletions(facts, recorded, held=(), applied={r.key for r in config.replicas})
+            foreign = recheck()
             if foreign:
                 raise PreflightRefused(foreign, [])
             if gate is not None:
                 gate.open(late)
                 started.result()
             else:
-                run(refresh=seen.needs_refresh(), channel=_channel(facts, state, sink, late, delete=delete))
+                run(refresh=seen.needs_refresh(), channel=_channel(facts, state, sink, late, delete=delete, recheck=recheck))
         except InferCraneError as exc:
             # Refused by the program's own checks inside the update: nothing was applied.
             exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted

@@ -49,6 +49,9 @@ class Channel:
     #: Deletes what a lane's stage ends by deleting (keys that leave; a moved key's old form), by
     #: exact ownership, until gone; returns object name -> key. Called from a worker thread.
     delete: Callable[[Collection[str]], Mapping[str, str]] | None = None
+    #: What Pulumi would delete by name at the end of this run that is no longer this stack's, asked
+    #: again once every lane is done (a rollout can span hours; :func:`engine.deletions.foreign_deletions`).
+    recheck: Callable[[], Sequence[str]] | None = None
     #: The caller rolls in waves: the program does not refuse a change that needs them.
     driven: bool = False
     #: key -> slot name in the state (exact), for aliases.

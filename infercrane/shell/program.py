@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import naming
-from infercrane.core.errors import InferCraneError, NotReady, RolloutRefused, RolloutStopped
+from infercrane.core.errors import DeletionsRefused, InferCraneError, NotReady, RolloutRefused, RolloutStopped
 from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
@@ -327,6 +327,10 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             channel.error = lost[0]  # one cause for all: said once, with how to resume
         else:
             channel.error = RolloutStopped(rolled.stopped, len(plan.lanes))
+        raise pulumi.RunError(str(channel.error))
+    foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
+    if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not
+        channel.error = DeletionsRefused(foreign)
         raise pulumi.RunError(str(channel.error))
     waits.publish(Readiness(len(rolled.components), len(rolled.components)))
     export(rolled.components, checked.config, channel.deploy_record, evidence_taken(rolled.components, rolled.results, channel))

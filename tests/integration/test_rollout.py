@@ -27,6 +27,8 @@ import httpx2
 import pytest
 import yaml
 from lightkube import ApiError, Client, KubeConfig
+from lightkube.models.core_v1 import ServicePort, ServiceSpec
+from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, Service
 
@@ -406,6 +408,51 @@ def test_an_endpoint_whose_wave_cannot_become_ready_stops_alone_while_the_others
     assert live(slow_admin, good) == after  # finished endpoints cost nothing on the rerun
     assert all(slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1 for k in bad)
     assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
+def test_an_object_that_becomes_anothers_while_the_lanes_roll_is_never_deleted_by_name_at_the_runs_end(
+    slow: Project, slow_admin: Client
+) -> None:
+    """Pulumi deletes what a run no longer registers by name once the program returns. Endpoint
+    ``cut`` replaces its key (its old objects deleted by the lane, exactly ours); endpoint ``long``
+    rolls three waves meanwhile. While ``long`` rolls, someone creates a Service of their own under
+    the old key's name: the run stops before Pulumi's deletions and says so; that Service stays.
+    Once it is gone, the same deploy finishes."""
+    stack = "rolforeign"
+    longs = [f"{stack}-l{i}" for i in range(3)]
+    slow.stack(stack, [rep(f"{stack}-old", name="cut")] + [rep(k, name="long") for k in longs])
+    deploy(slow, stack)
+    old = naming.object_name(f"{stack}-old")
+    slow.stack(stack, [rep(f"{stack}-new", name="cut")] + [rep(k, name="long", args=["--max-model-len", "4096"]) for k in longs])
+    planted = threading.Event()
+
+    def plant() -> None:  # as soon as the lane has deleted the old key's Service
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and get_or_none(slow_admin, Service, old) is not None:
+            time.sleep(0.05)
+        foreign = Service(
+            metadata=ObjectMeta(name=old, namespace=NS, labels={"team": "someone-else"}),
+            spec=ServiceSpec(ports=[ServicePort(port=8000)], selector={"app": "someone-else"}),
+        )
+        slow_admin.create(foreign)
+        planted.set()
+
+    planter = threading.Thread(target=plant, daemon=True)
+    planter.start()
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolforeign-1")
+    planter.join(timeout=70)
+    assert planted.is_set(), "the old key's Service was never deleted by its lane"
+    assert r.returncode == 1, r.stdout[-2000:] + r.stderr[-3000:]
+    assert "every endpoint rolled and is ready, but the run stopped before Pulumi's deletions" in r.stderr, r.stderr[-3000:]
+    assert f"Service {NS}/{old} (recorded for key '{stack}-old', which leaves) is no longer this stack's" in r.stderr
+    assert "fix: InferCrane never deletes another's object: rename or delete it yourself" in r.stderr
+    kept = slow_admin.get(Service, old, namespace=NS)
+    assert (kept.metadata.labels or {}).get("team") == "someone-else"
+    slow_admin.delete(Service, old, namespace=NS)
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolforeign-2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert gone(slow_admin, [f"{stack}-old"])
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
