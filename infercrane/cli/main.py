@@ -14,9 +14,11 @@ from typing import NoReturn
 from infercrane.cli.commands import COMMANDS, EXIT_FAILED
 from infercrane.cli.parser import EXIT_USAGE, build_parser
 from infercrane.core.errors import InferCraneError, UsageError
+from infercrane.live import served
 
 
 def main(argv: list[str] | None = None) -> int:
+    served.withhold_key()  # no child of this command inherits the worker key's value
     args = build_parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)

@@ -274,6 +274,24 @@ def _gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
     return Check("GPU capacity", PASS, detail)
 
 
+def sglang_key(config: InferCraneConfig) -> Check | None:
+    """What SGLang's replicas expose of the worker key (None: no replica runs SGLang). SGLang reads its
+    key from ``--api-key`` only (no variable, no file), so the kubelet expands it into the engine's
+    command line, which every user of its node can read, unlike vLLM's environment."""
+    keys = [r.key for r in config.replicas if r.engine == "sglang"]
+    if not keys:
+        return None
+    shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
+    return Check(
+        "worker key of SGLang replicas",
+        WARN,
+        f"{len(keys)} replica(s) run SGLang ({shown}), which takes the worker key only as --api-key: on its node the "
+        "key is in the engine's command line, readable by every user of that node (/proc/<pid>/cmdline, ps)",
+        "mount /proc with hidepid=2 on the GPU nodes, keep other users off them, or run these replicas on vLLM "
+        "(VLLM_API_KEY: the key stays in the process's environment)",
+    )
+
+
 def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
     """All checks, concurrently, in a stable order. Never raises for a failed check."""
     t = config.kubernetes
@@ -297,4 +315,6 @@ def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
             return Check(name, FAIL, str(exc))
 
     with ThreadPoolExecutor(max_workers=8) as pool:
-        return list(pool.map(lambda job: guarded(*job), jobs))
+        checks = list(pool.map(lambda job: guarded(*job), jobs))
+    exposed = sglang_key(config)
+    return checks + ([exposed] if exposed else [])

@@ -23,7 +23,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -41,7 +41,7 @@ from infercrane.live.verdicts import Verdict
 #: The control plane's copy of the worker key: a file holding it (the file the Secret was made
 #: from, as the seed's bootstrap does), else the value itself.
 KEY_FILE_ENV: Final = "INFERCRANE_WORKER_API_KEY_FILE"
-KEY_ENV: Final = "INFERCRANE_WORKER_API_KEY"
+KEY_ENV: Final = naming.WORKER_KEY_ENV  # the pods' variable too: one name for the key
 READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
 SLICE_MANAGER_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
@@ -158,9 +158,24 @@ def lines(taken: Mapping[str, Evidence]) -> list[str]:
     return out
 
 
+_withheld: str | None = None  # the key taken out of this process's environment (withhold_key)
+
+
+def withhold_key(environ: MutableMapping[str, str] = os.environ) -> None:
+    """Take :data:`KEY_ENV` out of this process's environment and keep it here, so that no child --
+    pulumi, its language host and provider, a policy pack (a team's code), a plane process --
+    inherits the key. The file variable (:data:`KEY_FILE_ENV`, the recommended form) names a path
+    only, and stays. The CLI does this first (:func:`infercrane.cli.main.main`)."""
+    global _withheld
+    value = environ.pop(KEY_ENV, None)
+    if value is not None:
+        _withheld = value
+
+
 def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
     """The control plane's copy of the worker key, or None and why there is none (never the key)."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = {**os.environ, KEY_ENV: _withheld} if _withheld is not None and KEY_ENV not in os.environ else os.environ
     path = env.get(KEY_FILE_ENV)
     if path:
         try:

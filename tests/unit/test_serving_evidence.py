@@ -319,3 +319,25 @@ def test_a_pod_address_is_asked_directly_whatever_proxy_the_environment_names(tm
     finally:
         server.shutdown()
     assert "Served(status=200, names=('qwen',)" in done.stdout, done.stdout + done.stderr
+
+
+def test_the_cli_takes_the_worker_key_out_of_its_environment_so_no_child_process_inherits_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """pulumi, its language host and provider, a policy pack, a plane process: each is a child of the
+    CLI and gets a copy of its environment. The key stays the CLI's own; its file variable (a path) stays."""
+    import subprocess
+    import sys
+
+    from infercrane.cli.main import main
+
+    monkeypatch.setattr(served, "_withheld", None)
+    monkeypatch.setenv(served.KEY_ENV, "the-worker-key")
+    monkeypatch.setenv(served.KEY_FILE_ENV, "/a/path")
+    with pytest.raises(SystemExit):
+        main(["no-such-command"])
+    probe = "import os; print(os.environ.get('INFERCRANE_WORKER_API_KEY'), os.environ.get('INFERCRANE_WORKER_API_KEY_FILE'))"
+    child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert child.stdout.split() == ["None", "/a/path"]
+    monkeypatch.delenv(served.KEY_FILE_ENV)
+    assert served.worker_key() == ("the-worker-key", "")  # the CLI's own checks still have it

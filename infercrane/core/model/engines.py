@@ -1,11 +1,13 @@
 """Inference engines: how each is started -- explicit ``command`` (never the image ENTRYPOINT),
 its model and tensor-parallel flags, the flags InferCrane manages itself.
 
-The argv never carries the API key's value: vLLM reads ``VLLM_API_KEY`` from the environment, which
-comes from a Secret reference; SGLang reads no variable, so it is started with ``--api-key
-$(INFERCRANE_WORKER_API_KEY)`` -- a reference the kubelet expands from that same Secret-backed
-variable when it starts the container (the object, the state and the logs hold only the
-reference). The argv itself is rendered by :mod:`infercrane.core.render.command`. Pure core.
+The rendered argv never carries the API key's value: vLLM reads ``VLLM_API_KEY`` from the
+environment, which comes from a Secret reference; SGLang reads its key from ``--api-key`` only, so
+it is started with ``--api-key $(INFERCRANE_WORKER_API_KEY)`` -- a reference the kubelet expands
+from that same Secret-backed variable when it starts the container (the object, the state and the
+logs hold only the reference; the running process's command line holds the value, readable by the
+node's users: ``doctor`` says so). The argv itself is rendered by
+:mod:`infercrane.core.render.command`. Pure core.
 """
 
 from __future__ import annotations
