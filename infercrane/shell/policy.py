@@ -1,7 +1,7 @@
 """The policy pack: InferCrane's guards as mandatory Pulumi policies for *any* program.
 
 ``pulumi preview --policy-pack policy`` runs them on every Deployment, Service, KServe
-InferenceService and DRA ResourceClaimTemplate a program registers -- ours, a teammate's plain pulumi-kubernetes program, a YAML
+InferenceService and DRA ResourceClaimTemplate or ResourceClaim (any version) a program registers -- ours, a teammate's plain pulumi-kubernetes program, a YAML
 ``ConfigFile`` -- and on every Kubernetes provider. One policy per rule of
 :mod:`infercrane.core.render.guards` (the one home of each rule: this module maps resources to manifests
 and reports, it does not judge). Each violation names the rule, the object and the fix; Pulumi
@@ -30,7 +30,13 @@ KINDS: Final = {
     "kubernetes:apps/v1:Deployment": "Deployment",
     "kubernetes:core/v1:Service": "Service",
     "kubernetes:serving.kserve.io/v1beta1:InferenceService": "InferenceService",
-    "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate": "ResourceClaimTemplate",
+    # DRA's claims and claim templates of every version that has device requests (the SDK's classes
+    # are v1alpha3..v1beta2; v1 comes as a CustomResource): a GPU request is judged whatever its shape.
+    **{
+        f"kubernetes:resource.k8s.io/{version}:{kind}": kind
+        for version in ("v1alpha3", "v1beta1", "v1beta2", "v1")
+        for kind in ("ResourceClaimTemplate", "ResourceClaim")
+    },
 }
 PROVIDER: Final = "pulumi:providers:kubernetes"
 _GPUS: Final = guards.Gpus()

@@ -68,6 +68,13 @@ def test_a_plain_program_breaking_each_policy_is_blocked_with_every_violation_na
     }.items():
         assert f"[mandatory]  {rule}  ({resource})" in r.stdout, rule
         assert f"fix: {guards.RULES[rule].fix}" in r.stdout, rule
+    # Every other shape of a GPU claim: a firstAvailable alternative, the SDK's v1beta1 and v1beta2 types, a ResourceClaim.
+    for resource in (
+        "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate: guessed-alternative",
+        "kubernetes:resource.k8s.io/v1beta1:ResourceClaimTemplate: guessed-v1beta1",
+        "kubernetes:resource.k8s.io/v1beta2:ResourceClaim: guessed-claim-object",
+    ):
+        assert f"[mandatory]  gpu-claim-product  ({resource})" in r.stdout, resource + r.stdout[-3000:]
     assert "[mandatory]  no-patch-force  (pulumi:providers:kubernetes: default_4_25_0)" in r.stdout
     assert set(guards.RULES) == {line.split()[2] for line in r.stdout.splitlines() if "[mandatory]" in line}
     assert not (program / "rendered").exists(), "nothing was rendered: the preview was blocked"

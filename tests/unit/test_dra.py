@@ -178,6 +178,110 @@ def test_the_policy_judges_any_programs_claim_template_of_the_gpu_class_only() -
     assert judge("gpu-claim-product", token, named, {"gpuProductNames": {"NVIDIA-X": "NVIDIA X"}}) == []
 
 
+GUESSED = 'device.attributes["gpu.nvidia.com"].productName == "H100"'
+KNOWN = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L40S"'
+
+
+@pytest.mark.parametrize(
+    ("token", "spec", "where"),
+    [
+        # v1: one of a firstAvailable list guesses (any alternative may be the one allocated)
+        (
+            "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate",
+            {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "g",
+                                "firstAvailable": [
+                                    {
+                                        "name": "big",
+                                        "deviceClassName": "gpu.nvidia.com",
+                                        "count": 1,
+                                        "selectors": [{"cel": {"expression": KNOWN}}],
+                                    },
+                                    {
+                                        "name": "any",
+                                        "deviceClassName": "gpu.nvidia.com",
+                                        "count": 1,
+                                        "selectors": [{"cel": {"expression": GUESSED}}],
+                                    },
+                                ],
+                            }
+                        ]
+                    }
+                }
+            },
+            "request 'g' subrequest 'any'",
+        ),
+        # v1beta1: the request is its own exact request (no `exactly`)
+        (
+            "kubernetes:resource.k8s.io/v1beta1:ResourceClaimTemplate",
+            {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "g",
+                                "deviceClassName": "gpu.nvidia.com",
+                                "count": 1,
+                                "selectors": [{"cel": {"expression": GUESSED}}],
+                            }
+                        ]
+                    }
+                }
+            },
+            "request 'g'",
+        ),
+        # v1beta2: `exactly`, as v1
+        (
+            "kubernetes:resource.k8s.io/v1beta2:ResourceClaimTemplate",
+            {
+                "spec": {
+                    "devices": {
+                        "requests": [
+                            {
+                                "name": "g",
+                                "exactly": {
+                                    "deviceClassName": "gpu.nvidia.com",
+                                    "count": 1,
+                                    "selectors": [{"cel": {"expression": GUESSED}}],
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+            "request 'g'",
+        ),
+        # a ResourceClaim made directly (its requests at spec.devices), which a pod names by resourceClaimName
+        (
+            "kubernetes:resource.k8s.io/v1beta2:ResourceClaim",
+            {
+                "devices": {
+                    "requests": [
+                        {
+                            "name": "g",
+                            "exactly": {
+                                "deviceClassName": "gpu.nvidia.com",
+                                "count": 1,
+                                "selectors": [{"cel": {"expression": GUESSED}}],
+                            },
+                        }
+                    ]
+                }
+            },
+            "request 'g'",
+        ),
+    ],
+    ids=["first-available", "v1beta1-template", "v1beta2-template", "resource-claim"],
+)
+def test_the_policy_judges_every_shape_and_version_of_a_gpu_claim(token: str, spec: dict[str, Any], where: str) -> None:
+    (message,) = judge("gpu-claim-product", token, {"metadata": {"name": "t"}, "spec": spec}, {})
+    assert f"{where}: productName 'H100' is not in the GPU table" in message, message
+
+
 def test_a_live_dra_replica_holds_what_its_template_claims_of_its_product(values: dict[str, Any]) -> None:
     values["infercrane:replicas"][0]["gpuCount"] = 2
     config = loading.load(dra(values), source=SRC, env={})

@@ -112,6 +112,24 @@ def requests_of(template: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((spec.get("devices") or {}).get("requests") or [])
 
 
+def device_requests(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """Every exact device request of a ResourceClaimTemplate (``spec.spec.devices``) or ResourceClaim
+    (``spec.devices``) of any ``resource.k8s.io`` version with device requests, as ``(where, request)``:
+    v1's and v1beta2's ``exactly``; a v1beta1 (or v1alpha3) request, which is its own exact request;
+    each subrequest of a ``firstAvailable`` list (any of them may be the one allocated)."""
+    spec = obj.get("spec") or {}
+    if obj.get("kind") == "ResourceClaimTemplate":
+        spec = spec.get("spec") or {}
+    out: list[tuple[str, Mapping[str, Any]]] = []
+    for r in (spec.get("devices") or {}).get("requests") or []:
+        where = f"request {r.get('name')!r}"
+        if r.get("firstAvailable"):
+            out += [(f"{where} subrequest {sub.get('name')!r}", sub) for sub in r["firstAvailable"]]
+        else:
+            out.append((where, r.get("exactly") or r))
+    return out
+
+
 def allocated(claim: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The devices a ResourceClaim was allocated (``status.allocation.devices.results``: each
     with its ``driver``, ``pool`` and ``device``)."""

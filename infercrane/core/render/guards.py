@@ -223,14 +223,13 @@ def _pod_contract(m: Mapping[str, Any]) -> Iterator[str]:
 
 
 def _claim_template(m: Mapping[str, Any], gpus: Gpus, ours: bool) -> Iterator[str]:
-    """A ResourceClaimTemplate's requests of the GPU DeviceClass (every request, when ours): one
-    exact count of devices whose productName is a known product's, by one selector."""
-    if m.get("kind") != "ResourceClaimTemplate":
+    """A ResourceClaimTemplate's or ResourceClaim's requests of the GPU DeviceClass (every request,
+    when ours) -- in any version's shape, each ``firstAvailable`` alternative too: one exact count of
+    devices whose productName is a known product's, by one selector."""
+    if m.get("kind") not in ("ResourceClaimTemplate", "ResourceClaim"):
         return
     known = gpu.product_names(gpus.product_names)
-    for r in gpu.requests_of(m):
-        exactly = r.get("exactly") or {}
-        where = f"request {r.get('name')!r}"
+    for where, exactly in gpu.device_requests(m):
         if exactly.get("deviceClassName") != gpus.device_class and not ours:
             continue
         if exactly.get("deviceClassName") != gpus.device_class:

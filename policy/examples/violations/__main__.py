@@ -65,3 +65,37 @@ k8s.apiextensions.CustomResource(  # the SDK has no resource.k8s.io/v1 class
         }
     },
 )  # gpu-claim-product: "H100" is no productName the driver publishes ("NVIDIA H100 80GB HBM3", ...)
+
+GUESSED = [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "H100"'}}]
+KNOWN = [{"cel": {"expression": 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L40S"'}}]
+k8s.apiextensions.CustomResource(
+    "guessed-alternative",
+    api_version="resource.k8s.io/v1",
+    kind="ResourceClaimTemplate",
+    metadata={"name": "guessed-alternative"},
+    spec={
+        "spec": {
+            "devices": {
+                "requests": [
+                    {
+                        "name": "gpus",
+                        "firstAvailable": [
+                            {"name": "l40s", "deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": KNOWN},
+                            {"name": "any", "deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": GUESSED},
+                        ],
+                    }
+                ]
+            }
+        }
+    },
+)  # gpu-claim-product: an alternative of firstAvailable guesses
+k8s.resource.v1beta1.ResourceClaimTemplate(
+    "guessed-v1beta1",
+    metadata={"name": "guessed-v1beta1"},
+    spec={"spec": {"devices": {"requests": [{"name": "gpus", "device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}]}}},
+)  # gpu-claim-product: the SDK's v1beta1 type, whose request is its own exact request
+k8s.resource.v1beta2.ResourceClaim(
+    "guessed-claim-object",
+    metadata={"name": "guessed-claim-object"},
+    spec={"devices": {"requests": [{"name": "gpus", "exactly": {"device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}}]}},
+)  # gpu-claim-product: a ResourceClaim a pod would name by resourceClaimName
