@@ -273,3 +273,30 @@ def test_inspect_shows_each_pod_on_the_real_node_when_the_identity_may_read_pods
     (running,) = admin.list(Pod, namespace=ns, labels=naming.selector("it-node-inspect"))
     assert running.metadata is not None and pod["name"] == running.metadata.name
     assert cli(project, "destroy", "--stack", "itnodeinspect").returncode == 0
+
+
+def test_a_vllm_older_than_0_18_refuses_the_shutdown_flag_and_shutdown_seconds_zero_renders_none(
+    project: Project, admin: Client
+) -> None:
+    """vLLM has --shutdown-timeout since 0.18.0 and an older release exits at argument parsing: the
+    double, told it is vLLM 0.17.1, does the same. The drain's default renders the flag, and the
+    replica never starts (argparse's words in its log); shutdownSeconds: 0 renders none, and it serves."""
+    older = {"name": "INFERCRANE_DOUBLE_VLLM_VERSION", "value": "0.17.1"}
+    key = "it-node-vllm017"
+    project.stack("itnodeold", [on_node(key, startupBudgetSeconds=60, pod={"env": [older]})], imageDigest=double())
+    done = cli(project, "deploy", "--stack", "itnodeold")
+    assert done.returncode == 1, done.stdout
+    (pod,) = pods_of(admin, key)
+    logged = "\n".join(admin.log(pod.metadata.name, namespace=NS, previous=True))
+    assert "error: unrecognized arguments: --shutdown-timeout 30" in logged, logged
+    project.stack(
+        "itnodeold",
+        [on_node(key, startupBudgetSeconds=60, pod={"env": [older]}, drain={"shutdownSeconds": 0})],
+        imageDigest=double(),
+    )
+    done = cli(project, "deploy", "--stack", "itnodeold")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (pod,) = [p for p in pods_of(admin, key) if not p.metadata.deletionTimestamp]
+    args = pod.spec.containers[0].args or []
+    assert not [a for a in args if a.startswith("--shutdown-timeout")], args
+    assert cli(project, "destroy", "--stack", "itnodeold").returncode == 0

@@ -238,6 +238,18 @@ def test_a_replicas_drain_overrides_the_targets_field_by_field_and_zero_renders_
     assert pod["terminationGracePeriodSeconds"] == 0 + 60 + 5
 
 
+def test_a_vllm_replica_with_shutdown_seconds_zero_gets_no_shutdown_flag_which_releases_before_0_18_refuse(
+    values: dict[str, Any],
+) -> None:
+    """vLLM has --shutdown-timeout since 0.18.0; 0 is its own default (abort in-flight requests), so
+    shutdownSeconds: 0 renders no flag at all and a replica pinned to an older vLLM starts."""
+    dep, _ = render(values, drain={"shutdownSeconds": 0})
+    pod = dep["spec"]["template"]["spec"]
+    (c,) = pod["containers"]
+    assert not [a for a in c["args"] if a.startswith("--shutdown-timeout")], c["args"]
+    assert pod["terminationGracePeriodSeconds"] == 10 + 0 + 5
+
+
 def test_sglang_drains_on_sigterm_by_itself_and_kserve_pods_drain_too(values: dict[str, Any]) -> None:
     dep, _ = render(values, engine="sglang")
     (c,) = dep["spec"]["template"]["spec"]["containers"]

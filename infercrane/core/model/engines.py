@@ -30,7 +30,7 @@ class EngineSpec:
     # the kubelet's reference to the Secret-backed variable (never a value).
     key_flag: str | None = None
     # How long the engine finishes in-flight requests after SIGTERM (the drain's shutdownSeconds),
-    # when it takes a flag for it; None: it drains on SIGTERM by itself.
+    # when it takes a flag for it (rendered only when shutdownSeconds > 0); None: it drains by itself.
     shutdown_flag: str | None = None
 
     @property
@@ -46,7 +46,9 @@ ENGINES: Final = {
         "--model",
         "--tensor-parallel-size",
         several_served_names=True,
-        shutdown_flag="--shutdown-timeout",  # default 0: in-flight requests aborted on SIGTERM
+        # Since vLLM 0.18.0 (vllm-project/vllm#34730, re-added by #36666); default 0: in-flight requests aborted
+        # on SIGTERM. Rendered only for shutdownSeconds > 0: an older release refuses it (unrecognized arguments).
+        shutdown_flag="--shutdown-timeout",
     ),
     "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
 }

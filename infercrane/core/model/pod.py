@@ -112,7 +112,8 @@ class Drain(Frozen):
         ge=0,
         le=3600,
         description="Seconds the engine may take, after SIGTERM, to finish the requests in flight (vLLM's "
-        "--shutdown-timeout; SGLang drains on SIGTERM by itself). 0: vLLM aborts them at once.",
+        "--shutdown-timeout, which vLLM has since 0.18.0; SGLang drains on SIGTERM by itself). 0: no flag is "
+        "rendered and vLLM aborts them at once (its default) -- the setting for a vLLM older than 0.18.0.",
     )
 
     @property

@@ -29,6 +29,6 @@ def command_and_args(replica: Replica, shutdown_seconds: int) -> tuple[list[str]
         args += [e.tensor_parallel_flag, str(r.gpu_count)]
     if e.key_flag:
         args += [e.key_flag, WORKER_KEY_REFERENCE]
-    if e.shutdown_flag:
+    if e.shutdown_flag and shutdown_seconds:  # 0 is the engine's own default: no flag, which older releases lack
         args += [e.shutdown_flag, str(shutdown_seconds)]
     return list(e.command), args + list(r.args)

@@ -16,7 +16,9 @@
 //
 // Test settings (pod environment): INFERCRANE_DOUBLE_LOAD_SECONDS, INFERCRANE_DOUBLE_SERVES (a
 // comma-separated list served instead of the --served-model-name values: a replica serving the
-// wrong model), INFERCRANE_DOUBLE_RESPONSE_SECONDS (each completion takes this long).
+// wrong model), INFERCRANE_DOUBLE_RESPONSE_SECONDS (each completion takes this long),
+// INFERCRANE_DOUBLE_VLLM_VERSION (the vLLM release it stands in for: before 0.18.0, which added
+// --shutdown-timeout, that flag is an unrecognized argument, as it is to those releases).
 package main
 
 import (
@@ -121,6 +123,17 @@ func parse(e engine, args []string) map[string][]string {
 	return got
 }
 
+// before: is version ("0.17.1"; "" none: the newest) a release before major.minor?
+func before(version string, major, minor int) bool {
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if version == "" || len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	return err1 == nil && err2 == nil && (ma < major || (ma == major && mi < minor))
+}
+
 func first(got map[string][]string, flag, fallback string) string {
 	if v := got[flag]; len(v) > 0 {
 		return v[0]
@@ -178,6 +191,13 @@ func main() {
 	if !ok {
 		fmt.Fprintf(os.Stderr, "/usr/local/bin/python3: No module named %s\n", os.Args[2])
 		os.Exit(1)
+	}
+	if e.shutdownFlag != "" && before(os.Getenv("INFERCRANE_DOUBLE_VLLM_VERSION"), 0, 18) {
+		values := map[string]bool{}
+		for flag := range e.values {
+			values[flag] = flag != e.shutdownFlag
+		}
+		e.values, e.shutdownFlag = values, ""
 	}
 	got := parse(e, os.Args[3:])
 	model := first(got, e.modelFlag, "")
