@@ -25,7 +25,7 @@ from infercrane.core import naming
 from infercrane.local import images, node
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
-from tests.integration.conftest import Project, replica
+from tests.integration.conftest import Project, kubectl, replica
 from tests.integration.test_cli_ops import cli
 
 NS = "infercrane-system"
@@ -287,7 +287,8 @@ def test_a_vllm_older_than_0_18_refuses_the_shutdown_flag_and_shutdown_seconds_z
     done = cli(project, "deploy", "--stack", "itnodeold")
     assert done.returncode == 1, done.stdout
     (pod,) = pods_of(admin, key)
-    logged = "\n".join(admin.log(pod.metadata.name, namespace=NS, previous=True))
+    shown = kubectl(project.plane, "logs", "-n", NS, pod.metadata.name, "--previous")  # the exited container's
+    logged = shown.stdout + shown.stderr
     assert "error: unrecognized arguments: --shutdown-timeout 30" in logged, logged
     project.stack(
         "itnodeold",
