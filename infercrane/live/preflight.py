@@ -28,6 +28,7 @@ from lightkube import ApiError
 
 from infercrane.core import naming
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused, bullets
+from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import cache
@@ -119,6 +120,28 @@ def verify_cache(config: InferCraneConfig, live: Live) -> cache.Verdict:
     return verdict
 
 
+def claims_differ(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
+    """Does a live ResourceClaimTemplate claim other devices than the rendered one? (Compared by what
+    is claimed -- each request's device class, allocation mode, count and selectors -- not by the
+    fields the API server defaults.)"""
+    if rendered.get("kind") != RESOURCE_CLAIM_TEMPLATE.name:
+        return False
+
+    def claimed(obj: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [
+            (
+                where,
+                r.get("deviceClassName"),
+                r.get("allocationMode", "ExactCount"),
+                r.get("count"),
+                [(s.get("cel") or {}).get("expression") for s in r.get("selectors") or []],
+            )
+            for where, r in gpu.device_requests({"kind": RESOURCE_CLAIM_TEMPLATE.name, **obj})
+        ]
+
+    return claimed(live) != claimed(rendered)
+
+
 def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live) -> Report:
     """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report."""
     target = config.kubernetes
@@ -132,12 +155,17 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc
     ownership: list[str] = []
     to_check: list[dict[str, Any]] = []
+    replaced: list[dict[str, Any]] = []
     for m in manifests:
         obj = live.get((m["kind"], m["metadata"]["name"]))
         key = m["metadata"]["annotations"][naming.ANNOTATION_KEY]
         reasons = naming.ownership_mismatches(obj, key=key, namespace=target.namespace, stack=stack_id) if obj else []
         if reasons:
             ownership.append(f"{_where(m)} exists but is not owned by this stack: {'; '.join(reasons)}")
+        elif obj is not None and claims_differ(obj, m):
+            # A claim template is immutable: another claim (GPU count, product, device class) is a
+            # new template, deleted and made again in the key's wave (shell.components), never updated.
+            replaced.append(m)
         else:
             to_check.append(m)
 
@@ -154,6 +182,7 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     errors: list[str] = []
     pod_security: list[str] = []
     report = Report(live=live)
+    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
     for m, outcome in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"
         if isinstance(outcome, failures.Unreachable):

@@ -96,8 +96,12 @@ def claim(state: Path, lock: Path = LOCK) -> int | str:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        holder = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
+        holder, deadline = "", time.monotonic() + 2
+        while not holder and time.monotonic() < deadline:  # a winner of a moment ago writes its name next
+            holder = os.pread(fd, 4096, 0).decode(errors="replace").strip()
+            time.sleep(0 if holder else 0.01)
         os.close(fd)
+        holder = holder or "another process"
         return (
             f"the real node of the plane at {holder} runs (one per machine: its bridge, addresses and cgroups are the machine's)"
         )

@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.core.v1 import Service
 
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
 from infercrane.core.state.urns import COMPONENT_TYPE, child_name
 
 
@@ -62,7 +63,19 @@ class ReplicaComponent(pulumi.ComponentResource):
         aliases = [pulumi.Alias(name=legacy)] if legacy else None
         super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions(aliases=aliases))
         child_opts = pulumi.ResourceOptions(parent=self, provider=provider)
-        self.objects = [_resource(child_name(name, m["kind"]), m, child_opts) for m in manifests]
+        # A claim template is immutable: another claim replaces it -- deleted, then made again under
+        # its name (the pods' claims already made stay theirs) -- and the replica's other objects
+        # are applied after it, so a new pod's claim is made from the new template.
+        claim_opts = pulumi.ResourceOptions.merge(
+            child_opts, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+        )
+        templates = {
+            i: _resource(child_name(name, m["kind"]), m, claim_opts)
+            for i, m in enumerate(manifests)
+            if m["kind"] == RESOURCE_CLAIM_TEMPLATE.name
+        }
+        after = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=list(templates.values())))
+        self.objects = [templates.get(i) or _resource(child_name(name, m["kind"]), m, after) for i, m in enumerate(manifests)]
         # The object whose status says whether the replica serves (Deployment / InferenceService).
         self.workload = self.objects[0]
         self.name = name

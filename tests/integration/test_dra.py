@@ -23,7 +23,17 @@ from infercrane.core import naming
 from infercrane.live.api import Live
 from infercrane.live.inspect import inspect, render_text
 from infercrane.project import stackfile
-from tests.integration.conftest import ROOT, Project, get_or_none, kill_as_ci, pending_record, replica, start_cli, wait_for
+from tests.integration.conftest import (
+    ROOT,
+    Project,
+    get_or_none,
+    kill_as_ci,
+    pending_record,
+    plain_pulumi,
+    replica,
+    start_cli,
+    wait_for,
+)
 from tests.integration.test_cli_ops import cli
 
 pytestmark = [pytest.mark.integration, pytest.mark.qualification]  # make test-matrix: every pinned Kubernetes
@@ -81,6 +91,47 @@ def test_a_dra_replica_is_allocated_a_device_of_its_product_by_the_scheduler_and
     for key in keys:
         assert get_or_none(admin, ResourceClaimTemplate, naming.object_name(key)) is None
         assert get_or_none(admin, Deployment, naming.object_name(key)) is None
+
+
+def _devices(admin: Client, key: str) -> list[str]:
+    _, claim = _claim_of(admin, naming.object_name(key))
+    return [f"{x.pool}/{x.device}" for x in claim.status.allocation.devices.results]
+
+
+def test_a_gpu_change_of_a_kept_dra_key_rolls_in_waves_with_a_new_claim_template_and_plain_pulumi_does_it_too(
+    project: Project, admin: Client
+) -> None:
+    """A claim template is immutable (Kubernetes validates every update so): a GPU count or product
+    change is a new template -- the old one deleted and made again in the key's wave, the pod
+    restarted onto it -- planned by `plan`, rolled by `deploy` and by plain `pulumi up`."""
+    keys = ["it-dragpu-r0", "it-dragpu-r1"]
+    project.stack("itdragpu", [replica(k, gpuCount=2) for k in keys], **DRA)  # the L40S DRA node's 4 devices
+    r = cli(project, "deploy", "--stack", "itdragpu")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert [len(_devices(admin, k)) for k in keys] == [2, 2]
+    uids = {k: admin.get(ResourceClaimTemplate, naming.object_name(k), namespace=NS).metadata.uid for k in keys}
+
+    project.stack("itdragpu", [replica(k, gpuCount=1) for k in keys], **DRA)
+    r = cli(project, "plan", "--stack", "itdragpu")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert "immutable" not in r.stdout + r.stderr and "wave 2" in r.stdout, r.stdout
+    r = cli(project, "deploy", "--stack", "itdragpu")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    for k in keys:
+        template = admin.get(ResourceClaimTemplate, naming.object_name(k), namespace=NS)
+        assert template.metadata.uid != uids[k], "a new template, not an update of the old one"
+        assert template.spec.spec.devices.requests[0].exactly.count == 1
+        assert len(_devices(admin, k)) == 1
+    r = cli(project, "plan", "--stack", "itdragpu", "--json")
+    assert r.returncode == 0 and '"basis": "state+live"' in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
+
+    # A product change of one replica, by plain `pulumi up` (one replica restarts: within the policy).
+    project.stack("itdragpu", [replica(keys[0], gpuCount=1), replica(keys[1], gpu="NVIDIA-A100-80GB-PCIe")], **DRA)
+    pulumi = plain_pulumi(project, "itdragpu")
+    r = pulumi("up", "--yes", "--skip-preview")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    assert [d.split("/")[0] for d in _devices(admin, keys[1])] == ["kwok-dra-a100-0"]
+    assert cli(project, "destroy", "--stack", "itdragpu").returncode == 0
 
 
 def test_a_product_no_slice_offers_stays_pending_with_the_schedulers_claim_reason(project: Project, admin: Client) -> None:

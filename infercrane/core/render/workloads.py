@@ -264,9 +264,14 @@ def _predictor_strategy(config: InferCraneConfig, replica: Replica) -> dict[str,
 
 
 def _predictor_metadata(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
-    """The extra pod labels and annotations: KServe puts the predictor's on its pods."""
+    """The extra pod labels and annotations: KServe puts the predictor's on its pods. Under
+    ``gpuAllocation: dra`` the pods also carry their intent, as a Deployment's do: the GPUs they
+    claim are in their claim template, not in the predictor, so another claim restarts them."""
     pod = config.pod_for(replica)
-    return {k: v for k, v in (("labels", pod.labels), ("annotations", pod.annotations)) if v}
+    annotations = dict(pod.annotations) | (
+        {naming.ANNOTATION_INTENT: pod_intent(config, replica)} if config.kubernetes.dra else {}
+    )
+    return {k: v for k, v in (("labels", pod.labels), ("annotations", annotations)) if v}
 
 
 def inference_service(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
