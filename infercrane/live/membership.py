@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infercrane.core import naming
+from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
@@ -65,8 +66,9 @@ def members(
     templates = {name: obj for (kind, name), obj in live.items() if kind == RESOURCE_CLAIM_TEMPLATE.name}
     for key, (_ns, kind, obj) in sorted(found.items(), key=lambda kv: str(kv[1][2]["metadata"]["name"])):
         gpus, product = gpus_of(obj, t.gpu_resource), str((pod_of(obj).get("nodeSelector") or {}).get(t.gpu_product_label) or "")
-        if not gpus:  # its GPUs are claimed (DRA): what its templates request
-            gpus, product = claimed_gpus(obj, templates, t.gpu_product_names)
+        if not gpus:  # its GPUs are claimed (DRA): what its templates request, from the devices' pool
+            gpus, claimed = claimed_gpus(obj, templates, t.gpu_product_names)
+            product = gpu.pool(claimed, dra=True)
         out.append(
             rollout.Member(
                 key=key,
@@ -108,7 +110,7 @@ def plan_rollout(
             gpus=r.replica.gpu_count,
             restarts=r.name in report.restarts,
             moves=r.replica.key in moving,
-            product=r.replica.gpu,
+            product=gpu.pool(r.replica.gpu, dra=config.kubernetes.dra),
         )
         for r in rendered
     ]

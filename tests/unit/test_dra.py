@@ -295,7 +295,7 @@ def test_a_live_dra_replica_holds_what_its_template_claims_of_its_product(values
     live_dep["metadata"]["generation"] = 1
     live = {("Deployment", name): live_dep, ("Service", name): svc, ("ResourceClaimTemplate", name): template}
     (m,) = members(config, live, "infercrane/dev")
-    assert (m.gpus, m.product, m.state) == (2, "NVIDIA-L40S", "settled")
+    assert (m.gpus, m.product, m.state) == (2, "NVIDIA-L40S (DRA)", "settled")
 
 
 def test_the_guards_take_the_targets_gpu_naming(values: dict[str, Any]) -> None:
@@ -354,3 +354,24 @@ def test_doctor_fails_a_cluster_that_does_not_serve_the_dra_api_with_how_to_go_o
         "resource.k8s.io/v1 is not served (Dynamic Resource Allocation is GA from Kubernetes 1.34)",
     )
     assert check.hint == "use gpuAllocation: label on this cluster, or upgrade it to Kubernetes 1.34 or later"
+
+
+def test_a_switch_from_label_to_dra_is_planned_as_the_move_it_is_between_two_pools(values: dict[str, Any]) -> None:
+    """A device-plugin GPU freed by the old form is no DRA device for the new one: the plan counts
+    each pool apart and shows both (where the new GPUs come from), never one pool of the product."""
+    from infercrane.live.membership import plan_rollout
+    from infercrane.live.preflight import Report
+
+    values["infercrane:replicas"] = [dict(values["infercrane:replicas"][0], key=f"qwen-r{i}") for i in range(2)]
+    label = loading.load(values, source=SRC, env={})
+    live: dict[tuple[str, str], dict[str, Any]] = {}
+    for r in render_checked(label, "dev"):
+        dep = copy.deepcopy(r.manifests[0])
+        dep["metadata"]["generation"] = 1
+        dep["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+        live[("Deployment", r.name)] = dep
+    switched = loading.load(dra(values), source=SRC, env={})
+    report = Report(live=live, restarts={r.name for r in render_checked(switched, "dev")})
+    (e,) = plan_rollout(switched, render_checked(switched, "dev"), report, "infercrane/dev").endpoints
+    assert dict(e.peak_by_product) == {"NVIDIA-L40S": 2, "NVIDIA-L40S (DRA)": 2}, e
+    assert (e.gpus_before, e.gpus_after, len(e.waves), e.lowest_ready) == (2, 2, 2, 1)
