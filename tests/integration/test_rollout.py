@@ -812,24 +812,28 @@ def test_a_kserve_rollout_after_an_out_of_band_predictor_restart_waits_for_the_n
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
-def switch_two_replicas(project: Project, stack: str, keys: list[str], **target: Any) -> None:
+def switch_two_replicas(project: Project, stack: str, keys: list[str], peak: str = "peak 2 (0 extra)", **target: Any) -> None:
     """Deploy one endpoint of two one-GPU replicas, then change ``target`` so that each moves:
-    plan shows two waves in place, never below one ready, never an extra GPU."""
+    plan shows two waves in place, never below one ready, never an extra GPU (``peak``: the plan's
+    words for the peak, per pool when the move changes the GPUs' pool)."""
     project.stack(stack, [rep(k) for k in keys])
     deploy(project, stack)
     project.stack(stack, [rep(k) for k in keys], **target)
     plan = cli(project, "plan", "--stack", stack)
     assert plan.returncode == 3, plan.stderr[-2000:]
-    assert "2 wave(s) in place" in plan.stdout and "lowest ready 1; GPUs 2 -> 2, peak 2 (0 extra)" in plan.stdout, plan.stdout
+    assert "2 wave(s) in place" in plan.stdout and f"lowest ready 1; GPUs 2 -> 2, {peak}" in plan.stdout, plan.stdout
 
 
-def roll_two_in_waves(project: Project, admin: Client, stack: str, keys: list[str], namespace: str = NS) -> Watcher:
+def roll_two_in_waves(
+    project: Project, admin: Client, stack: str, keys: list[str], namespace: str = NS, planned_peak: int = 2
+) -> Watcher:
     """Deploy the switch of :func:`switch_two_replicas` under a watcher: two waves, one ready at
-    the lowest, two GPUs at the peak, by the deploy's own account and by the watcher's."""
+    the lowest, two GPUs at the peak -- by the deploy's own account (``planned_peak``: summed over
+    the pools a move spans) and as the watcher counts the GPUs held."""
     with Watcher(admin, keys, namespace=namespace) as w:
         doc = deploy(project, stack)
     (e,) = doc["rollout"]["endpoints"]
-    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, 2), e
+    assert (len(e["waves"]), e["lowestReady"], e["peakGpus"]) == (2, 1, planned_peak), e
     assert w.lowest_ready >= 1 and w.peak_gpus <= 2, w.samples
     return w
 
@@ -865,8 +869,10 @@ def test_a_switch_from_label_to_dra_rolls_each_replica_in_waves_within_its_polic
 
     stack = "roldra"
     keys = [f"{stack}-r{i}" for i in range(2)]
-    switch_two_replicas(slow, stack, keys, gpuAllocation="dra")
-    w = roll_two_in_waves(slow, slow_admin, stack, keys)
+    # A move between two pools: the device plugin's A100s and the DRA node's A100 devices, each counted.
+    pools = "peak 4 (0 extra); per product NVIDIA-A100-SXM4-80GB 2, NVIDIA-A100-SXM4-80GB (DRA) 2"
+    switch_two_replicas(slow, stack, keys, peak=pools, gpuAllocation="dra")
+    w = roll_two_in_waves(slow, slow_admin, stack, keys, planned_peak=4)
     assert max(g for _, g in w.samples[-3:]) == 2, "both replicas hold a claimed device at the end"
     for k in keys:
         name = naming.object_name(k)
