@@ -70,7 +70,7 @@ class Observed:
 
         config = self.facts.config
         keys = {r.key for r in config.replicas}
-        members = membership.members(config, self.report.live, self.facts.stack_id)
+        members = membership.members(config, self.report.live, self.facts.stack_id, predictors=self.report.predictors)
         left = sorted(m.key for m in members if m.key not in keys)
         if left:
             return [f"replica(s) {', '.join(left)} of keys that left the config still run"]

@@ -194,6 +194,8 @@ def rolled(
             )
         try:
             seen = looked or Observed(facts, state, rendered, facts.preflight(rendered))
+            for note in seen.report.notes(facts.config) if seen.report else []:
+                sink(Note(note))
             rollout = seen.rollout
         except BaseException as exc:
             if gate is not None:
@@ -287,6 +289,8 @@ def plan(
         rendered = facts.render()
         report = facts.preflight(rendered)
         seen = Observed(facts, reading.result(), rendered, report)
+    for note in report.notes(facts.config) if report else []:
+        sink(Note(note))
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview

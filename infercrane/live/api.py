@@ -98,9 +98,11 @@ class Live:
         with request(action, self.target):
             return cluster.retrying(lambda: cluster.apply_strict_dry_run(self.client, manifest))
 
-    def by_name(self, kinds: Iterable[str], *, optional: Iterable[str] = ()) -> dict[tuple[str, str], dict[str, Any]]:
+    def by_name(
+        self, kinds: Iterable[str], *, optional: Iterable[str] = (), refused: set[str] | None = None
+    ) -> dict[tuple[str, str], dict[str, Any]]:
         """:func:`cluster.live_by_name` in the target namespace."""
-        return cluster.live_by_name(self.client, self.target, kinds, optional=optional)
+        return cluster.live_by_name(self.client, self.target, kinds, optional=optional, refused=refused)
 
     def raw_get(self, path: str) -> dict[str, Any]:
         """GET a non-resource path (``/version``)."""

@@ -224,13 +224,18 @@ def delete_exact(client: Client, kind: str, name: str, namespace: str, uid: str,
 
 
 def live_by_name(
-    client: Client, target: KubernetesTarget, kinds: Iterable[str], *, optional: Iterable[str] = ()
+    client: Client,
+    target: KubernetesTarget,
+    kinds: Iterable[str],
+    *,
+    optional: Iterable[str] = (),
+    refused: set[str] | None = None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Every object of ``kinds`` in the target namespace -- ours or not, a foreign one may carry our
     name -- keyed by ``(kind, name)``: one LIST per kind, the kinds at once, each retried while the
     server says 429/503. A kind the server does not serve (no KServe) has no objects, and neither
-    has an ``optional`` kind this identity may not list. Other failures: ClusterError (the first
-    kind's, in name order, when several fail)."""
+    has an ``optional`` kind this identity may not list (added to ``refused``, when given). Other
+    failures: ClusterError (the first kind's, in name order, when several fail)."""
     maybe = set(optional) - set(kinds)
 
     def listed(kind: str) -> list[tuple[tuple[str, str], dict[str, Any]]]:
@@ -242,6 +247,8 @@ def live_by_name(
             return []
         except Forbidden:
             if kind in maybe:
+                if refused is not None:
+                    refused.add(kind)
                 return []
             raise
         return [((kind, raw["metadata"]["name"]), raw) for raw in map(as_dict, items)]

@@ -49,8 +49,18 @@ OPTIONAL_READS: Final = {
         "a deploy asks each replica which models it serves (serving evidence)",
         "serving evidence is not verifiable: check reports it, require refuses",
     ),
+    "deployments": (
+        "deploy/kubernetes/optional/kserve-predictor-reader.yaml",
+        "each InferenceService is judged by its predictor Deployment (KServe mode)",
+        "each InferenceService is judged by its own status, whose counter KServe copies from the predictor",
+    ),
+    "events": (
+        "deploy/kubernetes/optional/kserve-predictor-reader.yaml",
+        "a failed deploy quotes the scheduler's and kubelet's Warning Events (KServe mode)",
+        "a failed deploy cannot quote the scheduler's Events",
+    ),
 }
-OPTIONAL_GROUPS: Final = {"endpointslices": "discovery.k8s.io"}  # the others are core ("")
+OPTIONAL_GROUPS: Final = {"endpointslices": "discovery.k8s.io", "deployments": "apps"}  # the others are core ("")
 OPTIONAL_RIGHTS: Final = tuple((v, OPTIONAL_GROUPS.get(r, ""), r) for r in OPTIONAL_READS for v in ("get", "list"))
 
 

@@ -19,25 +19,26 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE
 from infercrane.live import cluster, failures, served, verdicts, warnings
 from infercrane.live.api import Live
+from infercrane.live.readiness import list_predictors
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
-def object_state(kind: str, obj: dict[str, Any]) -> str:
+def object_state(kind: str, obj: dict[str, Any], predictors: verdicts.Predictors = None) -> str:
     """ready / provisioning for one live workload object (Services and claim templates are ready
     when present).
 
-    The same rule the readiness wait uses (:mod:`infercrane.live.readiness`), so ``inspect`` and
-    ``deploy`` never disagree about a replica."""
+    The same rule the readiness wait uses (:func:`verdicts.judged`: an InferenceService by its
+    predictor when ``predictors`` were readable), so ``inspect`` and ``deploy`` never disagree."""
     if kind not in verdicts.VERDICTS:
         return "ready"
-    return "ready" if verdicts.VERDICTS[kind](obj, 0).state == "ready" else "provisioning"
+    return "ready" if verdicts.judged(kind, obj, 0, predictors).state == "ready" else "provisioning"
 
 
-def replica_state(expected: list[str], found: dict[str, dict[str, Any]]) -> str:
+def replica_state(expected: list[str], found: dict[str, dict[str, Any]], predictors: verdicts.Predictors = None) -> str:
     if any(kind not in found for kind in expected):
         return "degraded"
-    states = [object_state(kind, obj) for kind, obj in found.items()]
+    states = [object_state(kind, obj, predictors) for kind, obj in found.items()]
     return "ready" if all(s == "ready" for s in states) else "provisioning"
 
 
@@ -116,6 +117,7 @@ def serving(
     workloads: dict[str, dict[str, Any]],
     stack_id: str | None,
     evidence: dict[str, dict[str, Any]] | None = None,
+    predictors: verdicts.Predictors = None,
 ) -> dict[str, list[dict[str, Any]]]:
     """Routing membership as it is now: per endpoint, the replicas whose workload is ready --
     configured or not (one a rollout is taking out still serves) -- with key, model revision and
@@ -131,7 +133,7 @@ def serving(
         key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
         if key is None or _not_owned(obj, key, config.kubernetes.namespace, stack_id):
             continue
-        if object_state(config.kubernetes.object_kinds[0], obj) != "ready":
+        if object_state(config.kubernetes.object_kinds[0], obj, predictors) != "ready":
             continue
         taken = evidence.get(key)
         if taken is not None and not served.counts(taken["state"], policy):
@@ -179,6 +181,7 @@ def inspect_report(
         res = cluster.resource_for({"kind": kind})
         items = live.list(res, labels=naming.managed_selector(), action=f"list {res.__name__}s")
         listed[kind] = {o["metadata"]["name"]: o for o in items}
+    predictors = list_predictors(live) if kinds[0] == "InferenceService" else None
     pod_reader = pod_reader or live
     pods = _pods(pod_reader, config)
     node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and not t.dra else {}
@@ -209,7 +212,7 @@ def inspect_report(
                     # Raw condition metadata as the controller reports it (KServe adds severity and
                     # lastTransitionTime; Deployments lastUpdateTime too): nothing dropped.
                     "conditions": [dict(c) for c in status.get("conditions") or []],
-                    "state": object_state(kind, obj),
+                    "state": object_state(kind, obj, predictors),
                     "managers": managers(obj),
                 }
             )
@@ -232,7 +235,7 @@ def inspect_report(
                     }
                 )
         endpoint = None
-        state = replica_state(kinds, found)
+        state = replica_state(kinds, found, predictors)
         if state == "ready" and "Service" in found:
             endpoint = f"http://{name}.{ns}.svc:{r.port}"
         elif state == "ready" and "InferenceService" in found:
@@ -260,7 +263,7 @@ def inspect_report(
     evidence = serving_evidence(config, live, [r for r, rec in zip(config.replicas, out, strict=True) if rec["state"] == "ready"])
     for rec in out:
         rec["evidence"] = evidence.get(rec["key"])
-    return out, serving(config, listed[kinds[0]], stack_id, evidence)
+    return out, serving(config, listed[kinds[0]], stack_id, evidence, predictors)
 
 
 def serving_evidence(config: InferCraneConfig, live: Live, ready: list[Any]) -> dict[str, dict[str, Any]]:

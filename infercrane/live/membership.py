@@ -23,7 +23,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.live import failures
 from infercrane.live.api import Live
 from infercrane.live.preflight import Report
-from infercrane.live.verdicts import replica_state
+from infercrane.live.verdicts import Predictors, replica_state
 
 
 def _workloads(
@@ -58,8 +58,10 @@ def members(
     live: Mapping[tuple[str, str], Mapping[str, Any]],
     stack_id: str,
     elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+    predictors: Predictors = None,
 ) -> list[rollout.Member]:
-    """The stack's live replicas, in name order: owned workload objects only."""
+    """The stack's live replicas, in name order: owned workload objects only; KServe's judged by
+    their ``predictors`` when readable (verdicts.judged)."""
     t = config.kubernetes
     out = []
     found = _workloads(config, live, stack_id, elsewhere)
@@ -73,7 +75,7 @@ def members(
             rollout.Member(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
-                state=replica_state(kind, obj),
+                state=replica_state(kind, obj, predictors),
                 gpus=gpus,
                 product=product,
             )
@@ -114,7 +116,7 @@ def plan_rollout(
         )
         for r in rendered
     ]
-    return rollout.plan(members(config, report.live, stack_id, elsewhere), targets, config.rollout_for)
+    return rollout.plan(members(config, report.live, stack_id, elsewhere, report.predictors), targets, config.rollout_for)
 
 
 def recorded_elsewhere(

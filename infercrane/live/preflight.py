@@ -67,10 +67,24 @@ class Report:
     restarts: set[str] = field(default_factory=set)  # object names
     live: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)  # the API server's, to show (podSecurityWarnings: report)
+    #: KServe: the predictor Deployments by name, which decide each InferenceService's state
+    #: (verdicts.judged); None: not KServe, or this identity may not list Deployments.
+    predictors: dict[str, dict[str, Any]] | None = None
 
     @property
     def drift(self) -> list[str]:
         return sorted(k for k, a in self.actions.items() if a is not Action.SAME)
+
+    def notes(self, config: InferCraneConfig) -> list[str]:
+        """What the command says of how it judged the replicas: under KServe without the predictor
+        reads, by each InferenceService's own status (the weaker rule)."""
+        if config.kubernetes.object_kinds[0] != "InferenceService" or self.predictors is not None:
+            return []
+        return [
+            "note: this identity may not list Deployments, so each InferenceService is judged by its own status, "
+            "whose counter KServe copies from its predictor (after a predictor restart it can vouch for a stale "
+            "Ready); apply deploy/kubernetes/optional/kserve-predictor-reader.yaml to judge each by its predictor"
+        ]
 
 
 _VOLATILE_META: Final = ("managedFields", "resourceVersion", "generation", "uid", "creationTimestamp")
@@ -150,7 +164,8 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         # switch the replicas still run in their old form, and the rollout counts them. Claim
         # templates likewise: after a switch from gpuAllocation dra, they say what the replicas hold.
         others = set(WORKLOADS) | {RESOURCE_CLAIM_TEMPLATE.name}
-        live = connection.by_name({m["kind"] for m in manifests}, optional=others)
+        refused: set[str] = set()
+        live = connection.by_name({m["kind"] for m in manifests}, optional=others, refused=refused)
     except ClusterError as exc:
         raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc
     ownership: list[str] = []
@@ -182,6 +197,8 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
     errors: list[str] = []
     pod_security: list[str] = []
     report = Report(live=live)
+    if target.object_kinds[0] == "InferenceService" and "Deployment" not in refused:  # the one rule: by the predictors
+        report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
     report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
     for m, outcome in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"

@@ -26,7 +26,7 @@ from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
-from infercrane.live.verdicts import VERDICTS, Verdict, inference_service_by_predictor, predictor_name
+from infercrane.live.verdicts import VERDICTS, Verdict, judged, predictor_name
 from infercrane.live.warnings import current_replica_set, pod_warnings
 
 POLL_SECONDS: Final = (
@@ -76,6 +76,17 @@ class Progress:
         common = Counter(self.waiting.values()).most_common(1)
         return common[0][0] if common else ""
 
+
+
+def list_predictors(live: Live) -> dict[str, dict[str, Any]] | None:
+    """KServe's predictor Deployments by name (they carry the labels KServe copies from their
+    InferenceService): one LIST; None when this identity may not list Deployments (a KServe-only
+    identity without deploy/kubernetes/optional/kserve-predictor-reader.yaml)."""
+    try:
+        items = live.list(cluster.resource_for({"kind": "Deployment"}), labels=naming.managed_selector(), action="list deployments")
+    except failures.Forbidden:
+        return None
+    return {o["metadata"]["name"]: o for o in items}
 
 class FleetWaiter:
     """Waits for many objects of one kind in one namespace with one LIST per tick.
@@ -141,15 +152,7 @@ class FleetWaiter:
         return out
 
     def _list_predictors(self) -> dict[str, dict[str, Any]] | None:
-        """KServe's predictor Deployments by name (they carry the labels KServe copies from their
-        InferenceService), or None when this identity may not list Deployments."""
-        try:
-            items = self._live.list(
-                cluster.resource_for({"kind": "Deployment"}), labels=naming.managed_selector(), action="list deployments"
-            )
-            return {o["metadata"]["name"]: o for o in items}
-        except failures.Forbidden:
-            return None
+        return list_predictors(self._live)
 
     def _workload_of(self, obj: Mapping[str, Any]) -> Mapping[str, Any]:
         """The Deployment that runs ``obj``'s pods: itself, or KServe's predictor when readable."""
@@ -158,10 +161,7 @@ class FleetWaiter:
         return self._predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name")))) or {}
 
     def _judge(self, obj: Mapping[str, Any], generation: int) -> Verdict:
-        if self._predictors is None:
-            return self._verdict(obj, generation)
-        name = predictor_name(str((obj.get("metadata") or {}).get("name")))
-        return inference_service_by_predictor(obj, generation, self._predictors.get(name))
+        return judged(self._kind, obj, generation, self._predictors)
 
     def _resolve(self, name: str, verdict: Verdict) -> None:
         waited = self._waited.pop(name)

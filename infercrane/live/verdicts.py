@@ -185,11 +185,34 @@ VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
 }
 
 
-def replica_state(kind: str, obj: Mapping[str, Any]) -> ReplicaState:
+#: The predictor Deployments of a namespace, by name (KServe copies our labels onto them), or None
+#: when this identity may not list Deployments (a KServe-only identity without
+#: deploy/kubernetes/optional/kserve-predictor-reader.yaml).
+Predictors = Mapping[str, Mapping[str, Any]] | None
+
+
+def judged(kind: str, obj: Mapping[str, Any], applied_generation: int, predictors: Predictors = None) -> Verdict:
+    """The one readiness rule of a workload object, for every reader (the wait, membership,
+    ``inspect``, the promotion gate): a Deployment by the rollout rule; an InferenceService by its
+    predictor Deployment (:func:`inference_service_by_predictor`) whenever ``predictors`` could be
+    read, else by its own status -- the weaker rule, used only where the predictors cannot be read."""
+    if kind == "InferenceService" and predictors is not None:
+        name = predictor_name(str((obj.get("metadata") or {}).get("name")))
+        return inference_service_by_predictor(obj, applied_generation, predictors.get(name))
+    return VERDICTS[kind](obj, applied_generation)
+
+
+def replica_state(kind: str, obj: Mapping[str, Any], predictors: Predictors = None) -> ReplicaState:
     """A workload object's rollout state (:mod:`infercrane.core.plan.states`): draining once it
-    is being deleted, settled by the readiness rule, available with a pod available, else starting."""
+    is being deleted, settled by the readiness rule (:func:`judged`), available with a pod available
+    (an InferenceService's: its predictor's, when readable), else starting."""
+    if kind == "InferenceService" and predictors is not None:
+        predictor = predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name"))))
+        available = predictor is not None and _pod_available(predictor)
+    else:
+        available = _pod_available({"kind": kind, **obj})
     return states.replica_state(
         deleting=bool((obj.get("metadata") or {}).get("deletionTimestamp")),
-        settled=VERDICTS[kind](obj, 0).state == "ready",
-        available=_pod_available({"kind": kind, **obj}),
+        settled=judged(kind, obj, 0, predictors).state == "ready",
+        available=available,
     )

@@ -7,6 +7,7 @@ carries the GPU, and destroyed with KServe's children."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from lightkube import Client
@@ -138,3 +139,42 @@ def test_the_httproute_placeholder_is_valid_against_the_official_gateway_api_crd
     assert "httproute.gateway.networking.k8s.io/infercrane serverside-applied (server dry run)" in r.stdout
     r = kubectl(project.plane, *dry_run, stdin=placeholder)
     assert r.returncode != 0 and "REPLACE_WITH_HOSTNAME" in r.stderr, r.stdout + r.stderr
+
+
+def _rules(path: str) -> list[dict[str, object]]:
+    import yaml
+
+    from tests.integration.conftest import ROOT
+
+    (role,) = [d for d in yaml.safe_load_all((ROOT / path).read_text()) if d and d["kind"] == "Role"]
+    return list(role["rules"])
+
+
+def test_an_identity_bound_to_exactly_the_kserve_role_deploys_and_says_how_its_replicas_are_judged(
+    project: Project, admin: Client, identity: Any
+) -> None:
+    """The shipped KServe Role alone (no Deployment, no Event right): the deploy, `inspect` and `plan`
+    work, judging each InferenceService by its own status, and say so with the file that lets them
+    judge it by its predictor; with that optional reader bound, no such note, and the same verdicts."""
+    key = "it-kserve-only-r0"
+    only = identity("it-kserve-only", _rules("deploy/kubernetes/kserve/provider-rbac.yaml"))
+    project.stack("itkserveonly", [replica(key)], workloadApi="kserve", context=only)
+    r = cli(project, "deploy", "--stack", "itkserveonly")
+    assert r.returncode == 0, r.stderr[-3000:]
+    note = "note: this identity may not list Deployments, so each InferenceService is judged by its own status"
+    assert note in r.stderr and "deploy/kubernetes/optional/kserve-predictor-reader.yaml" in r.stderr, r.stderr[-3000:]
+    r = cli(project, "inspect", "--stack", "itkserveonly", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [x["state"] for x in json.loads(r.stdout)["replicas"]] == ["ready"]
+
+    reader = identity(
+        "it-kserve-reader",
+        _rules("deploy/kubernetes/kserve/provider-rbac.yaml") + _rules("deploy/kubernetes/optional/kserve-predictor-reader.yaml"),
+    )
+    project.stack("itkserveonly", [replica(key)], workloadApi="kserve", context=reader)
+    r = cli(project, "plan", "--stack", "itkserveonly")
+    assert r.returncode == 0, r.stdout + r.stderr[-3000:]
+    assert note not in r.stderr, r.stderr[-2000:]
+    r = cli(project, "inspect", "--stack", "itkserveonly", "--json")
+    assert r.returncode == 0 and [x["state"] for x in json.loads(r.stdout)["replicas"]] == ["ready"], r.stderr
+    assert cli(project, "destroy", "--stack", "itkserveonly").returncode == 0

@@ -129,7 +129,7 @@ def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pul
     foreign = {"kind": "Deployment", "metadata": {"name": name, "namespace": "old-ns", "labels": {"app": "x"}}}
     asked: list[tuple[str, frozenset[str], frozenset[str]]] = []
 
-    def listed(client: Any, target: Any, kinds: Any, *, optional: Any = ()) -> dict[tuple[str, str], Any]:
+    def listed(client: Any, target: Any, kinds: Any, *, optional: Any = (), refused: Any = None) -> dict[tuple[str, str], Any]:
         asked.append((target.namespace, frozenset(kinds), frozenset(optional)))
         return {("Deployment", name): foreign}
 

@@ -765,3 +765,23 @@ def test_an_earlier_templates_pods_warnings_are_not_quoted_as_the_current_ones_r
     current = event("Pod", "infercrane-a-7c6b5a4d3-k9k8j", "BackOff", "Back-off pulling image", 6)
     verdict = _fixed_and_rerun([earlier, current], Progressing=progressing)
     assert "BackOff: Back-off pulling image" in verdict.reason and "FailedScheduling" not in verdict.reason, verdict
+
+
+def test_every_reader_judges_an_inference_service_by_its_predictor_when_it_can_read_them() -> None:
+    """One rule everywhere (the wait, membership, inspect, the promotion gate): KServe's copied
+    counter says settled and Ready=True, while the predictor restarted out of band has no pod
+    available. With the predictors read, the replica is starting; only where they cannot be read
+    (None) does its own status speak -- the weaker rule."""
+    from infercrane.core.plan.states import ReplicaState
+    from infercrane.live.inspect import object_state
+    from infercrane.live.verdicts import judged, replica_state
+
+    obj = isvc(2, 2, "sha256:new")
+    restarted = {"infercrane-x-predictor": predictor("sha256:new", available=0)}
+    assert replica_state("InferenceService", obj, restarted) == ReplicaState.STARTING
+    assert object_state("InferenceService", obj, restarted) == "provisioning"
+    assert judged("InferenceService", obj, 0, restarted).state == "waiting"
+    assert replica_state("InferenceService", obj, None) == ReplicaState.SETTLED  # unreadable: its own status
+    assert replica_state("InferenceService", obj, {}) == ReplicaState.STARTING  # readable, none made yet
+    serving = {"infercrane-x-predictor": predictor("sha256:new")}
+    assert replica_state("InferenceService", obj, serving) == ReplicaState.SETTLED
