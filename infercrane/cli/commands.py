@@ -80,6 +80,7 @@ def cmd_local(args: argparse.Namespace) -> int:
             pod_ready_delay=args.pod_ready_delay,
             kubernetes_version=args.kubernetes_version,
             real_node=args.real_node,
+            pod_grace=args.pod_grace,
         )
     elif args.local_command == "stop":
         plane.stop()

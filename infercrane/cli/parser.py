@@ -47,6 +47,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="every pod becomes Ready this long after it starts (simulated model load; default 0; kept until the next start)",
     )
     ls.add_argument(
+        "--pod-grace",
+        action="store_true",
+        help="a deleted pod on the kwok nodes stays, terminating, until its grace period ends "
+        "(an engine draining to its last second; default: it goes at once; kept until the next start)",
+    )
+    ls.add_argument(
         "--kubernetes-version",
         metavar="MINOR",
         help="run this Kubernetes (1.34, 1.35, 1.36, 1.37; default 1.36), built by `tools/build.sh kube@MINOR`",

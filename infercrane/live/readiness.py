@@ -77,16 +77,18 @@ class Progress:
         return common[0][0] if common else ""
 
 
-
 def list_predictors(live: Live) -> dict[str, dict[str, Any]] | None:
     """KServe's predictor Deployments by name (they carry the labels KServe copies from their
     InferenceService): one LIST; None when this identity may not list Deployments (a KServe-only
     identity without deploy/kubernetes/optional/kserve-predictor-reader.yaml)."""
     try:
-        items = live.list(cluster.resource_for({"kind": "Deployment"}), labels=naming.managed_selector(), action="list deployments")
+        items = live.list(
+            cluster.resource_for({"kind": "Deployment"}), labels=naming.managed_selector(), action="list deployments"
+        )
     except failures.Forbidden:
         return None
     return {o["metadata"]["name"]: o for o in items}
+
 
 class FleetWaiter:
     """Waits for many objects of one kind in one namespace with one LIST per tick.

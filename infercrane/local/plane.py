@@ -21,7 +21,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -106,6 +106,7 @@ class Plane:
             "adminContext": ADMIN_CONTEXT,
             "apiserver": f"https://127.0.0.1:{rec['ports']['apiserver']}" if rec.get("ports") else None,
             "podReadyDelaySeconds": rec.get("podReadyDelaySeconds", 0),
+            "podGrace": bool(rec.get("podGrace")),
             "kubernetesVersion": rec.get("kubernetesVersion"),
             "realNode": rec.get("realNode"),
             "processes": self.processes(),
@@ -119,11 +120,16 @@ class Plane:
         pod_ready_delay: float = 0,
         kubernetes_version: str | None = None,
         real_node: bool = True,
+        pod_grace: bool = False,
     ) -> dict[str, Any]:
         """Start (or reuse) the plane, bootstrap it, and return :meth:`status`.
 
         ``pod_ready_delay``: seconds from a pod's start to its Ready condition (simulated model
-        load; kwok's pod-ready Stage delayed), kept until the next start. ``kubernetes_version``:
+        load; kwok's pod-ready Stage delayed), kept until the next start. ``pod_grace``: a deleted
+        pod on the kwok nodes stays, terminating, until its grace period ends (kwok's pod-delete
+        Stage waits for its ``deletionTimestamp``), as a pod whose engine drains to its last second
+        would -- the window in which a predecessor still holds its GPUs; default: it goes at once.
+        Kept until the next start. ``kubernetes_version``:
         a minor of tools/versions.env's KUBERNETES_VERSIONS (``1.34``; default KUBERNETES_VERSION),
         built by ``tools/build.sh kube@1.34``. A running plane is reused as it is, its delay and
         version included."""
@@ -137,6 +143,11 @@ class Plane:
                     f"the running plane is Kubernetes {status.get('kubernetesVersion') or 'of the default version'}, "
                     f"not {kubernetes_version}.",
                     fix=f"`local stop`, then `local start --kubernetes-version {kubernetes_version}`",
+                )
+            if bool(status.get("podGrace")) != pod_grace:
+                progress(
+                    f"note: it keeps its pods' grace {'honoured' if status.get('podGrace') else 'unhonoured'}; "
+                    f"`local stop` then `local start{' --pod-grace' if pod_grace else ''}` to change it"
                 )
             if status["podReadyDelaySeconds"] != pod_ready_delay:
                 progress(
@@ -173,11 +184,11 @@ class Plane:
         ports = {name: free_port() for name in PORTS}
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
-        record = {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "kubernetesVersion": version}
+        record = {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "podGrace": pod_grace, "kubernetesVersion": version}
         run = Supervisor(
             self._record, self.logs, record | {"realNode": node.NAME if why is None else None}, START_TIMEOUT_SECONDS
         )
-        stages = self._stages(tools["kwok"], pod_ready_delay)
+        stages = self._stages(tools["kwok"], pod_ready_delay, pod_grace)
         launch = Launch(self.state, self.pki_dir, self.logs, ports, stages, nodes_file, version, real_node=why is None)
         keep = (held,) if isinstance(held, int) else ()  # the node's processes hold its lock (node.claim)
         try:
@@ -215,22 +226,31 @@ class Plane:
         out = subprocess.run([str(apiserver), "--version"], capture_output=True, text=True, timeout=30).stdout
         return out.strip().rsplit(" ", 1)[-1].removeprefix("v")
 
-    def _stages(self, kwok: Path, pod_ready_delay: float) -> Path:
-        """kwok's stages: the built ones, or -- with a pod-ready delay -- a copy in the plane's state
+    def _stages(self, kwok: Path, pod_ready_delay: float, pod_grace: bool = False) -> Path:
+        """kwok's stages: the built ones, or a copy in the plane's state -- with a pod-ready delay,
         whose ``pod-ready`` Stage waits that long (``spec.delay``), so a pod is Pending, and its
-        Deployment unavailable, for as long as a model would take to load."""
+        Deployment unavailable, for as long as a model would take to load; with ``pod_grace``, whose
+        ``pod-delete`` Stage waits until the pod's ``deletionTimestamp`` (its deletion + its grace)."""
         built = kwok.parent.parent / "etc" / "stages.yaml"
         if not built.is_file():
             raise PlaneError(f"kwok stages {built} are missing.", fix="run `tools/build.sh kwok`")
-        if not pod_ready_delay:
+        if not pod_ready_delay and not pod_grace:
             return built
         docs = [d for d in yaml.safe_load_all(built.read_text(encoding="utf-8")) if d]
-        ready = [d for d in docs if d.get("kind") == "Stage" and d.get("metadata", {}).get("name") == "pod-ready"]
-        if len(ready) != 1:
-            raise PlaneError(
-                f"kwok stages {built} have no single pod-ready Stage to delay.", fix="rebuild: `tools/build.sh kwok`"
-            )
-        ready[0]["spec"]["delay"] = {"durationMilliseconds": int(pod_ready_delay * 1000)}
+
+        def stage(name: str) -> dict[str, Any]:
+            found = [d for d in docs if d.get("kind") == "Stage" and d.get("metadata", {}).get("name") == name]
+            if len(found) != 1:
+                raise PlaneError(f"kwok stages {built} have no single {name} Stage.", fix="rebuild: `tools/build.sh kwok`")
+            return cast(dict[str, Any], found[0])  # the document itself: the caller edits it in place
+
+        if pod_ready_delay:
+            stage("pod-ready")["spec"]["delay"] = {"durationMilliseconds": int(pod_ready_delay * 1000)}
+        if pod_grace:  # a time: kwok waits until it (kwok's own general pod-delete Stage reads the same field)
+            stage("pod-delete")["spec"]["delay"] = {
+                "durationMilliseconds": 0,
+                "durationFrom": {"expressionFrom": ".metadata.deletionTimestamp"},
+            }
         delayed = self.state / "kwok-stages.yaml"
         delayed.write_text(yaml.safe_dump_all(docs, sort_keys=False), encoding="utf-8")
         return delayed
