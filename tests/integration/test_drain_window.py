@@ -96,6 +96,9 @@ def test_a_cutover_on_a_full_pool_starts_each_successor_only_once_its_predecesso
     news = sorted(c for name, (c, d, _) in log.seen.items() if d is None and name not in log.gone_at)
     assert len(olds) == 2 and len(news) == 2, log.seen
     ends = sorted(d for _, d in olds)  # each old pod's deletion + its 10 s grace, as the API server set it
+    for name, (_, d, _) in log.seen.items():  # the kwok node kept each one, terminating, for its whole grace
+        if d is not None:
+            assert log.gone_at[name] >= d.timestamp() - 1, f"{name} went {d.timestamp() - log.gone_at[name]:.1f} s early"
     # On the kwok node each old pod stayed terminating for its grace; each successor's pod was made after one had gone.
     for made, freed in zip(news, ends, strict=True):
         assert made >= freed, f"a successor's pod made at {made}, before a predecessor's grace ended at {freed}"
