@@ -24,21 +24,24 @@ from infercrane.live.readiness import list_predictors
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
-def object_state(kind: str, obj: dict[str, Any], predictors: verdicts.Predictors = None) -> str:
+def object_state(kind: str, obj: dict[str, Any], predictors: verdicts.Predictors = None, *, zero_ok: bool = False) -> str:
     """ready / provisioning for one live workload object (Services and claim templates are ready
     when present).
 
     The same rule the readiness wait uses (:func:`verdicts.judged`: an InferenceService by its
-    predictor when ``predictors`` were readable), so ``inspect`` and ``deploy`` never disagree."""
+    predictor when ``predictors`` were readable; ``zero_ok``: a count that is an autoscaler's), so
+    ``inspect`` and ``deploy`` never disagree."""
     if kind not in verdicts.VERDICTS:
         return "ready"
-    return "ready" if verdicts.judged(kind, obj, 0, predictors).state == "ready" else "provisioning"
+    return "ready" if verdicts.judged(kind, obj, 0, predictors, zero_ok=zero_ok).state == "ready" else "provisioning"
 
 
-def replica_state(expected: list[str], found: dict[str, dict[str, Any]], predictors: verdicts.Predictors = None) -> str:
+def replica_state(
+    expected: list[str], found: dict[str, dict[str, Any]], predictors: verdicts.Predictors = None, *, zero_ok: bool = False
+) -> str:
     if any(kind not in found for kind in expected):
         return "degraded"
-    states = [object_state(kind, obj, predictors) for kind, obj in found.items()]
+    states = [object_state(kind, obj, predictors, zero_ok=zero_ok) for kind, obj in found.items()]
     return "ready" if all(s == "ready" for s in states) else "provisioning"
 
 
@@ -133,7 +136,8 @@ def serving(
         key = ((obj.get("metadata") or {}).get("annotations") or {}).get(naming.ANNOTATION_KEY)
         if key is None or _not_owned(obj, key, config.kubernetes.namespace, stack_id):
             continue
-        if object_state(config.kubernetes.object_kinds[0], obj, predictors) != "ready":
+        external = key in {r.key for r in config.replicas if r.scaling == "external"}
+        if object_state(config.kubernetes.object_kinds[0], obj, predictors, zero_ok=external) != "ready":
             continue
         taken = evidence.get(key)
         if taken is not None and not served.counts(taken["state"], policy):
@@ -212,7 +216,7 @@ def inspect_report(
                     # Raw condition metadata as the controller reports it (KServe adds severity and
                     # lastTransitionTime; Deployments lastUpdateTime too): nothing dropped.
                     "conditions": [dict(c) for c in status.get("conditions") or []],
-                    "state": object_state(kind, obj, predictors),
+                    "state": object_state(kind, obj, predictors, zero_ok=r.scaling == "external"),
                     "managers": managers(obj),
                 }
             )
@@ -235,7 +239,7 @@ def inspect_report(
                     }
                 )
         endpoint = None
-        state = replica_state(kinds, found, predictors)
+        state = replica_state(kinds, found, predictors, zero_ok=r.scaling == "external")
         if state == "ready" and "Service" in found:
             endpoint = f"http://{name}.{ns}.svc:{r.port}"
         elif state == "ready" and "InferenceService" in found:

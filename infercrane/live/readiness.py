@@ -52,6 +52,7 @@ class _Waited:
     tick: int  # the LIST under way (or last made) when the wait began: it may predate the object
     since: datetime  # when the wait began (UTC, whole seconds): a Warning Event older than that cannot fail it at once
     current: str | None = None  # its current ReplicaSet, as last seen: other ReplicaSets' pods' Events are history
+    zero_ok: bool = False  # its count is an autoscaler's: scaled to zero, it awaits no pod
     last: Verdict = field(default_factory=lambda: Verdict("waiting", "not observed yet"))
 
 
@@ -127,10 +128,12 @@ class FleetWaiter:
         self._task: asyncio.Task[None] | None = None
         self._began = clock()
 
-    async def wait(self, name: str, generation: int, budget_seconds: float) -> Verdict:
+    async def wait(self, name: str, generation: int, budget_seconds: float, *, zero_ok: bool = False) -> Verdict:
+        """``name``'s verdict at ``generation`` within ``budget_seconds``; ``zero_ok``: its count is an
+        autoscaler's (``scaling: external``), which may ask for no pod."""
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         since = self._wall().replace(microsecond=0)
-        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks, since)
+        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks, since, zero_ok=zero_ok)
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._guarded())
         return await future
@@ -162,8 +165,8 @@ class FleetWaiter:
             return obj
         return self._predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name")))) or {}
 
-    def _judge(self, obj: Mapping[str, Any], generation: int) -> Verdict:
-        return judged(self._kind, obj, generation, self._predictors)
+    def _judge(self, obj: Mapping[str, Any], generation: int, zero_ok: bool = False) -> Verdict:
+        return judged(self._kind, obj, generation, self._predictors, zero_ok=zero_ok)
 
     def _resolve(self, name: str, verdict: Verdict) -> None:
         waited = self._waited.pop(name)
@@ -221,7 +224,7 @@ class FleetWaiter:
                 verdict = (
                     Verdict("failed", "the object was deleted while waiting for it")
                     if obj is None
-                    else self._judge(obj, waited.generation)
+                    else self._judge(obj, waited.generation, waited.zero_ok)
                 )
                 if verdict.state == "waiting" and now >= waited.deadline:
                     verdict = Verdict("failed", f"not ready within its startup budget + margin; last seen: {verdict.reason}")

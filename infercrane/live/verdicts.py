@@ -71,10 +71,13 @@ def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
     return _since_our_apply(meta, progressing, same_second=False)
 
 
-def deployment_verdict(obj: Mapping[str, Any], applied_generation: int, applied: Mapping[str, Any] | None = None) -> Verdict:
+def deployment_verdict(
+    obj: Mapping[str, Any], applied_generation: int, applied: Mapping[str, Any] | None = None, *, zero_ok: bool = False
+) -> Verdict:
     """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard. ``applied``:
     the metadata whose managedFields date our apply (default: the object's own; a KServe predictor's
-    are its InferenceService's)."""
+    are its InferenceService's). ``zero_ok``: its count is an autoscaler's (``scaling: external``),
+    which may scale it to zero -- then no pod is awaited; a count of ours is one pod, always."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     ours = meta if applied is None else applied
     generation = int(meta.get("generation") or 0)
@@ -103,9 +106,9 @@ def deployment_verdict(obj: Mapping[str, Any], applied_generation: int, applied:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
     if total > updated:
         return Verdict("waiting", f"{total - updated} old replica(s) pending termination{suffix}")
-    # As many available as the Deployment asks for -- and at least one, unless it asks for none (an
-    # autoscaler such as KEDA scaled it to zero: no pod to wait for).
-    if available < updated or (want and not available):
+    # As many available as the Deployment asks for -- and at least one, unless an autoscaler that owns
+    # the count (scaling: external; KEDA) scaled it to zero: then there is no pod to wait for.
+    if available < updated or (not available and (want or not zero_ok)):
         return Verdict("waiting", f"{available} of {updated} updated replica(s) available{suffix}")
     # A deleted pod still holds its GPUs and drains its requests: the next wave waits until it is
     # gone, not merely deleted (status.terminatingReplicas: Kubernetes >= 1.35; absent before).
@@ -191,14 +194,19 @@ VERDICTS: Final[dict[str, Callable[[Mapping[str, Any], int], Verdict]]] = {
 Predictors = Mapping[str, Mapping[str, Any]] | None
 
 
-def judged(kind: str, obj: Mapping[str, Any], applied_generation: int, predictors: Predictors = None) -> Verdict:
+def judged(
+    kind: str, obj: Mapping[str, Any], applied_generation: int, predictors: Predictors = None, *, zero_ok: bool = False
+) -> Verdict:
     """The one readiness rule of a workload object, for every reader (the wait, membership,
     ``inspect``, the promotion gate): a Deployment by the rollout rule; an InferenceService by its
     predictor Deployment (:func:`inference_service_by_predictor`) whenever ``predictors`` could be
-    read, else by its own status -- the weaker rule, used only where the predictors cannot be read."""
+    read, else by its own status -- the weaker rule, used only where the predictors cannot be read.
+    ``zero_ok``: a Deployment whose count is an autoscaler's (:func:`deployment_verdict`)."""
     if kind == "InferenceService" and predictors is not None:
         name = predictor_name(str((obj.get("metadata") or {}).get("name")))
         return inference_service_by_predictor(obj, applied_generation, predictors.get(name))
+    if kind == "Deployment":
+        return deployment_verdict(obj, applied_generation, zero_ok=zero_ok)
     return VERDICTS[kind](obj, applied_generation)
 
 

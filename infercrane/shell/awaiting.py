@@ -73,7 +73,8 @@ class Waits:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
         the evidence of a ready one; its verdict fails when the evidence is against it."""
         key = c.summary["key"]
-        verdict = await self.waiter.wait(c.name, generation, self.budgets[key])
+        zero_ok = self.replicas[key].scaling == "external"  # the count is an autoscaler's, which may be 0
+        verdict = await self.waiter.wait(c.name, generation, self.budgets[key], zero_ok=zero_ok)
         if verdict.state != "ready":
             return verdict, None
         evidence = await self.checker.check_soon(self.replicas[key])

@@ -72,15 +72,6 @@ def dep(
             "waiting",
             "1 old pod(s) still terminating (draining)",
         ),
-        # Scaled to zero by an autoscaler (scaling: external, KEDA): it asks for no pod, so none is awaited;
-        # the pod it scaled away is still awaited while it goes.
-        (dep(2, 2, replicas=0, updated=0, available=0) | {"spec": {"replicas": 0}}, 2, "ready", ""),
-        (
-            dep(2, 2, replicas=1, updated=0, available=1) | {"spec": {"replicas": 0}},
-            2,
-            "waiting",
-            "1 old replica(s) pending termination",
-        ),
         (dep(2, 2, replicas=0, updated=0, available=0), 2, "waiting", "0 of 1 replica(s) updated"),
     ],
     ids=[
@@ -93,8 +84,6 @@ def dep(
         "deadline",
         "replica-failure",
         "old-pod-draining",
-        "scaled-to-zero",
-        "scaling-to-zero",
         "asked-one-has-none",
     ],
 )
@@ -102,6 +91,17 @@ def test_deployment_verdict_follows_rollout_status_and_never_trusts_a_stale_stat
     obj: dict[str, Any], applied: int, state: str, reason: str
 ) -> None:
     assert deployment_verdict(obj, applied) == Verdict(state, reason)  # type: ignore[arg-type]
+
+
+def test_a_deployment_scaled_to_zero_is_ready_only_when_its_count_is_an_autoscalers() -> None:
+    """scaling: external (KEDA, an HPA): the autoscaler owns the count and may ask for no pod -- then
+    none is awaited, while a pod it scaled away is awaited until it goes. A count of ours is one
+    pod: scaled to zero out of band, the replica serves nothing and is not ready."""
+    zero = dep(2, 2, replicas=0, updated=0, available=0) | {"spec": {"replicas": 0}}
+    assert deployment_verdict(zero, 2, zero_ok=True) == Verdict("ready")
+    assert deployment_verdict(zero, 2) == Verdict("waiting", "0 of 0 updated replica(s) available")
+    going = dep(2, 2, replicas=1, updated=0, available=1) | {"spec": {"replicas": 0}}
+    assert deployment_verdict(going, 2, zero_ok=True) == Verdict("waiting", "1 old replica(s) pending termination")
 
 
 def applied_at(obj: dict[str, Any], time: str) -> dict[str, Any]:
