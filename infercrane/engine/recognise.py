@@ -29,6 +29,13 @@ API_LOST_MARKERS: Final = (
 )
 
 
+# Pulumi's PostgreSQL backend lists keys, then reads each row: a lock row another update removes
+# in between is "not found" (`could not list bucket: blob (code=NotFound): sql: no rows …`), and so
+# is a lock it reads after its owner removed it. Both are the other update taking or releasing the
+# lock at that moment -- this one held none and applied nothing.
+LOCK_RACE_MARKERS: Final = ("could not list bucket", ".pulumi/locks/")
+
+
 def translate_text(text: str, stack: str) -> EngineError:
     """Turn the Pulumi CLI's output of a failed command into one message with the next step."""
     if "the stack is currently locked" in text:
@@ -36,6 +43,12 @@ def translate_text(text: str, stack: str) -> EngineError:
             f"stack {stack!r} is locked by another update (a live process, one on another host, or one no run "
             "on this machine started).",
             fix=f"wait for it to finish; if you are sure it is gone, run `pulumi cancel --stack {stack}`, then retry",
+        )
+    if "code=NotFound" in text and any(marker in text for marker in LOCK_RACE_MARKERS):
+        return EngineError(
+            f"stack {stack!r} is locked by another update: it took or released the lock as this one looked "
+            "(the backend's lock rows changed under the read); nothing was applied.",
+            fix="wait for the other update to finish, then rerun the same command",
         )
     if f"no stack named '{stack}' found" in text:
         return EngineError(

@@ -75,6 +75,18 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
             err(auto.CommandError, "error: incorrect passphrase, please set PULUMI_CONFIG_PASSPHRASE"),
             "the secrets passphrase of stack 'dev' is missing or wrong.\n    fix: export PULUMI_CONFIG_PASSPHRASE",
         ),
+        (
+            # PostgreSQL backend: the other update's lock row removed between the key list and its read
+            err(auto.CommandError, "error: could not list bucket: blob (code=NotFound): sql: no rows in result set"),
+            "stack 'dev' is locked by another update: it took or released the lock as this one looked",
+        ),
+        (
+            err(
+                auto.CommandError,
+                'error: blob (key ".pulumi/locks/infercrane/dev/1f2e.json") (code=NotFound): sql: no rows in result set',
+            ),
+            "nothing was applied.\n    fix: wait for the other update to finish, then rerun the same command",
+        ),
         (err(auto.CommandError, "error: something else entirely"), "pulumi failed for stack 'dev':\n"),
     ],
     ids=[
@@ -87,6 +99,8 @@ def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.Com
         "ssa-conflict",
         "rbac",
         "passphrase",
+        "lock-row-gone-while-listed",
+        "lock-row-gone-while-read",
         "other",
     ],
 )
