@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan import rollout, waves
+from infercrane.core.plan import ledger, rollout, waves
 from infercrane.live import verdicts
 
 PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
@@ -76,12 +76,14 @@ class LaneAt(NamedTuple):
 
 class Run(NamedTuple):
     lanes: tuple[LaneAt, ...]
-    plan: tuple[tuple[tuple[frozenset[str], frozenset[str]], ...], ...]  # per lane: (apply, delete) per stage
+    plan: tuple[tuple[waves.Stage, ...], ...]  # per lane: its stages (apply, delete, borrow, keep)
     endpoints: tuple[str, ...]  # each lane's endpoint
     promised: tuple[tuple[str, int], ...]  # endpoint -> lowest ready its plan printed
     low: tuple[tuple[str, int], ...]  # endpoint -> lowest available so far in this run
     adverse: bool  # an adversity happened during this run
     steady: bool  # it began with every replica settled and no pod in flight: its path is the plan's own
+    ledger: ledger.Ledger  # what the lanes borrowed (core.plan.ledger), against the world's maxExtraGpus
+    ceiling: int  # with maxExtraGpus: the endpoints' own GPUs (the plan's) plus it -- the most the run may hold
 
 
 class State(NamedTuple):
@@ -119,6 +121,7 @@ class World:
     pool: int
     max_adversities: int = 2
     autoscaler: bool = True
+    max_extra: int | None = None  # rollout.maxExtraGpus: the surges of all endpoints borrow from one ledger
 
     def endpoint_of(self, key: str) -> Endpoint:
         return self._endpoints[key]
@@ -129,7 +132,11 @@ class World:
 
     @property
     def fits(self) -> bool:
-        return self.pool >= sum(e.budget for e in self.endpoints)
+        """The pool holds every endpoint's own GPUs and what their surges may borrow at once (all
+        of them, or ``max_extra``)."""
+        surges = sum(e.policy.max_surge for e in self.endpoints)
+        extra = surges if self.max_extra is None else min(surges, self.max_extra)
+        return self.pool >= sum(e.budget - e.policy.max_surge for e in self.endpoints) + extra
 
     @property
     def target(self) -> dict[str, int]:
@@ -254,7 +261,7 @@ class Planner:
         cache_key = (tuple(members), tuple(targets))
         if cache_key not in self.plans:
             policies = {e.name: e.policy for e in self.world.endpoints}
-            r = rollout.plan(members, targets, lambda name: policies[name])
+            r = rollout.plan(members, targets, lambda name: policies[name], max_extra_gpus=self.world.max_extra)
             why = [
                 f"plan deletes available replica {k} as not available"
                 for e in r.endpoints
@@ -383,12 +390,13 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         if not at_target(world, s):
             r = planner.plan(s.objs, s.pods)
             ends = [lane.endpoint for lane in r.lanes]
-            plan = tuple(tuple((st.apply, st.delete) for st in lane.stages) for lane in r.lanes)
+            plan = tuple(lane.stages for lane in r.lanes)
             lanes = tuple(LaneAt(0, "enter") for _ in r.lanes)
             promised = tuple(sorted((e.endpoint, e.lowest_ready) for e in r.endpoints))
             lows = tuple(sorted((e.name, available(world, s.pods, s.objs, e)) for e in world.endpoints))
             steady = all(settled(o, s.pods) for o in s.objs) and all(p.phase == AVAILABLE for p in s.pods)
-            run = Run(lanes, plan, tuple(ends), promised, lows, False, steady)
+            ceiling = sum(max(e.gpus_before, e.gpus_after) for e in r.endpoints) + (world.max_extra or 0)
+            run = Run(lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling)
             for e, p in promised:
                 if dict(lows)[e] < p:
                     planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
@@ -398,11 +406,18 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
     if adverse_left:
         yield Step("killed", adverse(s._replace(run=None)), False)
     for i, lane in enumerate(run.lanes):
-        name, (apply, delete) = run.endpoints[i], run.plan[i][lane.stage] if lane.stage < len(run.plan[i]) else ((), ())
+        name = run.endpoints[i]
+        stage = run.plan[i][lane.stage] if lane.stage < len(run.plan[i]) else waves.Stage(frozenset())
+        apply, delete = stage.apply, stage.delete
         stopped, following = lane._replace(phase="stopped"), LaneAt(lane.stage + 1, "enter")
 
-        def step(event: str, to: LaneAt, objs: tuple[Obj, ...] = s.objs, *, good: bool = True, i: int = i) -> Step:
-            nxt = settle(objs, s.pods, _at(run, i, to))
+        def step(
+            event: str, to: LaneAt, objs: tuple[Obj, ...] = s.objs, *, good: bool = True, i: int = i, keep: ledger.Gpus = ()
+        ) -> Step:
+            at = _at(run, i, to)
+            if to.phase == "enter":  # its deletions are gone: it gives back what it no longer holds
+                at = at._replace(ledger=at.ledger.keep(run.endpoints[i], keep))
+            nxt = settle(objs, s.pods, at)
             return Step(event, nxt if good else adverse(nxt), good)
 
         if lane.phase == "wait":
@@ -410,7 +425,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             if not all(k in live and settled(live[k], s.pods) for k in apply):
                 yield step(f"lane {name} wave runs out of budget", stopped)
             elif not delete:
-                yield step(f"lane {name} stage {lane.stage} ready", following)
+                yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep)
             else:
                 yield step(
                     f"lane {name} deletes {sorted(delete)}", lane._replace(phase="gone"), _delete(s.objs, frozenset(delete))
@@ -419,7 +434,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                     yield step(f"lane {name}'s deletion refused", stopped, good=False)
         elif lane.phase == "gone":
             if not any(o.key in delete for o in s.objs):
-                yield step(f"lane {name} deletions gone", following)
+                yield step(f"lane {name} deletions gone", following, keep=stage.keep)
             elif adverse_left:
                 yield step(f"lane {name}'s deletion not gone in time", stopped, good=False)
 
@@ -435,9 +450,21 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
         if lane.phase == "enter":
             if lane.stage >= len(run.plan[i]):
                 run = _at(run, i, LaneAt(lane.stage, "done"))
-            else:
-                objs = _apply(world, objs, run.plan[i][lane.stage][0])
-                run = _at(run, i, lane._replace(phase="wait"))
+                changed = True
+                continue
+            stage = run.plan[i][lane.stage]
+            if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lanes.Lender does
+                taken = run.ledger.take(run.endpoints[i], stage.borrow)
+                if taken is None:
+                    holders = {e for e, _ in run.ledger.lent if e != run.endpoints[i]}
+                    running = {e for e, at in zip(run.endpoints, run.lanes, strict=True) if at.phase not in ("done", "stopped")}
+                    if not holders & running:  # nothing will ever be given back: it stops
+                        run = _at(run, i, lane._replace(phase="stopped"))
+                        changed = True
+                    continue  # it waits for a lane to give back
+                run = run._replace(ledger=taken)
+            objs = _apply(world, objs, stage.apply)
+            run = _at(run, i, lane._replace(phase="wait"))
             changed = True
     return run, objs, changed
 
@@ -479,6 +506,13 @@ def invariants(world: World, s: State) -> list[str]:
                 out.append(
                     f"endpoint {e.name}: {up} available, below the lowest ready {dict(s.run.promised)[e.name]} its plan printed"
                 )
+    if world.max_extra is not None and s.run is not None and s.run.steady:
+        # The ledger: the run's pods never hold more than the endpoints' own plus maxExtraGpus
+        # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget).
+        gpus = sum(held(world, s.pods, e) for e in world.endpoints)
+        ceiling = s.run.ceiling + sum(1 + e.policy.max_surge for e in world.endpoints if e.name in s.scaled)
+        if gpus > ceiling:
+            out.append(f"the stack: {gpus} GPUs held, above its ceiling {ceiling} (maxExtraGpus {world.max_extra})")
     return out
 
 
@@ -555,6 +589,8 @@ def worlds(sizes: range, policies: list[tuple[int, int]], kinds: list[str], pool
             a = change("a", k1, 2, RolloutPolicy(max_unavailable=p1[0], max_surge=p1[1]))
             b = change("b", k2, 2, RolloutPolicy(max_unavailable=p2[0], max_surge=p2[1]))
             yield World((a, b), pool=4 + slack, max_adversities=1)
+            if p1[1] and p2[1]:  # both surge: their extra GPUs lent by one ledger of one GPU
+                yield World((a, b), pool=5 + slack, max_adversities=1, max_extra=1)
 
 
 def check(ws: Iterator[World], report: Callable[[Result], None] = lambda r: None) -> tuple[int, list[Result]]:
@@ -581,7 +617,8 @@ def main(argv: list[str]) -> int:
             f"{e.name}: {len(e.before)} -> {len(e.after)} {e.policy.max_unavailable}/{e.policy.max_surge}"
             for e in r.world.endpoints
         )
-        print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}: {r.states} states", flush=True)
+        cap = "" if r.world.max_extra is None else f", maxExtraGpus {r.world.max_extra}"
+        print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}{cap}: {r.states} states", flush=True)
         for v in r.violations:
             print("     " + v.replace("\n", "\n     "), flush=True)
 

@@ -108,6 +108,14 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
             f"rollout: up to {rollout.stages} stage(s) per endpoint, each endpoint at its own pace (`infercrane deploy` "
             "runs them in one `pulumi up`; plain `pulumi up` does one)",
         )
+        wanted = rollout.borrowed_at_once()
+        if rollout.max_extra_gpus is not None and wanted:
+            want = ", ".join(f"{n} of {p or 'their product'}" for p, n in sorted(wanted.items()))
+            lines.append(
+                f"  extra GPUs: at most {rollout.max_extra_gpus} of each product at once, all endpoints together "
+                f"(rollout.maxExtraGpus); their surges want {want}"
+                + (" at once: they take turns" if any(n > rollout.max_extra_gpus for n in wanted.values()) else "")
+            )
     return lines
 
 
@@ -116,6 +124,8 @@ def rollout_doc(rollout: Rollout | None) -> Any:
         return None
     return {
         "stages": rollout.stages,
+        "maxExtraGpus": rollout.max_extra_gpus,
+        "extraGpusWanted": rollout.borrowed_at_once(),
         "endpoints": [
             {**as_json(e), "waves": [as_json(w) for w in e.waves], "extraGpus": e.extra_gpus, "stagesNeeded": e.stages_needed}
             for e in rollout.endpoints

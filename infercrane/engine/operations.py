@@ -72,8 +72,11 @@ def stack_intent(config: cfg.InferCraneConfig) -> str:
     replayed for another, or for ``require``)."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
     endpoints = sorted({r.name for r in config.replicas})
-    policies = {e: config.rollout_for(e).model_dump(mode="json") for e in endpoints}
-    return naming.intent_hash({"stack": parts, "rollout": policies, "servingEvidence": config.kubernetes.serving_evidence})
+    policies = {e: config.rollout_for(e).model_dump(mode="json", exclude={"max_extra_gpus"}) for e in endpoints}
+    intent: dict[str, object] = {"stack": parts, "rollout": policies, "servingEvidence": config.kubernetes.serving_evidence}
+    if config.kubernetes.rollout.max_extra_gpus is not None:  # the stack's, not an endpoint's (set: the intent changes)
+        intent["maxExtraGpus"] = config.kubernetes.rollout.max_extra_gpus
+    return naming.intent_hash(intent)
 
 
 def new_idempotency_key() -> str:

@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from infercrane.core import naming
+from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.model import gpu
-from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.config import KEY_TARGET, InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
@@ -116,7 +117,26 @@ def plan_rollout(
         )
         for r in rendered
     ]
-    return rollout.plan(members(config, report.live, stack_id, elsewhere, report.predictors), targets, config.rollout_for)
+    planned = rollout.plan(
+        members(config, report.live, stack_id, elsewhere, report.predictors),
+        targets,
+        config.rollout_for,
+        max_extra_gpus=config.kubernetes.rollout.max_extra_gpus,
+    )
+    never = planned.never_lent()
+    if never:
+        raise ConfigError(
+            [
+                Problem(
+                    f"{KEY_TARGET}.rollout.maxExtraGpus",
+                    f"is {planned.max_extra_gpus}, and {'; '.join(never)}: that stage could never start",
+                    "raise maxExtraGpus to what the widest stage borrows, or lower that endpoint's maxSurge "
+                    "(each surge borrows maxSurge replicas' GPUs)",
+                )
+            ],
+            "the stack file",
+        )
+    return planned
 
 
 def recorded_elsewhere(

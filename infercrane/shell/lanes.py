@@ -13,11 +13,13 @@ the others go on; the program then fails, so Pulumi's own end-of-run deletions d
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from infercrane.core.errors import InferCraneError
+from infercrane.core.plan.ledger import Gpus, Ledger
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
 from infercrane.shell.components import ReplicaComponent
@@ -44,6 +46,67 @@ class Rolled:
         return "; ".join(f"{endpoint} {where}" for endpoint, where in self.ended.items())
 
 
+class Lender:
+    """The run's GPU ledger (:class:`~infercrane.core.plan.ledger.Ledger`) shared by the lanes: a
+    stage takes what it borrows before its replicas are registered and gives back what it no longer
+    holds once its deletions are gone. Lanes are served in the order they asked (no lane waits
+    behind later ones); a lane whose need can never be met -- every other lane holding GPUs of the
+    ledger has stopped, keeping what its replicas may still hold -- stops, saying so."""
+
+    def __init__(self, cap: int | None, lanes: Collection[str]) -> None:
+        self.ledger = Ledger(cap)
+        self.running = set(lanes)
+        self.queue: deque[str] = deque()
+        self.changed = asyncio.Condition()
+
+    async def take(self, endpoint: str, need: Gpus, where: str, note: Callable[[str], None]) -> None:
+        async with self.changed:
+            self.queue.append(endpoint)
+            try:
+                said = False
+                while True:
+                    if self.queue[0] == endpoint:
+                        taken = self.ledger.take(endpoint, need)
+                        if taken is not None:
+                            self.ledger = taken
+                            return
+                        holders = sorted(e for e, _ in self.ledger.lent if e != endpoint)
+                        if not any(e in self.running for e in holders):
+                            raise InferCraneError(
+                                f"{where} borrows {_gpus(need)} beyond the endpoint's own, and rollout.maxExtraGpus "
+                                f"{self.ledger.cap} is held by {', '.join(holders) or 'no endpoint'}, which stopped "
+                                "with it (their replicas may still hold those GPUs)",
+                                fix="fix what stopped them, then rerun the same command: the ledger starts again from what runs",
+                            )
+                    if not said:
+                        lent = ", ".join(f"{e} {_gpus(h)}" for e, h in self.ledger.lent)
+                        note(
+                            f"rollout: {endpoint} {where} waits to borrow {_gpus(need)} "
+                            f"(rollout.maxExtraGpus {self.ledger.cap}; lent now: {lent or 'nothing'})"
+                        )
+                        said = True
+                    await self.changed.wait()
+            finally:
+                self.queue.remove(endpoint)
+                self.changed.notify_all()
+
+    async def keep(self, endpoint: str, kept: Gpus) -> None:
+        async with self.changed:
+            self.ledger = self.ledger.keep(endpoint, kept)
+            self.changed.notify_all()
+
+    async def ended(self, endpoint: str) -> None:
+        """``endpoint``'s lane is done or stopped: a stopped lane keeps what it borrowed (its new
+        replicas may hold those GPUs); the lanes waiting behind it look again."""
+        async with self.changed:
+            self.running.discard(endpoint)
+            self.changed.notify_all()
+
+
+def _gpus(held: Gpus) -> str:
+    return ", ".join(f"{n} GPU(s) of {p or 'its product'}" for p, n in held)
+
+
 async def roll(
     lanes: Sequence[Lane],
     endpoints: Mapping[str, EndpointRollout],
@@ -52,22 +115,42 @@ async def roll(
     delete: Callable[[Collection[str]], Mapping[str, str]],
     note: Callable[[str], None],
     order: Mapping[str, int],
+    *,
+    max_extra_gpus: int | None = None,
 ) -> Rolled:
     """Run every lane to its end or its first failure, side by side. A failure of the engine
     itself (an apply it failed, a registration that raised) halts every lane: none deletes or
     registers anything more, and the engine's error is raised once all have stopped, with where
-    each endpoint ended."""
+    each endpoint ended. With ``max_extra_gpus``, each stage borrows what it holds beyond its
+    endpoint's own GPUs from one :class:`Lender`."""
     rolled = Rolled(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
+    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes])
 
     async def lane(lane: Lane) -> None:
+        try:
+            await stages(lane)
+        finally:
+            await lender.ended(lane.endpoint)
+
+    async def stages(lane: Lane) -> None:
         e = endpoints.get(lane.endpoint)
         for i, stage in enumerate(lane.stages):
             where = e.where(stage) if e is not None else "its stage"
             if halted.is_set():
                 rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
                 return
+            if stage.borrow and max_extra_gpus is not None:
+                try:
+                    await lender.take(lane.endpoint, stage.borrow, where, note)
+                except InferCraneError as exc:
+                    rolled.stopped.append((lane.endpoint, where, exc))
+                    rolled.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
+                    return
+                if halted.is_set():
+                    rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
+                    return
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             rolled.ended[lane.endpoint] = f"stopped in {where}"
@@ -103,6 +186,7 @@ async def roll(
                     rolled.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
                     rolled.ended[lane.endpoint] = f"stopped at the deletions after {where}: {exc.message}"
                     return
+            await lender.keep(lane.endpoint, stage.keep)  # its deletions are gone: what they held is free
             if i == len(lane.stages) - 1:
                 rolled.ended[lane.endpoint] = "finished"
 

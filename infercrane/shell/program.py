@@ -119,6 +119,13 @@ def check_rollout(
         f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
         for e in plan.beyond_one_step()
     ]
+    cap = plan.max_extra_gpus
+    breaches += [
+        f"the endpoints' surges would borrow {n} GPU(s) of {product or 'their GPU product'} at once; "
+        f"rollout.maxExtraGpus {cap} lends them in turns"
+        for product, n in sorted(plan.borrowed_at_once().items())
+        if cap is not None and n > cap
+    ]
     if breaches:
         refusal = RolloutRefused(stack, breaches)
         if pulumi.runtime.is_dry_run():
@@ -311,6 +318,7 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             delete,
             evidence_note(channel),
             order,
+            max_extra_gpus=plan.max_extra_gpus,
         )
     finally:
         waits.close()

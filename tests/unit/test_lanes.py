@@ -89,9 +89,9 @@ def four_replica_update(*endpoints: str) -> Any:
     return plan(members, targets, lambda name: DEFAULT)
 
 
-def roll(rollout: Any, waits: WaitsDouble, journal: Journal) -> lanes.Rolled:
+def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> lanes.Rolled:
     order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
-    notes: list[str] = []
+    notes = [] if notes is None else notes
     return run(
         lanes.roll(
             rollout.lanes,
@@ -101,6 +101,7 @@ def roll(rollout: Any, waits: WaitsDouble, journal: Journal) -> lanes.Rolled:
             journal.delete,
             notes.append,
             order,
+            max_extra_gpus=rollout.max_extra_gpus,
         )
     )
 
@@ -279,3 +280,67 @@ def test_a_waves_budget_adds_the_drain_only_where_it_restarts_a_replica_in_place
     assert grace == 20 + config.drain_for(config.replicas[0]).shutdown_seconds + 5
     assert budgets(config, rollout) == {"a": startup + grace, "new": startup}  # "new" replaces nothing
     assert budgets(config, None) == {"a": startup + grace, "new": startup + grace}  # plain `pulumi`: in place, any may
+
+
+def surge_updates(endpoints: dict[str, int], cap: int | None) -> Any:
+    """Each endpoint's replicas (1 GPU each, on one product) updated under maxSurge 1."""
+    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e, n in endpoints.items() for i in range(n)]
+    targets = [Target(f"{e}{i}", e, 1, restarts=True, product="L4") for e, n in endpoints.items() for i in range(n)]
+    return plan(members, targets, lambda name: SURGE, max_extra_gpus=cap)
+
+
+def borrowed_over_time(journal: Journal, waits: WaitsDouble) -> int:
+    """The most surge GPUs out at once: a surge wave's new pod holds its GPU from its registration
+    until its wait ends and its old pod is deleted (the journal's deletion of that stage)."""
+    spans = [(at, at + waits.default) for at in journal.registered.values()]
+    return max(sum(a <= t < b for a, b in spans) for t, _ in spans)
+
+
+def test_surges_of_several_endpoints_take_turns_for_the_stacks_extra_gpus() -> None:
+    rollout = surge_updates({"a": 2, "b": 2, "c": 2}, cap=1)
+    waits, journal, notes = WaitsDouble(default=0.05), Journal(), []
+    rolled = roll(rollout, waits, journal, notes)
+    assert rolled.stopped == [] and len(rolled.components) == 6
+    assert borrowed_over_time(journal, waits) == 1
+    assert any("waits to borrow 1 GPU(s) of L4 (rollout.maxExtraGpus 1; lent now: " in n for n in notes), notes
+
+
+def test_without_a_cap_every_endpoints_surge_runs_at_once() -> None:
+    rollout = surge_updates({"a": 2, "b": 2, "c": 2}, cap=None)
+    waits, journal = WaitsDouble(default=0.05), Journal()
+    roll(rollout, waits, journal)
+    assert borrowed_over_time(journal, waits) == 3
+
+
+def test_a_cap_of_two_lends_two_surges_at_a_time() -> None:
+    rollout = surge_updates({"a": 2, "b": 2, "c": 2}, cap=2)
+    waits, journal = WaitsDouble(default=0.05), Journal()
+    roll(rollout, waits, journal)
+    assert borrowed_over_time(journal, waits) == 2
+
+
+def test_an_in_place_endpoint_borrows_nothing_and_never_waits_for_a_surge() -> None:
+    members = [Member(f"s{i}", "s", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    members += [Member(f"p{i}", "p", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    targets = [Target(m.key, m.endpoint, 1, restarts=True, product="L4") for m in members]
+    rollout = plan(members, targets, lambda name: SURGE if name == "s" else DEFAULT, max_extra_gpus=1)
+    assert all(not st.borrow for lane in rollout.lanes if lane.endpoint == "p" for st in lane.stages)
+    assert [st.borrow for lane in rollout.lanes if lane.endpoint == "s" for st in lane.stages] == [(("L4", 1),)] * 2
+    journal = Journal()
+    roll(rollout, WaitsDouble(load={"s0": 0.3, "s1": 0.3}, default=0.02), journal)
+    assert journal.registered["p1"] < journal.registered["s1"]  # p rolled on while s held the one extra GPU
+
+
+def test_a_lane_that_could_never_borrow_stops_naming_who_holds_the_ledger() -> None:
+    # a's lane starts first and borrows the one GPU; its wave fails, so it stops holding it (its new
+    # replica may still hold that GPU): b, waiting for it, stops instead of waiting forever.
+    rollout = surge_updates({"a": 2, "b": 2}, cap=1)
+    journal = Journal()
+    rolled = roll(rollout, WaitsDouble(default=0.05, fails={"a0"}), journal)
+    stopped = {e: why for e, _, why in rolled.stopped}
+    assert set(stopped) == {"a", "b"} and "b0" not in journal.registered
+    assert str(stopped["b"]) == (
+        "wave 1/2 borrows 1 GPU(s) of L4 beyond the endpoint's own, and rollout.maxExtraGpus 1 is held by a, which "
+        "stopped with it (their replicas may still hold those GPUs)\n"
+        "    fix: fix what stopped them, then rerun the same command: the ledger starts again from what runs"
+    )

@@ -108,3 +108,35 @@ def test_replicas_the_state_records_in_another_namespace_move_in_waves_not_all_a
     assert (e.moves, len(e.waves), e.lowest_ready, e.peak_gpus) == (2, 2, 1, 2)
     alone = plan_rollout(new, render_checked(new, "s"), Report(), naming.stack_id("s"))
     assert alone.endpoints[0].waves == ()  # without the old namespace's view: all at once, 2x the GPUs
+
+
+def test_a_surge_wider_than_max_extra_gpus_is_refused_before_anything_is_applied_naming_the_setting() -> None:
+    from infercrane.core import naming
+    from infercrane.core.errors import ConfigError
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.render.manifests import render_checked
+    from infercrane.live.membership import plan_rollout
+    from infercrane.live.preflight import Report
+
+    digest = "vllm/vllm-openai@sha256:" + "a" * 64
+    replicas = [{"key": f"k{i}", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S", "gpuCount": 2} for i in range(2)]
+    kubernetes = {"context": "c", "imageDigest": digest, "namespace": "ns"}
+    old = InferCraneConfig.model_validate({"kubernetes": kubernetes, "replicas": replicas})
+    ready = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+    live = {
+        ("Deployment", r.name): {**r.manifests[0], "metadata": {**r.manifests[0]["metadata"], "generation": 1}, "status": ready}
+        for r in render_checked(old, "s")
+    }
+    rollout = {"maxUnavailable": 0, "maxSurge": 1, "maxExtraGpus": 1}
+    new = InferCraneConfig.model_validate({"kubernetes": {**kubernetes, "rollout": rollout}, "replicas": replicas})
+    rendered = render_checked(new, "s")
+    report = Report(live=live, restarts={"k0", "k1"} | {r.name for r in rendered})
+    with pytest.raises(ConfigError) as refused:
+        plan_rollout(new, rendered, report, naming.stack_id("s"))
+    assert str(refused.value) == (
+        "invalid InferCrane configuration (1 problem(s)); nothing was applied:\n"
+        "- infercrane:kubernetes.rollout.maxExtraGpus: is 1, and endpoint e wave 1/2 borrows 2 GPU(s) of NVIDIA-L40S "
+        "at once; endpoint e wave 2/2 borrows 2 GPU(s) of NVIDIA-L40S at once: that stage could never start\n"
+        "    fix: raise maxExtraGpus to what the widest stage borrows, or lower that endpoint's maxSurge (each surge "
+        "borrows maxSurge replicas' GPUs)"
+    )

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan import rollout, states, waves
+from infercrane.core.plan import ledger, rollout, states, waves
 from tests import rollout_model as model
 
 POLICIES = [(1, 0), (2, 0), (0, 1), (1, 1)]
@@ -41,6 +41,32 @@ def test_two_endpoints_sharing_one_pool_keep_their_promises() -> None:
     explored, failed = model.check(iter(worlds))
     assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
     assert explored > 10_000
+
+
+def capped(pool: int, cap: int = 1, adversities: int = 1) -> model.World:
+    """Two endpoints surging on one pool, their extra GPUs lent by one ledger of ``cap``."""
+    surge = RolloutPolicy(max_unavailable=0, max_surge=1)
+    return model.World(
+        (model.change("a", "cutover", 2, surge), model.change("b", "update", 2, surge)),
+        pool=pool,
+        max_extra=cap,
+        max_adversities=adversities,
+    )
+
+
+def test_surges_sharing_a_ledger_never_hold_more_than_it_lends_and_always_finish() -> None:
+    # pool 5: exactly the endpoints' own and the one GPU the ledger lends (the surges take turns);
+    # pool 6: room for both surges at once, yet the run never holds more than the ledger lends.
+    explored, failed = model.check(iter([capped(5), capped(6)]))
+    assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
+    assert explored > 10_000
+
+
+def test_surges_that_ignore_the_ledger_are_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The ledger reverted: every lane takes what it borrows, whatever is lent already.
+    monkeypatch.setattr(ledger.Ledger, "take", lambda self, endpoint, need: self)
+    found = _violations(capped(6, adversities=0))
+    assert any("above its ceiling 5 (maxExtraGpus 1)" in v for v in found), found
 
 
 def _violations(world: model.World) -> list[str]:

@@ -24,6 +24,13 @@ class RolloutPolicy(Frozen):
 
     max_unavailable: StrictInt = Field(1, ge=0, description="Replicas of the endpoint that may be not ready at once.")
     max_surge: StrictInt = Field(0, ge=0, description="Extra replicas' worth of GPUs a wave may use (0: never more).")
+    max_extra_gpus: StrictInt | None = Field(
+        None,
+        ge=0,
+        description="The whole stack's, per GPU product: GPUs all endpoints' surges may hold at once beyond each "
+        "endpoint's own (its GPUs before or after the change, whichever is more); the surges take turns for them. "
+        "Unset: each endpoint's maxSurge alone bounds its own. Not set per endpoint.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -38,11 +38,13 @@ anything longer needs ``infercrane deploy``. Pure core.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.plan.ledger import Gpus, gpus
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Lane, Mode, Rollout, Stage, Wave
 
@@ -87,6 +89,7 @@ class _Schedule:
     idle_first: bool = False  # the idle ones go in a stage of their own, before new replicas take GPUs
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
+    borrowed: list[tuple[Gpus, Gpus]] = field(default_factory=list)  # per walked stage: (borrow, keep) -- core.plan.ledger
 
 
 def _by_product(held: Iterable[tuple[str, int]]) -> Counter[str]:
@@ -106,14 +109,16 @@ def _walk(
     mode: Mode,
     members: Sequence[Member],
     new_gpus: dict[str, tuple[str, int]],
-) -> tuple[int, Counter[str]]:
-    """The lowest number of available replicas and each product's peak of GPUs held on the way
-    the lane's own stages go, step by step -- computed from the schedule, never asserted. A
-    deleted replica's GPUs count as free only once it is gone (the deletions wait for that)."""
+) -> _Walked:
+    """The lowest number of available replicas, each product's peak of GPUs held on the way the
+    lane's own stages go, and what each stage holds -- computed from the schedule, step by step,
+    never asserted. A deleted replica's GPUs count as free only once it is gone (the deletions
+    wait for that)."""
     held = {m.key: (m.product, m.gpus) for m in members}  # key -> (product, GPUs its pods hold now)
     ready = {m.key for m in members if m.available}
     lowest = len(ready)
     peak: Counter[str] = _by_product(held.values())
+    stages: list[tuple[Counter[str], Counter[str]]] = []  # per stage: its peak, and what it holds once its deletions are gone
 
     def note(extra: Iterable[tuple[str, int]] = ()) -> None:
         nonlocal lowest
@@ -121,6 +126,14 @@ def _walk(
         now = _by_product([*held.values(), *extra])
         for product, n in now.items():
             peak[product] = max(peak[product], n)
+            stages[-1][0][product] = max(stages[-1][0][product], n)
+
+    def begin() -> None:
+        stages.append((_by_product(held.values()), Counter()))
+
+    def end() -> None:
+        stages[-1][1].clear()
+        stages[-1][1].update(_by_product(held.values()))
 
     def gone(keys: Iterable[str]) -> None:
         for k in keys:
@@ -128,9 +141,12 @@ def _walk(
             held.pop(k, None)
 
     if sched.idle_first:
+        begin()
         gone(sched.delete_idle)
         note()
+        end()
     # The first step: what costs nothing or must be available again starts beside what runs.
+    begin()
     note([new_gpus[k] for k in sched.repair + sched.free if k not in held])
     for k in sched.repair + sched.free:
         held[k] = new_gpus[k]
@@ -138,7 +154,9 @@ def _walk(
     note()
     gone(([] if sched.idle_first else sched.delete_idle) + sched.retire_first + sched.delete_first)
     note()
+    end()
     for chunk, (ups, deletions) in zip(chunks, sched.waves, strict=True):
+        begin()
         if mode == SURGE:
             # Each unit's new pod starts beside what runs (an update's old pod still holds its GPUs).
             note([new_gpus[up] for up, _ in chunk])
@@ -156,9 +174,18 @@ def _walk(
             note()
             gone(deletions)
             note()
+        end()
     gone(sched.delete_last)
     note()
-    return lowest, peak
+    end()  # the last stage also deletes what leaves last
+    return _Walked(lowest, peak, stages)
+
+
+@dataclass(frozen=True)
+class _Walked:
+    lowest: int
+    peak: Counter[str]
+    stages: list[tuple[Counter[str], Counter[str]]]  # the walk's stages: idle (if first), prep, one per wave
 
 
 def _over_budget(
@@ -231,10 +258,17 @@ def _endpoint(
     # was deleted leaves one surplus; starting the next surge beside it would need a GPU the pool
     # may not have, on every rerun). Then the surplus goes first: its successor already serves.
     sched.delete_last = surplus
-    lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
-    if surplus and mode == SURGE and _over_budget(peak, before, after, new_gpus, policy):
+    walked = _walk(sched, chunks, mode, members, new_gpus)
+    if surplus and mode == SURGE and _over_budget(walked.peak, before, after, new_gpus, policy):
         sched.retire_first, sched.delete_last = surplus, []
-        lowest, peak = _walk(sched, chunks, mode, members, new_gpus)
+        walked = _walk(sched, chunks, mode, members, new_gpus)
+    lowest, peak = walked.lowest, walked.peak
+    # What each stage borrows beyond the endpoint's own GPUs (before or after, whichever is more).
+    own = before | after
+    sched.borrowed = [
+        (gpus({p: n - own[p] for p, n in during.items()}), gpus({p: n - own[p] for p, n in held.items()}))
+        for during, held in walked.stages
+    ]
 
     return (
         EndpointRollout(
@@ -268,12 +302,19 @@ def _endpoint(
     )
 
 
-def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Callable[[str], RolloutPolicy]) -> Rollout:
+def plan(
+    members: Sequence[Member],
+    targets: Sequence[Target],
+    policy_for: Callable[[str], RolloutPolicy],
+    *,
+    max_extra_gpus: int | None = None,
+) -> Rollout:
     """The rollout from ``members`` (what runs) to ``targets`` (the config, in its order).
 
     A kept key counts for the endpoint the config puts it in; a leaving key for the endpoint it
     served. Each endpoint is a lane of its own: its next stage begins when its own previous one is
-    done, whatever the other endpoints do."""
+    done, whatever the other endpoints do -- and, with ``max_extra_gpus``, when the stack's GPU
+    ledger can lend what the stage borrows (:mod:`infercrane.core.plan.ledger`)."""
     target_keys = {t.key: t for t in targets}
     names = list(dict.fromkeys([t.endpoint for t in targets] + [m.endpoint for m in members if m.key not in target_keys]))
     rollouts: list[EndpointRollout] = []
@@ -288,7 +329,8 @@ def plan(members: Sequence[Member], targets: Sequence[Target], policy_for: Calla
         rollouts.append(r)
         schedules.append(s)
 
-    return Rollout(endpoints=tuple(rollouts), lanes=tuple(_lane(r.endpoint, s) for r, s in zip(rollouts, schedules, strict=True)))
+    lanes = tuple(_lane(r.endpoint, s) for r, s in zip(rollouts, schedules, strict=True))
+    return Rollout(endpoints=tuple(rollouts), lanes=lanes, max_extra_gpus=max_extra_gpus)
 
 
 def _lane(endpoint: str, s: _Schedule) -> Lane:
@@ -297,12 +339,18 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     wave's old replicas, in place, the surplus the budget retires and the idle ones go); then one
     stage per wave (then what that wave ends by deleting); the serving replicas that leave without
     a successor after the last."""
-    stages = [Stage(apply=frozenset(), delete=frozenset(s.delete_idle))] if s.idle_first else []
+    borrowed = iter(s.borrowed)  # the walk's stages, in the same order: idle (if first), prep, one per wave
+
+    def stage(apply: Iterable[str], delete: Iterable[str], wave: int | None = None) -> Stage:
+        borrow, keep = next(borrowed)
+        return Stage(apply=frozenset(apply), delete=frozenset(delete), borrow=borrow, keep=keep, wave=wave)
+
+    stages = [stage((), s.delete_idle)] if s.idle_first else []
     idle = [] if s.idle_first else s.delete_idle
-    prep = Stage(apply=frozenset(s.free + s.repair), delete=frozenset(idle + s.retire_first + s.delete_first))
+    prep = stage(s.free + s.repair, idle + s.retire_first + s.delete_first)
     if prep.apply or prep.delete or not (s.waves or stages):
         stages.append(prep)
-    stages += [Stage(apply=frozenset(ups), delete=frozenset(gone), wave=i) for i, (ups, gone) in enumerate(s.waves)]
+    stages += [stage(ups, gone, wave=i) for i, (ups, gone) in enumerate(s.waves)]
     last = stages[-1]
-    stages[-1] = Stage(apply=last.apply, delete=last.delete | frozenset(s.delete_last), wave=last.wave)
+    stages[-1] = dataclasses.replace(last, delete=last.delete | frozenset(s.delete_last))
     return Lane(endpoint=endpoint, stages=tuple(stages))

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from infercrane.core.plan import ledger
+
 Mode = Literal["in place", "surge"]
 
 
@@ -126,6 +128,8 @@ class Stage:
 
     apply: frozenset[str]
     delete: frozenset[str] = frozenset()
+    borrow: tuple[tuple[str, int], ...] = ()  # per GPU product, what it holds beyond the endpoint's own while it runs
+    keep: tuple[tuple[str, int], ...] = ()  # ... and still holds once its deletions are gone (core.plan.ledger)
     wave: int | None = None  # the endpoint's wave this stage rolls (0-based); None: before the first wave
 
 
@@ -145,6 +149,26 @@ class Lane:
 class Rollout:
     endpoints: tuple[EndpointRollout, ...]
     lanes: tuple[Lane, ...]
+    max_extra_gpus: int | None = None  # rollout.maxExtraGpus: the lanes borrow from one ledger (core.plan.ledger)
+
+    def never_lent(self) -> list[str]:
+        """Each stage that borrows more of a GPU product at once than ``max_extra_gpus`` can ever
+        lend: its lane could never start it."""
+        stages = {
+            f"endpoint {e.endpoint} {e.where(s)}": s.borrow
+            for e, lane in zip(self.endpoints, self.lanes, strict=True)
+            for s in lane.stages
+        }
+        return ledger.too_large(self.max_extra_gpus, stages)
+
+    def borrowed_at_once(self) -> dict[str, int]:
+        """Per GPU product, what every lane's most borrowing stage takes together: what one engine
+        run doing every lane at once (plain ``pulumi up``) would hold beyond the endpoints' own."""
+        out: dict[str, int] = {}
+        for lane in self.lanes:
+            for product in {p for s in lane.stages for p, _ in s.borrow}:
+                out[product] = out.get(product, 0) + max(dict(s.borrow).get(product, 0) for s in lane.stages)
+        return out
 
     @property
     def waves(self) -> int:
