@@ -327,6 +327,36 @@ def test_an_endpoint_rolls_to_a_new_digest_in_waves_within_its_policy(
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_two_endpoints_surging_on_one_product_take_turns_for_the_extra_gpus_the_ledger_lends(
+    slow: Project, slow_admin: Client
+) -> None:
+    # The A100 node has 8 GPUs: room for both endpoints' surges at once. maxExtraGpus 1 lends one.
+    stack = "rolledger"
+    keys = [f"{stack}-{e}{i}" for e in "ab" for i in range(2)]
+    gpu = "NVIDIA-A100-SXM4-80GB"
+    policy = {"maxUnavailable": 0, "maxSurge": 1, "maxExtraGpus": 1}
+    replicas = [rep(k, name=f"{stack}-{k[-2]}", gpu=gpu) for k in keys]
+    slow.stack(stack, replicas, rollout=policy)
+    deploy(slow, stack)
+    slow.stack(stack, replicas, rollout=policy, imageDigest=NEW_DIGEST)
+    plan = cli(slow, "plan", "--stack", stack)
+    assert plan.returncode == 3, plan.stderr
+    assert (
+        "extra GPUs: at most 1 of each product at once, all endpoints together (rollout.maxExtraGpus); "
+        "their surges want 2 of NVIDIA-A100-SXM4-80GB at once: they take turns" in plan.stdout
+    ), plan.stdout
+    with Watcher(slow_admin, keys) as w:
+        r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert w.samples and w.peak_gpus == 5, w.samples  # the endpoints' own 4, and the one the ledger lends
+    assert "waits to borrow 1 GPU(s) of NVIDIA-A100-SXM4-80GB (rollout.maxExtraGpus 1; lent now: " in r.stderr, r.stderr
+    assert w.lowest_ready >= 4, w.samples  # surges: no replica down
+    for k in keys:
+        dep = slow_admin.get(Deployment, naming.object_name(k), namespace=NS)
+        assert dep.spec.template.spec.containers[0].image == NEW_DIGEST
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_a_rerun_finishes(
     slow: Project, slow_admin: Client
 ) -> None:
