@@ -1058,6 +1058,34 @@ def test_plain_pulumi_up_refuses_a_change_that_needs_waves_and_applies_nothing(s
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_plain_pulumi_up_refuses_surges_that_would_borrow_more_than_max_extra_gpus_at_once(
+    slow: Project, slow_admin: Client
+) -> None:
+    # Each endpoint's change is one surge wave (one plain `pulumi up` may do it); two at once
+    # borrow 2 GPUs, and the ledger lends 1: only `infercrane deploy` can make them take turns.
+    from tests.integration.conftest import plain_pulumi
+
+    stack = "rolplainledger"
+    keys = [f"{stack}-a0", f"{stack}-b0"]
+    policy = {"maxUnavailable": 0, "maxSurge": 1, "maxExtraGpus": 1}
+    replicas = [rep(k, name=f"{stack}-{k[-2]}") for k in keys]
+    slow.stack(stack, replicas, rollout=policy)
+    deploy(slow, stack)
+    before = {k: slow_admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.generation for k in keys}
+    slow.stack(stack, replicas, rollout=policy, imageDigest=NEW_DIGEST)
+    r = plain_pulumi(slow, stack)("up", "--yes", "--skip-preview")
+    text = r.stdout + r.stderr
+    assert r.returncode != 0, text[-2000:]
+    assert "this change must roll in waves, which one `pulumi up` cannot do; nothing was applied" in text, text[-3000:]
+    assert (
+        "the endpoints' surges would borrow 2 GPU(s) of NVIDIA-A100-SXM4-80GB at once; rollout.maxExtraGpus 1 lends "
+        "them in turns" in text
+    ), text[-3000:]
+    after = {k: slow_admin.get(Deployment, naming.object_name(k), namespace=NS).metadata.generation for k in keys}
+    assert after == before
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_plan_model_on_a_deployed_stack_with_a_relative_kubeconfig_shows_one_create_and_leaves_the_file(
     slow: Project, slow_admin: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
