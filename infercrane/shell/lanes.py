@@ -53,23 +53,27 @@ class Lender:
     behind later ones); a lane whose need can never be met -- every other lane holding GPUs of the
     ledger has stopped, keeping what its replicas may still hold -- stops, saying so."""
 
-    def __init__(self, cap: int | None, lanes: Collection[str]) -> None:
+    def __init__(self, cap: int | None, lanes: Collection[str], halted: asyncio.Event) -> None:
         self.ledger = Ledger(cap)
         self.running = set(lanes)
         self.queue: deque[str] = deque()
         self.changed = asyncio.Condition()
+        self.halted = halted  # the engine failed: a waiting lane goes no further (the failing lane's end wakes it)
 
-    async def take(self, endpoint: str, need: Gpus, where: str, note: Callable[[str], None]) -> None:
+    async def take(self, endpoint: str, need: Gpus, where: str, note: Callable[[str], None]) -> bool:
+        """Whether ``endpoint`` now holds ``need``: False when the engine failed meanwhile."""
         async with self.changed:
             self.queue.append(endpoint)
             try:
                 said = False
                 while True:
+                    if self.halted.is_set():
+                        return False
                     if self.queue[0] == endpoint:
                         taken = self.ledger.take(endpoint, need)
                         if taken is not None:
                             self.ledger = taken
-                            return
+                            return True
                         holders = sorted(e for e, _ in self.ledger.lent if e != endpoint)
                         if not any(e in self.running for e in holders):
                             raise InferCraneError(
@@ -126,7 +130,7 @@ async def roll(
     rolled = Rolled(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
-    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes])
+    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted)
 
     async def lane(lane: Lane) -> None:
         try:
@@ -143,12 +147,12 @@ async def roll(
                 return
             if stage.borrow and max_extra_gpus is not None:
                 try:
-                    await lender.take(lane.endpoint, stage.borrow, where, note)
+                    lent = await lender.take(lane.endpoint, stage.borrow, where, note)
                 except InferCraneError as exc:
                     rolled.stopped.append((lane.endpoint, where, exc))
                     rolled.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
                     return
-                if halted.is_set():
+                if not lent or halted.is_set():
                     rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
                     return
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):

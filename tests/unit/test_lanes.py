@@ -344,3 +344,27 @@ def test_a_lane_that_could_never_borrow_stops_naming_who_holds_the_ledger() -> N
         "stopped with it (their replicas may still hold those GPUs)\n"
         "    fix: fix what stopped them, then rerun the same command: the ledger starts again from what runs"
     )
+
+
+def test_a_lane_waiting_on_the_ledger_when_the_engine_fails_halts_and_says_so() -> None:
+    # a borrows the one GPU; its wave's apply is failed by the engine while b waits to borrow.
+    class EngineGone(Exception):
+        pass
+
+    class Waits(WaitsDouble):
+        async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+            if c.key == "a0":
+                await asyncio.sleep(0.05)
+                raise EngineGone("Resource monitor has terminated, shutting down")
+            return await super().of(c)
+
+    rollout = surge_updates({"a": 2, "b": 2}, cap=1)
+    journal, notes = Journal(), []
+    import pytest
+
+    with pytest.raises(EngineGone):
+        roll(rollout, Waits(), journal, notes)
+    assert "b0" not in journal.registered
+    assert notes[-1] == (
+        "rollout: halted by the engine's failure: a failed by the engine at wave 1/2; b halted before wave 1/2 (the engine failed)"
+    )
