@@ -75,11 +75,14 @@ class Lender:
                             self.ledger = taken
                             return True
                         holders = sorted(e for e, _ in self.ledger.lent if e != endpoint)
-                        if not any(e in self.running for e in holders):
+                        # a holder gives back only by going on: not once stopped, nor while it waits behind this lane
+                        if not any(e in self.running and e not in self.queue for e in holders):
+                            stopped = all(e not in self.running for e in holders)
                             raise InferCraneError(
                                 f"{where} borrows {_gpus(need)} beyond the endpoint's own, and rollout.maxExtraGpus "
-                                f"{self.ledger.cap} is held by {', '.join(holders) or 'no endpoint'}, which stopped "
-                                "with it (their replicas may still hold those GPUs)",
+                                f"{self.ledger.cap} is held by {', '.join(holders) or 'no endpoint'}, which "
+                                + ("stopped with it" if stopped else "cannot give it back before this lane goes on")
+                                + " (their replicas may still hold those GPUs)",
                                 fix="fix what stopped them, then rerun the same command: the ledger starts again from what runs",
                             )
                     if not said:
