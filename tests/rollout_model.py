@@ -390,12 +390,23 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         if not at_target(world, s):
             r = planner.plan(s.objs, s.pods)
             ends = [lane.endpoint for lane in r.lanes]
-            plan = tuple(lane.stages for lane in r.lanes)
+            # What the lanes act on: a stage's applies and deletions, and with a ledger what it borrows and keeps.
+            plan = tuple(
+                tuple(
+                    waves.Stage(st.apply, st.delete, st.borrow, st.keep)
+                    if world.max_extra is not None
+                    else waves.Stage(st.apply, st.delete)
+                    for st in lane.stages
+                )
+                for lane in r.lanes
+            )
             lanes = tuple(LaneAt(0, "enter") for _ in r.lanes)
             promised = tuple(sorted((e.endpoint, e.lowest_ready) for e in r.endpoints))
             lows = tuple(sorted((e.name, available(world, s.pods, s.objs, e)) for e in world.endpoints))
             steady = all(settled(o, s.pods) for o in s.objs) and all(p.phase == AVAILABLE for p in s.pods)
-            ceiling = sum(max(e.gpus_before, e.gpus_after) for e in r.endpoints) + (world.max_extra or 0)
+            ceiling = (
+                sum(max(e.gpus_before, e.gpus_after) for e in r.endpoints) + world.max_extra if world.max_extra is not None else 0
+            )
             run = Run(lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling)
             for e, p in promised:
                 if dict(lows)[e] < p:
