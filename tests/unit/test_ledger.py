@@ -3,6 +3,10 @@ endpoint's own, per product, against rollout.maxExtraGpus."""
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.ledger import Ledger, too_large
 from infercrane.core.plan.rollout import Member, Target, plan
@@ -51,3 +55,29 @@ def test_a_product_change_a_grow_and_an_in_place_roll_borrow_nothing() -> None:
     rollout = plan(members, targets, lambda name: RolloutPolicy(), max_extra_gpus=0)
     assert [s.borrow for lane in rollout.lanes for s in lane.stages] == [()] * sum(len(x.stages) for x in rollout.lanes)
     assert rollout.never_lent() == []
+
+
+def test_max_extra_gpus_is_the_stacks_and_a_whole_number_each_said_with_the_fix() -> None:
+    from infercrane.core.errors import ConfigError
+    from infercrane.core.load import loading
+
+    values: dict[str, Any] = {
+        "infercrane:kubernetes": {"context": "c", "namespace": "n", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64},
+        "infercrane:endpoints": {"e": {"rollout": {"maxExtraGpus": 1}}},
+        "infercrane:replicas": [{"key": "k0", "model": "m/m", "name": "e", "gpu": "NVIDIA-L4"}],
+    }
+    with pytest.raises(ConfigError) as per_endpoint:
+        loading.load(values, source="stacks/Pulumi.dev.yaml", env={})
+    assert (
+        "- stacks/Pulumi.dev.yaml: infercrane:endpoints.e.rollout.maxExtraGpus: is not a known setting\n"
+        "    fix: maxExtraGpus is the whole stack's: set it under infercrane:kubernetes.rollout"
+    ) in str(per_endpoint.value)
+    values["infercrane:endpoints"] = {}
+    values["infercrane:kubernetes"]["rollout"] = {"maxExtraGpus": -1}
+    with pytest.raises(ConfigError) as negative:
+        loading.load(values, source="stacks/Pulumi.dev.yaml", env={})
+    assert (
+        "- stacks/Pulumi.dev.yaml: infercrane:kubernetes.rollout.maxExtraGpus: -1: Input should be greater than or equal "
+        "to 0\n    fix: use a whole number >= 0 (the extra GPUs of each product all endpoints' surges may hold at once), "
+        "or leave it out: no stack limit"
+    ) in str(negative.value)

@@ -40,6 +40,8 @@ FIX: Final[dict[str, str]] = {
     "rollout": "write rollout: {maxUnavailable: 1, maxSurge: 0} (the defaults); at least one of them must be above 0",
     "maxUnavailable": "use a whole number >= 0 (default 1: one replica of the endpoint down at a time)",
     "maxSurge": "use a whole number >= 0 (default 0: never more GPUs than the endpoint holds)",
+    "maxExtraGpus": "use a whole number >= 0 (the extra GPUs of each product all endpoints' surges may hold at once), "
+    "or leave it out: no stack limit",
     "shmSize": "use a Kubernetes quantity such as 8Gi",
     "cpuPerGpu": "use a CPU quantity such as 4 or 3500m (per GPU of the replica)",
     "memoryPerGpu": "use a memory quantity such as 32Gi (per GPU of the replica; the limit adds shmSize)",
@@ -77,6 +79,8 @@ def problem_from(err: Any, *, source: str, replicas: list[Any], from_env: dict[t
     fix = _fix_for(loc)
     if err["type"] == "extra_forbidden":
         fix = "remove it or check its spelling (keys are camelCase)"
+        if top == "endpoints" and loc[-1] == "maxExtraGpus":
+            fix = f"maxExtraGpus is the whole stack's: set it under {KEY_TARGET}.rollout"
     if top == "kubernetes":
         path = tuple(str(p) for p in rest)
         if path in from_env:
