@@ -180,6 +180,17 @@ def test_the_policy_judges_any_programs_claim_template_of_the_gpu_class_only() -
 
 GUESSED = 'device.attributes["gpu.nvidia.com"].productName == "H100"'
 KNOWN = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L40S"'
+# A claim's devices (v1beta2, as v1): one exact request whose selector guesses the productName.
+GUESSED_EXACTLY = {
+    "devices": {
+        "requests": [
+            {
+                "name": "g",
+                "exactly": {"deviceClassName": "gpu.nvidia.com", "count": 1, "selectors": [{"cel": {"expression": GUESSED}}]},
+            }
+        ]
+    }
+}
 
 
 @pytest.mark.parametrize(
@@ -235,45 +246,9 @@ KNOWN = 'device.attributes["gpu.nvidia.com"].productName == "NVIDIA L40S"'
             "request 'g'",
         ),
         # v1beta2: `exactly`, as v1
-        (
-            "kubernetes:resource.k8s.io/v1beta2:ResourceClaimTemplate",
-            {
-                "spec": {
-                    "devices": {
-                        "requests": [
-                            {
-                                "name": "g",
-                                "exactly": {
-                                    "deviceClassName": "gpu.nvidia.com",
-                                    "count": 1,
-                                    "selectors": [{"cel": {"expression": GUESSED}}],
-                                },
-                            }
-                        ]
-                    }
-                }
-            },
-            "request 'g'",
-        ),
+        ("kubernetes:resource.k8s.io/v1beta2:ResourceClaimTemplate", {"spec": GUESSED_EXACTLY}, "request 'g'"),
         # a ResourceClaim made directly (its requests at spec.devices), which a pod names by resourceClaimName
-        (
-            "kubernetes:resource.k8s.io/v1beta2:ResourceClaim",
-            {
-                "devices": {
-                    "requests": [
-                        {
-                            "name": "g",
-                            "exactly": {
-                                "deviceClassName": "gpu.nvidia.com",
-                                "count": 1,
-                                "selectors": [{"cel": {"expression": GUESSED}}],
-                            },
-                        }
-                    ]
-                }
-            },
-            "request 'g'",
-        ),
+        ("kubernetes:resource.k8s.io/v1beta2:ResourceClaim", GUESSED_EXACTLY, "request 'g'"),
     ],
     ids=["first-available", "v1beta1-template", "v1beta2-template", "resource-claim"],
 )

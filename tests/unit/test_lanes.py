@@ -40,16 +40,25 @@ class ComponentDouble:
         return {"key": self.key}
 
 
+class EngineGone(Exception):
+    """What the engine raises when it fails an apply (the double's stand-in)."""
+
+
 @dataclass
 class WaitsDouble:
     """Stands in for shell.awaiting.Waits: a key is ready ``load[key]`` seconds after it is
-    registered (default ``default``), or fails when listed in ``fails``."""
+    registered (default ``default``), or fails when listed in ``fails``; the wait of
+    ``engine_fails`` raises :class:`EngineGone` after 0.05 s, as an apply the engine failed."""
 
     load: dict[str, float] = field(default_factory=dict)
     default: float = 0.05
     fails: set[str] = field(default_factory=set)
+    engine_fails: str | None = None
 
     async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+        if c.key == self.engine_fails:
+            await asyncio.sleep(0.05)
+            raise EngineGone("Resource monitor has terminated, shutting down")
         await asyncio.sleep(self.load.get(c.key, self.default))
         if c.key in self.fails:
             return Verdict("failed", "FailedScheduling: 0/3 nodes are available"), None
@@ -195,22 +204,12 @@ def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_w
     # Three endpoints: "fails" has its second wave's apply failed by the engine, "slow" is still
     # waiting on its first wave then, "quick" has one replacement to finish. None deletes or
     # registers anything after the failure; the engine's own error is raised, with each end.
-    class EngineGone(Exception):
-        pass
-
     members = [Member(f"slow{i}", "slow", ReplicaState.SETTLED, 1) for i in range(2)]
     members += [Member(f"fails{i}", "fails", ReplicaState.SETTLED, 1) for i in range(2)]
     targets = [Target(f"slown{i}", "slow", 1) for i in range(2)] + [
         Target(f"fails{i}", "fails", 1, restarts=True) for i in range(2)
     ]
     rollout = plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1))
-
-    class Waits(WaitsDouble):
-        async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
-            if c.key == "fails1":
-                await asyncio.sleep(0.05)
-                raise EngineGone("Resource monitor has terminated, shutting down")
-            return await super().of(c)
 
     journal = Journal()
     notes: list[str] = []
@@ -223,7 +222,7 @@ def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_w
                 rollout.lanes,
                 {e.endpoint: e for e in rollout.endpoints},
                 journal.register,  # type: ignore[arg-type]
-                Waits(load={"slown0": 0.2}),  # type: ignore[arg-type]
+                WaitsDouble(load={"slown0": 0.2}, engine_fails="fails1"),  # type: ignore[arg-type]
                 journal.delete,
                 notes.append,
                 order,
@@ -348,22 +347,12 @@ def test_a_lane_that_could_never_borrow_stops_naming_who_holds_the_ledger() -> N
 
 def test_a_lane_waiting_on_the_ledger_when_the_engine_fails_halts_and_says_so() -> None:
     # a borrows the one GPU; its wave's apply is failed by the engine while b waits to borrow.
-    class EngineGone(Exception):
-        pass
-
-    class Waits(WaitsDouble):
-        async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
-            if c.key == "a0":
-                await asyncio.sleep(0.05)
-                raise EngineGone("Resource monitor has terminated, shutting down")
-            return await super().of(c)
-
     rollout = surge_updates({"a": 2, "b": 2}, cap=1)
     journal, notes = Journal(), []
     import pytest
 
     with pytest.raises(EngineGone):
-        roll(rollout, Waits(), journal, notes)
+        roll(rollout, WaitsDouble(engine_fails="a0"), journal, notes)
     assert "b0" not in journal.registered
     assert notes[-1] == (
         "rollout: halted by the engine's failure: a failed by the engine at wave 1/2; b halted before wave 1/2 (the engine failed)"
