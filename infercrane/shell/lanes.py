@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from infercrane.core.errors import InferCraneError
-from infercrane.core.plan.ledger import Gpus, Ledger
+from infercrane.core.plan.ledger import Gpus, Ledger, in_words
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
 from infercrane.shell.components import ReplicaComponent
@@ -79,16 +79,16 @@ class Lender:
                         if not any(e in self.running and e not in self.queue for e in holders):
                             stopped = all(e not in self.running for e in holders)
                             raise InferCraneError(
-                                f"{where} borrows {_gpus(need)} beyond the endpoint's own, and rollout.maxExtraGpus "
+                                f"{where} borrows {in_words(need)} beyond the endpoint's own, and rollout.maxExtraGpus "
                                 f"{self.ledger.cap} is held by {', '.join(holders) or 'no endpoint'}, which "
                                 + ("stopped with it" if stopped else "cannot give it back before this lane goes on")
                                 + " (their replicas may still hold those GPUs)",
                                 fix="fix what stopped them, then rerun the same command: the ledger starts again from what runs",
                             )
                     if not said:
-                        lent = ", ".join(f"{e} {_gpus(h)}" for e, h in self.ledger.lent)
+                        lent = ", ".join(f"{e} {in_words(h)}" for e, h in self.ledger.lent)
                         note(
-                            f"rollout: {endpoint} {where} waits to borrow {_gpus(need)} "
+                            f"rollout: {endpoint} {where} waits to borrow {in_words(need)} "
                             f"(rollout.maxExtraGpus {self.ledger.cap}; lent now: {lent or 'nothing'})"
                         )
                         said = True
@@ -108,10 +108,6 @@ class Lender:
         async with self.changed:
             self.running.discard(endpoint)
             self.changed.notify_all()
-
-
-def _gpus(held: Gpus) -> str:
-    return ", ".join(f"{n} GPU(s) of {p or 'its product'}" for p, n in held)
 
 
 async def roll(

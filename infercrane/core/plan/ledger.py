@@ -61,14 +61,14 @@ class Ledger:
         return Ledger(self.cap, tuple(sorted(rest + ((endpoint, mine),) if mine else rest)))
 
 
+def in_words(held: Gpus) -> str:
+    """``2 GPU(s) of NVIDIA-L4, 1 GPU(s) of NVIDIA-H100-80GB-HBM3`` -- what a lane borrows or holds, in words."""
+    return ", ".join(f"{n} GPU(s) of {product or 'its GPU product'}" for product, n in held)
+
+
 def too_large(cap: int | None, stages: Mapping[str, Gpus]) -> list[str]:
     """Each stage (named by ``stages``' keys) that borrows more of a product at once than the cap
     can ever lend: ``qwen wave 1/2 borrows 2 GPU(s) of NVIDIA-L4 at once``."""
     if cap is None:
         return []
-    return [
-        f"{where} borrows {n} GPU(s) of {product or 'its GPU product'} at once"
-        for where, need in stages.items()
-        for product, n in need
-        if n > cap
-    ]
+    return [f"{where} borrows {in_words(((p, n),))} at once" for where, need in stages.items() for p, n in need if n > cap]
