@@ -81,3 +81,20 @@ def test_max_extra_gpus_is_the_stacks_and_a_whole_number_each_said_with_the_fix(
         "to 0\n    fix: use a whole number >= 0 (the extra GPUs of each product all endpoints' surges may hold at once), "
         "or leave it out: no stack limit"
     ) in str(negative.value)
+
+
+def test_plan_says_what_the_surges_want_at_once_against_the_ledger_in_words_and_in_json() -> None:
+    from infercrane.cli.output import rollout_doc, rollout_lines
+
+    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e in "ab" for i in range(2)]
+    targets = [Target(m.key, m.endpoint, 1, restarts=True, product="L4") for m in members]
+    capped = plan(members, targets, lambda name: SURGE, max_extra_gpus=1)
+    assert rollout_lines(capped)[-1] == (
+        "  extra GPUs: at most 1 of each product at once, all endpoints together (rollout.maxExtraGpus); "
+        "their surges want 2 of L4 at once: they take turns"
+    )
+    doc = rollout_doc(capped)
+    assert (doc["maxExtraGpus"], doc["extraGpusWanted"]) == (1, {"L4": 2})
+    uncapped = plan(members, targets, lambda name: SURGE)
+    assert not any("extra GPUs:" in line for line in rollout_lines(uncapped))
+    assert rollout_doc(uncapped)["maxExtraGpus"] is None
