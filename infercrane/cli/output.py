@@ -13,10 +13,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from infercrane.core.plan.actions import Action
 
 if TYPE_CHECKING:
     from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.model.endpoints import CanaryPolicy
     from infercrane.core.plan.waves import Rollout
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
@@ -36,6 +39,8 @@ def as_json(value: Any) -> Any:
     """A result as plain JSON data: dataclasses by field (camelCase keys), recursively."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {camel(f.name): as_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, BaseModel):  # a policy of the config: its stack-file form
+        return value.model_dump(mode="json", by_alias=True)
     if isinstance(value, Mapping):
         return {str(k): as_json(v) for k, v in value.items()}
     if isinstance(value, Sequence) and not isinstance(value, str):
@@ -100,6 +105,10 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
         for i, w in enumerate(e.waves, 1):
             order = "down, then up" if e.mode == "in place" else "up, then down"
             lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")
+            if e.canary_wave == i - 1 and e.canary_policy is not None:
+                lines.append(f"      the canary: {canary_words(e.canary_policy)}; beside the baseline {', '.join(e.baseline)}")
+        if e.no_canary:
+            lines.append(f"    no canary: {e.no_canary} (canary.required is false: the release rolls without a verdict)")
         if e.deleted_last:
             lines.append(f"    last: delete {', '.join(e.deleted_last)} (no successor)")
     if lines:
@@ -117,6 +126,16 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
                 + (" at once: they take turns" if any(n > rollout.max_extra_gpus for n in wanted.values()) else "")
             )
     return lines
+
+
+def canary_words(policy: CanaryPolicy) -> str:
+    """A canary policy as the plan says it: its bake, its minimum and its thresholds."""
+    golden = f", {len(policy.golden)} golden request(s) answered as the baseline's" if policy.golden else ""
+    return (
+        f"bakes {policy.bake_seconds} s, judged on at least {policy.min_requests} requests each: ttft p95 at most "
+        f"x{policy.max_ttft_p95_ratio:g} the baseline's, error ratio at most +{policy.max_error_ratio_increase:.1%}{golden}"
+        + ("; required: no verdict, no release" if policy.required else "")
+    )
 
 
 def rollout_doc(rollout: Rollout | None) -> Any:

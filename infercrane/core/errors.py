@@ -91,6 +91,26 @@ class RolloutStopped(InferCraneError):
         self.applied_nothing = False
 
 
+class CanaryRejected(InferCraneError):
+    """A release's canary was judged and stops it: rejected by the engines' evidence, or not
+    verifiable at the end of its bake where a verdict is required. Its successors are never
+    started; the replicas the canary would have replaced still serve the old release."""
+
+    def __init__(self, verdict_line: str, required: bool, not_verifiable: bool) -> None:
+        why = (
+            "the canary's evidence was not enough to judge it by the end of its bake, and canary.required is true"
+            if not_verifiable
+            else "the release is worse than the one it replaces by the engines' own evidence"
+        )
+        super().__init__(
+            f"{verdict_line}\n  {why}; no other replica of the endpoint was moved to it",
+            fix="roll the canary back by deploying the stack's previous config (the old release): "
+            "the same command, with the image and settings it had"
+            + ("; or send the canary more traffic (minRequests) or bake it longer (bakeSeconds)" if not_verifiable else ""),
+        )
+        self.required = required
+
+
 class DeletionsRefused(InferCraneError):
     """Every lane of a rollout finished, but an object Pulumi deletes by name at the end of the run
     has become another's meanwhile: the run stops before Pulumi's deletions (nothing is deleted)."""

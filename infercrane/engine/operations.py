@@ -73,6 +73,9 @@ def stack_intent(config: cfg.InferCraneConfig) -> str:
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
     endpoints = sorted({r.name for r in config.replicas})
     policies = {e: config.rollout_for(e).model_dump(mode="json", exclude={"max_extra_gpus"}) for e in endpoints}
+    for policy in policies.values():  # an endpoint without a canary hashes as before canaries were
+        if policy.get("canary") is None:
+            policy.pop("canary", None)
     intent: dict[str, object] = {"stack": parts, "rollout": policies, "servingEvidence": config.kubernetes.serving_evidence}
     if config.kubernetes.rollout.max_extra_gpus is not None:  # the stack's, not an endpoint's (set: the intent changes)
         intent["maxExtraGpus"] = config.kubernetes.rollout.max_extra_gpus

@@ -15,7 +15,7 @@ from typing import Any
 from infercrane.core import naming
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.model import gpu
-from infercrane.core.model.config import KEY_TARGET, InferCraneConfig
+from infercrane.core.model.config import KEY_ENDPOINTS, KEY_TARGET, InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
@@ -133,6 +133,23 @@ def plan_rollout(
                     "raise maxExtraGpus to what the widest stage borrows, or lower that endpoint's maxSurge "
                     "(each surge borrows maxSurge replicas' GPUs)",
                 )
+            ],
+            "the stack file",
+        )
+    required = [e for e in planned.endpoints if e.no_canary and e.canary_policy is not None and e.canary_policy.required]
+    if required:
+        raise ConfigError(
+            [
+                Problem(
+                    f"{KEY_ENDPOINTS}.{e.endpoint}.rollout.canary.required"
+                    if e.endpoint in config.endpoints and config.endpoints[e.endpoint].rollout.canary is not None
+                    else f"{KEY_TARGET}.rollout.canary.required",
+                    f"is true, and endpoint {e.endpoint}'s release has no canary: {e.no_canary} "
+                    f"(its {len(e.waves)} wave(s) change every replica serving now)",
+                    "give the endpoint more replicas than canary.replicas (the others stay on the old release as "
+                    "the baseline while the canary bakes), or set required: false for this change",
+                )
+                for e in required
             ],
             "the stack file",
         )

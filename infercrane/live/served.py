@@ -71,7 +71,7 @@ class _Unfollowed(urllib.request.HTTPRedirectHandler):
 
 
 #: Pod addresses are asked directly: no redirect followed, no proxy from the environment.
-_NO_REDIRECTS: Final = urllib.request.build_opener(_Unfollowed(), urllib.request.ProxyHandler({}))
+NO_REDIRECTS: Final = urllib.request.build_opener(_Unfollowed(), urllib.request.ProxyHandler({}))
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIM
     host = f"[{address}]" if ":" in address else address
     request = urllib.request.Request(f"http://{host}:{port}/v1/models", headers=headers)
     try:
-        with _NO_REDIRECTS.open(request, timeout=timeout) as answer:
+        with NO_REDIRECTS.open(request, timeout=timeout) as answer:
             body = json.loads(answer.read())
             data = body.get("data") if isinstance(body, dict) else None
             if not isinstance(data, list):
@@ -330,6 +330,15 @@ class Checker:
                 asked=asked,
             )
         return None
+
+    @property
+    def key(self) -> str | None:
+        """The worker key the checker asks with (None: there is none); never shown."""
+        return self._key
+
+    def addresses(self, replica: Replica) -> list[tuple[str, int]]:
+        """The replica's ready pod addresses, as serving evidence asks them ([] none, or no right)."""
+        return self._addresses(service_name(self._config, replica))[0]
 
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
         """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:

@@ -5,20 +5,23 @@ poller, its progress published as typed events on the caller's sink (the Channel
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import pulumi
 
 from infercrane.core.errors import NotReady
 from infercrane.core.events import Note, Readiness
 from infercrane.core.model import config as cfg
-from infercrane.core.plan.waves import Rollout
+from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 
 if TYPE_CHECKING:
+    from infercrane.core.plan import canary
     from infercrane.live import served, verdicts
 
 
@@ -66,7 +69,7 @@ class Waits:
         live = channel.live or Live.connect(t)
         self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
         self.checker = served.Checker.from_env(live, config)
-        self.replicas = {r.key: r for r in config.replicas}
+        self.config, self.replicas = config, {r.key: r for r in config.replicas}
         self.budgets = budgets(config, channel.rollout)
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
@@ -85,8 +88,47 @@ class Waits:
         meta = await c.workload.metadata.future()  # type: ignore[attr-defined]
         return await self.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
 
+    async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.Verdict:
+        """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""
+        return await asyncio.get_running_loop().run_in_executor(None, bake, self.config, e, self.checker, note)
+
     def close(self) -> None:
         self.checker.close()
+
+
+SAMPLE_SECONDS: Final = 5.0  # how often a bake reads the pods' counts (a regression is rejected within this)
+
+
+def bake(
+    config: cfg.InferCraneConfig,
+    e: EndpointRollout,
+    checker: served.Checker,
+    note: Callable[[str], None],
+    *,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> canary.Verdict:
+    """Bake ``e``'s canary for its policy's ``bakeSeconds``, reading the engines' counts every
+    :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end."""
+    from infercrane.core.plan import canary as judging
+    from infercrane.live import canary as evidence
+
+    policy = e.canary_policy
+    assert policy is not None  # a stage bakes only under a canary policy
+    note(
+        f"rollout: {e.endpoint}: the canary {', '.join(e.canary)} bakes {policy.bake_seconds} s beside the baseline "
+        f"{', '.join(e.baseline)} (at least {policy.min_requests} requests each"
+        + (f", {len(policy.golden)} golden request(s)" if policy.golden else "")
+        + ")"
+    )
+    baking = evidence.Bake(config, e.endpoint, policy, e.canary, e.baseline, checker.addresses, checker.key, clock=clock)
+    end = baking.started + policy.bake_seconds
+    while True:
+        final = clock() >= end
+        verdict = judging.judge(baking.record(final=final))
+        if verdict.outcome == "REJECT" or final:
+            return verdict
+        sleep(max(0.0, min(SAMPLE_SECONDS, end - clock())))
 
 
 def await_readiness(

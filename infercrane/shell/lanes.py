@@ -18,13 +18,14 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infercrane.core.errors import InferCraneError
+from infercrane.core.errors import CanaryRejected, InferCraneError
 from infercrane.core.plan.ledger import Gpus, Ledger, in_words
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
 from infercrane.shell.components import ReplicaComponent
 
 if TYPE_CHECKING:
+    from infercrane.core.plan import canary
     from infercrane.live import served, verdicts
 
 Result = tuple["verdicts.Verdict", "served.Evidence | None"]
@@ -40,6 +41,7 @@ class Rolled:
     stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
     crashed: list[BaseException] = field(default_factory=list)  # what the engine failed (it stops the whole run)
     ended: dict[str, str] = field(default_factory=dict)  # endpoint -> where it ended, in words
+    verdicts: dict[str, canary.Verdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
 
     def summary(self) -> str:
         """Each endpoint's end, one clause each: ``qwen finished; llama halted before wave 2/3``."""
@@ -179,6 +181,17 @@ async def roll(
                 rolled.stopped.append((lane.endpoint, where, failure))
                 rolled.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
                 return
+            if stage.bake and e is not None and e.canary_policy is not None:
+                verdict = await waits.bake(e, note)
+                rolled.verdicts[lane.endpoint] = verdict
+                note(f"rollout: {verdict.line()}")
+                if verdict.stops:
+                    rejected = CanaryRejected(
+                        verdict.line(), e.canary_policy.required, not_verifiable=verdict.outcome == "NOT VERIFIABLE"
+                    )
+                    rolled.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
+                    rolled.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"
+                    return
             if stage.delete:
                 if halted.is_set():
                     rolled.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"

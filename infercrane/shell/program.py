@@ -229,10 +229,12 @@ def export(
     config: cfg.InferCraneConfig,
     deploy_record: dict[str, Any] | None,
     evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None = None,
+    canaries: Mapping[str, Any] | None = None,
 ) -> None:
     """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
     model revision, intent hash, and the serving evidence this run took -- None for a replica
-    it did not wait for) -- every replica this run leaves registered."""
+    it did not wait for) -- every replica this run leaves registered; ``canaries``: each canary
+    verdict this run reached, with its record."""
 
     def members(taken: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -255,6 +257,8 @@ def export(
         pulumi.export("endpoints", evidence.apply(members))
     else:
         pulumi.export("endpoints", members(evidence or {}))
+    if canaries:  # endpoint -> its canary's verdict this run (core.plan.canary.Verdict.as_json)
+        pulumi.export("canaries", dict(canaries))
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
         entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
@@ -341,7 +345,13 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
         channel.error = DeletionsRefused(foreign)
         raise pulumi.RunError(str(channel.error))
     waits.publish(Readiness(len(rolled.components), len(rolled.components)))
-    export(rolled.components, checked.config, channel.deploy_record, evidence_taken(rolled.components, rolled.results, channel))
+    export(
+        rolled.components,
+        checked.config,
+        channel.deploy_record,
+        evidence_taken(rolled.components, rolled.results, channel),
+        {endpoint: v.as_json() for endpoint, v in rolled.verdicts.items()},
+    )
 
 
 def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> Iterator[None]:

@@ -4,13 +4,61 @@ override of it, and the per-endpoint settings of ``infercrane:endpoints``. Pure 
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
-from pydantic import Field, StrictInt, model_validator
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator, model_validator
 
 from infercrane.core.model.schema import Frozen
 
 LEGACY_ROLLOUT: Final = {"recreate": "{maxUnavailable: 1, maxSurge: 0}", "surge": "{maxUnavailable: 0, maxSurge: 1}"}
+
+
+class GoldenRequest(Frozen):
+    """A request whose answer a canary must give as its baseline does: sent at temperature 0 with a
+    fixed seed to a canary and a baseline replica (``POST /v1/completions``)."""
+
+    prompt: StrictStr = Field(min_length=1, description="The prompt, sent as it is.")
+    max_tokens: StrictInt = Field(16, ge=1, le=4096, description="The answer's length limit, in tokens.")
+    match: StrictStr | None = Field(
+        None,
+        description="A regular expression every answer must match (searched); unset: the canary's answer must equal "
+        "the baseline's, byte for byte.",
+    )
+
+    @field_validator("match")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"match {v!r} is no regular expression ({exc})") from None
+        return v
+
+
+class CanaryPolicy(Frozen):
+    """The first wave of a release as a canary: ``replicas`` of the endpoint move first and bake
+    for ``bakeSeconds`` beside the replicas still on the old release (the baseline); InferCrane
+    judges them from the engines' own evidence (core.plan.canary) before any other wave."""
+
+    replicas: StrictInt = Field(1, ge=1, description="Replicas in the canary (the first wave).")
+    bake_seconds: StrictInt = Field(300, ge=1, description="How long the canary serves before its verdict.")
+    min_requests: StrictInt = Field(
+        100, ge=1, description="Requests the canary and the baseline must each have answered in the bake (fewer: WAIT)."
+    )
+    max_ttft_p95_ratio: StrictFloat | StrictInt = Field(
+        1.5, ge=1, description="The canary's time-to-first-token p95 over the baseline's, at most."
+    )
+    max_error_ratio_increase: StrictFloat | StrictInt = Field(
+        0.01, ge=0, le=1, description="The canary's share of failed requests minus the baseline's, at most."
+    )
+    golden: tuple[GoldenRequest, ...] = Field((), description="Requests whose answers must not change.")
+    required: StrictBool = Field(
+        False,
+        description="No release without an ACCEPT: a verdict still waiting at the end of the bake (not verifiable) "
+        "rejects, and a change that leaves no baseline to compare with is refused.",
+    )
 
 
 class RolloutPolicy(Frozen):
@@ -31,6 +79,7 @@ class RolloutPolicy(Frozen):
         "endpoint's own (its GPUs before or after the change, whichever is more); the surges take turns for them. "
         "Unset: each endpoint's maxSurge alone bounds its own. Not set per endpoint.",
     )
+    canary: CanaryPolicy | None = Field(None, description="The release's first wave is a canary judged before the rest.")
 
     @model_validator(mode="before")
     @classmethod
@@ -51,6 +100,7 @@ class RolloutOverride(Frozen):
 
     max_unavailable: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxUnavailable.")
     max_surge: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxSurge.")
+    canary: CanaryPolicy | None = Field(None, description="As kubernetes.rollout.canary (replaces it whole).")
 
 
 class EndpointSettings(Frozen):

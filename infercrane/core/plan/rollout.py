@@ -90,6 +90,7 @@ class _Schedule:
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
     borrowed: list[tuple[Gpus, Gpus]] = field(default_factory=list)  # per walked stage: (borrow, keep) -- core.plan.ledger
+    canary_wave: int | None = None  # the wave that is the canary (its stage bakes and is judged)
 
 
 def _by_product(held: Iterable[tuple[str, int]]) -> Counter[str]:
@@ -226,7 +227,18 @@ def _endpoint(
     not_available = [k for k in not_available if k not in down_restarts]
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
-    chunks = _chunks([(k, None) for k in down_restarts], per_wave) + _chunks(units, per_wave)
+    # A canary: the first wave of the serving replicas' units is the policy's canary replicas, judged
+    # beside the baseline -- the replicas still on the old release while it bakes (later units' old
+    # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted).
+    canary, baseline = _canary(units, mode, policy)
+    firsts = _chunks([(k, None) for k in down_restarts], per_wave)
+    canary_wave = len(firsts) if canary else None
+    sched.canary_wave = canary_wave
+    chunks = firsts + (
+        _chunks(units[: len(canary)], len(canary)) + _chunks(units[len(canary) :], per_wave)
+        if canary
+        else _chunks(units, per_wave)
+    )
     if chunks:
         sched.repair = not_available  # the waves take available replicas down: only once these are available again
     else:
@@ -297,9 +309,30 @@ def _endpoint(
             else (),
             retired_first=tuple(sched.retire_first),
             deleted_last=tuple(sched.delete_last),
+            canary=canary,
+            baseline=baseline,
+            canary_wave=canary_wave,
+            canary_policy=policy.canary if units else None,
         ),
         sched,
     )
+
+
+def _canary(
+    units: Sequence[tuple[str, str | None]], mode: Mode, policy: RolloutPolicy
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The canary's keys and its baseline's, or none when the policy asks for no canary, nothing
+    serving changes, or no replica would stay on the old release to compare with."""
+    if policy.canary is None or not units:
+        return (), ()
+    size = min(policy.canary.replicas, len(units))
+    first, rest = units[:size], units[size:]
+    baseline = [old if old is not None else up for up, old in rest]
+    if mode == SURGE:
+        baseline += [old for up, old in first if old is not None and old != up]
+    if not baseline:
+        return (), ()
+    return tuple(up for up, _ in first), tuple(sorted(baseline))
 
 
 def plan(
@@ -351,6 +384,9 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     if prep.apply or prep.delete or not (s.waves or stages):
         stages.append(prep)
     stages += [stage(ups, gone, wave=i) for i, (ups, gone) in enumerate(s.waves)]
+    if s.canary_wave is not None:  # the canary's stage bakes and is judged before its deletions
+        i = next(n for n, x in enumerate(stages) if x.wave == s.canary_wave)
+        stages[i] = dataclasses.replace(stages[i], bake=True)
     last = stages[-1]
     stages[-1] = dataclasses.replace(last, delete=last.delete | frozenset(s.delete_last))
     return Lane(endpoint=endpoint, stages=tuple(stages))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from infercrane.core.model.endpoints import CanaryPolicy
 from infercrane.core.plan import ledger
 
 Mode = Literal["in place", "surge"]
@@ -62,13 +63,26 @@ class EndpointRollout:
     settling_first: tuple[str, ...] = ()  # available, their own rollout under way: settled before the first wave starts
     retired_first: tuple[str, ...] = ()  # serving replicas without a successor the GPU budget retires before the waves
     deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
+    canary: tuple[str, ...] = ()  # the first wave of the release, judged before the rest (core.plan.canary)
+    baseline: tuple[str, ...] = ()  # the replicas still on the old release while the canary bakes
+    canary_wave: int | None = None  # the canary's wave (0-based)
+    canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
+
+    @property
+    def no_canary(self) -> str:
+        """Why a release under a canary policy has none ("" it has one, or none is asked)."""
+        if self.canary_policy is None or self.canary:
+            return ""
+        return "no replica would stay on the old release to compare the canary with"
 
     @property
     def stages_needed(self) -> int:
         """Stages this endpoint needs, one after the other: one per wave, and one before the first
         wave when in place replacements must free their GPUs first or replicas that do not serve
-        must serve again first. More than one is more than one plain ``pulumi up`` can do."""
-        return int(self.idle_first) + int(self.first_before_waves) + max(1, len(self.waves))
+        must serve again first; a canary's bake is a step of its own. More than one is more than
+        one plain ``pulumi up`` can do."""
+        staged = int(self.idle_first) + int(self.first_before_waves) + max(1, len(self.waves))
+        return max(staged, 2) if self.canary else staged  # a canary's bake comes before anything after it
 
     @property
     def first_before_waves(self) -> bool:
@@ -80,8 +94,14 @@ class EndpointRollout:
         """``qwen wave 2/2 (down a1; up b1)`` -- what one stage of this endpoint's lane does."""
         if stage.wave is not None:
             wave = self.waves[stage.wave]
+            canary = (
+                f"; the canary: bakes {self.canary_policy.bake_seconds} s beside {', '.join(self.baseline)}"
+                if stage.bake and self.canary_policy is not None
+                else ""
+            )
             return (
-                f"{self.endpoint} wave {stage.wave + 1}/{len(self.waves)} (down {', '.join(wave.down)}; up {', '.join(wave.up)})"
+                f"{self.endpoint} wave {stage.wave + 1}/{len(self.waves)} "
+                f"(down {', '.join(wave.down)}; up {', '.join(wave.up)}{canary})"
             )
         if not stage.apply and self.idle_first and stage.delete == frozenset(self.deleted_idle):
             return f"{self.endpoint}: delete {', '.join(self.deleted_idle)} first (not available: frees GPUs for new replicas)"
@@ -109,7 +129,7 @@ class EndpointRollout:
 
     def all_at_once(self) -> str:
         """What one engine run doing this endpoint's whole change at once would do to it."""
-        parts = []
+        parts = [f"the canary {', '.join(self.canary)} would not bake nor be judged before the rest"] if self.canary else []
         if self.updates:
             parts.append(f"{self.updates} available replica(s) would restart together")
         if self.replacements:
@@ -131,6 +151,7 @@ class Stage:
     borrow: tuple[tuple[str, int], ...] = ()  # per GPU product, what it holds beyond the endpoint's own while it runs
     keep: tuple[tuple[str, int], ...] = ()  # ... and still holds once its deletions are gone (core.plan.ledger)
     wave: int | None = None  # the endpoint's wave this stage rolls (0-based); None: before the first wave
+    bake: bool = False  # the canary's stage: once ready, it bakes and is judged before its deletions
 
 
 @dataclass(frozen=True)

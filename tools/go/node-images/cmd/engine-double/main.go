@@ -18,7 +18,16 @@
 // comma-separated list served instead of the --served-model-name values: a replica serving the
 // wrong model), INFERCRANE_DOUBLE_RESPONSE_SECONDS (each completion takes this long),
 // INFERCRANE_DOUBLE_VLLM_VERSION (the vLLM release it stands in for: before 0.18.0, which added
-// --shutdown-timeout, that flag is an unrecognized argument, as it is to those releases).
+// --shutdown-timeout, that flag is an unrecognized argument, as it is to those releases),
+// INFERCRANE_DOUBLE_FAIL_EVERY (every Nth completion answers 500: 20 fails 5 %),
+// INFERCRANE_DOUBLE_ANSWER (the completions' text instead of "double:<model>": a release whose
+// answers changed, as a broken chat template changes them).
+//
+// GET /metrics (no key, as vLLM's) serves the engine's Prometheus names with honest counts of what
+// this process answered: vllm:time_to_first_token_seconds and vllm:e2e_request_latency_seconds
+// (histograms with vLLM's buckets; the double answers in one piece, so its first token is its
+// answer), vllm:request_success_total, and http_requests_total by handler and status class (the
+// instrumentator vLLM mounts); SGLang's own names (sglang:...) for the SGLang interface.
 package main
 
 import (
@@ -31,8 +40,10 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,6 +58,7 @@ type engine struct {
 	keyFromEnv              string          // the variable the engine reads its key from ("" none)
 	shutdownFlag            string          // how long it finishes in-flight requests on SIGTERM ("" none: it drains)
 	owner                   string          // owned_by in /v1/models
+	metrics                 string          // the prefix of its own metric names
 }
 
 func set(words ...string) map[string]bool {
@@ -68,6 +80,7 @@ var engines = map[string]engine{
 		switches: set("--trust-remote-code", "--enforce-eager", "--enable-prefix-caching",
 			"--disable-log-requests", "--enable-auto-tool-choice", "--disable-log-stats"),
 		severalNames: true, keyFromEnv: "VLLM_API_KEY", shutdownFlag: "--shutdown-timeout", owner: "vllm",
+		metrics: "vllm:",
 	},
 	"sglang.launch_server": {
 		module: "sglang.launch_server", prog: "launch_server.py", modelFlag: "--model-path",
@@ -75,7 +88,7 @@ var engines = map[string]engine{
 			"--mem-fraction-static", "--context-length", "--dtype", "--quantization", "--chunked-prefill-size",
 			"--max-running-requests", "--random-seed", "--tokenizer-path", "--log-level", "--served-model-name"),
 		switches: set("--trust-remote-code", "--enable-metrics", "--disable-radix-cache"),
-		owner:    "sglang",
+		owner:    "sglang", metrics: "sglang:",
 	},
 }
 
@@ -176,6 +189,84 @@ func seconds(name string, fallback float64) time.Duration {
 	return time.Duration(fallback * float64(time.Second))
 }
 
+// latencyBuckets are vLLM's own bounds for time_to_first_token_seconds (seconds).
+var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+	7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+
+type histogram struct {
+	counts []uint64 // per bound, not cumulative; the last is +Inf
+	sum    float64
+	n      uint64
+}
+
+func (h *histogram) observe(v float64) {
+	if h.counts == nil {
+		h.counts = make([]uint64, len(latencyBuckets)+1)
+	}
+	i := 0
+	for i < len(latencyBuckets) && v > latencyBuckets[i] {
+		i++
+	}
+	h.counts[i]++
+	h.sum += v
+	h.n++
+}
+
+func (h *histogram) write(w *strings.Builder, name, labels string) {
+	fmt.Fprintf(w, "# TYPE %s histogram\n", name)
+	var cumulative uint64
+	for i, bound := range latencyBuckets {
+		if h.counts != nil {
+			cumulative += h.counts[i]
+		}
+		fmt.Fprintf(w, "%s_bucket{%s,le=\"%s\"} %d\n", name, labels, strconv.FormatFloat(bound, 'f', -1, 64), cumulative)
+	}
+	fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n%s_sum{%s} %g\n%s_count{%s} %d\n", name, labels, h.n, name, labels, h.sum, name, labels, h.n)
+}
+
+// stats are the engine's counts of what this process answered, served at /metrics.
+type stats struct {
+	mu        sync.Mutex
+	ttft, e2e histogram
+	success   uint64
+	http      map[[2]string]uint64 // (handler, status class) -> requests
+}
+
+func (s *stats) answered(handler string, code int, took float64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http == nil {
+		s.http = map[[2]string]uint64{}
+	}
+	s.http[[2]string{handler, fmt.Sprintf("%dxx", code/100)}]++
+	if code == http.StatusOK {
+		s.ttft.observe(took)
+		s.e2e.observe(took)
+		s.success++
+	}
+}
+
+func (s *stats) text(prefix, model string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var w strings.Builder
+	labels := fmt.Sprintf("model_name=%q", model)
+	s.ttft.write(&w, prefix+"time_to_first_token_seconds", labels)
+	s.e2e.write(&w, prefix+"e2e_request_latency_seconds", labels)
+	fmt.Fprintf(&w, "# TYPE %srequest_success_total counter\n%srequest_success_total{finished_reason=\"stop\",%s} %d\n",
+		prefix, prefix, labels, s.success)
+	keys := make([][2]string, 0, len(s.http))
+	for k := range s.http {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	w.WriteString("# TYPE http_requests_total counter\n")
+	for _, k := range keys {
+		fmt.Fprintf(&w, "http_requests_total{handler=%q,method=\"POST\",status=%q} %d\n", k[0], k[1], s.http[k])
+	}
+	return w.String()
+}
+
 func writeJSON(w http.ResponseWriter, code int, body any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -236,7 +327,10 @@ func main() {
 	}
 	time.Sleep(seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3))
 
-	var inFlight atomic.Int64
+	var inFlight, completions atomic.Int64
+	var counts stats
+	failEvery, _ := strconv.Atoi(os.Getenv("INFERCRANE_DOUBLE_FAIL_EVERY"))
+	answer := os.Getenv("INFERCRANE_DOUBLE_ANSWER")
 	authorized := func(r *http.Request) bool {
 		return key == "" || r.Header.Get("Authorization") == "Bearer "+key
 	}
@@ -250,6 +344,10 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(counts.text(e.metrics, model)))
+	})
 	mux.HandleFunc("/v1/", func(w http.ResponseWriter, r *http.Request) {
 		inFlight.Add(1)
 		defer inFlight.Add(-1)
@@ -274,8 +372,19 @@ func main() {
 					"message": fmt.Sprintf("The model `%s` does not exist.", req.Model), "type": "NotFoundError", "code": 404}})
 				return
 			}
+			started := time.Now()
 			time.Sleep(seconds("INFERCRANE_DOUBLE_RESPONSE_SECONDS", 0))
+			if n := completions.Add(1); failEvery > 0 && n%int64(failEvery) == 0 {
+				writeJSON(w, http.StatusInternalServerError, map[string]any{"error": map[string]any{
+					"message": "engine double: a failed request (INFERCRANE_DOUBLE_FAIL_EVERY)", "type": "InternalServerError", "code": 500}})
+				counts.answered(r.URL.Path, http.StatusInternalServerError, time.Since(started).Seconds())
+				return
+			}
+			defer func() { counts.answered(r.URL.Path, http.StatusOK, time.Since(started).Seconds()) }()
 			text := "double:" + req.Model
+			if answer != "" {
+				text = answer
+			}
 			if r.URL.Path == "/v1/completions" {
 				writeJSON(w, http.StatusOK, map[string]any{"id": "cmpl-double", "object": "text_completion", "model": req.Model,
 					"choices": []map[string]any{{"index": 0, "text": text, "finish_reason": "stop"}}})

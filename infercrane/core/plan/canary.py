@@ -1,0 +1,265 @@
+"""A canary's verdict: ACCEPT, REJECT, WAIT or NOT VERIFIABLE, from a :class:`Record` of the
+engines' own evidence and nothing else. Pure core.
+
+The record holds, per replica of the canary and of the baseline (the endpoint's replicas still on
+the old release), what its engine counted over the bake window -- requests answered, failed ones
+(5xx), its time-to-first-token histogram -- and the golden requests' answers as hashes. The rules,
+in order (:func:`judge`):
+
+1. a golden answer that differs from the baseline's (or misses its pattern), or a golden request
+   the canary failed to answer at all: REJECT, at once;
+2. a replica whose figures could not be read, a golden request the baseline could not answer, or
+   fewer than ``minRequests`` answered by the canary or by the baseline: WAIT -- a missing
+   measurement is never a pass;
+3. the canary's error ratio above the baseline's by more than ``maxErrorRatioIncrease``: REJECT;
+4. the canary's time-to-first-token p95 over the baseline's above ``maxTtftP95Ratio``: REJECT;
+5. else ACCEPT -- but only at the end of the bake (``final``): before it, WAIT.
+
+At the end of the bake a WAIT is NOT VERIFIABLE, which stops the release where the policy is
+``required``. The verdict is a function of the record alone: re-judging a record gives the same
+verdict, byte for byte, and the record's digest names it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal
+
+Outcome = Literal["ACCEPT", "REJECT", "WAIT", "NOT VERIFIABLE"]
+Side = Literal["canary", "baseline"]
+QUANTILE: Final = 0.95
+INF: Final = math.inf
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one replica's engine counted over the bake window (the difference of two scrapes)."""
+
+    replica: str
+    side: Side
+    requests: int = 0  # completions answered, whatever their status
+    errors: int = 0  # ... answered with a 5xx
+    ttft: tuple[tuple[float, int], ...] = ()  # cumulative bucket counts (upper bound, count), +Inf last
+    unreadable: str = ""  # why it has no figures ("" it has)
+
+
+@dataclass(frozen=True)
+class Golden:
+    """One golden request's answers, as SHA-256 hashes of their text ("" no answer, and why)."""
+
+    index: int  # its place in the policy's list, from 1
+    canary: str = ""
+    baseline: str = ""
+    pattern: str | None = None  # the policy's ``match``: every answer must match it
+    canary_matches: bool | None = None  # the canary's answer against the pattern (None: no pattern or no answer)
+    why: str = ""  # why an answer is missing
+
+    @property
+    def differs(self) -> bool:
+        if not self.canary:
+            return False
+        if self.pattern is not None:
+            return self.canary_matches is False
+        return bool(self.baseline) and self.canary != self.baseline
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    min_requests: int
+    max_ttft_p95_ratio: float
+    max_error_ratio_increase: float
+    required: bool
+
+
+@dataclass(frozen=True)
+class Record:
+    """Every input of a verdict: re-judged, it gives the same verdict."""
+
+    endpoint: str
+    thresholds: Thresholds
+    measured: tuple[Measured, ...]
+    golden: tuple[Golden, ...] = ()
+    baked_seconds: int = 0  # how long the canary had served when this was taken
+    final: bool = False  # taken at the end of the bake
+
+    def as_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        for m in doc["measured"]:
+            m["ttft"] = [["+Inf" if le == INF else le, n] for le, n in m["ttft"]]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Mapping[str, Any]) -> Record:
+        measured = tuple(
+            Measured(**{**m, "ttft": tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m["ttft"])})
+            for m in doc["measured"]
+        )
+        return cls(
+            endpoint=doc["endpoint"],
+            thresholds=Thresholds(**doc["thresholds"]),
+            measured=measured,
+            golden=tuple(Golden(**g) for g in doc["golden"]),
+            baked_seconds=doc["baked_seconds"],
+            final=doc["final"],
+        )
+
+    def digest(self) -> str:
+        return "sha256:" + hashlib.sha256(_canonical(self.as_json())).hexdigest()
+
+
+def _canonical(doc: Any) -> bytes:
+    return json.dumps(doc, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+@dataclass(frozen=True)
+class Figures:
+    """One side's sums over its replicas."""
+
+    requests: int
+    errors: int
+    ttft_p95: float | None  # seconds (None: no successful request)
+
+    @property
+    def error_ratio(self) -> float:
+        return self.errors / self.requests if self.requests else 0.0
+
+    def words(self) -> str:
+        p95 = "no p95" if self.ttft_p95 is None else f"ttft p95 {self.ttft_p95:.3f} s"
+        return f"{self.requests} requests, {self.errors} failed ({self.error_ratio:.1%}), {p95}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    reasons: tuple[str, ...]
+    canary: Figures
+    baseline: Figures
+    digest: str  # the record's
+    record: Record = field(repr=False, compare=False)
+
+    @property
+    def stops(self) -> bool:
+        """Whether the release goes no further: rejected, or not verifiable where a verdict is required."""
+        return self.outcome == "REJECT" or (self.outcome == "NOT VERIFIABLE" and self.record.thresholds.required)
+
+    def line(self) -> str:
+        """``canary qwen: REJECT -- ttft p95 ... (record sha256:...)``: one line for a person."""
+        return f"canary {self.record.endpoint}: {self.outcome} -- {'; '.join(self.reasons)} (record {self.digest})"
+
+    def as_json(self) -> dict[str, Any]:
+        """The stack output / ``--json`` form: the verdict, its figures, its record and digest."""
+        return {
+            "outcome": self.outcome,
+            "reasons": list(self.reasons),
+            "canary": asdict(self.canary),
+            "baseline": asdict(self.baseline),
+            "record": self.record.as_json(),
+            "digest": self.digest,
+        }
+
+
+def quantile(q: float, buckets: Sequence[tuple[float, int]]) -> float | None:
+    """Prometheus's ``histogram_quantile``: the ``q`` quantile of cumulative ``buckets`` (upper
+    bound, count; +Inf last), linear within the bucket it falls in; in the +Inf bucket, the highest
+    finite bound. None when the histogram counted nothing."""
+    if not buckets or buckets[-1][1] <= 0:
+        return None
+    rank = q * buckets[-1][1]
+    lower, below = 0.0, 0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == INF:
+                return lower
+            if count == below:
+                return bound
+            return lower + (bound - lower) * (rank - below) / (count - below)
+        lower, below = bound, count
+    return lower
+
+
+def summed(buckets: Iterable[tuple[tuple[float, int], ...]]) -> tuple[tuple[float, int], ...]:
+    """Histograms of several replicas as one (they share their bounds: one engine's)."""
+    out: dict[float, int] = {}
+    for hist in buckets:
+        for bound, n in hist:
+            out[bound] = out.get(bound, 0) + n
+    return tuple(sorted(out.items()))
+
+
+def figures(measured: Iterable[Measured]) -> Figures:
+    ms = [m for m in measured if not m.unreadable]
+    return Figures(
+        requests=sum(m.requests for m in ms),
+        errors=sum(m.errors for m in ms),
+        ttft_p95=quantile(QUANTILE, summed(m.ttft for m in ms)),
+    )
+
+
+def judge(record: Record) -> Verdict:
+    """The verdict of ``record`` (the rules in this module's text)."""
+    t = record.thresholds
+    canary = figures(m for m in record.measured if m.side == "canary")
+    baseline = figures(m for m in record.measured if m.side == "baseline")
+
+    def verdict(outcome: Outcome, reasons: list[str]) -> Verdict:
+        if outcome == "WAIT" and record.final:
+            outcome = "NOT VERIFIABLE"
+            reasons = [*reasons, f"the bake ended after {record.baked_seconds} s"]
+        return Verdict(outcome, tuple(reasons), canary, baseline, record.digest(), record)
+
+    changed = [g for g in record.golden if g.differs]
+    unanswered = [g for g in record.golden if not g.canary]
+    if changed or unanswered:
+        said = [
+            f"golden request {g.index}: the canary's answer "
+            + (f"does not match {g.pattern!r}" if g.pattern is not None else "differs from the baseline's")
+            for g in changed
+        ]
+        said += [f"golden request {g.index}: the canary did not answer ({g.why})" for g in unanswered]
+        return verdict("REJECT", said)
+
+    waits = [f"no figures from {m.side} replica {m.replica}: {m.unreadable}" for m in record.measured if m.unreadable]
+    waits += [
+        f"golden request {g.index}: the baseline did not answer ({g.why})"
+        for g in record.golden
+        if not g.baseline and g.pattern is None
+    ]
+    if not any(m.side == "baseline" for m in record.measured):
+        waits.append("no baseline replica to compare with")
+    for side, f in (("canary", canary), ("baseline", baseline)):
+        if f.requests < t.min_requests:
+            waits.append(f"the {side} answered {f.requests} of the {t.min_requests} requests the verdict needs")
+    if waits:
+        return verdict("WAIT", waits)
+
+    shown = f"canary {canary.words()}; baseline {baseline.words()}"
+    rejects = []
+    increase = canary.error_ratio - baseline.error_ratio
+    if increase > t.max_error_ratio_increase:
+        rejects.append(
+            f"error ratio {canary.error_ratio:.1%} vs baseline {baseline.error_ratio:.1%} "
+            f"(+{increase:.1%} > maxErrorRatioIncrease {t.max_error_ratio_increase:.1%})"
+        )
+    if canary.ttft_p95 is None:
+        rejects.append("the canary answered no request successfully")
+    elif baseline.ttft_p95 is not None and baseline.ttft_p95 > 0:
+        ratio = canary.ttft_p95 / baseline.ttft_p95
+        if ratio > t.max_ttft_p95_ratio:
+            rejects.append(
+                f"ttft p95 {canary.ttft_p95:.3f} s vs baseline {baseline.ttft_p95:.3f} s "
+                f"(x{ratio:.2f} > maxTtftP95Ratio {t.max_ttft_p95_ratio:g})"
+            )
+    if rejects:
+        return verdict("REJECT", [*rejects, shown])
+    if not record.final:
+        return verdict("WAIT", [f"within every threshold after {record.baked_seconds} s of the bake", shown])
+    return verdict("ACCEPT", [f"within every threshold after {record.baked_seconds} s", shown])
+
+
+def rejudge(doc: Mapping[str, Any]) -> Verdict:
+    """The verdict of a recorded verdict's record (its ``record`` field): the same, byte for byte."""
+    return judge(Record.from_json(doc["record"]))

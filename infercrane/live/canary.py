@@ -1,0 +1,228 @@
+"""A canary's evidence, taken by InferCrane itself by the route serving evidence takes (the ready
+addresses of each replica's EndpointSlices, :class:`~infercrane.live.served.Checker`): each pod's
+``/metrics`` read at the start of the bake and again as it goes, their difference per pod (the
+engine's own counts over the window), and the golden requests sent to a canary and a baseline
+replica with the worker key (temperature 0, a fixed seed). The verdict is the pure core's
+(:mod:`infercrane.core.plan.canary`). Live-cluster layer.
+
+The engines' names: vLLM's ``vllm:time_to_first_token_seconds`` histogram and the
+``http_requests_total`` its instrumentator counts per handler and status class (requests and
+5xx); SGLang's ``sglang:time_to_first_token_seconds`` and the same HTTP counter. A pod whose page
+lacks a name has no figures: the verdict waits, it never passes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
+from infercrane.core.plan import canary
+from infercrane.core.render.command import served_names
+from infercrane.live import served
+
+METRICS_TIMEOUT_SECONDS: Final = 3.0
+GOLDEN_TIMEOUT_SECONDS: Final = 60.0  # an answer of max_tokens tokens
+GOLDEN_TRIES: Final = 3  # a golden request that fails is asked again: one failure of a healthy engine is no verdict
+GOLDEN_SEED: Final = 0
+COMPLETIONS: Final = ("/v1/completions", "/v1/chat/completions")
+TTFT: Final = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang:time_to_first_token_seconds"}
+HTTP_REQUESTS: Final = "http_requests_total"
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Page:
+    """One pod's counts at one moment: completions answered and failed, and its TTFT histogram."""
+
+    requests: int
+    errors: int
+    ttft: tuple[tuple[float, int], ...]  # cumulative (upper bound, count), +Inf last
+
+
+def parse(text: str, engine: str) -> Page:
+    """A ``/metrics`` page's counts, summed over its label sets (every model name it serves);
+    ValueError when it lacks the engine's names."""
+    requests = errors = 0
+    buckets: dict[float, int] = {}
+    seen_http = False
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == HTTP_REQUESTS and sample.labels.get("handler") in COMPLETIONS:
+                seen_http = True
+                requests += int(sample.value)
+                if str(sample.labels.get("status", "")).startswith("5"):
+                    errors += int(sample.value)
+            elif sample.name == TTFT[engine] + "_bucket":
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0) + int(sample.value)
+    if not buckets:
+        raise ValueError(f"its /metrics has no {TTFT[engine]}")
+    if not seen_http and requests == 0 and buckets.get(canary.INF, 0) > 0:
+        raise ValueError(f"its /metrics has no {HTTP_REQUESTS} for {', '.join(COMPLETIONS)}")
+    return Page(requests, errors, tuple(sorted(buckets.items())))
+
+
+def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT_SECONDS) -> Page:
+    """``GET http://<address>/metrics`` (no key: the engines serve it without one), parsed."""
+    host = f"[{address[0]}]" if ":" in address[0] else address[0]
+    try:
+        with served.NO_REDIRECTS.open(f"http://{host}:{address[1]}/metrics", timeout=timeout) as answer:
+            return parse(answer.read().decode("utf-8", "replace"), engine)
+    except urllib.error.HTTPError as exc:
+        raise ValueError(f"its /metrics answered HTTP {exc.code}") from None
+    except OSError as exc:
+        raise ValueError(f"its /metrics did not answer ({exc.__class__.__name__}: {exc})") from None
+
+
+def complete(
+    address: Address, key: str | None, model: str, request: GoldenRequest, *, timeout: float = GOLDEN_TIMEOUT_SECONDS
+) -> str:
+    """One golden request's answer text: ``POST /v1/completions`` at temperature 0 with a fixed
+    seed; ValueError with why when there is none."""
+    host = f"[{address[0]}]" if ":" in address[0] else address[0]
+    body = {"model": model, "prompt": request.prompt, "max_tokens": request.max_tokens, "temperature": 0, "seed": GOLDEN_SEED}
+    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
+    ask = urllib.request.Request(f"http://{host}:{address[1]}/v1/completions", json.dumps(body).encode(), headers)
+    try:
+        with served.NO_REDIRECTS.open(ask, timeout=timeout) as answer:
+            doc = json.loads(answer.read())
+        return str(doc["choices"][0]["text"])
+    except urllib.error.HTTPError as exc:
+        raise ValueError(f"HTTP {exc.code}") from None
+    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        raise ValueError(f"{exc.__class__.__name__}: {exc}") from None
+
+
+def digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+class Bake:
+    """One canary's bake: what each pod had counted when it began, and the record at any moment
+    after (:meth:`record`). ``addresses`` gives a replica's ready pod addresses (the checker's)."""
+
+    def __init__(
+        self,
+        config: InferCraneConfig,
+        endpoint: str,
+        policy: CanaryPolicy,
+        canary_keys: Sequence[str],
+        baseline_keys: Sequence[str],
+        addresses: Callable[[Replica], list[Address]],
+        key: str | None,
+        *,
+        read: Callable[[Address, str], Page] = read_page,
+        ask: Callable[[Address, str | None, str, GoldenRequest], str] = complete,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        replicas = {r.key: r for r in config.replicas}
+        self.endpoint, self.policy, self._read, self._ask, self._clock = endpoint, policy, read, ask, clock
+        self.sides: list[tuple[canary.Side, Replica]] = [("canary", replicas[k]) for k in canary_keys]
+        self.sides += [("baseline", replicas[k]) for k in baseline_keys if k in replicas]
+        self._addresses, self._key = addresses, key
+        self.started = clock()
+        self.at_start: dict[str, dict[Address, Page] | str] = {r.key: self._pages(r) for _, r in self.sides}
+        self.golden = self._golden()
+
+    def _pages(self, replica: Replica) -> dict[Address, Page] | str:
+        """Each ready pod address's page, or why the replica has none."""
+        found = self._addresses(replica)
+        if not found:
+            return "no ready address in its EndpointSlices"
+        try:
+            return {a: self._read(a, replica.engine) for a in found}
+        except ValueError as exc:
+            return str(exc)
+
+    def _golden(self) -> tuple[canary.Golden, ...]:
+        """Each golden request, asked of the first canary and the first baseline replica."""
+        if not self.policy.golden:
+            return ()
+        first = {side: next((r for s, r in self.sides if s == side), None) for side in ("canary", "baseline")}
+        out = []
+        for i, request in enumerate(self.policy.golden, 1):
+            answers: dict[str, str] = {}
+            why = ""
+            for side, replica in first.items():
+                if replica is None or (side == "baseline" and request.match is not None):
+                    continue
+                text, said = self._answer(replica, request)
+                if text is None:
+                    why = why or f"{side} {replica.key}: {said}"
+                else:
+                    answers[side] = text
+            matches = (
+                None if request.match is None or "canary" not in answers else bool(re.search(request.match, answers["canary"]))
+            )
+            out.append(
+                canary.Golden(
+                    index=i,
+                    canary=digest(answers["canary"]) if "canary" in answers else "",
+                    baseline=digest(answers["baseline"]) if "baseline" in answers else "",
+                    pattern=request.match,
+                    canary_matches=matches,
+                    why=why,
+                )
+            )
+        return tuple(out)
+
+    def _answer(self, replica: Replica, request: GoldenRequest) -> tuple[str | None, str]:
+        found = self._addresses(replica)
+        if not found:
+            return None, "no ready address in its EndpointSlices"
+        said = ""
+        for _ in range(GOLDEN_TRIES):
+            try:
+                return self._ask(found[0], self._key, served_names(replica)[0], request), ""
+            except ValueError as exc:
+                said = str(exc)
+        return None, f"{said} ({GOLDEN_TRIES} tries)"
+
+    def record(self, *, final: bool) -> canary.Record:
+        """The evidence now: each replica's counts since the bake began."""
+        measured = []
+        for side, replica in self.sides:
+            before, now = self.at_start[replica.key], self._pages(replica)
+            measured.append(_window(replica.key, side, before, now))
+        t = canary.Thresholds(
+            min_requests=self.policy.min_requests,
+            max_ttft_p95_ratio=float(self.policy.max_ttft_p95_ratio),
+            max_error_ratio_increase=float(self.policy.max_error_ratio_increase),
+            required=self.policy.required,
+        )
+        baked = int(self._clock() - self.started)
+        return canary.Record(self.endpoint, t, tuple(measured), self.golden, baked, final)
+
+
+def _window(
+    key: str, side: canary.Side, before: Mapping[Address, Page] | str, now: Mapping[Address, Page] | str
+) -> canary.Measured:
+    """One replica's counts over the window: per pod address, now minus at the start."""
+    if isinstance(before, str) or isinstance(now, str):
+        return canary.Measured(key, side, unreadable=before if isinstance(before, str) else str(now))
+    if set(before) != set(now):
+        return canary.Measured(key, side, unreadable="its pods changed during the bake")
+    requests = errors = 0
+    ttft: dict[float, int] = {}
+    for address, page in now.items():
+        old = before[address]
+        old_buckets = dict(old.ttft)
+        if page.requests < old.requests or any(n < old_buckets.get(b, 0) for b, n in page.ttft):
+            return canary.Measured(key, side, unreadable=f"its engine's counters restarted during the bake ({address[0]})")
+        requests += page.requests - old.requests
+        errors += page.errors - old.errors
+        for bound, n in page.ttft:
+            ttft[bound] = ttft.get(bound, 0) + n - old_buckets.get(bound, 0)
+    return canary.Measured(key, side, requests, errors, tuple(sorted(ttft.items())))
