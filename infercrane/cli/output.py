@@ -107,6 +107,8 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
             lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")
             if e.canary_wave == i - 1 and e.canary_policy is not None:
                 lines.append(f"      the canary: {canary_words(e.canary_policy)}; beside the baseline {', '.join(e.baseline)}")
+        if e.canary_unneeded:
+            lines.append(f"    no canary: {e.canary_unneeded} (the release is proven beside the others)")
         if e.no_canary:
             lines.append(f"    no canary: {e.no_canary} (canary.required is false: the release rolls without a verdict)")
         if e.deleted_last:

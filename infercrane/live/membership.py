@@ -19,7 +19,7 @@ from infercrane.core.model.config import KEY_ENDPOINTS, KEY_TARGET, InferCraneCo
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
-from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of
+from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of, release_of
 from infercrane.core.render import RenderedReplica
 from infercrane.live import failures
 from infercrane.live.api import Live
@@ -79,6 +79,7 @@ def members(
                 state=replica_state(kind, obj, predictors),
                 gpus=gpus,
                 product=product,
+                release=release_of(obj),
             )
         )
     return out
@@ -114,6 +115,7 @@ def plan_rollout(
             restarts=r.name in report.restarts,
             moves=r.replica.key in moving,
             product=gpu.pool(r.replica.gpu, dra=config.kubernetes.dra),
+            release=release_of(next(m for m in r.manifests if m["kind"] in WORKLOADS)),
         )
         for r in rendered
     ]

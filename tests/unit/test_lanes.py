@@ -357,3 +357,49 @@ def test_a_lane_waiting_on_the_ledger_when_the_engine_fails_halts_and_says_so() 
     assert notes[-1] == (
         "rollout: halted by the engine's failure: a failed by the engine at wave 1/2; b halted before wave 1/2 (the engine failed)"
     )
+
+
+@dataclass
+class JudgingWaitsDouble(WaitsDouble):
+    """:class:`WaitsDouble` whose canary bake answers ``outcome`` at once (a double of the bake:
+    the real one reads the engines' /metrics, tests/integration/test_canary.py)."""
+
+    outcome: str = "ACCEPT"
+    baked: list[str] = field(default_factory=list)
+
+    async def bake(self, e: Any, note: Any) -> Any:
+        from infercrane.core.plan import canary
+
+        self.baked.append(e.endpoint)
+        limits = canary.Thresholds(1, 1.5, 0.01, required=True)
+        none = canary.Figures(0, 0, None)
+        record = canary.Record(e.endpoint, limits, (), final=True)
+        return canary.Verdict(self.outcome, (f"the double says {self.outcome}",), none, none, record.digest(), record)  # type: ignore[arg-type]
+
+
+def canary_cutover() -> Any:
+    from infercrane.core.model.endpoints import CanaryPolicy
+
+    members = [Member(f"a{i}", "e", ReplicaState.SETTLED, 1) for i in range(3)]
+    targets = [Target(f"b{i}", "e", 1) for i in range(3)]
+    return plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1, canary=CanaryPolicy()))
+
+
+def test_an_accepted_canary_goes_on_with_the_rest_of_the_release_and_its_deletions() -> None:
+    waits, journal = JudgingWaitsDouble(), Journal()
+    rolled = roll(canary_cutover(), waits, journal)
+    assert waits.baked == ["e"] and rolled.ended == {"e": "finished"} and not rolled.stopped
+    assert sorted(journal.deleted) == ["a0", "a1", "a2"] and rolled.verdicts["e"].outcome == "ACCEPT"
+
+
+def test_a_rejected_canary_stops_its_lane_before_the_replica_it_replaces_is_deleted() -> None:
+    waits, journal, notes = JudgingWaitsDouble(outcome="REJECT"), Journal(), []
+    rolled = roll(canary_cutover(), waits, journal, notes)
+    assert sorted(journal.registered) == ["b0"], "no replica after the canary moves"
+    assert journal.deleted == {}, "the replica the canary replaces still serves"
+    ((endpoint, where, why),) = rolled.stopped
+    assert (endpoint, where) == ("e", "wave 1/3 (the canary)")
+    assert why.message.startswith("canary e: REJECT -- the double says REJECT (record sha256:")
+    assert "no other replica of the endpoint was moved to it" in why.message
+    assert rolled.ended["e"] == "stopped at wave 1/3: the canary's verdict is REJECT"
+    assert any(n.startswith("rollout: canary e: REJECT") for n in notes)

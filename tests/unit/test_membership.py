@@ -140,3 +140,40 @@ def test_a_surge_wider_than_max_extra_gpus_is_refused_before_anything_is_applied
         "    fix: raise maxExtraGpus to what the widest stage borrows, or lower that endpoint's maxSurge (each surge "
         "borrows maxSurge replicas' GPUs)"
     )
+
+
+def test_a_required_canary_with_no_baseline_is_refused_before_anything_is_applied_naming_the_setting() -> None:
+    from infercrane.core import naming
+    from infercrane.core.errors import ConfigError
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.render.manifests import render_checked
+    from infercrane.live.membership import plan_rollout
+    from infercrane.live.preflight import Report
+
+    replicas = [{"key": "k0", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
+    kubernetes = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "namespace": "ns"}
+    old = InferCraneConfig.model_validate({"kubernetes": kubernetes, "replicas": replicas})
+    ready = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "availableReplicas": 1}
+    live = {
+        ("Deployment", r.name): {**r.manifests[0], "metadata": {**r.manifests[0]["metadata"], "generation": 1}, "status": ready}
+        for r in render_checked(old, "s")
+    }
+
+    def config(required: bool) -> InferCraneConfig:
+        rollout = {"canary": {"required": required}}
+        target = {**kubernetes, "imageDigest": "vllm/vllm-openai@sha256:" + "b" * 64, "rollout": rollout}
+        return InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
+
+    rendered = render_checked(config(True), "s")
+    report = Report(live=live, restarts={r.name for r in rendered})
+    with pytest.raises(ConfigError) as refused:
+        plan_rollout(config(True), rendered, report, naming.stack_id("s"))
+    assert str(refused.value) == (
+        "invalid InferCrane configuration (1 problem(s)); nothing was applied:\n"
+        "- infercrane:kubernetes.rollout.canary.required: is true, and endpoint e's release has no canary: no replica "
+        "would stay on the old release to compare the canary with (its 1 wave(s) change every replica serving now)\n"
+        "    fix: give the endpoint more replicas than canary.replicas (the others stay on the old release as the baseline "
+        "while the canary bakes), or set required: false for this change"
+    )
+    (e,) = plan_rollout(config(False), rendered, report, naming.stack_id("s")).endpoints
+    assert e.canary == () and e.no_canary, "not required: the release rolls without a verdict, and the plan says why"

@@ -58,6 +58,7 @@ class Member:
     state: ReplicaState
     gpus: int
     product: str = ""  # the GPU product its pods are placed on (the product label's value)
+    release: str = ""  # what its pods run (core.plan.workload.release_of; "" unknown)
 
     @property
     def available(self) -> bool:
@@ -75,6 +76,7 @@ class Target:
     restarts: bool = False
     moves: bool = False  # it runs in another form (another workload kind): its old form goes, its new one starts
     product: str = ""  # the GPU product it asks for
+    release: str = ""  # what its pods will run (core.plan.workload.release_of; "" unknown)
 
 
 @dataclass
@@ -230,7 +232,8 @@ def _endpoint(
     # A canary: the first wave of the serving replicas' units is the policy's canary replicas, judged
     # beside the baseline -- the replicas still on the old release while it bakes (later units' old
     # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted).
-    canary, baseline = _canary(units, mode, policy)
+    already = _already_serving(units, members, targets)
+    canary, baseline = _canary(units, mode, policy, members, targets) if not already else ((), ())
     firsts = _chunks([(k, None) for k in down_restarts], per_wave)
     canary_wave = len(firsts) if canary else None
     sched.canary_wave = canary_wave
@@ -313,16 +316,36 @@ def _endpoint(
             baseline=baseline,
             canary_wave=canary_wave,
             canary_policy=policy.canary if units else None,
+            canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
         ),
         sched,
     )
 
 
+def _already_serving(units: Sequence[tuple[str, str | None]], members: Sequence[Member], targets: Sequence[Target]) -> str:
+    """The replica already serving the release every unit moves to ("" none): a rerun after an
+    accepted canary, or a return to the release the rest of the endpoint serves (a rollback),
+    needs no canary -- the release is proven beside the others already."""
+    moving = {up for up, _ in units} | {old for _, old in units if old is not None}
+    releases = {t.key: t.release for t in targets}
+    wanted = {releases.get(up, "") for up, _ in units}
+    if "" in wanted or len(wanted) != 1:
+        return ""
+    (release,) = wanted
+    return next((m.key for m in members if m.available and m.key not in moving and m.release == release), "")
+
+
 def _canary(
-    units: Sequence[tuple[str, str | None]], mode: Mode, policy: RolloutPolicy
+    units: Sequence[tuple[str, str | None]],
+    mode: Mode,
+    policy: RolloutPolicy,
+    members: Sequence[Member],
+    targets: Sequence[Target],
 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The canary's keys and its baseline's, or none when the policy asks for no canary, nothing
-    serving changes, or no replica would stay on the old release to compare with."""
+    serving changes, or no replica would stay on the old release to compare with. The baseline:
+    later units' old replicas; with a surge, the old replicas the canary replaces (they go once it
+    is judged); and the endpoint's serving replicas that do not change, on a release of their own."""
     if policy.canary is None or not units:
         return (), ()
     size = min(policy.canary.replicas, len(units))
@@ -330,6 +353,10 @@ def _canary(
     baseline = [old if old is not None else up for up, old in rest]
     if mode == SURGE:
         baseline += [old for up, old in first if old is not None and old != up]
+    moving = {up for up, _ in units} | {old for _, old in units if old is not None}
+    releases = {t.key: t.release for t in targets}
+    new = {releases.get(up, "") for up, _ in first}
+    baseline += [m.key for m in members if m.available and m.key not in moving and m.release and m.release not in new]
     if not baseline:
         return (), ()
     return tuple(up for up, _ in first), tuple(sorted(baseline))

@@ -68,10 +68,13 @@ class EndpointRollout:
     canary_wave: int | None = None  # the canary's wave (0-based)
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
 
+    canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
+
     @property
     def no_canary(self) -> str:
-        """Why a release under a canary policy has none ("" it has one, or none is asked)."""
-        if self.canary_policy is None or self.canary:
+        """Why a release under a canary policy has no canary though it needs one ("" it has one,
+        needs none, or none is asked)."""
+        if self.canary_policy is None or self.canary or self.canary_unneeded:
             return ""
         return "no replica would stay on the old release to compare the canary with"
 

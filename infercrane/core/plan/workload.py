@@ -68,3 +68,29 @@ def claimed_gpus(
                 name = gpu.selected_product(str((sel.get("cel") or {}).get("expression", "")))
                 products.add(gpu.label_of(name, product_names) if name else None)
     return count, (next(iter(products)) or "") if len(products) == 1 else ""
+
+
+def release_of(obj: Mapping[str, Any]) -> str:
+    """What a workload's pods run, as one hash: each container's image, command, args and env --
+    the same for two replicas of one release whatever their keys, names or GPUs. A canary
+    compares releases (core.plan.rollout): one already serving needs none."""
+    runs = [
+        {
+            "image": c.get("image"),
+            "command": c.get("command"),
+            "args": c.get("args"),
+            "env": [_env(e) for e in c.get("env") or []],
+        }
+        for c in containers_of(obj)
+    ]
+    return naming.intent_hash({"containers": runs}) if runs else ""
+
+
+def _env(var: Mapping[str, Any]) -> dict[str, Any]:
+    """An env var as rendered: the API server's defaults (a fieldRef's apiVersion) left out."""
+    source = {
+        kind: {k: v for k, v in ref.items() if not (kind == "fieldRef" and k == "apiVersion")}
+        for kind, ref in (var.get("valueFrom") or {}).items()
+        if isinstance(ref, Mapping)
+    }
+    return {"name": var.get("name"), "value": var.get("value"), "valueFrom": source or None}
