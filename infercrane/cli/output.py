@@ -96,6 +96,11 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
             lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not available)")
         if e.repaired_first:
             lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not available; already counts as unavailable)")
+            if e.canary_first and e.canary_policy is not None:
+                lines.append(
+                    f"      the canary {', '.join(e.canary)} (left on the new release by a killed run): "
+                    f"{canary_words(e.canary_policy)}; beside the baseline {', '.join(e.baseline)}"
+                )
         if e.settling_first:
             lines.append(f"    first: let {', '.join(e.settling_first)} settle (available, its own rollout under way)")
         if e.retired_first:

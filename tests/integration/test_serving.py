@@ -188,6 +188,7 @@ class Gateway:
         self.admin, self.ns, self.services = admin, ns, services
         self.addresses: list[str] = []
         self.results: Counter[str] = Counter()
+        self.by_address: Counter[str] = Counter()  # requests sent to each pod address
         self.failures: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._route, daemon=True)]
@@ -228,6 +229,7 @@ class Gateway:
                 continue
             address = targets[n % len(targets)]
             n += 1
+            self.by_address[address] += 1
             body = json.dumps({"model": "qwen-small", "prompt": "hi"})
             conn = http.client.HTTPConnection(address, 8000, timeout=10)
             try:

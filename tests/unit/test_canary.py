@@ -135,6 +135,26 @@ def test_re_judging_a_recorded_verdict_gives_the_same_verdict_byte_for_byte() ->
     assert judge(record(*HEALTHY)).digest != judge(record(*HEALTHY[:2])).digest
 
 
+def test_a_record_judged_again_after_a_store_that_writes_whole_floats_as_ints_is_the_same() -> None:
+    """A Pulumi stack output keeps 1.0 as 1: the record's form and digest do not depend on it."""
+    whole = Thresholds(min_requests=100, max_ttft_p95_ratio=2.0, max_error_ratio_increase=0.0, required=False)
+    measured = (Measured("c0", "canary", 200, 0, ((1.0, 150), (2.5, 200), (INF, 200))), *HEALTHY[1:])
+    v = judge(record(*measured, limits=whole))
+
+    def as_a_store_keeps_it(doc: object) -> object:
+        if isinstance(doc, float) and doc.is_integer():
+            return int(doc)
+        if isinstance(doc, dict):
+            return {k: as_a_store_keeps_it(x) for k, x in doc.items()}
+        if isinstance(doc, list):
+            return [as_a_store_keeps_it(x) for x in doc]
+        return doc
+
+    stored = as_a_store_keeps_it(json.loads(json.dumps(v.as_json())))
+    assert stored == v.as_json(), "the verdict's JSON form is already the one a store keeps"
+    assert json.dumps(rejudge(stored).as_json(), sort_keys=True) == json.dumps(stored, sort_keys=True)  # type: ignore[arg-type]
+
+
 PAGE = """# TYPE vllm:time_to_first_token_seconds histogram
 vllm:time_to_first_token_seconds_bucket{model_name="m",le="0.01"} 3
 vllm:time_to_first_token_seconds_bucket{model_name="m",le="0.1"} 5
@@ -293,3 +313,22 @@ def test_a_release_is_what_the_pods_run_whatever_the_key_and_the_api_servers_def
 
     assert release_of(deployment("a", "i@sha256:1", False)) == release_of(deployment("b", "i@sha256:1", True))
     assert release_of(deployment("a", "i@sha256:1", False)) != release_of(deployment("a", "i@sha256:2", False))
+
+
+def test_a_canary_a_killed_run_left_down_is_brought_back_first_and_judged_before_any_other_replica_moves() -> None:
+    """A deploy killed while its canary a0 restarted on the new release: a0 is down on it, a1 and
+    a2 serve the old one. The rerun brings a0 back first and bakes it there; a1 and a2 wait."""
+    live = [
+        Member("a0", "e", ReplicaState.STARTING, 1, release="new"),
+        Member("a1", "e", ReplicaState.SETTLED, 1, release="old"),
+        Member("a2", "e", ReplicaState.SETTLED, 1, release="old"),
+    ]
+    targets = [Target("a0", "e", 1, release="new")] + [Target(k, "e", 1, restarts=True, release="new") for k in ("a1", "a2")]
+    r = plan(live, targets, policy_with(CanaryPolicy(required=True)))
+    (e,) = r.endpoints
+    assert (e.canary, e.baseline, e.canary_first, e.canary_wave) == (("a0",), ("a1", "a2"), True, None)
+    (lane,) = r.lanes
+    assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False), (["a2"], False)]
+    assert e.describe(lane.stages[0]) == (
+        "e: bring back a0 first (not available: the waves wait for it), then bake the canary a0 300 s beside a1, a2"
+    )

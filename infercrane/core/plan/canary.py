@@ -87,28 +87,54 @@ class Record:
     final: bool = False  # taken at the end of the bake
 
     def as_json(self) -> dict[str, Any]:
+        """Its JSON form, already canonical: a whole number is written as one (1, not 1.0), as it
+        comes back from any JSON store (a Pulumi stack output turns 1.0 into 1)."""
         doc = asdict(self)
         for m in doc["measured"]:
             m["ttft"] = [["+Inf" if le == INF else le, n] for le, n in m["ttft"]]
-        return doc
+        return dict(_numbers(doc))
 
     @classmethod
     def from_json(cls, doc: Mapping[str, Any]) -> Record:
         measured = tuple(
-            Measured(**{**m, "ttft": tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m["ttft"])})
+            Measured(
+                replica=m["replica"],
+                side=m["side"],
+                requests=int(m["requests"]),
+                errors=int(m["errors"]),
+                ttft=tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m["ttft"]),
+                unreadable=m["unreadable"],
+            )
             for m in doc["measured"]
         )
+        t = doc["thresholds"]
         return cls(
             endpoint=doc["endpoint"],
-            thresholds=Thresholds(**doc["thresholds"]),
+            thresholds=Thresholds(
+                min_requests=int(t["min_requests"]),
+                max_ttft_p95_ratio=float(t["max_ttft_p95_ratio"]),
+                max_error_ratio_increase=float(t["max_error_ratio_increase"]),
+                required=bool(t["required"]),
+            ),
             measured=measured,
             golden=tuple(Golden(**g) for g in doc["golden"]),
-            baked_seconds=doc["baked_seconds"],
-            final=doc["final"],
+            baked_seconds=int(doc["baked_seconds"]),
+            final=bool(doc["final"]),
         )
 
     def digest(self) -> str:
         return "sha256:" + hashlib.sha256(_canonical(self.as_json())).hexdigest()
+
+
+def _numbers(doc: Any) -> Any:
+    """``doc`` with every whole float as an int: the one form JSON round trips keep."""
+    if isinstance(doc, float) and doc.is_integer():
+        return int(doc)
+    if isinstance(doc, dict):
+        return {k: _numbers(v) for k, v in doc.items()}
+    if isinstance(doc, list | tuple):
+        return [_numbers(v) for v in doc]
+    return doc
 
 
 def _canonical(doc: Any) -> bytes:
@@ -155,8 +181,8 @@ class Verdict:
         return {
             "outcome": self.outcome,
             "reasons": list(self.reasons),
-            "canary": asdict(self.canary),
-            "baseline": asdict(self.baseline),
+            "canary": _numbers(asdict(self.canary)),
+            "baseline": _numbers(asdict(self.baseline)),
             "record": self.record.as_json(),
             "digest": self.digest,
         }

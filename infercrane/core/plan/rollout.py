@@ -93,6 +93,7 @@ class _Schedule:
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
     borrowed: list[tuple[Gpus, Gpus]] = field(default_factory=list)  # per walked stage: (borrow, keep) -- core.plan.ledger
     canary_wave: int | None = None  # the wave that is the canary (its stage bakes and is judged)
+    canary_first: bool = False  # the canary is what the first step brings back (a killed run left it down)
 
 
 def _by_product(held: Iterable[tuple[str, int]]) -> Counter[str]:
@@ -231,15 +232,19 @@ def _endpoint(
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
     # A canary: the first wave of the serving replicas' units is the policy's canary replicas, judged
     # beside the baseline -- the replicas still on the old release while it bakes (later units' old
-    # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted).
+    # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted)
+    # -- or, after a killed run, the replicas it left down on the new release: they are brought back
+    # first and judged then.
     already = _already_serving(units, members, targets)
-    canary, baseline = _canary(units, mode, policy, members, targets) if not already else ((), ())
+    canary, baseline, in_flight = (
+        _canary(units, mode, policy, members, targets, not_available) if not already else ((), (), False)
+    )
     firsts = _chunks([(k, None) for k in down_restarts], per_wave)
-    canary_wave = len(firsts) if canary else None
-    sched.canary_wave = canary_wave
+    canary_wave = len(firsts) if canary and not in_flight else None
+    sched.canary_wave, sched.canary_first = canary_wave, in_flight
     chunks = firsts + (
         _chunks(units[: len(canary)], len(canary)) + _chunks(units[len(canary) :], per_wave)
-        if canary
+        if canary_wave is not None
         else _chunks(units, per_wave)
     )
     if chunks:
@@ -315,6 +320,7 @@ def _endpoint(
             canary=canary,
             baseline=baseline,
             canary_wave=canary_wave,
+            canary_first=sched.canary_first,
             canary_policy=policy.canary if units else None,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
         ),
@@ -341,25 +347,31 @@ def _canary(
     policy: RolloutPolicy,
     members: Sequence[Member],
     targets: Sequence[Target],
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The canary's keys and its baseline's, or none when the policy asks for no canary, nothing
-    serving changes, or no replica would stay on the old release to compare with. The baseline:
-    later units' old replicas; with a surge, the old replicas the canary replaces (they go once it
-    is judged); and the endpoint's serving replicas that do not change, on a release of their own."""
+    down: Sequence[str],
+) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
+    """The canary's keys, its baseline's, and whether the canary is already in flight -- replicas
+    ``down`` on the new release, left by a killed run: brought back first, then judged -- or none
+    when the policy asks for no canary, nothing serving changes, or no replica would stay on the
+    old release to compare with. The baseline: later units' old replicas; with a surge, the old
+    replicas the canary replaces (they go once it is judged); and the endpoint's serving replicas
+    that do not change, on a release of their own."""
     if policy.canary is None or not units:
-        return (), ()
-    size = min(policy.canary.replicas, len(units))
+        return (), (), False
+    releases = {t.key: t.release for t in targets}
+    wanted = {releases.get(up, "") for up, _ in units}
+    release = next(iter(wanted)) if len(wanted) == 1 else ""
+    in_flight = [m.key for m in members if release and m.key in down and m.release == release]
+    size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
     baseline = [old if old is not None else up for up, old in rest]
     if mode == SURGE:
         baseline += [old for up, old in first if old is not None and old != up]
     moving = {up for up, _ in units} | {old for _, old in units if old is not None}
-    releases = {t.key: t.release for t in targets}
-    new = {releases.get(up, "") for up, _ in first}
+    new = {release} if in_flight else {releases.get(up, "") for up, _ in first}
     baseline += [m.key for m in members if m.available and m.key not in moving and m.release and m.release not in new]
     if not baseline:
-        return (), ()
-    return tuple(up for up, _ in first), tuple(sorted(baseline))
+        return (), (), False
+    return tuple(in_flight or [up for up, _ in first]), tuple(sorted(set(baseline))), bool(in_flight)
 
 
 def plan(
@@ -411,8 +423,8 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     if prep.apply or prep.delete or not (s.waves or stages):
         stages.append(prep)
     stages += [stage(ups, gone, wave=i) for i, (ups, gone) in enumerate(s.waves)]
-    if s.canary_wave is not None:  # the canary's stage bakes and is judged before its deletions
-        i = next(n for n, x in enumerate(stages) if x.wave == s.canary_wave)
+    if s.canary_wave is not None or s.canary_first:  # the canary's stage bakes and is judged before its deletions
+        i = next(n for n, x in enumerate(stages) if x.wave == s.canary_wave and (s.canary_wave is not None or x.apply))
         stages[i] = dataclasses.replace(stages[i], bake=True)
     last = stages[-1]
     stages[-1] = dataclasses.replace(last, delete=last.delete | frozenset(s.delete_last))

@@ -66,6 +66,7 @@ class EndpointRollout:
     canary: tuple[str, ...] = ()  # the first wave of the release, judged before the rest (core.plan.canary)
     baseline: tuple[str, ...] = ()  # the replicas still on the old release while the canary bakes
     canary_wave: int | None = None  # the canary's wave (0-based)
+    canary_first: bool = False  # the canary is brought back first (a killed run left it down): judged then
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
@@ -124,6 +125,10 @@ class EndpointRollout:
             else []
         )
         first += [f"stop {', '.join(self.replaced_first)} first (in place: frees its GPUs)"] if self.replaced_first else []
+        if stage.bake and self.canary_policy is not None:
+            first.append(
+                f"bake the canary {', '.join(self.canary)} {self.canary_policy.bake_seconds} s beside {', '.join(self.baseline)}"
+            )
         return f"{self.endpoint}: {', then '.join(first) or 'apply'}"
 
     def where(self, stage: Stage) -> str:

@@ -1,0 +1,132 @@
+"""Releases with a verdict, on the local plane's real node (the engine double: a test double of the
+engines' interfaces, never an engine -- it serves /metrics with vLLM's names and honest counts, and
+is told by its pod environment to answer slower, fail every Nth request or answer other text).
+
+A two-replica endpoint rolls in place (maxUnavailable 1) under a canary policy while a client
+routing as a gateway does (by the ready addresses of the EndpointSlices) sends completions: the
+first replica is the canary, the second the baseline. A healthy release is accepted and rolls on;
+a slower one, one failing 5 % of its requests and one whose golden answers changed are each
+rejected at the canary, the baseline untouched; the previous config rolls the canary back with no
+canary of its own (its release already serves beside it); with too few requests a required
+verdict is not verifiable at the end of the bake, and rejects."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from lightkube import Client
+
+from infercrane.core import naming
+from infercrane.core.plan import canary
+from tests.integration.conftest import Project, cli
+from tests.integration.test_real_node import double, on_node
+from tests.integration.test_serving import Gateway, key_file, namespace_with_evidence, next_double, pods
+
+DRAIN = {"preStopSeconds": 5, "shutdownSeconds": 10}
+POLICY = {"bakeSeconds": 15, "minRequests": 30, "required": True, "golden": [{"prompt": "Say hi", "maxTokens": 8}]}
+
+
+class Endpoint:
+    """The two replicas of one stack, each release written as the stack file a person edits."""
+
+    def __init__(self, project: Project, admin: Client, tmp_path: Path, stack: str) -> None:
+        self.project, self.admin, self.stack = project, admin, stack
+        self.ns, self.keys = f"it-{stack}", [f"it-{stack}-r0", f"it-{stack}-r1"]
+        self.env = key_file(tmp_path)
+        namespace_with_evidence(admin, self.ns)
+
+    def release(self, image: str, seconds: float = 0.03, **knobs: str) -> None:
+        env = [{"name": "INFERCRANE_DOUBLE_RESPONSE_SECONDS", "value": str(seconds)}]
+        env += [{"name": f"INFERCRANE_DOUBLE_{k.upper()}", "value": v} for k, v in knobs.items()]
+        replicas = [on_node(k, pod={"env": env}) for k in self.keys]
+        rollout = {"maxUnavailable": 1, "maxSurge": 0, "canary": POLICY}
+        self.pulumi = self.project.stack(self.stack, replicas, imageDigest=image, namespace=self.ns, drain=DRAIN, rollout=rollout)
+
+    def deploy(self) -> Any:
+        return cli(self.project, "deploy", "--stack", self.stack, env=self.env)
+
+    def pod(self, i: int) -> Any:
+        (found,) = [p for p in pods(self.admin, self.ns, self.keys[i]) if p.metadata.deletionTimestamp is None]
+        return found
+
+    def gateway(self) -> Gateway:
+        return Gateway(self.admin, self.ns, [naming.object_name(k) for k in self.keys])
+
+    def stack_outputs(self) -> dict[str, Any]:
+        return dict(self.pulumi.outputs())
+
+
+def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_the_old_config_rolls_it_back(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    e = Endpoint(project, admin, tmp_path, "canary")
+    e.release(double())
+    assert e.deploy().returncode == 0  # created: no release of a running endpoint, no canary
+    with e.gateway() as gateway:
+        time.sleep(2)
+        e.release(next_double())
+        accepted = e.deploy()
+        assert accepted.returncode == 0, accepted.stderr
+        assert "rollout: qwen-small: the canary it-canary-r0 bakes 15 s beside the baseline it-canary-r1" in accepted.stderr
+        assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s; canary " in accepted.stderr
+        for i in (0, 1):
+            assert e.pod(i).spec.containers[0].image == next_double(), "the rest of the release rolled on"
+        # The verdict rides in the stack output with its record; re-judged, it is the same, byte for byte.
+        recorded = e.stack_outputs()["canaries"]["qwen-small"]
+        assert recorded["outcome"] == "ACCEPT" and recorded["record"]["measured"][0]["requests"] >= 30
+        assert json.dumps(canary.rejudge(recorded).as_json(), sort_keys=True) == json.dumps(recorded, sort_keys=True)
+        baseline = e.pod(1).metadata.uid
+
+        e.release(double(), seconds=0.07)  # the same engine, answering more than twice as slowly
+        rejected = e.deploy()
+        assert rejected.returncode == 1
+        assert (
+            "endpoint qwen-small stopped at wave 1/2 (the canary): canary qwen-small: REJECT -- ttft p95 0.0" in rejected.stderr
+        )
+        assert (
+            "> maxTtftP95Ratio 1.5)" in rejected.stderr and "no other replica of the endpoint was moved to it" in rejected.stderr
+        )
+        assert e.pod(1).metadata.uid == baseline, "the baseline never moved"
+        assert e.pod(0).spec.containers[0].image == double(), "the canary runs the rejected release"
+
+        e.release(next_double())  # the previous config: the same command rolls the canary back
+        rolled_back = e.deploy()
+        assert rolled_back.returncode == 0, rolled_back.stderr
+        time.sleep(2)
+    assert e.pod(0).spec.containers[0].image == next_double() and e.pod(1).metadata.uid == baseline
+    assert gateway.results["200"] > 300, gateway.results
+    assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0
+
+
+def test_a_release_failing_five_percent_or_answering_otherwise_is_rejected_and_too_few_requests_is_no_pass(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    e = Endpoint(project, admin, tmp_path, "canaryfail")
+    e.release(double())
+    assert e.deploy().returncode == 0
+    with e.gateway() as gateway:
+        time.sleep(2)
+        e.release(next_double(), fail_every="20")
+        failing = e.deploy()
+        assert failing.returncode == 1
+        assert "canary qwen-small: REJECT -- error ratio " in failing.stderr, failing.stderr
+        assert "> maxErrorRatioIncrease 1.0%)" in failing.stderr
+        canary_address = str(e.pod(0).status.podIP)
+        e.release(next_double(), answer="a broken chat template")
+        changed = e.deploy()
+        assert changed.returncode == 1
+        assert "canary qwen-small: REJECT -- golden request 1: the canary's answer differs from the baseline's" in changed.stderr
+    assert gateway.failures, "the failing canary's 500s reached the client: its share, no more"
+    assert all(f.startswith(f"{canary_address}: HTTP 500") for f in gateway.failures), gateway.failures[:5]
+    assert len(gateway.failures) <= gateway.by_address[canary_address] // 20 + 1, (len(gateway.failures), gateway.by_address)
+    # No traffic at all: the verdict waits, and at the end of the bake a required verdict rejects.
+    e.release(next_double())
+    idle = e.deploy()
+    assert idle.returncode == 1
+    assert "canary qwen-small: NOT VERIFIABLE -- the canary answered " in idle.stderr, idle.stderr
+    assert "of the 30 requests the verdict needs" in idle.stderr and "the bake ended after 15 s" in idle.stderr
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0
