@@ -17,7 +17,11 @@ Events: a pod is scheduled, becomes available, finishes draining (in any order: 
 one that comes late); a lane's wait succeeds or runs out of budget (a wave that fails); a
 deletion is refused or does not finish in time; the process is killed at any step boundary; a
 rerun (the same command) when no run is under way; an autoscaler adds a pod and later removes
-it; an available pod restarts out of band. Killed runs, refused deletions, autoscaler scale-ups
+it; an available pod restarts out of band; under a canary policy, the canary's verdict (accepted:
+its lane goes on; rejected: its lane stops before the stage's deletions), and after a rejection
+the previous config deployed (a rollback: the config becomes every key's revision 0, reached by
+reruns of it). A release is what a revision's pods run; a command refuses a run whose required
+canary has no baseline, as the CLI does. Killed runs, refused deletions, autoscaler scale-ups
 and out-of-band restarts are *adversities*, bounded per path.
 
 Invariants at every state, counted from the change's start (every replica settled on its old
@@ -35,7 +39,7 @@ template):
 - **idle**: no plan deletes an available replica among the ones "not available";
 - **convergence**: from every reachable state, reruns alone (no adversity; waits may still run
   out) reach the config -- every replica of the target settled on its template, nothing else
-  left -- whenever the pool holds every endpoint's budget at once.
+  left -- whenever the pool holds every endpoint's budget at once; after a rollback, its config.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan import ledger, rollout, waves
 from infercrane.live import verdicts
 
@@ -84,6 +88,7 @@ class Run(NamedTuple):
     steady: bool  # it began with every replica settled and no pod in flight: its path is the plan's own
     ledger: ledger.Ledger  # what the lanes borrowed (core.plan.ledger), against the world's maxExtraGpus
     ceiling: int  # with maxExtraGpus: the endpoints' own GPUs (the plan's) plus it -- the most the run may hold
+    target: tuple[tuple[str, int], ...] = ()  # the config this run rolls to: key -> revision
 
 
 class State(NamedTuple):
@@ -93,6 +98,8 @@ class State(NamedTuple):
     adversities: int
     restarts: tuple[tuple[str, int], ...]  # endpoint -> out-of-band restarts so far
     scaled: tuple[str, ...]  # endpoints an autoscaler scaled up
+    rejected: bool = False  # a canary was rejected: the previous config may be deployed (a rollback)
+    back: bool = False  # the previous config was deployed: the config is now every key's revision 0
 
 
 @dataclass(frozen=True)
@@ -141,6 +148,14 @@ class World:
     @property
     def target(self) -> dict[str, int]:
         return {k: rev for e in self.endpoints for k, rev in e.after}
+
+    def config(self, back: bool) -> dict[str, int]:
+        """The config a run rolls to: the change's, or after a rollback the one before it."""
+        return {k: 0 for e in self.endpoints for k in e.before} if back else self.target
+
+    @property
+    def canary(self) -> bool:
+        return any(e.policy.canary is not None for e in self.endpoints)
 
 
 def change(name: str, kind: str, n: int, policy: RolloutPolicy) -> Endpoint:
@@ -245,18 +260,24 @@ class Planner:
     rested: dict[Any, tuple[tuple[Obj, ...], tuple[Pod, ...]]] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
 
-    def plan(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> rollout.Rollout:
+    def plan(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...], back: bool = False) -> rollout.Rollout:
+        # A release is what a revision's pods run: the same for every key at that revision.
         members = [
             rollout.Member(
-                o.key, self.world.endpoint_of(o.key).name, verdicts.replica_state("Deployment", deployment(o, pods)), 1
+                o.key,
+                self.world.endpoint_of(o.key).name,
+                verdicts.replica_state("Deployment", deployment(o, pods)),
+                1,
+                release=f"rev{o.rev}",
             )
             for o in objs
         ]
         live = {o.key: o for o in objs}
+        config = self.world.config(back)
         targets = [
-            rollout.Target(k, e.name, 1, restarts=k in live and live[k].rev != rev)
+            rollout.Target(k, e.name, 1, restarts=k in live and live[k].rev != config[k], release=f"rev{config[k]}")
             for e in self.world.endpoints
-            for k, rev in e.after
+            for k in ([*e.before] if back else [k for k, _ in e.after])
         ]
         cache_key = (tuple(members), tuple(targets))
         if cache_key not in self.plans:
@@ -291,7 +312,7 @@ def held(world: World, pods: tuple[Pod, ...], endpoint: Endpoint) -> int:
 
 
 def at_target(world: World, s: State) -> bool:
-    target = world.target
+    target = world.config(s.back)
     return (
         s.run is None
         and {o.key: o.rev for o in s.objs} == target
@@ -300,8 +321,8 @@ def at_target(world: World, s: State) -> bool:
     )
 
 
-def _apply(world: World, objs: tuple[Obj, ...], keys: frozenset[str]) -> tuple[Obj, ...]:
-    target = world.target
+def _apply(world: World, run: Run, objs: tuple[Obj, ...], keys: frozenset[str]) -> tuple[Obj, ...]:
+    target = dict(run.target)
     live = {o.key: o for o in objs}
     for k in keys:
         o = live.get(k)
@@ -355,6 +376,38 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         run = st.run._replace(adverse=True) if st.run is not None else None
         return st._replace(adversities=st.adversities + 1, run=run)
 
+    def begin(back: bool) -> Run | None:
+        """A run of the same command towards ``back``'s config: planned now, by the real planner;
+        None when the command refuses it -- a required canary with no baseline, as
+        ``live.membership.plan_rollout`` refuses it before anything is applied."""
+        r = planner.plan(s.objs, s.pods, back)
+        if any(e.no_canary and e.canary_policy is not None and e.canary_policy.required for e in r.endpoints):
+            return None
+        ends = [lane.endpoint for lane in r.lanes]
+        # What the lanes act on: a stage's applies and deletions, whether it bakes a canary, and
+        # with a ledger what it borrows and keeps.
+        plan = tuple(
+            tuple(
+                waves.Stage(st.apply, st.delete, st.borrow, st.keep, bake=st.bake)
+                if world.max_extra is not None
+                else waves.Stage(st.apply, st.delete, bake=st.bake)
+                for st in lane.stages
+            )
+            for lane in r.lanes
+        )
+        lanes = tuple(LaneAt(0, "enter") for _ in r.lanes)
+        promised = tuple(sorted((e.endpoint, e.lowest_ready) for e in r.endpoints))
+        lows = tuple(sorted((e.name, available(world, s.pods, s.objs, e)) for e in world.endpoints))
+        steady = all(settled(o, s.pods) for o in s.objs) and all(p.phase == AVAILABLE for p in s.pods)
+        ceiling = (
+            sum(max(e.gpus_before, e.gpus_after) for e in r.endpoints) + world.max_extra if world.max_extra is not None else 0
+        )
+        for e, p in promised:
+            if dict(lows)[e] < p:
+                planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
+        target = tuple(sorted(world.config(back).items()))
+        return Run(lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling, target)
+
     # The cluster moves.
     free = world.pool - sum(p.phase != PENDING for p in s.pods)
     for pod in sorted(set(s.pods)):
@@ -385,33 +438,13 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 objs = tuple(sorted(x._replace(replicas=1) if x == o else x for x in s.objs))
                 yield Step(f"autoscaler scales {o.key} back to 1", settle(objs, s.pods, s.run), True)
 
-    # The command.
+    # The command: the same one again, or after a rejected canary the previous config (a rollback).
     if s.run is None:
-        if not at_target(world, s):
-            r = planner.plan(s.objs, s.pods)
-            ends = [lane.endpoint for lane in r.lanes]
-            # What the lanes act on: a stage's applies and deletions, and with a ledger what it borrows and keeps.
-            plan = tuple(
-                tuple(
-                    waves.Stage(st.apply, st.delete, st.borrow, st.keep)
-                    if world.max_extra is not None
-                    else waves.Stage(st.apply, st.delete)
-                    for st in lane.stages
-                )
-                for lane in r.lanes
-            )
-            lanes = tuple(LaneAt(0, "enter") for _ in r.lanes)
-            promised = tuple(sorted((e.endpoint, e.lowest_ready) for e in r.endpoints))
-            lows = tuple(sorted((e.name, available(world, s.pods, s.objs, e)) for e in world.endpoints))
-            steady = all(settled(o, s.pods) for o in s.objs) and all(p.phase == AVAILABLE for p in s.pods)
-            ceiling = (
-                sum(max(e.gpus_before, e.gpus_after) for e in r.endpoints) + world.max_extra if world.max_extra is not None else 0
-            )
-            run = Run(lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling)
-            for e, p in promised:
-                if dict(lows)[e] < p:
-                    planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
-            yield Step("rerun", settle(s.objs, s.pods, run), True)
+        if not at_target(world, s) and (again := begin(s.back)) is not None:
+            yield Step("rerun", settle(s.objs, s.pods, again), True)
+        if s.rejected and not s.back and (back := begin(True)) is not None:
+            # the operator's choice, not a rerun: convergence is judged per config
+            yield Step("rollback: the previous config deployed", settle(s.objs, s.pods, back)._replace(back=True), False)
         return
     run = s.run
     if adverse_left:
@@ -435,14 +468,18 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             live = {o.key: o for o in s.objs}
             if not all(k in live and settled(live[k], s.pods) for k in apply):
                 yield step(f"lane {name} wave runs out of budget", stopped)
-            elif not delete:
-                yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep)
             else:
-                yield step(
-                    f"lane {name} deletes {sorted(delete)}", lane._replace(phase="gone"), _delete(s.objs, frozenset(delete))
-                )
-                if adverse_left:
-                    yield step(f"lane {name}'s deletion refused", stopped, good=False)
+                if stage.bake:  # the canary's verdict: rejected, the lane stops before its deletions; accepted, it goes on
+                    rejected = step(f"lane {name} canary rejected", stopped)
+                    yield Step(rejected.event, rejected.state._replace(rejected=True), True)
+                if not delete:
+                    yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep)
+                else:
+                    yield step(
+                        f"lane {name} deletes {sorted(delete)}", lane._replace(phase="gone"), _delete(s.objs, frozenset(delete))
+                    )
+                    if adverse_left:
+                        yield step(f"lane {name}'s deletion refused", stopped, good=False)
         elif lane.phase == "gone":
             if not any(o.key in delete for o in s.objs):
                 yield step(f"lane {name} deletions gone", following, keep=stage.keep)
@@ -474,7 +511,7 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                         changed = True
                     continue  # it waits for a lane to give back
                 run = run._replace(ledger=taken)
-            objs = _apply(world, objs, stage.apply)
+            objs = _apply(world, run, objs, stage.apply)
             run = _at(run, i, lane._replace(phase="wait"))
             changed = True
     return run, objs, changed
@@ -604,6 +641,18 @@ def worlds(sizes: range, policies: list[tuple[int, int]], kinds: list[str], pool
                 yield World((a, b), pool=5 + slack, max_adversities=1, max_extra=1)
 
 
+def canary_worlds(sizes: range, slack: int = 0) -> list[World]:
+    """Every change kind under a required canary, in place and with a surge, on pools of the budget
+    plus ``slack`` (slack 1 finds the open defect of a rollback onto a still-draining pod: issue #48)."""
+    out = []
+    for kind, (mu, ms), n in itertools.product(["update", "cutover", "shrink", "grow"], [(1, 0), (2, 0), (0, 1)], sizes):
+        if kind == "shrink" and n < 3:
+            continue
+        e = change("a", kind, n, RolloutPolicy(max_unavailable=mu, max_surge=ms, canary=CanaryPolicy(required=True)))
+        out.append(World((e,), pool=max(len(e.before), len(e.after)) + slack))
+    return out
+
+
 def check(ws: Iterator[World], report: Callable[[Result], None] = lambda r: None) -> tuple[int, list[Result]]:
     total, failed = 0, []
     for w in ws:
@@ -629,14 +678,16 @@ def main(argv: list[str]) -> int:
             for e in r.world.endpoints
         )
         cap = "" if r.world.max_extra is None else f", maxExtraGpus {r.world.max_extra}"
-        print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}{cap}: {r.states} states", flush=True)
+        canary = ", canary" if r.world.canary else ""
+        print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}{cap}{canary}: {r.states} states", flush=True)
         for v in r.violations:
             print("     " + v.replace("\n", "\n     "), flush=True)
 
     ws = itertools.chain(
         *(worlds(range(n, n + 1), policies, ["update", "cutover", "shrink", "grow"], range(3), pairs=False) for n in sizes)
     )
-    total, failed = check(itertools.chain(ws, worlds(range(0), policies, [], range(3), pairs=True)), report)
+    canaries = canary_worlds(range(min(sizes), min(max(sizes), 3) + 1))  # a required canary, its rejection, the rollback
+    total, failed = check(itertools.chain(ws, worlds(range(0), policies, [], range(3), pairs=True), canaries), report)
     print(f"{total} states in {time.perf_counter() - began:.0f} s; {len(failed)} world(s) with violations")
     return 1 if failed else 0
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan import ledger, rollout, states, waves
 from tests import rollout_model as model
 
@@ -108,3 +108,37 @@ def test_a_counterexample_prints_as_the_events_that_lead_to_it(monkeypatch: pyte
     (first, *_) = _violations(world)
     assert first.startswith("endpoint a: 2 GPUs held, above its budget 1")
     assert "after: rerun -> lane a deletes ['ao0'] -> lane a deletions gone -> schedule an0" in first, first
+
+
+def test_a_canary_its_rejection_and_the_rollback_keep_the_floor_the_budget_and_a_way_to_each_config() -> None:
+    """The canary's step, its verdict either way, a rollback after a rejection (the previous config,
+    reached by its own reruns), kills and out-of-band restarts, on pools of exactly the budget."""
+    explored, failed = model.check(iter(model.canary_worlds(range(2, 4))))
+    assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
+    assert explored > 100_000
+
+
+def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first-step canary reverted: only a wave of units can be the canary. A run killed after an
+    # in-place cutover stopped its first old replica leaves a state the required canary refuses forever.
+    real = rollout._canary
+    monkeypatch.setattr(
+        rollout, "_canary", lambda units, mode, policy, members, targets, first: real(units, mode, policy, members, targets, [])
+    )
+    (world,) = [w for w in model.canary_worlds(range(2, 4)) if w.endpoints[0].after[0][0] == "an0" and len(w.endpoints[0].before) == 2
+                and w.endpoints[0].policy.max_unavailable == 1]  # fmt: skip
+    found = _violations(world)
+    assert any("never reach the config" in v and "lane a deletes ['ao0'] -> killed" in v for v in found), found
+
+
+def test_a_rollback_onto_a_replica_whose_pod_of_that_release_still_drains_holds_a_gpu_more_open_defect() -> None:
+    """An open defect this check found (issue #48): in place (Recreate), a key flipped back to the
+    revision whose pod is still terminating -- a rollback right after a run restarted it -- gets a
+    new pod of that revision at once (the ReplicaSet counts no terminating pod), one GPU above the
+    endpoint's budget when the pool has room. The planner cannot see a replica's terminating pods
+    yet. This test states the defect; when it is fixed it fails: make it a promise then."""
+    world = model.World(
+        (model.change("a", "update", 2, RolloutPolicy(max_unavailable=1, canary=CanaryPolicy(required=True))),), pool=3
+    )
+    found = _violations(world)
+    assert any("3 GPUs held, above its budget 2" in v and "rollback: the previous config deployed" in v for v in found), found

@@ -236,8 +236,9 @@ def _endpoint(
     # -- or, after a killed run, the replicas it left down on the new release: they are brought back
     # first and judged then.
     already = _already_serving(units, members, targets)
+    new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, members, targets, not_available) if not already else ((), (), False)
+        _canary(units, mode, policy, members, targets, [*not_available, *new_keys]) if not already else ((), (), False)
     )
     firsts = _chunks([(k, None) for k in down_restarts], per_wave)
     canary_wave = len(firsts) if canary and not in_flight else None
@@ -347,20 +348,22 @@ def _canary(
     policy: RolloutPolicy,
     members: Sequence[Member],
     targets: Sequence[Target],
-    down: Sequence[str],
+    first_step: Sequence[str],
 ) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """The canary's keys, its baseline's, and whether the canary is already in flight -- replicas
-    ``down`` on the new release, left by a killed run: brought back first, then judged -- or none
-    when the policy asks for no canary, nothing serving changes, or no replica would stay on the
-    old release to compare with. The baseline: later units' old replicas; with a surge, the old
-    replicas the canary replaces (they go once it is judged); and the endpoint's serving replicas
-    that do not change, on a release of their own."""
+    """The canary's keys, its baseline's, and whether the canary is what the first step starts --
+    the keys of ``first_step`` on the new release: replicas a killed run left down on it, or new
+    keys that replace nothing (they take no serving replica's place, so they bake beside all of
+    them) -- or none when the policy asks for no canary, nothing serving changes, or no replica
+    would stay on the old release to compare with. The baseline: later units' old replicas; with
+    a surge, the old replicas the canary replaces (they go once it is judged); and the endpoint's
+    serving replicas that do not change, on a release of their own."""
     if policy.canary is None or not units:
         return (), (), False
     releases = {t.key: t.release for t in targets}
     wanted = {releases.get(up, "") for up, _ in units}
     release = next(iter(wanted)) if len(wanted) == 1 else ""
-    in_flight = [m.key for m in members if release and m.key in down and m.release == release]
+    live = {m.key: m.release for m in members}
+    in_flight = [k for k in first_step if release and live.get(k, releases.get(k, "")) == release]
     size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
     baseline = [old if old is not None else up for up, old in rest]
