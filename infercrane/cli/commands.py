@@ -170,7 +170,14 @@ def cmd_deploy(args: argparse.Namespace) -> int:
                 f"idempotency key: {key} (pass --idempotency-key {key} to retry safely)",
             )
         with progress(args, "deploy", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
-            result = operations.deploy(Engine(args.stack, sink=view), config, key, on_output=view.on_output, sink=view)
+            result = operations.deploy(
+                Engine(args.stack, sink=view),
+                config,
+                key,
+                on_output=view.on_output,
+                sink=view,
+                retry_rejected=args.retry_rejected,
+            )
     except InferCraneError as exc:
         # Anything raised before `pulumi up` started, or a refusal by the program's own checks
         # inside it, applied nothing: the stack file is put back as it was.

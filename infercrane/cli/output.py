@@ -170,9 +170,14 @@ def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
                 "whyPreview": result.why_preview,
                 "replicas": result.actions,
                 "rollout": rollout_doc(result.rollout),
+                "rejectedBefore": result.rejected,
             }
         )
     lines = [f"plan for stack {stack}:", *actions_table(result.actions, done=False), *rollout_lines(result.rollout)]
+    lines += [
+        f"  rejected before: endpoint {endpoint}'s release ({said}); deploy refuses it without --retry-rejected"
+        for endpoint, said in result.rejected.items()
+    ]
     if result.basis == "state+live":
         lines.append("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
     else:

@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     dep = with_intent(with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
     dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
+    dep.add_argument(
+        "--retry-rejected",
+        action="store_true",
+        help="deploy a release a canary rejected before (refused without it), giving it another canary",
+    )
     i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
     i.add_argument("--json", action="store_true")
     de = with_stack(

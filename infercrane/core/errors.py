@@ -96,7 +96,7 @@ class CanaryRejected(InferCraneError):
     verifiable at the end of its bake where a verdict is required. Its successors are never
     started; the replicas the canary would have replaced still serve the old release."""
 
-    def __init__(self, verdict_line: str, required: bool, not_verifiable: bool) -> None:
+    def __init__(self, verdict_line: str, required: bool, not_verifiable: bool, *, outcome: str = "", digest: str = "") -> None:
         why = (
             "the canary's evidence was not enough to judge it by the end of its bake, and canary.required is true"
             if not_verifiable
@@ -108,7 +108,21 @@ class CanaryRejected(InferCraneError):
             "the same command, with the image and settings it had"
             + ("; or send the canary more traffic (minRequests) or bake it longer (bakeSeconds)" if not_verifiable else ""),
         )
-        self.required = required
+        self.required, self.outcome, self.digest = required, outcome, digest
+
+
+class CanaryRetryRefused(InferCraneError):
+    """A release a canary rejected is asked for again: refused before anything is applied, unless
+    the deploy is told to retry it (``--retry-rejected``)."""
+
+    def __init__(self, stack: str, rejected: Sequence[tuple[str, str]]) -> None:
+        super().__init__(
+            f"stack {stack}: the release of "
+            + "; of ".join(f"endpoint {endpoint} was rejected by its canary before ({said})" for endpoint, said in rejected)
+            + "; nothing was applied",
+            fix="change the release (image, args, env), or deploy again with --retry-rejected to give the same release "
+            "another canary",
+        )
 
 
 class DeletionsRefused(InferCraneError):

@@ -88,7 +88,13 @@ class Facts:
         except PreflightRefused:
             return None
 
-    def rollout(self, rendered: Sequence[RenderedReplica], report: Report | None, state: Mapping[str, Any]) -> Rollout | None:
+    def rollout(
+        self,
+        rendered: Sequence[RenderedReplica],
+        report: Report | None,
+        state: Mapping[str, Any],
+        unproven: frozenset[str] = frozenset(),
+    ) -> Rollout | None:
         """The waves from what runs (``report``) to ``rendered`` -- None when the preflight
         refused: nothing rolls -- counting the replicas the state records in another namespace
         (a ``namespace`` switch)."""
@@ -97,4 +103,4 @@ class Facts:
         from infercrane.live import membership
 
         elsewhere = membership.recorded_elsewhere(self.config, urns.recorded_namespaces(state), self.live)
-        return membership.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere)
+        return membership.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere, unproven)

@@ -16,14 +16,17 @@ import secrets
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.errors import (
     REFUSED_BEFORE_APPLY,
+    CanaryRejected,
+    CanaryRetryRefused,
     IdempotencyConflict,
     InferCraneError,
     PreflightRefused,
+    RolloutStopped,
 )
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
@@ -102,6 +105,8 @@ def deploy(
     key: str,
     on_output: Callable[[str], None] | None = None,
     sink: Sink = discard,
+    *,
+    retry_rejected: bool = False,
 ) -> DeployResult:
     """:func:`rolled` -- and when it is refused before anything is applied on a stack that did
     not exist (a context missing from the kubeconfig, a foreign object), the stack the engine's
@@ -112,7 +117,7 @@ def deploy(
     path = paths.stack_file(engine.stack_name, engine.project_dir)
     before = path.read_bytes() if path.is_file() else None
     try:
-        return rolled(engine, config, key, on_output, sink)
+        return rolled(engine, config, key, on_output, sink, retry_rejected=retry_rejected)
     except InferCraneError as exc:
         if exc.applied_nothing and engine.created:
             engine.forget_new(before)
@@ -125,6 +130,8 @@ def rolled(
     key: str,
     on_output: Callable[[str], None] | None = None,
     sink: Sink = discard,
+    *,
+    retry_rejected: bool = False,
 ) -> DeployResult:
     """``pulumi up`` guarded by an idempotency key (see module docstring), rolled in waves.
 
@@ -203,6 +210,16 @@ def rolled(
             for note in seen.report.notes(facts.config) if seen.report else []:
                 sink(Note(note))
             rollout = seen.rollout
+            rejected = rejected_before(engine, rollout)
+            again = [(e.endpoint, rejected[e.endpoint][1]) for e in rollout.endpoints if e.release and rejected.get(e.endpoint, ("",))[0] == e.release] if rollout else []  # fmt: skip
+            if again and not retry_rejected:
+                raise CanaryRetryRefused(engine.stack_name, again)
+            if again:  # retried: planned again, the rejected release's replicas proving nothing
+                unproven = frozenset(rejected[endpoint][0] for endpoint, _ in again)
+                rollout = facts.rollout(rendered, seen.report, state, unproven)
+                sink(
+                    Note(f"note: retrying the release a canary rejected for {', '.join(e for e, _ in again)} (--retry-rejected)")
+                )
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -234,7 +251,11 @@ def rolled(
         except InferCraneError as exc:
             # Refused by the program's own checks inside the update: nothing was applied.
             exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
+            remember_rejections(engine, rollout, exc, at)
             raise
+        for e in rollout.endpoints if rollout is not None else ():
+            if e.release and rejected.get(e.endpoint, ("",))[0] == e.release:  # retried, and deployed: no longer refused
+                engine.remove_tag(REJECTED_TAG + e.endpoint)
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
         if unknown:
             sink(Note(f"note: deleted {', '.join(sorted(set(unknown.values())))} (not in the state) as the rollout planned"))
@@ -258,12 +279,40 @@ def rolled(
     return DeployResult(key, intent, "succeeded", summarize(config, collector, rendered, names | orphans), at, rollout)
 
 
+#: A stack tag per endpoint whose release a canary rejected: ``<release> <outcome> at <time>, record
+#: <digest>``. Kept in the stack's backend (not the stack file, not the CI job): a rerun, a re-run
+#: job or another machine finds it; deploying that release again needs ``--retry-rejected``.
+REJECTED_TAG: Final = "infercrane:rejected:"
+
+
+def rejected_before(engine: Engine, rollout: Rollout | None) -> dict[str, tuple[str, str]]:
+    """endpoint -> (the release a canary rejected, in words), for the endpoints ``rollout`` moves to
+    a release (read only then: one Pulumi CLI call)."""
+    if rollout is None or not any(e.release for e in rollout.endpoints):
+        return {}
+    out = {}
+    for name, value in engine.tags().items():
+        if name.startswith(REJECTED_TAG):
+            release, _, said = value.partition(" ")
+            out[name.removeprefix(REJECTED_TAG)] = (release, said)
+    return out
+
+
+def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str) -> None:
+    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag."""
+    releases = {e.endpoint: e.release for e in rollout.endpoints} if rollout is not None else {}
+    for endpoint, _, cause in exc.stopped if isinstance(exc, RolloutStopped) else []:
+        if isinstance(cause, CanaryRejected) and releases.get(endpoint):
+            engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+
+
 @dataclass
 class PlanResult:
     actions: list[ReplicaAction]
     basis: str  # "state+live" (proven no-op, no engine run) or "pulumi preview"
     why_preview: list[str] = field(default_factory=list)  # why the state+live proof did not hold
     rollout: Rollout | None = None  # the waves a deploy would roll (None: the preflight refuses)
+    rejected: dict[str, str] = field(default_factory=dict)  # endpoint -> its canary's rejection of the release it moves to
 
     @property
     def changes_pending(self) -> bool:
@@ -301,8 +350,11 @@ def plan(
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview
     why += seen.no_op_doubts()
+    rollout = seen.rollout
+    rejected = {e: said for e, (release, said) in rejected_before(engine, rollout).items()
+                if rollout is not None and any(x.endpoint == e and x.release == release for x in rollout.endpoints)}  # fmt: skip
     if not why:
-        return PlanResult(summarize(facts.config, EventCollector(), rendered), "state+live", rollout=seen.rollout)
+        return PlanResult(summarize(facts.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
     collector = EventCollector()
     channel = Channel(
         config=facts.config,
@@ -319,4 +371,4 @@ def plan(
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(seen.state)}
-    return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, seen.rollout)
+    return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)

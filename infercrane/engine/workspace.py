@@ -307,6 +307,21 @@ class Engine:
             raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         return done
 
+    def tags(self) -> dict[str, str]:
+        """The stack's tags (``pulumi stack tag ls``): {} when there are none or none can be read."""
+        done = self._cli("stack", "tag", "ls", "--output", "json", check=False)
+        try:
+            found = json.loads(done.stdout or "{}") if done.returncode == 0 else {}
+        except ValueError:
+            return {}
+        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+    def set_tag(self, name: str, value: str) -> None:
+        self._cli("stack", "tag", "set", name, value)
+
+    def remove_tag(self, name: str) -> None:
+        self._cli("stack", "tag", "rm", name, check=False)
+
     def history(self) -> list[dict[str, Any]]:
         """The stack's update history, newest first (``pulumi stack history --json``): each with
         ``kind`` and ``result``. Read without selecting the stack -- selecting creates a stack that

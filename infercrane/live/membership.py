@@ -104,8 +104,10 @@ def plan_rollout(
     report: Report,
     stack_id: str,
     elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
+    unproven: frozenset[str] = frozenset(),
 ) -> Rollout:
-    """The rollout from what runs (the preflight's view, and ``elsewhere``) to ``rendered``."""
+    """The rollout from what runs (the preflight's view, and ``elsewhere``) to ``rendered``;
+    ``unproven``: releases a canary rejected that are retried (their replicas prove nothing)."""
     moving = moved(config, report.live, stack_id, elsewhere)
     targets = [
         rollout.Target(
@@ -124,6 +126,7 @@ def plan_rollout(
         targets,
         config.rollout_for,
         max_extra_gpus=config.kubernetes.rollout.max_extra_gpus,
+        unproven=unproven,
     )
     never = planned.never_lent()
     if never:

@@ -187,7 +187,11 @@ async def roll(
                 note(f"rollout: {verdict.line()}")
                 if verdict.stops:
                     rejected = CanaryRejected(
-                        verdict.line(), e.canary_policy.required, not_verifiable=verdict.outcome == "NOT VERIFIABLE"
+                        verdict.line(),
+                        e.canary_policy.required,
+                        not_verifiable=verdict.outcome == "NOT VERIFIABLE",
+                        outcome=verdict.outcome,
+                        digest=verdict.digest,
                     )
                     rolled.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
                     rolled.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"

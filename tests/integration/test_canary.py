@@ -6,9 +6,10 @@ A two-replica endpoint rolls in place (maxUnavailable 1) under a canary policy w
 routing as a gateway does (by the ready addresses of the EndpointSlices) sends completions: the
 first replica is the canary, the second the baseline. A healthy release is accepted and rolls on;
 a slower one, one failing 5 % of its requests and one whose golden answers changed are each
-rejected at the canary, the baseline untouched; the previous config rolls the canary back with no
-canary of its own (its release already serves beside it); with too few requests a required
-verdict is not verifiable at the end of the bake, and rejects."""
+rejected at the canary, the baseline untouched, and the same config again is refused (the stack
+remembers the rejection); the previous config rolls the canary back with no canary of its own (its
+release already serves beside it); with too few requests a required verdict is not verifiable at
+the end of the bake, and rejects."""
 
 from __future__ import annotations
 
@@ -91,6 +92,16 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_t
         )
         assert e.pod(1).metadata.uid == baseline, "the baseline never moved"
         assert e.pod(0).spec.containers[0].image == double(), "the canary runs the rejected release"
+        # The same config again -- a rerun, a re-run CI job -- would find the release "serving" on
+        # the canary and roll it on: the rejection is remembered by the stack, and it is refused.
+        again = e.deploy()
+        assert again.returncode == 1
+        assert "the release of endpoint qwen-small was rejected by its canary before (REJECT at " in again.stderr, again.stderr
+        assert "nothing was applied" in again.stderr and "--retry-rejected" in again.stderr
+        assert e.pod(1).metadata.uid == baseline
+        planned = cli(project, "plan", "--stack", e.stack, env=e.env)
+        assert planned.returncode == 0, planned.stderr
+        assert "  rejected before: endpoint qwen-small's release (REJECT at " in planned.stdout, planned.stdout
 
         e.release(next_double())  # the previous config: the same command rolls the canary back
         rolled_back = e.deploy()

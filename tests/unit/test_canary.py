@@ -332,3 +332,18 @@ def test_a_canary_a_killed_run_left_down_is_brought_back_first_and_judged_before
     assert e.describe(lane.stages[0]) == (
         "e: bring back a0 first (not available: the waves wait for it), then bake the canary a0 300 s beside a1, a2"
     )
+
+
+def test_a_rejected_release_retried_is_judged_again_where_its_canary_still_runs_never_taken_as_proven() -> None:
+    """After a rejection a0 still runs the rejected release; a1 the old one. The same config again
+    would see the release "already serving" on a0 and roll it without a verdict -- the deploy
+    refuses that (a stack tag remembers the rejection) unless retried, and a retry bakes a0 again."""
+    live = [Member("a0", "e", ReplicaState.SETTLED, 1, release="bad"), Member("a1", "e", ReplicaState.SETTLED, 1, release="old")]
+    targets = [Target("a0", "e", 1, release="bad"), Target("a1", "e", 1, restarts=True, release="bad")]
+    blind = plan(live, targets, policy_with(CanaryPolicy(required=True)))
+    assert blind.endpoints[0].canary_unneeded == "its release already serves on a0" and blind.endpoints[0].release == "bad"
+    retried = plan(live, targets, policy_with(CanaryPolicy(required=True)), unproven=frozenset({"bad"}))
+    (e,) = retried.endpoints
+    assert (e.canary, e.baseline, e.canary_first, e.canary_unneeded) == (("a0",), ("a1",), True, "")
+    (lane,) = retried.lanes
+    assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False)]

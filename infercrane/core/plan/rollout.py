@@ -202,7 +202,7 @@ def _over_budget(
 
 
 def _endpoint(
-    name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy
+    name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy, unproven: frozenset[str] = frozenset()
 ) -> tuple[EndpointRollout, _Schedule]:
     by_key = {m.key: m for m in members}
     target_keys = {t.key for t in targets}
@@ -235,10 +235,14 @@ def _endpoint(
     # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted)
     # -- or, after a killed run, the replicas it left down on the new release: they are brought back
     # first and judged then.
-    already = _already_serving(units, members, targets)
+    # A release a canary rejected before (``unproven``, retried) proves nothing by running: the
+    # replicas still on it are the canary again, judged where they run, in the first step.
+    already = _already_serving(units, [m for m in members if m.release not in unproven], targets)
     new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
+    moving = {up for up, _ in units} | {old for _, old in units if old is not None}
+    retried = [m.key for m in members if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, members, targets, [*not_available, *new_keys]) if not already else ((), (), False)
+        _canary(units, mode, policy, members, targets, [*not_available, *new_keys, *retried]) if not already else ((), (), False)
     )
     firsts = _chunks([(k, None) for k in down_restarts], per_wave)
     canary_wave = len(firsts) if canary and not in_flight else None
@@ -322,11 +326,19 @@ def _endpoint(
             baseline=baseline,
             canary_wave=canary_wave,
             canary_first=sched.canary_first,
+            release=_release(units, targets),
             canary_policy=policy.canary if units else None,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
         ),
         sched,
     )
+
+
+def _release(units: Sequence[tuple[str, str | None]], targets: Sequence[Target]) -> str:
+    """The one release every unit moves to ("" none, or several)."""
+    releases = {t.key: t.release for t in targets}
+    wanted = {releases.get(up, "") for up, _ in units}
+    return next(iter(wanted)) if len(wanted) == 1 else ""
 
 
 def _already_serving(units: Sequence[tuple[str, str | None]], members: Sequence[Member], targets: Sequence[Target]) -> str:
@@ -383,6 +395,7 @@ def plan(
     policy_for: Callable[[str], RolloutPolicy],
     *,
     max_extra_gpus: int | None = None,
+    unproven: frozenset[str] = frozenset(),
 ) -> Rollout:
     """The rollout from ``members`` (what runs) to ``targets`` (the config, in its order).
 
@@ -400,7 +413,7 @@ def plan(
         if not ts and not ms:
             continue
         policy = policy_for(name) if ts else RolloutPolicy.model_validate({})
-        r, s = _endpoint(name, ms, ts, policy)
+        r, s = _endpoint(name, ms, ts, policy, unproven)
         rollouts.append(r)
         schedules.append(s)
 

@@ -67,6 +67,7 @@ class EndpointRollout:
     baseline: tuple[str, ...] = ()  # the replicas still on the old release while the canary bakes
     canary_wave: int | None = None  # the canary's wave (0-based)
     canary_first: bool = False  # the canary is brought back first (a killed run left it down): judged then
+    release: str = ""  # the release its serving replicas move to (core.plan.workload.release_of; "" none, or several)
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
