@@ -347,3 +347,17 @@ def test_a_rejected_release_retried_is_judged_again_where_its_canary_still_runs_
     assert (e.canary, e.baseline, e.canary_first, e.canary_unneeded) == (("a0",), ("a1",), True, "")
     (lane,) = retried.lanes
     assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False)]
+
+
+def test_a_page_that_counts_answers_but_not_failures_has_no_figures() -> None:
+    sglang = "\n".join(
+        line.replace("vllm:", "sglang:") for line in PAGE.splitlines() if not line.startswith(("http_", "# TYPE http"))
+    )
+    with pytest.raises(ValueError, match=r"its /metrics has no http_requests_total .* \(no count of failed requests\)"):
+        evidence.parse(sglang + "\n", "sglang")
+
+
+def test_plain_pulumi_up_is_told_a_canary_needs_a_step_of_its_own() -> None:
+    r = plan(members("a0"), [Target("b0", "e", 1)], policy_with(CanaryPolicy(), surge=1))
+    (e,) = r.beyond_one_step()
+    assert e.all_at_once().startswith("the canary b0 would not bake nor be judged before the rest")
