@@ -123,7 +123,11 @@ def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monk
     # in-place cutover stopped its first old replica leaves a state the required canary refuses forever.
     real = rollout._canary
     monkeypatch.setattr(
-        rollout, "_canary", lambda units, mode, policy, members, targets, first: real(units, mode, policy, members, targets, [])
+        rollout,
+        "_canary",
+        lambda units, mode, policy, members, targets, release, moving, first: real(
+            units, mode, policy, members, targets, release, moving, []
+        ),
     )
     (world,) = [w for w in model.canary_worlds(range(2, 4)) if w.endpoints[0].after[0][0] == "an0" and len(w.endpoints[0].before) == 2
                 and w.endpoints[0].policy.max_unavailable == 1]  # fmt: skip

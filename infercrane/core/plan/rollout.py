@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.model.endpoints import RolloutPolicy
@@ -230,19 +230,20 @@ def _endpoint(
     not_available = [k for k in not_available if k not in down_restarts]
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
-    # A canary: the first wave of the serving replicas' units is the policy's canary replicas, judged
-    # beside the baseline -- the replicas still on the old release while it bakes (later units' old
-    # replicas; with a surge, also the old replicas the canary replaces: they go once it is accepted)
-    # -- or, after a killed run, the replicas it left down on the new release: they are brought back
-    # first and judged then.
-    # A release a canary rejected before (``unproven``, retried) proves nothing by running: the
-    # replicas still on it are the canary again, judged where they run, in the first step.
-    already = _already_serving(units, [m for m in members if m.release not in unproven], targets)
-    new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
+    # A canary (core.plan.canary judges it): the first wave of the serving replicas' units, judged
+    # beside the baseline (the replicas still on the old release while it bakes) -- or what the
+    # first step starts on the new release: replicas a killed run left down on it, new keys that
+    # replace nothing, or (``unproven``: a release a canary rejected, retried) the replicas still on
+    # it, which prove nothing by running. A release already serving elsewhere needs none.
+    release = _release(units, targets)
     moving = {up for up, _ in units} | {old for _, old in units if old is not None}
+    already = _already_serving(release, moving, [m for m in members if m.release not in unproven])
+    new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
     retried = [m.key for m in members if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, members, targets, [*not_available, *new_keys, *retried]) if not already else ((), (), False)
+        _canary(units, mode, policy, members, targets, release, moving, [*not_available, *new_keys, *retried])
+        if not already
+        else ((), (), False)
     )
     firsts = _chunks([(k, None) for k in down_restarts], per_wave)
     canary_wave = len(firsts) if canary and not in_flight else None
@@ -326,7 +327,7 @@ def _endpoint(
             baseline=baseline,
             canary_wave=canary_wave,
             canary_first=sched.canary_first,
-            release=_release(units, targets),
+            release=release,
             canary_policy=policy.canary if units else None,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
         ),
@@ -335,22 +336,18 @@ def _endpoint(
 
 
 def _release(units: Sequence[tuple[str, str | None]], targets: Sequence[Target]) -> str:
-    """The one release every unit moves to ("" none, or several)."""
+    """The one release every unit moves to ("" none, unknown, or several)."""
     releases = {t.key: t.release for t in targets}
     wanted = {releases.get(up, "") for up, _ in units}
     return next(iter(wanted)) if len(wanted) == 1 else ""
 
 
-def _already_serving(units: Sequence[tuple[str, str | None]], members: Sequence[Member], targets: Sequence[Target]) -> str:
-    """The replica already serving the release every unit moves to ("" none): a rerun after an
+def _already_serving(release: str, moving: Collection[str], members: Sequence[Member]) -> str:
+    """The replica that does not move and already serves ``release`` ("" none): a rerun after an
     accepted canary, or a return to the release the rest of the endpoint serves (a rollback),
     needs no canary -- the release is proven beside the others already."""
-    moving = {up for up, _ in units} | {old for _, old in units if old is not None}
-    releases = {t.key: t.release for t in targets}
-    wanted = {releases.get(up, "") for up, _ in units}
-    if "" in wanted or len(wanted) != 1:
+    if not release:
         return ""
-    (release,) = wanted
     return next((m.key for m in members if m.available and m.key not in moving and m.release == release), "")
 
 
@@ -360,30 +357,27 @@ def _canary(
     policy: RolloutPolicy,
     members: Sequence[Member],
     targets: Sequence[Target],
+    release: str,
+    moving: Collection[str],
     first_step: Sequence[str],
 ) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """The canary's keys, its baseline's, and whether the canary is what the first step starts --
-    the keys of ``first_step`` on the new release: replicas a killed run left down on it, or new
-    keys that replace nothing (they take no serving replica's place, so they bake beside all of
-    them) -- or none when the policy asks for no canary, nothing serving changes, or no replica
-    would stay on the old release to compare with. The baseline: later units' old replicas; with
-    a surge, the old replicas the canary replaces (they go once it is judged); and the endpoint's
-    serving replicas that do not change, on a release of their own."""
+    the keys of ``first_step`` on ``release`` -- or none when the policy asks for no canary,
+    nothing serving changes, or no replica would stay on the old release to compare with. The
+    baseline: later units' old replicas; with a surge, the old replicas the canary replaces (they
+    go once it is judged); and the endpoint's serving replicas that do not move, on a release of
+    their own."""
     if policy.canary is None or not units:
         return (), (), False
-    releases = {t.key: t.release for t in targets}
-    wanted = {releases.get(up, "") for up, _ in units}
-    release = next(iter(wanted)) if len(wanted) == 1 else ""
-    live = {m.key: m.release for m in members}
-    in_flight = [k for k in first_step if release and live.get(k, releases.get(k, "")) == release]
+    runs = {**{t.key: t.release for t in targets}, **{m.key: m.release for m in members}}  # live, else as it will run
+    in_flight = [k for k in first_step if release and runs.get(k) == release]
     size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
     baseline = [old if old is not None else up for up, old in rest]
     if mode == SURGE:
         baseline += [old for up, old in first if old is not None and old != up]
-    moving = {up for up, _ in units} | {old for _, old in units if old is not None}
-    new = {release} if in_flight else {releases.get(up, "") for up, _ in first}
-    baseline += [m.key for m in members if m.available and m.key not in moving and m.release and m.release not in new]
+    if release:  # one release moves in: the replicas that do not move, on another, are the old release too
+        baseline += [m.key for m in members if m.available and m.key not in moving and m.release and m.release != release]
     if not baseline:
         return (), (), False
     return tuple(in_flight or [up for up, _ in first]), tuple(sorted(set(baseline))), bool(in_flight)
