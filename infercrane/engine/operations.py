@@ -211,15 +211,11 @@ def rolled(
                 sink(Note(note))
             rollout = seen.rollout
             rejected = rejected_before(engine, rollout)
-            again = [(e.endpoint, rejected[e.endpoint][1]) for e in rollout.endpoints if e.release and rejected.get(e.endpoint, ("",))[0] == e.release] if rollout else []  # fmt: skip
-            if again and not retry_rejected:
-                raise CanaryRetryRefused(engine.stack_name, again)
-            if again:  # retried: planned again, the rejected release's replicas proving nothing
-                unproven = frozenset(rejected[endpoint][0] for endpoint, _ in again)
-                rollout = facts.rollout(rendered, seen.report, state, unproven)
-                sink(
-                    Note(f"note: retrying the release a canary rejected for {', '.join(e for e, _ in again)} (--retry-rejected)")
-                )
+            if rejected and not retry_rejected:
+                raise CanaryRetryRefused(engine.stack_name, [(e, said) for e, (_, said) in rejected.items()])
+            if rejected:  # retried: planned again, the rejected release's replicas proving nothing
+                rollout = facts.rollout(rendered, seen.report, state, frozenset(r for r, _ in rejected.values()))
+                sink(Note(f"note: retrying the release a canary rejected for {', '.join(rejected)} (--retry-rejected)"))
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -253,9 +249,8 @@ def rolled(
             exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
             remember_rejections(engine, rollout, exc, at)
             raise
-        for e in rollout.endpoints if rollout is not None else ():
-            if e.release and rejected.get(e.endpoint, ("",))[0] == e.release:  # retried, and deployed: no longer refused
-                engine.remove_tag(REJECTED_TAG + e.endpoint)
+        for endpoint in rejected:  # retried, and deployed: no longer refused
+            engine.remove_tag(REJECTED_TAG + endpoint)
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
         if unknown:
             sink(Note(f"note: deleted {', '.join(sorted(set(unknown.values())))} (not in the state) as the rollout planned"))
@@ -286,15 +281,17 @@ REJECTED_TAG: Final = "infercrane:rejected:"
 
 
 def rejected_before(engine: Engine, rollout: Rollout | None) -> dict[str, tuple[str, str]]:
-    """endpoint -> (the release a canary rejected, in words), for the endpoints ``rollout`` moves to
-    a release (read only then: one Pulumi CLI call)."""
-    if rollout is None or not any(e.release for e in rollout.endpoints):
+    """endpoint -> (its release, the rejection in words), for each endpoint ``rollout`` moves to a
+    release a canary rejected before (the tags are read only when it moves one: one Pulumi CLI call)."""
+    moving = {e.endpoint: e.release for e in rollout.endpoints if e.release} if rollout is not None else {}
+    if not moving:
         return {}
     out = {}
     for name, value in engine.tags().items():
-        if name.startswith(REJECTED_TAG):
-            release, _, said = value.partition(" ")
-            out[name.removeprefix(REJECTED_TAG)] = (release, said)
+        endpoint = name.removeprefix(REJECTED_TAG)
+        release, _, said = value.partition(" ")
+        if name.startswith(REJECTED_TAG) and moving.get(endpoint) == release:
+            out[endpoint] = (release, said)
     return out
 
 
@@ -351,8 +348,7 @@ def plan(
         why.append("--policy-pack")  # the policies run in the engine, on the preview
     why += seen.no_op_doubts()
     rollout = seen.rollout
-    rejected = {e: said for e, (release, said) in rejected_before(engine, rollout).items()
-                if rollout is not None and any(x.endpoint == e and x.release == release for x in rollout.endpoints)}  # fmt: skip
+    rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
     if not why:
         return PlanResult(summarize(facts.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
     collector = EventCollector()

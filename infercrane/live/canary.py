@@ -77,9 +77,8 @@ def parse(text: str, engine: str) -> Page:
 
 def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT_SECONDS) -> Page:
     """``GET http://<address>/metrics`` (no key: the engines serve it without one), parsed."""
-    host = f"[{address[0]}]" if ":" in address[0] else address[0]
     try:
-        with served.NO_REDIRECTS.open(f"http://{host}:{address[1]}/metrics", timeout=timeout) as answer:
+        with served.NO_REDIRECTS.open(served.url(*address, "/metrics"), timeout=timeout) as answer:
             return parse(answer.read().decode("utf-8", "replace"), engine)
     except urllib.error.HTTPError as exc:
         raise ValueError(f"its /metrics answered HTTP {exc.code}") from None
@@ -92,10 +91,9 @@ def complete(
 ) -> str:
     """One golden request's answer text: ``POST /v1/completions`` at temperature 0 with a fixed
     seed; ValueError with why when there is none."""
-    host = f"[{address[0]}]" if ":" in address[0] else address[0]
     body = {"model": model, "prompt": request.prompt, "max_tokens": request.max_tokens, "temperature": 0, "seed": GOLDEN_SEED}
     headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
-    ask = urllib.request.Request(f"http://{host}:{address[1]}/v1/completions", json.dumps(body).encode(), headers)
+    ask = urllib.request.Request(served.url(*address, "/v1/completions"), json.dumps(body).encode(), headers)
     try:
         with served.NO_REDIRECTS.open(ask, timeout=timeout) as answer:
             doc = json.loads(answer.read())

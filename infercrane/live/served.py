@@ -81,11 +81,16 @@ class Served:
     error: str = ""  # why there is no answer, or why the answer is no model list
 
 
+def url(address: str, port: int, path: str) -> str:
+    """``http://<address>:<port><path>``, an IPv6 address in brackets: a pod asked directly."""
+    host = f"[{address}]" if ":" in address else address
+    return f"http://{host}:{port}{path}"
+
+
 def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
     """``GET http://<address>:<port>/v1/models``, with the worker key or without."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
-    host = f"[{address}]" if ":" in address else address
-    request = urllib.request.Request(f"http://{host}:{port}/v1/models", headers=headers)
+    request = urllib.request.Request(url(address, port, "/v1/models"), headers=headers)
     try:
         with NO_REDIRECTS.open(request, timeout=timeout) as answer:
             body = json.loads(answer.read())

@@ -20,6 +20,7 @@ from infercrane.core.model import config as cfg
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
 from infercrane.shell.gate import Handover
+from tests.json_forms import as_a_store_keeps_it
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -38,13 +39,7 @@ class Recorder(pulumi.runtime.Mocks):
 
 def normalise(value: Any) -> Any:
     """Mocks see protobuf Struct values: integers arrive as floats."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: normalise(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalise(v) for v in value]
-    return value
+    return as_a_store_keeps_it(value)
 
 
 def run_program(stack: str, values: dict[str, Any] | None = None) -> tuple[Recorder, dict[str, Any]]:
