@@ -9,7 +9,8 @@ a slower one, one failing 5 % of its requests and one whose golden answers chang
 rejected at the canary, the baseline untouched, and the same config again is refused (the stack
 remembers the rejection); the previous config rolls the canary back with no canary of its own (its
 release already serves beside it); with too few requests a required verdict is not verifiable at
-the end of the bake, and rejects."""
+the end of the bake, and rejects; retried explicitly (`--retry-rejected`), the same release is
+baked again where it runs and, accepted, is no longer refused."""
 
 from __future__ import annotations
 
@@ -46,8 +47,8 @@ class Endpoint:
         rollout = {"maxUnavailable": 1, "maxSurge": 0, "canary": POLICY}
         self.pulumi = self.project.stack(self.stack, replicas, imageDigest=image, namespace=self.ns, drain=DRAIN, rollout=rollout)
 
-    def deploy(self) -> Any:
-        return cli(self.project, "deploy", "--stack", self.stack, env=self.env)
+    def deploy(self, *flags: str) -> Any:
+        return cli(self.project, "deploy", "--stack", self.stack, *flags, env=self.env)
 
     def pod(self, i: int) -> Any:
         (found,) = [p for p in pods(self.admin, self.ns, self.keys[i]) if p.metadata.deletionTimestamp is None]
@@ -140,4 +141,18 @@ def test_a_release_failing_five_percent_or_answering_otherwise_is_rejected_and_t
     assert idle.returncode == 1
     assert "canary qwen-small: NOT VERIFIABLE -- the canary answered " in idle.stderr, idle.stderr
     assert "of the 30 requests the verdict needs" in idle.stderr and "the bake ended after 15 s" in idle.stderr
+    # The retry: asked explicitly, the release gets another canary -- the replica still on it is
+    # baked again where it runs (no restart), now with traffic: accepted, the rest rolls, and the
+    # stack forgets the rejection (the same config again is no longer refused).
+    canary_pod = e.pod(0).metadata.uid
+    with e.gateway():
+        time.sleep(2)
+        retried = e.deploy("--retry-rejected")
+    assert retried.returncode == 0, retried.stderr
+    assert "note: retrying the release a canary rejected for qwen-small (--retry-rejected)" in retried.stderr
+    assert "rollout: canary qwen-small: ACCEPT" in retried.stderr, retried.stderr
+    assert e.pod(0).metadata.uid == canary_pod, "the canary was judged where it ran"
+    assert e.pod(1).spec.containers[0].image == next_double(), "the rest of the release rolled on"
+    again = e.deploy()
+    assert again.returncode == 0, again.stderr
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0

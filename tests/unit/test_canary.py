@@ -16,6 +16,7 @@ from infercrane.core.plan.canary import Golden, Measured, Record, Thresholds, ju
 from infercrane.core.plan.rollout import Member, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live import canary as evidence
+from tests.json_forms import as_a_store_keeps_it
 
 INF = canary.INF
 LIMITS = Thresholds(min_requests=100, max_ttft_p95_ratio=1.5, max_error_ratio_increase=0.01, required=True)
@@ -141,18 +142,9 @@ def test_a_record_judged_again_after_a_store_that_writes_whole_floats_as_ints_is
     measured = (Measured("c0", "canary", 200, 0, ((1.0, 150), (2.5, 200), (INF, 200))), *HEALTHY[1:])
     v = judge(record(*measured, limits=whole))
 
-    def as_a_store_keeps_it(doc: object) -> object:
-        if isinstance(doc, float) and doc.is_integer():
-            return int(doc)
-        if isinstance(doc, dict):
-            return {k: as_a_store_keeps_it(x) for k, x in doc.items()}
-        if isinstance(doc, list):
-            return [as_a_store_keeps_it(x) for x in doc]
-        return doc
-
     stored = as_a_store_keeps_it(json.loads(json.dumps(v.as_json())))
     assert stored == v.as_json(), "the verdict's JSON form is already the one a store keeps"
-    assert json.dumps(rejudge(stored).as_json(), sort_keys=True) == json.dumps(stored, sort_keys=True)  # type: ignore[arg-type]
+    assert json.dumps(rejudge(stored).as_json(), sort_keys=True) == json.dumps(stored, sort_keys=True)
 
 
 PAGE = """# TYPE vllm:time_to_first_token_seconds histogram
@@ -361,3 +353,60 @@ def test_plain_pulumi_up_is_told_a_canary_needs_a_step_of_its_own() -> None:
     r = plan(members("a0"), [Target("b0", "e", 1)], policy_with(CanaryPolicy(), surge=1))
     (e,) = r.beyond_one_step()
     assert e.all_at_once().startswith("the canary b0 would not bake nor be judged before the rest")
+
+
+def test_the_plan_shows_the_canary_step_its_bake_and_thresholds_and_why_there_is_none() -> None:
+    from infercrane.cli.output import rollout_lines
+
+    golden = (GoldenRequest(prompt="2 + 2 ="),)
+    r = plan(members("a0", "a1"), [Target(k, "e", 1, restarts=True) for k in ("a0", "a1")],
+             policy_with(CanaryPolicy(bakeSeconds=60, golden=golden, required=True)))  # fmt: skip
+    lines = rollout_lines(r)
+    assert "    wave 1: down a0; up a0 (down, then up)" in lines
+    assert (
+        "      the canary: bakes 60 s, judged on at least 100 requests each: ttft p95 at most x1.5 the baseline's, "
+        "error ratio at most +1.0%, 1 golden request(s) answered as the baseline's; required: no verdict, no release; "
+        "beside the baseline a1"
+    ) in lines
+    alone = plan(members("a0"), [Target("a0", "e", 1, restarts=True)], policy_with(CanaryPolicy()))
+    assert (
+        "    no canary: no replica would stay on the old release to compare the canary with "
+        "(canary.required is false: the release rolls without a verdict)"
+    ) in rollout_lines(alone)
+
+
+def test_a_golden_request_is_asked_three_times_before_the_canary_counts_as_not_answering() -> None:
+    from infercrane.core.model.config import InferCraneConfig
+
+    target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "namespace": "ns"}
+    replicas = [{"key": f"k{i}", "model": "m/m", "name": "qwen", "gpu": "NVIDIA-L40S"} for i in range(2)]
+    config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
+    tries: list[str] = []
+
+    def flaky(fails: int) -> Callable[..., str]:
+        def ask(address: object, key: object, model: object, request: object) -> str:
+            tries.append("x")
+            if len(tries) <= fails:
+                raise ValueError("HTTP 500")
+            return "4"
+
+        return ask
+
+    def bake(fails: int) -> evidence.Bake:
+        tries.clear()
+        return evidence.Bake(
+            config,
+            "qwen",
+            CanaryPolicy(golden=(GoldenRequest(prompt="2+2=", match="4"),)),
+            ["k0"],
+            ["k1"],
+            lambda r: [("10.0.0.1", 8000)],
+            None,
+            read=lambda a, engine: evidence.Page(0, 0, ((INF, 0),)),
+            ask=flaky(fails),
+        )
+
+    (answered,) = bake(fails=2).golden
+    assert answered.canary == evidence.digest("4") and len(tries) == 3
+    (silent,) = bake(fails=3).golden
+    assert silent.canary == "" and silent.why == "canary k0: HTTP 500 (3 tries)" and len(tries) == 3

@@ -132,3 +132,17 @@ def test_a_key_recorded_under_serving_evidence_check_is_not_replayed_once_the_st
 
     assert stack_intent(cfg()) == stack_intent(cfg(servingEvidence="check"))  # the default spelled out
     assert stack_intent(cfg()) != stack_intent(cfg(servingEvidence="require"))
+
+
+def test_a_canary_policy_is_part_of_the_stack_intent_so_a_key_recorded_without_it_is_not_replayed() -> None:
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.engine.operations import stack_intent
+
+    def cfg(**rollout: object) -> InferCraneConfig:
+        target = {"context": "c", "namespace": "ns", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64}
+        replicas = [{"key": "k", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
+        return InferCraneConfig.model_validate({"kubernetes": target | {"rollout": rollout}, "replicas": replicas})
+
+    without = stack_intent(cfg())
+    assert stack_intent(cfg(canary={})) != without
+    assert stack_intent(cfg(canary={"required": True})) not in (without, stack_intent(cfg(canary={})))
