@@ -18,8 +18,10 @@ one that comes late); a lane's wait succeeds or runs out of budget (a wave that 
 deletion is refused or does not finish in time; the process is killed at any step boundary; a
 rerun (the same command) when no run is under way; an autoscaler adds a pod and later removes
 it; an available pod restarts out of band; under a canary policy, the canary's verdict (accepted:
-its lane goes on; rejected: its lane stops before the stage's deletions), and after a rejection
-the previous config deployed (a rollback: the config becomes every key's revision 0, reached by
+its lane goes on; rejected: its lane stops before the stage's deletions and, once every lane has
+ended, the same command rolls the canary back: the real rollback planner's lane,
+``core.plan.rollback``, each restored key back to its revision at the run's start), and after a
+rejection the previous config deployed (a rollback: the config becomes every key's revision 0, reached by
 reruns of it). A release is what a revision's pods run; a command refuses a run whose required
 canary has no baseline, as the CLI does. Killed runs, refused deletions, autoscaler scale-ups
 and out-of-band restarts are *adversities*, bounded per path.
@@ -55,6 +57,7 @@ from typing import Any, NamedTuple
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan import ledger, rollout, waves
+from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.live import verdicts
 
 PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
@@ -89,6 +92,12 @@ class Run(NamedTuple):
     ledger: ledger.Ledger  # what the lanes borrowed (core.plan.ledger), against the world's maxExtraGpus
     ceiling: int  # with maxExtraGpus: the endpoints' own GPUs (the plan's) plus it -- the most the run may hold
     target: tuple[tuple[str, int], ...] = ()  # the config this run rolls to: key -> revision
+    # Per lane with a canary, its rollback should the canary be rejected (core.plan.rollback,
+    # planned from the objects at the run's start: what the state recorded before it): its stages
+    # and the revisions its restored keys go back to.
+    backs: tuple[tuple[tuple[waves.Stage, ...], tuple[tuple[str, int], ...]] | None, ...] = ()
+    rejected: tuple[int, ...] = ()  # lanes whose canary was rejected: rolled back once every lane has ended
+    rollback: bool = False  # this run is the rollback the rejecting command runs
 
 
 class State(NamedTuple):
@@ -362,6 +371,9 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 break
         if run is not None:
             run = _low(world, run, objs, pods)
+            if all(lane.phase in ("done", "stopped") for lane in run.lanes) and run.rejected and not run.rollback:
+                # The command that rejected a canary rolls it back, once every lane has ended.
+                return settle(objs, pods, _rollback(world, run), **kw)
             if all(lane.phase in ("done", "stopped") for lane in run.lanes):
                 if all(lane.phase == "done" for lane in run.lanes) and run.steady and not run.adverse:
                     for e, promised in run.promised:
@@ -406,7 +418,14 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             if dict(lows)[e] < p:
                 planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
         target = tuple(sorted(world.config(back).items()))
-        return Run(lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling, target)
+        revs = {o.key: o.rev for o in s.objs if not o.deleting}
+        backs = tuple(
+            _back(world, plan_rollback(e, lane, {k: f"rev{rev}" for k, rev in revs.items()}), revs) if e.canary else None
+            for e, lane in zip(r.endpoints, r.lanes, strict=True)
+        )
+        return Run(
+            lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling, target, backs
+        )
 
     # The cluster moves.
     free = world.pool - sum(p.phase != PENDING for p in s.pods)
@@ -470,8 +489,8 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 yield step(f"lane {name} wave runs out of budget", stopped)
             else:
                 if stage.bake:  # the canary's verdict: rejected, the lane stops before its deletions; accepted, it goes on
-                    rejected = step(f"lane {name} canary rejected", stopped)
-                    yield Step(rejected.event, rejected.state._replace(rejected=True), True)
+                    at = _at(run, i, stopped)._replace(rejected=(*run.rejected, i))
+                    yield Step(f"lane {name} canary rejected", settle(s.objs, s.pods, at)._replace(rejected=True), True)
                 if not delete:
                     yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep)
                 else:
@@ -485,6 +504,33 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 yield step(f"lane {name} deletions gone", following, keep=stage.keep)
             elif adverse_left:
                 yield step(f"lane {name}'s deletion not gone in time", stopped, good=False)
+
+
+def _back(world: World, back: Rollback, revs: dict[str, int]) -> tuple[tuple[waves.Stage, ...], tuple[tuple[str, int], ...]]:
+    """A lane's rollback as the model carries it out: its stages, and its restored keys' revisions."""
+    stages = tuple(st if world.max_extra is not None else waves.Stage(st.apply, st.delete) for st in back.lane.stages)
+    return stages, tuple(sorted((k, revs[k]) for k in back.restore))
+
+
+def _rollback(world: World, run: Run) -> Run | None:
+    """The rollback run of ``run``'s rejected canaries (None: nothing to do): their lanes only,
+    each key restored to its revision at ``run``'s start, a new ledger (a new engine run)."""
+    backs = [(run.endpoints[i], back) for i in run.rejected if (back := run.backs[i]) is not None and back[0]]
+    if not backs:
+        return None
+    return Run(
+        tuple(LaneAt(0, "enter") for _ in backs),
+        tuple(stages for _, (stages, _) in backs),
+        tuple(endpoint for endpoint, _ in backs),
+        (),  # no plan printed: no promise of its own (the floor and the budget hold at every state)
+        run.low,
+        run.adverse,
+        False,
+        ledger.Ledger(world.max_extra),
+        run.ceiling,
+        tuple(sorted(kv for _, (_, revs) in backs for kv in revs)),
+        rollback=True,
+    )
 
 
 def _at(run: Run, i: int, lane: LaneAt) -> Run:

@@ -79,11 +79,16 @@ class RolloutStopped(InferCraneError):
     def __init__(self, stopped: Sequence[tuple[str, str, InferCraneError]], endpoints: int) -> None:
         self.stopped = list(stopped)
         rolled = endpoints - len(self.stopped)
+        back = all(isinstance(c, CanaryRejected) and c.rolled_back for _, _, c in self.stopped)
         lines = [
             f"the rollout stopped for {len(self.stopped)} of {endpoints} endpoint(s)"
             + (f"; the other {rolled} rolled to the end" if rolled else "")
-            + ". A stopped endpoint's old replicas that its rollout had not reached keep serving; fix the cause and "
-            "deploy again to continue from there.",
+            + (
+                ". Each was stopped by its canary's verdict and rolled back: it serves the release it served before."
+                if back
+                else ". A stopped endpoint's old replicas that its rollout had not reached keep serving; fix the cause "
+                "and deploy again to continue from there."
+            ),
             *(f"endpoint {name} stopped at {where}: {cause.message}" for name, where, cause in self.stopped),
         ]
         fixes = list(dict.fromkeys(c.fix for _, _, c in self.stopped if c.fix))
@@ -94,21 +99,63 @@ class RolloutStopped(InferCraneError):
 class CanaryRejected(InferCraneError):
     """A release's canary was judged and stops it: rejected by the engines' evidence, or not
     verifiable at the end of its bake where a verdict is required. Its successors are never
-    started; the replicas the canary would have replaced still serve the old release."""
+    started; the replicas the canary would have replaced still serve the old release. The command
+    that rejected it rolls it back (:mod:`infercrane.core.plan.rollback`): ``rolled_back`` says how
+    that ended (None: not tried, the engine failed first)."""
 
-    def __init__(self, verdict_line: str, required: bool, not_verifiable: bool, *, outcome: str = "", digest: str = "") -> None:
+    def __init__(
+        self,
+        verdict_line: str,
+        required: bool,
+        not_verifiable: bool,
+        *,
+        outcome: str = "",
+        digest: str = "",
+        rolled_back: str | None = None,
+        rollback_failed: bool = False,
+    ) -> None:
         why = (
             "the canary's evidence was not enough to judge it by the end of its bake, and canary.required is true"
             if not_verifiable
             else "the release is worse than the one it replaces by the engines' own evidence"
         )
-        super().__init__(
-            f"{verdict_line}\n  {why}; no other replica of the endpoint was moved to it",
-            fix="roll the canary back by deploying the stack's previous config (the old release): "
-            "the same command, with the image and settings it had"
-            + ("; or send the canary more traffic (minRequests) or bake it longer (bakeSeconds)" if not_verifiable else ""),
-        )
+        more = "; or send the canary more traffic (minRequests) or bake it longer (bakeSeconds)" if not_verifiable else ""
+        if rolled_back is not None and not rollback_failed:
+            fix = (
+                "change the release (image, args, env) and deploy again, or deploy again with --retry-rejected to give "
+                "the same release another canary" + more
+            )
+        else:
+            fix = (
+                "roll the canary back by deploying the stack's previous config (the old release): the same command, with the image and settings it had"
+                + more
+            )
+        said = f"\n  {rolled_back}" if rolled_back else ""
+        super().__init__(f"{verdict_line}\n  {why}; no other replica of the endpoint was moved to it{said}", fix=fix)
+        self.verdict_line, self.not_verifiable = verdict_line, not_verifiable
+        self.rolled_back = rolled_back is not None and not rollback_failed  # back on the release it ran before
         self.required, self.outcome, self.digest = required, outcome, digest
+
+    def after_rollback(self, said: str, *, failed: bool) -> CanaryRejected:
+        """This rejection, saying how the rollback that followed it ended."""
+        return CanaryRejected(
+            self.verdict_line,
+            self.required,
+            self.not_verifiable,
+            outcome=self.outcome,
+            digest=self.digest,
+            rolled_back=said,
+            rollback_failed=failed,
+        )
+
+
+class RolledBack(InferCraneError):
+    """Not a failure: a rollback's run ended with every lane done. The run is ended as failed on
+    purpose -- a successful run would make Pulumi delete every object it did not register -- and
+    this is how the program says that its lanes finished."""
+
+    def __init__(self) -> None:
+        super().__init__("the rollback's lanes finished")
 
 
 class CanaryRetryRefused(InferCraneError):

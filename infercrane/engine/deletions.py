@@ -60,6 +60,13 @@ def delete_going(facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]
     return deleted
 
 
+def delete_keys(facts: Facts, keys: Collection[str]) -> dict[str, str]:
+    """Every object of ``keys`` in the target namespace -- keys of the config too (a rejected
+    canary's new replicas, :mod:`infercrane.core.plan.rollback`) -- by this stack's exact ownership
+    with a uid precondition, waited for until gone. Returns object name -> key."""
+    return _delete_owned(facts, lambda key, kind: key in keys, wait=True)
+
+
 def _delete_owned(
     facts: Facts,
     wanted: Callable[[str, str], bool],

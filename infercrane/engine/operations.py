@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import secrets
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -26,21 +26,25 @@ from infercrane.core.errors import (
     IdempotencyConflict,
     InferCraneError,
     PreflightRefused,
+    RolledBack,
     RolloutStopped,
 )
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.actions import Action
-from infercrane.core.plan.waves import Rollout
+from infercrane.core.plan.rollback import Rollback, plan_rollback
+from infercrane.core.plan.waves import EndpointRollout, Rollout
+from infercrane.core.plan.workload import release_of
 from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
-from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, foreign_deletions
+from infercrane.engine.deletions import delete_going, delete_keys, delete_orphans_after_rollout, foreign_deletions
 from infercrane.engine.facts import Facts
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
 from infercrane.engine.workspace import Engine
-from infercrane.shell.channel import Channel, Prepared
+from infercrane.shell.channel import Channel, Pinned, Prepared
 from infercrane.shell.gate import Gate, Handover
 
 
@@ -248,7 +252,12 @@ def rolled(
             # Refused by the program's own checks inside the update: nothing was applied.
             exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
             remember_rejections(engine, rollout, exc, at)
-            raise
+            ended = roll_back(
+                facts, state, rollout, Prepared(rendered, seen.report, facts.stack_id), exc, run, sink, set(deleted.values())
+            )
+            if ended is exc:
+                raise
+            raise ended from exc
         for endpoint in rejected:  # retried, and deployed: no longer refused
             engine.remove_tag(REJECTED_TAG + endpoint)
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
@@ -301,6 +310,101 @@ def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCrane
     for endpoint, _, cause in exc.stopped if isinstance(exc, RolloutStopped) else []:
         if isinstance(cause, CanaryRejected) and releases.get(endpoint):
             engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+
+
+def roll_back(
+    facts: Facts,
+    before: Mapping[str, Any],
+    rollout: Rollout | None,
+    prepared: Prepared,
+    exc: InferCraneError,
+    run: Callable[..., None],
+    sink: Sink,
+    deleted: Collection[str] = (),
+) -> InferCraneError:
+    """A rollout stopped by canary verdicts: each rejected canary rolled back by the command that
+    rejected it (:mod:`infercrane.core.plan.rollback`) in one more engine run -- its keys registered
+    as the state recorded them ``before`` the deploy, the keys it brought deleted, each endpoint's
+    lane under its own policy and waited for (ready, serving). That run ends failed on purpose, so
+    Pulumi deletes nothing it did not register. ``deleted``: the keys the stopped run's lanes
+    deleted. Returns what the deploy ends with: ``exc`` itself when no canary stopped it, else
+    ``exc`` with each rejection saying how its rollback ended."""
+    if rollout is None or not isinstance(exc, RolloutStopped):
+        return exc
+    rejected = {endpoint for endpoint, _, cause in exc.stopped if isinstance(cause, CanaryRejected)}
+    if not rejected:
+        return exc
+    recorded, summaries = urns.recorded_objects(before), urns.recorded_summaries(before)
+    releases = {k: release_of(next((m for m in ms if m.get("kind") in WORKLOADS), {})) for k, ms in recorded.items()}
+    lanes = {lane.endpoint: lane for lane in rollout.lanes}
+    plans = {e.endpoint: (e, plan_rollback(e, lanes[e.endpoint], releases)) for e in rollout.endpoints if e.endpoint in rejected}
+    for _, back in plans.values():
+        sink(Note(f"rollback: {back.describe()}"))
+    restore = {k for _, back in plans.values() for k in back.restore}
+    lanes_back = tuple(back.lane for _, back in plans.values() if back.lane.stages)
+    failed = ""
+    if lanes_back:
+        channel = Channel(
+            config=facts.config.model_copy(update={"replicas": _waited_as(facts.config, plans.values(), summaries)}),
+            driven=True,
+            progress=sink,
+            live=facts.live,
+            rollout=Rollout(tuple(e for e, _ in plans.values()), lanes_back, rollout.max_extra_gpus),
+            delete=lambda keys: delete_keys(facts, keys),
+            prepared=prepared,
+            rollback={k: Pinned(recorded[k], summaries.get(k) or {"key": k}) for k in restore},
+        )
+        try:
+            # A restored key a lane deleted before its canary started is gone, though the state
+            # still records it: the run refreshes first, so registering it makes it again.
+            run(refresh=bool(restore & set(deleted)), channel=channel)
+            failed = "its run ended without saying its lanes were done"  # a rollback's run always ends failed
+        except RolledBack:
+            pass
+        except InferCraneError as err:
+            failed = err.message
+    stopped = [
+        (endpoint, where, _after_rollback(cause, plans[endpoint][1], failed))
+        if isinstance(cause, CanaryRejected) and endpoint in plans
+        else (endpoint, where, cause)
+        for endpoint, where, cause in exc.stopped
+    ]
+    ended = RolloutStopped(stopped, len(rollout.lanes))
+    ended.applied_nothing = False
+    return ended
+
+
+def _waited_as(
+    config: cfg.InferCraneConfig, plans: Iterable[tuple[EndpointRollout, Rollback]], summaries: Mapping[str, Mapping[str, Any]]
+) -> tuple[cfg.Replica, ...]:
+    """The config's replicas for a rollback's wait: a restored key is waited for as the replica it
+    was -- its own config (or, one that left the config, the canary's of its endpoint) with the
+    model the state recorded for it (the names it serves)."""
+    configured = {r.key: r for r in config.replicas}
+    waited: dict[str, cfg.Replica] = {}
+    for e, back in plans:
+        ours = [configured[k] for k in e.canary if k in configured]
+        for key in back.restore:
+            base = configured.get(key) or (ours[0] if ours else None)
+            if base is not None:
+                model = (summaries.get(key) or {}).get("model") or base.model
+                waited[key] = base.model_copy(update={"key": key, "model": model})
+    return (*(waited.pop(r.key, r) for r in config.replicas), *waited.values())
+
+
+def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str) -> CanaryRejected:
+    """A rejection, saying how its rollback ended."""
+    if back.left:
+        return cause.after_rollback(
+            f"not rolled back: {', '.join(back.left)} ran the rejected release (or another workload API) before this "
+            "deploy too; the state records nothing else to return to",
+            failed=True,
+        )
+    if not back.lane.stages:
+        return cause.after_rollback("nothing to roll back", failed=False)
+    if failed:
+        return cause.after_rollback(f"the rollback stopped: {failed}", failed=True)
+    return cause.after_rollback(f"rolled back: {back.describe()}; ready and serving again", failed=False)
 
 
 @dataclass

@@ -29,6 +29,15 @@ class Prepared:
     stack_id: str  # what the rendered objects carry (naming.ANNOTATION_STACK)
 
 
+@dataclass(frozen=True)
+class Pinned:
+    """A replica registered exactly as the state recorded it before the deploy (a rollback): its
+    manifests and its component's facts, as recorded then."""
+
+    manifests: Sequence[Mapping[str, Any]]
+    summary: Mapping[str, Any]
+
+
 @dataclass
 class Channel:
     """What one in-process caller (the Automation API, :mod:`infercrane.engine.workspace`) and one
@@ -52,6 +61,11 @@ class Channel:
     #: What Pulumi would delete by name at the end of this run that is no longer this stack's, asked
     #: again once every lane is done (a rollout can span hours; :func:`engine.deletions.foreign_deletions`).
     recheck: Callable[[], Sequence[str]] | None = None
+    #: A rejected canary's rollback (:mod:`infercrane.core.plan.rollback`): the keys its lanes
+    #: register as the state recorded them before the deploy. The run then ends failed on purpose
+    #: (:class:`~infercrane.core.errors.RolledBack` once every lane is done): Pulumi deletes nothing.
+    #: None: not a rollback.
+    rollback: Mapping[str, Pinned] | None = None
     #: The caller rolls in waves: the program does not refuse a change that needs them.
     driven: bool = False
     #: key -> slot name in the state (exact), for aliases.

@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi_kubernetes.apps.v1 import Deployment
 from pulumi_kubernetes.core.v1 import Service
 
-from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.state.urns import COMPONENT_TYPE, child_name
 
 
@@ -76,8 +76,10 @@ class ReplicaComponent(pulumi.ComponentResource):
         }
         after = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=list(templates.values())))
         self.objects = [templates.get(i) or _resource(child_name(name, m["kind"]), m, after) for i, m in enumerate(manifests)]
-        # The object whose status says whether the replica serves (Deployment / InferenceService).
-        self.workload = self.objects[0]
+        # The object whose status says whether the replica serves (Deployment / InferenceService),
+        # wherever it is among the manifests (a replica registered as the state recorded it keeps
+        # the state's order, where its Service may come first).
+        self.workload = next(o for o, m in zip(self.objects, manifests, strict=True) if m["kind"] in WORKLOADS)
         self.name = name
         self.summary: dict[str, Any] = {**summary, "ids": [o.id for o in self.objects]}
         self.register_outputs(self.summary)

@@ -23,7 +23,7 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import naming
-from infercrane.core.errors import DeletionsRefused, InferCraneError, NotReady, RolloutRefused, RolloutStopped
+from infercrane.core.errors import DeletionsRefused, InferCraneError, NotReady, RolledBack, RolloutRefused, RolloutStopped
 from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
@@ -312,12 +312,22 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
     plan, delete = channel.rollout, channel.delete
     if plan is None or delete is None:  # a caller that drives a rollout hands both over
         raise pulumi.RunError("a rollout was handed over without its deleter; nothing was applied")
+    pinned = channel.rollback or {}
+
+    def register(key: str) -> ReplicaComponent:
+        if key in pinned:  # a rollback: exactly as the state recorded it before the deploy
+            was = pinned[key]
+            return ReplicaComponent(
+                naming.object_name(key), was.manifests, was.summary, checked.provider, legacy=checked.legacy.get(key)
+            )
+        return checked.component(by_key[key])
+
     waits = Waits(checked.config, channel)
     try:
         rolled = await lanes.roll(
             plan.lanes,
-            {e.endpoint: e for e in plan.endpoints},
-            lambda key: checked.component(by_key[key]),
+            {} if channel.rollback is not None else {e.endpoint: e for e in plan.endpoints},  # a rollback says its own steps
+            register,
             waits,
             delete,
             evidence_note(channel),
@@ -339,6 +349,9 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             channel.error = lost[0]  # one cause for all: said once, with how to resume
         else:
             channel.error = RolloutStopped(rolled.stopped, len(plan.lanes))
+        raise pulumi.RunError(str(channel.error))
+    if channel.rollback is not None:  # done: ended failed on purpose, so Pulumi deletes nothing
+        channel.error = RolledBack()
         raise pulumi.RunError(str(channel.error))
     foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
     if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not

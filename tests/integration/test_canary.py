@@ -6,11 +6,12 @@ A two-replica endpoint rolls in place (maxUnavailable 1) under a canary policy w
 routing as a gateway does (by the ready addresses of the EndpointSlices) sends completions: the
 first replica is the canary, the second the baseline. A healthy release is accepted and rolls on;
 a slower one, one failing 5 % of its requests and one whose golden answers changed are each
-rejected at the canary, the baseline untouched, and the same config again is refused (the stack
-remembers the rejection); the previous config rolls the canary back with no canary of its own (its
-release already serves beside it); with too few requests a required verdict is not verifiable at
-the end of the bake, and rejects; retried explicitly (`--retry-rejected`), the same release is
-baked again where it runs and, accepted, is no longer refused."""
+rejected at the canary and rolled back by the same command (the canary back on the old release,
+the baseline untouched, no request dropped by the rollback), and the same config again is refused
+(the stack remembers the rejection); the previous config then has nothing left to do; with too
+few requests a required verdict is not verifiable at the end of the bake, and rejects; retried
+explicitly (`--retry-rejected`), the same release gets another canary and, accepted, is no longer
+refused."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ class Endpoint:
         return dict(self.pulumi.outputs())
 
 
-def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_the_old_config_rolls_it_back(
+def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_rolled_back_by_the_same_command(
     project: Project, admin: Client, tmp_path: Path
 ) -> None:
     e = Endpoint(project, admin, tmp_path, "canary")
@@ -91,8 +92,11 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_t
         assert (
             "> maxTtftP95Ratio 1.5)" in rejected.stderr and "no other replica of the endpoint was moved to it" in rejected.stderr
         )
+        assert "rollback: qwen-small: it-canary-r0 back to the release recorded before this deploy (in place)" in rejected.stderr
+        assert "rolled back: it serves the release it served before." in rejected.stderr, rejected.stderr
+        assert "rolled back: qwen-small: it-canary-r0 back to the release recorded before this deploy" in rejected.stderr
         assert e.pod(1).metadata.uid == baseline, "the baseline never moved"
-        assert e.pod(0).spec.containers[0].image == double(), "the canary runs the rejected release"
+        assert e.pod(0).spec.containers[0].image == next_double(), "the canary is back on the old release"
         # The same config again -- a rerun, a re-run CI job -- would find the release "serving" on
         # the canary and roll it on: the rejection is remembered by the stack, and it is refused.
         again = e.deploy()
@@ -104,11 +108,12 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_t
         assert planned.returncode == 3, planned.stderr  # changes pending
         assert "  rejected before: endpoint qwen-small's release (REJECT at " in planned.stdout, planned.stdout
 
-        e.release(next_double())  # the previous config: the same command rolls the canary back
-        rolled_back = e.deploy()
-        assert rolled_back.returncode == 0, rolled_back.stderr
+        restored = e.pod(0).metadata.uid
+        e.release(next_double())  # the previous config: what runs already, nothing to do
+        previous = e.deploy()
+        assert previous.returncode == 0, previous.stderr
         time.sleep(2)
-    assert e.pod(0).spec.containers[0].image == next_double() and e.pod(1).metadata.uid == baseline
+    assert e.pod(0).metadata.uid == restored and e.pod(1).metadata.uid == baseline
     assert gateway.results["200"] > 300, gateway.results
     assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0
@@ -127,32 +132,35 @@ def test_a_release_failing_five_percent_or_answering_otherwise_is_rejected_and_t
         assert failing.returncode == 1
         assert "canary qwen-small: REJECT -- error ratio " in failing.stderr, failing.stderr
         assert "> maxErrorRatioIncrease 1.0%)" in failing.stderr
-        canary_address = str(e.pod(0).status.podIP)
+        baseline_address = str(e.pod(1).status.podIP)
         e.release(next_double(), answer="a broken chat template")
         changed = e.deploy()
         assert changed.returncode == 1
         assert "canary qwen-small: REJECT -- golden request 1: the canary's answer differs from the baseline's" in changed.stderr
     assert gateway.failures, "the failing canary's 500s reached the client: its share, no more"
-    assert all(f.startswith(f"{canary_address}: HTTP 500") for f in gateway.failures), gateway.failures[:5]
-    assert len(gateway.failures) <= gateway.by_address[canary_address] // 20 + 1, (len(gateway.failures), gateway.by_address)
+    # Every failure is the failing canary's own 500 (the rollbacks dropped none), its share and no more.
+    failed_at = {f.split(":")[0] for f in gateway.failures}
+    assert baseline_address not in failed_at and all(": HTTP 500" in f for f in gateway.failures), gateway.failures[:5]
+    canary_answered = sum(n for a, n in gateway.by_address.items() if a in failed_at)
+    assert len(gateway.failures) <= canary_answered // 20 + 1, (len(gateway.failures), gateway.by_address)
+    for i in (0, 1):
+        assert e.pod(i).spec.containers[0].image == double(), "each rejected canary went back to the old release"
     # No traffic at all: the verdict waits, and at the end of the bake a required verdict rejects.
     e.release(next_double())
     idle = e.deploy()
     assert idle.returncode == 1
     assert "canary qwen-small: NOT VERIFIABLE -- the canary answered " in idle.stderr, idle.stderr
     assert "of the 30 requests the verdict needs" in idle.stderr and "the bake ended after 15 s" in idle.stderr
-    # The retry: asked explicitly, the release gets another canary -- the replica still on it is
-    # baked again where it runs (no restart), now with traffic: accepted, the rest rolls, and the
-    # stack forgets the rejection (the same config again is no longer refused).
-    canary_pod = e.pod(0).metadata.uid
+    # The retry: asked explicitly, the release gets another canary, now with traffic: accepted, the
+    # rest rolls, and the stack forgets the rejection (the same config again is no longer refused).
     with e.gateway():
         time.sleep(2)
         retried = e.deploy("--retry-rejected")
     assert retried.returncode == 0, retried.stderr
     assert "note: retrying the release a canary rejected for qwen-small (--retry-rejected)" in retried.stderr
     assert "rollout: canary qwen-small: ACCEPT" in retried.stderr, retried.stderr
-    assert e.pod(0).metadata.uid == canary_pod, "the canary was judged where it ran"
-    assert e.pod(1).spec.containers[0].image == next_double(), "the rest of the release rolled on"
+    for i in (0, 1):
+        assert e.pod(i).spec.containers[0].image == next_double(), "the release rolled on to every replica"
     again = e.deploy()
     assert again.returncode == 0, again.stderr
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0

@@ -99,6 +99,17 @@ def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
     return out
 
 
+def recorded_summaries(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Replica key -> the facts its component recorded as outputs (shell.program.summary_of, without
+    the objects' ids): what registering the replica again exactly as recorded registers with it."""
+    out: dict[str, dict[str, Any]] = {}
+    for res in state.get("resources") or []:
+        outputs = res.get("outputs") or {}
+        if res.get("type") == COMPONENT_TYPE and not res.get("delete") and isinstance(outputs.get("key"), str):
+            out[outputs["key"]] = {k: v for k, v in outputs.items() if k != "ids"}
+    return out
+
+
 def stack_outputs(state: Mapping[str, Any]) -> dict[str, Any]:
     """The stack outputs a state records: the root Stack resource's outputs."""
     root: Mapping[str, Any] = next((r for r in state.get("resources") or [] if r.get("type") == "pulumi:pulumi:Stack"), {})

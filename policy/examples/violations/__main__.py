@@ -92,10 +92,18 @@ k8s.apiextensions.CustomResource(
 k8s.resource.v1beta1.ResourceClaimTemplate(
     "guessed-v1beta1",
     metadata={"name": "guessed-v1beta1"},
-    spec={"spec": {"devices": {"requests": [{"name": "gpus", "device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}]}}},
+    spec={
+        "spec": {
+            "devices": {"requests": [{"name": "gpus", "device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}]}
+        }
+    },
 )  # gpu-claim-product: the SDK's v1beta1 type, whose request is its own exact request
 k8s.resource.v1beta2.ResourceClaim(
     "guessed-claim-object",
     metadata={"name": "guessed-claim-object"},
-    spec={"devices": {"requests": [{"name": "gpus", "exactly": {"device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}}]}},
+    spec={
+        "devices": {
+            "requests": [{"name": "gpus", "exactly": {"device_class_name": "gpu.nvidia.com", "count": 1, "selectors": GUESSED}}]
+        }
+    },
 )  # gpu-claim-product: a ResourceClaim a pod would name by resourceClaimName

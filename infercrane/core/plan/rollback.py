@@ -1,0 +1,70 @@
+"""What a rejected canary's rollback does: the canary's replicas back on the release they ran
+before the deploy, under the endpoint's own rollout policy, by the command that rejected it.
+
+When a canary is rejected its lane has stopped before the bake's deletions: no replica beyond the
+canary moved. Of the canary (:attr:`~infercrane.core.plan.waves.EndpointRollout.canary`):
+
+- a key the state recorded before the deploy on another release is **restored**: registered again
+  with exactly the manifests recorded then (its Deployment restarts its pod on the old release);
+- an old key the canary replaced in place (deleted before the canary started) is restored too;
+- a key the deploy brought (a surge's successor, a new replica) is **removed**: deleted by exact
+  ownership and waited for until gone;
+- a key that already ran the rejected release before the deploy, or moved to another workload API
+  in place, has nothing recorded to return to: it is **left**, said, for the previous config.
+
+In place the removals go first (their GPUs free), then the restored keys start; with a surge the
+restored keys start first (borrowing what the canary's stage borrowed) and the removals go once they
+are ready. Pure core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from infercrane.core.plan.waves import IN_PLACE, EndpointRollout, Lane, Mode, Stage
+
+
+@dataclass(frozen=True)
+class Rollback:
+    """One endpoint's rollback of its rejected canary."""
+
+    endpoint: str
+    mode: Mode
+    restore: tuple[str, ...]  # registered again with the manifests the state recorded before the deploy
+    remove: tuple[str, ...]  # brought by the deploy: deleted
+    left: tuple[str, ...]  # nothing recorded to return to (they ran the rejected release before, or moved)
+    borrow: tuple[tuple[str, int], ...] = ()  # a surge: what the canary's stage borrowed, borrowed again
+
+    @property
+    def lane(self) -> Lane:
+        """The rollback as a lane of stages (:mod:`infercrane.shell.lanes` carries it out)."""
+        restore, remove = frozenset(self.restore), frozenset(self.remove)
+        if self.mode == IN_PLACE:
+            stages = [Stage(apply=frozenset(), delete=remove)] if remove else []
+            stages += [Stage(apply=restore)] if restore else []
+        else:
+            stages = [Stage(apply=restore, delete=remove, borrow=self.borrow if restore else ())] if restore or remove else []
+        return Lane(self.endpoint, tuple(stages))
+
+    def describe(self) -> str:
+        """``qwen: it-r0 back to the release it ran before; remove it-r2 (in place)``."""
+        parts = [f"{', '.join(self.restore)} back to the release recorded before this deploy"] if self.restore else []
+        parts += [f"remove {', '.join(self.remove)} (brought by this deploy)"] if self.remove else []
+        first = "removed first, then restored" if self.mode == IN_PLACE and self.remove and self.restore else ""
+        how = f"{self.mode}{': ' + first if first else ''}"
+        return f"{self.endpoint}: {'; '.join(parts) or 'nothing to return to'} ({how})"
+
+
+def plan_rollback(e: EndpointRollout, lane: Lane, before: Mapping[str, str]) -> Rollback:
+    """The rollback of ``e``'s canary, whose lane stopped at its bake; ``before``: key -> the release
+    its workload ran by the state recorded before the deploy (keys it did not record are absent)."""
+    bake = next((i for i, s in enumerate(lane.stages) if s.bake), len(lane.stages))
+    deleted = {k for s in lane.stages[:bake] for k in s.delete}
+    replaced = set(e.waves[e.canary_wave].down) - set(e.canary) if e.canary_wave is not None else set()
+    moved = {k for k in e.canary if k in deleted}  # its old form went before its new one: in place, another workload API
+    left = sorted(k for k in e.canary if k in moved or (k in before and before[k] == e.release))
+    restore = [k for k in e.canary if k in before and k not in left] + sorted(replaced & deleted & before.keys())
+    remove = sorted(k for k in e.canary if k not in before)
+    borrow = lane.stages[bake].borrow if bake < len(lane.stages) else ()
+    return Rollback(e.endpoint, e.mode, tuple(sorted(restore)), tuple(remove), tuple(left), borrow)
