@@ -19,7 +19,7 @@ from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import paths, stackfile
 
 if TYPE_CHECKING:
-    pass
+    from infercrane.core.model import config as cfg
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -208,8 +208,24 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack)
     records, endpoints = inspect_report(config, Live.connect(config.kubernetes), stack=args.stack)
-    print(output.inspect(args.stack, records, endpoints, as_doc=args.json))
+    print(output.inspect(args.stack, records, endpoints, canary_verdicts(args.stack, config), as_doc=args.json))
     return EXIT_OK
+
+
+def canary_verdicts(stack: str, config: cfg.InferCraneConfig) -> dict[str, str]:
+    """Each endpoint under a canary policy: its canary's last verdict, read from the stack's backend
+    (its outputs and tags) -- or why it could not be read; nothing is read for a stack without one."""
+    from infercrane.engine.operations import last_verdicts
+    from infercrane.engine.workspace import Engine
+
+    endpoints = sorted({r.name for r in config.replicas if config.rollout_for(r.name).canary is not None})
+    if not endpoints:
+        return {}
+    try:
+        found = last_verdicts(Engine(stack), endpoints)
+    except InferCraneError as exc:
+        return dict.fromkeys(endpoints, f"not read from the stack's backend: {exc.message}")
+    return {e: found.get(e, "none yet") for e in endpoints}
 
 
 def cmd_destroy(args: argparse.Namespace) -> int:

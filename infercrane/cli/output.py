@@ -210,12 +210,22 @@ def deploy(stack: str, result: DeployResult, *, as_doc: bool) -> str:
 
 
 # -- inspect / destroy / doctor / takeover ------------------------------------------------------
-def inspect(stack: str, records: list[dict[str, Any]], endpoints: Mapping[str, Any] | None = None, *, as_doc: bool) -> str:
+def inspect(
+    stack: str,
+    records: list[dict[str, Any]],
+    endpoints: Mapping[str, Any] | None = None,
+    canaries: Mapping[str, str] | None = None,
+    *,
+    as_doc: bool,
+) -> str:
+    """``canaries``: endpoint -> its canary's last verdict in words (endpoints under a canary policy)."""
     if as_doc:
-        return dumps({"stack": stack, "replicas": list(records), "endpoints": dict(endpoints or {})})
+        doc = {"stack": stack, "replicas": list(records), "endpoints": dict(endpoints or {})}
+        return dumps(doc | ({"canaries": dict(canaries)} if canaries else {}))
     from infercrane.live.inspect import render_text
 
-    return render_text(records, dict(endpoints or {}))
+    text = render_text(records, dict(endpoints or {}))
+    return "\n".join([*(f"endpoint {e}: last canary verdict: {words}" for e, words in sorted((canaries or {}).items())), text])
 
 
 def destroy(stack: str, namespace: str, result: DestroyResult, *, as_doc: bool) -> str:

@@ -235,7 +235,11 @@ def rolled(
             )
         late = Handover(
             rollout=rollout,
-            deploy_record={"history": history, "entry": {"key": key, "intent": intent, "at": at}},
+            deploy_record={
+                "history": history,
+                "entry": {"key": key, "intent": intent, "at": at},
+                "canaries": urns.stack_outputs(state).get("canaries") or {},  # each endpoint's last verdict, kept
+            },
             # Refused caches: the program verifies them itself, and refuses inside the update.
             prepared=None if facts.caches_refused else Prepared(rendered, seen.report, facts.stack_id),
         )
@@ -302,6 +306,25 @@ def rejected_before(engine: Engine, rollout: Rollout | None) -> dict[str, tuple[
         if name.startswith(REJECTED_TAG) and moving.get(endpoint) == release:
             out[endpoint] = (release, said)
     return out
+
+
+def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
+    """endpoint -> its canary's last verdict in words (``inspect``): the later of the one the stack
+    output ``canaries`` records (a deploy that finished) and the rejection the stack remembers (its
+    tag; the deploy that rejected it failed, and wrote no output)."""
+    seen: dict[str, tuple[str, str]] = {}  # endpoint -> (when, words)
+    for endpoint, v in (urns.stack_outputs(engine.state()).get("canaries") or {}).items():
+        if endpoint in endpoints and isinstance(v, dict):
+            at = str(v.get("at") or "")
+            seen[endpoint] = (at, f"{v.get('outcome')} at {at or 'an earlier deploy'}, record {v.get('digest')}")
+    for name, value in engine.tags().items():
+        endpoint = name.removeprefix(REJECTED_TAG)
+        if name.startswith(REJECTED_TAG) and endpoint in endpoints:
+            said = value.partition(" ")[2]  # <outcome> at <time>, record <digest>
+            at = said.partition(" at ")[2].partition(",")[0]
+            if at >= seen.get(endpoint, ("", ""))[0]:  # ISO times, UTC: their order is the text's
+                seen[endpoint] = (at, f"{said}; that release is refused unless deploy --retry-rejected")
+    return {endpoint: words for endpoint, (_, words) in sorted(seen.items())}
 
 
 def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str) -> None:

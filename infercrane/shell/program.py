@@ -27,7 +27,9 @@ from infercrane.core.errors import DeletionsRefused, InferCraneError, NotReady, 
 from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.actions import Action
+from infercrane.core.plan.workload import release_of
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots, recorded_namespaces
@@ -69,6 +71,9 @@ def summary_of(r: RenderedReplica, config: cfg.InferCraneConfig) -> dict[str, An
         "gpu": rep.gpu,
         "gpuCount": rep.gpu_count,
         "image": config.image_for(rep),
+        # What its pods run (core.plan.workload.release_of): a gateway weighing a canary against
+        # its baseline tells them apart by it.
+        "release": release_of(next(m for m in r.manifests if m["kind"] in WORKLOADS)),
     }
 
 
@@ -234,7 +239,8 @@ def export(
     """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
     model revision, intent hash, and the serving evidence this run took -- None for a replica
     it did not wait for) -- every replica this run leaves registered; ``canaries``: each canary
-    verdict this run reached, with its record."""
+    verdict this run reached, with its record (exported with the time of the deploy, beside the
+    last verdict of each other endpoint the deploy record carries)."""
 
     def members(taken: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -245,6 +251,7 @@ def export(
                     "key": s["key"],
                     "modelRevision": s.get("modelRevision"),
                     "intentHash": s.get("intentHash"),
+                    "release": s.get("release"),
                     "evidence": taken.get(s["key"]),
                 }
             )
@@ -257,8 +264,14 @@ def export(
         pulumi.export("endpoints", evidence.apply(members))
     else:
         pulumi.export("endpoints", members(evidence or {}))
-    if canaries:  # endpoint -> its canary's verdict this run (core.plan.canary.Verdict.as_json)
-        pulumi.export("canaries", dict(canaries))
+    # endpoint -> its canary's last verdict (core.plan.canary.Verdict.as_json) and when: this run's,
+    # else the one the stack's outputs carried, for the endpoints still configured.
+    record = deploy_record or {}
+    at = (record.get("entry") or {}).get("at")
+    kept = {e: v for e, v in (record.get("canaries") or {}).items() if e in {r.name for r in config.replicas}}
+    kept |= {e: {**v, "at": at} for e, v in (canaries or {}).items()}
+    if kept:
+        pulumi.export("canaries", kept)
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
         entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])

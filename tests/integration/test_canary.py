@@ -78,9 +78,16 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_r
         for i in (0, 1):
             assert e.pod(i).spec.containers[0].image == next_double(), "the rest of the release rolled on"
         # The verdict rides in the stack output with its record; re-judged, it is the same, byte for byte.
-        recorded = e.stack_outputs()["canaries"]["qwen-small"]
+        outputs = e.stack_outputs()
+        recorded = dict(outputs["canaries"]["qwen-small"])
+        accepted_at = recorded.pop("at")
         assert recorded["outcome"] == "ACCEPT" and recorded["record"]["measured"][0]["requests"] >= 30
         assert json.dumps(canary.rejudge(recorded).as_json(), sort_keys=True) == json.dumps(recorded, sort_keys=True)
+        # Each member carries its release: a gateway weighing a canary tells them apart by it.
+        releases = {m["key"]: m["release"] for m in outputs["endpoints"]["qwen-small"]}
+        assert releases[e.keys[0]] == releases[e.keys[1]] and releases[e.keys[0]].startswith("sha256:"), releases
+        shown = cli(project, "inspect", "--stack", e.stack, env=e.env)
+        assert f"endpoint qwen-small: last canary verdict: ACCEPT at {accepted_at}, record sha256:" in shown.stdout, shown.stdout
         baseline = e.pod(1).metadata.uid
 
         e.release(double(), seconds=0.07)  # the same engine, answering more than twice as slowly
@@ -97,8 +104,11 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_r
         assert "rolled back: qwen-small: it-canary-r0 back to the release recorded before this deploy" in rejected.stderr
         assert e.pod(1).metadata.uid == baseline, "the baseline never moved"
         assert e.pod(0).spec.containers[0].image == next_double(), "the canary is back on the old release"
-        # The same config again -- a rerun, a re-run CI job -- would find the release "serving" on
-        # the canary and roll it on: the rejection is remembered by the stack, and it is refused.
+        shown = cli(project, "inspect", "--stack", e.stack, env=e.env)
+        assert "endpoint qwen-small: last canary verdict: REJECT at " in shown.stdout, shown.stdout
+        assert "that release is refused unless deploy --retry-rejected" in shown.stdout
+        # The same config again -- a rerun, a re-run CI job -- would start the rejected release
+        # again: the rejection is remembered by the stack, and it is refused.
         again = e.deploy()
         assert again.returncode == 1
         assert "the release of endpoint qwen-small was rejected by its canary before (REJECT at " in again.stderr, again.stderr
