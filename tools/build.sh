@@ -2,8 +2,8 @@
 # Build the pinned real tools (Pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, the KServe manager with its official
 # CRDs and default configuration, and the local plane's real node: the kubelet, containerd with its
-# runc shim, and the node's own images' binaries -- pause and the engine double) from the Go module
-# proxy.
+# runc shim, and the node's own images' binaries -- pause and the engine double -- and Prometheus)
+# from the Go module proxy.
 #
 # Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
 #     $INFERCRANE_TOOLS_DIR/<tool>-<version>/bin/...
@@ -13,7 +13,7 @@
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
 # Usage: tools/build.sh [--print-path | --print-kube-path MINOR] [TOOL ...]
-#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images, or kube@MINOR
+#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus, or kube@MINOR
 #         (another Kubernetes of KUBERNETES_VERSIONS, e.g. kube@1.34; `kube` is KUBERNETES_VERSION)
 #   --print-path        print the PATH entries for the built tools (one per line) and exit
 #   --print-kube-path   print the bin directory of that Kubernetes minor's entry and exit
@@ -23,7 +23,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus)
 
 # node-images is keyed by its sources (the engine double changes with the tests that use it).
 node_images_key() {
@@ -51,6 +51,7 @@ entry() {
     actionlint) echo "$cache/actionlint-$ACTIONLINT_VERSION" ;;
     node) echo "$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION" ;;
     node-images) echo "$cache/node-images-$(node_images_key)" ;;
+    prometheus) echo "$cache/prometheus-$PROMETHEUS_VERSION" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
@@ -223,6 +224,12 @@ build_gateway_api() {
   mkdir -p "$1/bin" "$1/share/crds"
   cp "$dir"/config/crd/standard/gateway.networking.k8s.io_*.yaml "$1/share/crds/"
   chmod -R u+w "$1/share"
+}
+
+# Prometheus (its server only; the web UI's assets are not built in: the plane asks its HTTP API) --
+# the local plane's, scraping the real node's pods, so a canary judged from a Prometheus is tested.
+build_prometheus() {
+  (cd "$here/go/prometheus" && go build -o "$1/bin/prometheus" -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus)
 }
 
 build_actionlint() {

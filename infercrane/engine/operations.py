@@ -86,6 +86,8 @@ def stack_intent(config: cfg.InferCraneConfig) -> str:
     intent: dict[str, object] = {"stack": parts, "rollout": policies, "servingEvidence": config.kubernetes.serving_evidence}
     if config.kubernetes.rollout.max_extra_gpus is not None:  # the stack's, not an endpoint's (set: the intent changes)
         intent["maxExtraGpus"] = config.kubernetes.rollout.max_extra_gpus
+    if config.kubernetes.canary_metrics.prometheus is not None:  # what a canary is judged from (set: the intent changes)
+        intent["canaryPrometheus"] = config.kubernetes.canary_metrics.prometheus
     return naming.intent_hash(intent)
 
 

@@ -20,7 +20,7 @@ import re
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -53,25 +53,31 @@ class Page:
 
 
 def parse(text: str, engine: str) -> Page:
-    """A ``/metrics`` page's counts, summed over its label sets (every model name it serves);
-    ValueError when it lacks the engine's names."""
+    """A ``/metrics`` page's counts (:func:`counts`); ValueError when it lacks the engine's names."""
+    samples = ((s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples)
+    return counts(samples, engine, "its /metrics")
+
+
+def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str, where: str) -> Page:
+    """One pod's counts from its samples (name, labels, value), summed over their label sets (every
+    model name it serves): completions answered and failed by ``http_requests_total``, and the TTFT
+    histogram. ValueError naming ``where`` when they lack the engine's names."""
     requests = errors = 0
     buckets: dict[float, int] = {}
     seen_http = False
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == HTTP_REQUESTS and sample.labels.get("handler") in COMPLETIONS:
-                seen_http = True
-                requests += int(sample.value)
-                if str(sample.labels.get("status", "")).startswith("5"):
-                    errors += int(sample.value)
-            elif sample.name == TTFT[engine] + "_bucket":
-                bound = float(sample.labels["le"])
-                buckets[bound] = buckets.get(bound, 0) + int(sample.value)
+    for name, labels, value in samples:
+        if name == HTTP_REQUESTS and labels.get("handler") in COMPLETIONS:
+            seen_http = True
+            requests += int(value)
+            if str(labels.get("status", "")).startswith("5"):
+                errors += int(value)
+        elif name == TTFT[engine] + "_bucket":
+            bound = float(labels["le"])
+            buckets[bound] = buckets.get(bound, 0) + int(value)
     if not buckets:
-        raise ValueError(f"its /metrics has no {TTFT[engine]}")
+        raise ValueError(f"{where} has no {TTFT[engine]}")
     if not seen_http and buckets.get(canary.INF, 0) > 0:  # it answered, but its failures are not counted
-        raise ValueError(f"its /metrics has no {HTTP_REQUESTS} for {', '.join(COMPLETIONS)} (no count of failed requests)")
+        raise ValueError(f"{where} has no {HTTP_REQUESTS} for {', '.join(COMPLETIONS)} (no count of failed requests)")
     return Page(requests, errors, tuple(sorted(buckets.items())))
 
 
@@ -194,6 +200,11 @@ class Bake:
         measured = []
         for side, replica in self.sides:
             before, now = self.at_start[replica.key], self._pages(replica)
+            if isinstance(before, str) and not isinstance(now, str):
+                # Unreadable when the bake began (a Prometheus that had not scraped it yet, a page
+                # that did not answer): its window begins at its first read that is.
+                self.at_start[replica.key] = now
+                before = f"{before} when the bake began; its window begins now"
             measured.append(_window(replica.key, side, before, now))
         t = canary.Thresholds(
             min_requests=self.policy.min_requests,

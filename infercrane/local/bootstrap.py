@@ -33,6 +33,7 @@ from infercrane.local.layout import (
     KSERVE_USER,
     KUBELET_CLIENT_USER,
     NAMESPACE,
+    PROMETHEUS_USER,
     VIEWER_USER,
     random_secret,
 )
@@ -130,6 +131,25 @@ KUBELET_API_BINDING: Final = {
 }
 
 
+#: The plane's Prometheus finds the pods it scrapes by watching them (kubernetes_sd_configs, role pod):
+#: it may get, list and watch pods -- no other object, no write.
+PROMETHEUS_RBAC: Final = [
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "infercrane-local-prometheus"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}],
+    },
+    {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "infercrane-local-prometheus"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "infercrane-local-prometheus"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": PROMETHEUS_USER}],
+    },
+]
+
+
 def admin_client(kubeconfig: Path) -> Client:
 
     return Client(config=KubeConfig.from_file(kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
@@ -206,7 +226,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
         for d in yaml.safe_load_all((root / rel).read_text())
         if d and "Role" in d["kind"] and "Binding" not in d["kind"]
     ]
-    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING, KUBELET_API_BINDING])
+    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING, KUBELET_API_BINDING, *PROMETHEUS_RBAC])
     nodes = read_nodes(nodes_file)
     for n in nodes:
         try:

@@ -5,6 +5,7 @@ order; reversed, the stop order. Local-plane layer.
 
 from __future__ import annotations
 
+import re
 import shutil
 import ssl
 import urllib.request
@@ -16,6 +17,7 @@ from typing import Final
 import yaml
 from lightkube import ApiError
 
+from infercrane.core import naming
 from infercrane.core.errors import PlaneError
 from infercrane.local import node, private
 from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
@@ -242,6 +244,52 @@ def _kubelet_ready(x: Launch) -> bool:
     return http_status(f"{x.url('kubelet_healthz')}/healthz", x.pki, 1.0) == 200
 
 
+def prometheus_config(x: Launch) -> dict[str, object]:
+    """The plane's Prometheus: every second, each pod InferCrane manages, at its port named ``http``
+    (its engine's ``/metrics``), found by watching the pods as its own identity (it may read pods,
+    nothing else); each series' ``instance`` is the pod's address, as a canary's query asks."""
+    managed = "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", naming.LABEL_MANAGED_BY)
+    return {
+        "global": {"scrape_interval": "1s", "scrape_timeout": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": "infercrane-pods",
+                "kubernetes_sd_configs": [
+                    {
+                        "role": "pod",
+                        "api_server": x.url("apiserver", "https"),
+                        "tls_config": {
+                            "ca_file": str(x.pki / "ca.crt"),
+                            "cert_file": str(x.pki / "prometheus.crt"),
+                            "key_file": str(x.pki / "prometheus.key"),
+                        },
+                    }
+                ],
+                "relabel_configs": [
+                    {"source_labels": [managed], "regex": naming.MANAGED_BY, "action": "keep"},
+                    {"source_labels": ["__meta_kubernetes_pod_container_port_name"], "regex": "http", "action": "keep"},
+                    {"source_labels": ["__meta_kubernetes_namespace"], "target_label": "namespace"},
+                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                ],
+            }
+        ],
+    }
+
+
+def _prometheus_prepare(x: Launch) -> None:
+    private.write(x.state / "prometheus.yml", yaml.safe_dump(prometheus_config(x), sort_keys=False))
+    private.directory(x.state / "prometheus")
+
+
+def _prometheus(x: Launch) -> list[str]:
+    return [
+        f"--config.file={x.state / 'prometheus.yml'}",
+        f"--storage.tsdb.path={x.state / 'prometheus'}",
+        "--storage.tsdb.retention.time=2h",
+        f"--web.listen-address=127.0.0.1:{x.ports['prometheus']}",  # loopback only: no door to the host's network
+    ]
+
+
 def api_ready(x: Launch, timeout: float = 2.0) -> bool:
     return http_status(f"{x.url('apiserver', 'https')}/readyz", x.pki, timeout) == 200
 
@@ -278,9 +326,28 @@ COMPONENTS: Final = (
         ready_what="the real node's kubelet /healthz",
         after=lambda x: node.advertise(x.kubeconfig),
     ),
+    Component(
+        "prometheus",
+        _prometheus,
+        before=_prometheus_prepare,
+        ready=lambda x: http_status(f"{x.url('prometheus')}/-/ready", x.pki, 1.0) == 200,
+        ready_what="Prometheus /-/ready",
+    ),
 )
 NAMES: Final = tuple(c.name for c in COMPONENTS)
 #: The real node's processes: started only when the machine can (infercrane.local.node.why_not).
 NODE_COMPONENTS: Final = ("containerd", "kubelet")
+#: Started with the real node, when built (``tools/build.sh prometheus``): it scrapes the node's pods.
+WITH_THE_NODE: Final = ("prometheus",)
 #: Every port a start allocates.
-PORTS: Final = ("etcd", "etcd_peer", "apiserver", "kwok", "kserve_webhook", "kserve_probe", "kubelet", "kubelet_healthz")
+PORTS: Final = (
+    "etcd",
+    "etcd_peer",
+    "apiserver",
+    "kwok",
+    "kserve_webhook",
+    "kserve_probe",
+    "kubelet",
+    "kubelet_healthz",
+    "prometheus",
+)

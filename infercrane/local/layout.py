@@ -26,6 +26,8 @@ KSERVE_USER: Final = "kserve-controller-manager"
 KSERVE_NAMESPACE: Final = "kserve"
 # The API server's client certificate towards the real node's kubelet (logs, exec on a user's behalf).
 KUBELET_CLIENT_USER: Final = "kube-apiserver-kubelet-client"
+# The plane's Prometheus: it may list and watch pods (to find the ones it scrapes), nothing else.
+PROMETHEUS_USER: Final = "infercrane-local-prometheus"
 
 
 def random_secret() -> str:

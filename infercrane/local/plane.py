@@ -25,9 +25,9 @@ from typing import Any, cast
 
 import yaml
 
-from infercrane.core.errors import PlaneError
+from infercrane.core.errors import PlaneError, ToolNotFound
 from infercrane.local import node, pki, private
-from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, Launch, http_status
+from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     CLUSTER,
@@ -37,6 +37,7 @@ from infercrane.local.layout import (
     KSERVE_USER,
     KUBELET_CLIENT_USER,
     NAMESPACE,
+    PROMETHEUS_USER,
     START_TIMEOUT_SECONDS,
     VIEWER_CONTEXT,
     VIEWER_USER,
@@ -94,7 +95,8 @@ class Plane:
 
     def running(self) -> bool:
         procs = self.processes()
-        return bool(procs) and all(procs.values()) and set(procs) == set(NAMES) and self.api_ready()
+        wanted = self._read_record().get("components") or NAMES  # what its start launched (a record before it: all)
+        return bool(procs) and all(procs.values()) and set(procs) == set(wanted) and self.api_ready()
 
     def status(self) -> dict[str, Any]:
         rec = self._read_record()
@@ -109,6 +111,11 @@ class Plane:
             "podGrace": bool(rec.get("podGrace")),
             "kubernetesVersion": rec.get("kubernetesVersion"),
             "realNode": rec.get("realNode"),
+            # The plane's Prometheus (with the real node), scraping its pods: a stack's
+            # kubernetes.canaryMetrics.prometheus (or INFERCRANE_KUBERNETES_CANARY_PROMETHEUS).
+            "prometheus": f"http://127.0.0.1:{rec['ports']['prometheus']}"
+            if "prometheus" in (rec.get("components") or ()) and rec.get("ports")
+            else None,
             "processes": self.processes(),
         }
 
@@ -156,7 +163,7 @@ class Plane:
                 )
             return status
         self.stop(quiet=True)
-        tools = {name: find_tool(name) for name in NAMES if name not in NODE_COMPONENTS}
+        tools = {name: find_tool(name) for name in NAMES if name not in NODE_COMPONENTS + WITH_THE_NODE}
         node_tools: dict[str, Path] = {}
         if kubernetes_version:
             built = kubernetes_tools(kubernetes_version)
@@ -177,6 +184,10 @@ class Plane:
         why = held if isinstance(held, str) else None
         if why is None:
             tools |= node_tools
+            try:
+                tools |= {name: find_tool(name) for name in WITH_THE_NODE}
+            except ToolNotFound as exc:
+                progress(f"note: the plane starts without its Prometheus: {exc.message} (tools/build.sh prometheus)")
         else:
             progress(f"note: the plane starts without its real node: {why}")
         wanted = [c for c in COMPONENTS if c.name in tools]
@@ -184,7 +195,13 @@ class Plane:
         ports = {name: free_port() for name in PORTS}
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
-        record = {"ports": ports, "podReadyDelaySeconds": pod_ready_delay, "podGrace": pod_grace, "kubernetesVersion": version}
+        record = {
+            "ports": ports,
+            "podReadyDelaySeconds": pod_ready_delay,
+            "podGrace": pod_grace,
+            "kubernetesVersion": version,
+            "components": [c.name for c in wanted],
+        }
         run = Supervisor(
             self._record, self.logs, record | {"realNode": node.NAME if why is None else None}, START_TIMEOUT_SECONDS
         )
@@ -313,6 +330,8 @@ class Plane:
             pki.CA.load_or_create(p).issue("apiserver-kubelet-client", KUBELET_CLIENT_USER)
         if not (p / "kserve-webhook.crt").is_file():  # a plane created before KServe ran on it
             self._write_kserve_pki(pki.CA.load_or_create(p))
+        if not (p / "prometheus.crt").is_file():  # a plane created before its Prometheus
+            pki.CA.load_or_create(p).issue("prometheus", PROMETHEUS_USER)
         users = {"infercrane-deployer": "deployer", "infercrane-admin": "admin", "infercrane-viewer": "viewer"}
         contexts = {CONTEXT: "infercrane-deployer", ADMIN_CONTEXT: "infercrane-admin", VIEWER_CONTEXT: "infercrane-viewer"}
         extra = self._read_identities()

@@ -112,6 +112,7 @@ def bake(
     :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end."""
     from infercrane.core.plan import canary as judging
     from infercrane.live import canary as evidence
+    from infercrane.live import prometheus
 
     policy = e.canary_policy
     assert policy is not None  # a stage bakes only under a canary policy
@@ -119,9 +120,18 @@ def bake(
         f"rollout: {e.endpoint}: the canary {', '.join(e.canary)} bakes {policy.bake_seconds} s beside the baseline "
         f"{', '.join(e.baseline)} (at least {policy.min_requests} requests each"
         + (f", {len(policy.golden)} golden request(s)" if policy.golden else "")
+        + (
+            f"; counts from Prometheus at {config.kubernetes.canary_metrics.prometheus}"
+            if config.kubernetes.canary_metrics.prometheus
+            else ""
+        )
         + ")"
     )
-    baking = evidence.Bake(config, e.endpoint, policy, e.canary, e.baseline, checker.addresses, checker.key, clock=clock)
+    source = config.kubernetes.canary_metrics.prometheus
+    read = prometheus.reader(source) if source else evidence.read_page  # where the engines' counts come from
+    baking = evidence.Bake(
+        config, e.endpoint, policy, e.canary, e.baseline, checker.addresses, checker.key, read=read, clock=clock
+    )
     end = baking.started + policy.bake_seconds
     while True:
         final = clock() >= end

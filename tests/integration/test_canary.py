@@ -24,6 +24,7 @@ from lightkube import Client
 
 from infercrane.core import naming
 from infercrane.core.plan import canary
+from infercrane.local.plane import Plane
 from tests.integration.conftest import Project, cli
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import Gateway, key_file, namespace_with_evidence, next_double, pods
@@ -173,4 +174,32 @@ def test_a_release_failing_five_percent_or_answering_otherwise_is_rejected_and_t
         assert e.pod(i).spec.containers[0].image == next_double(), "the release rolled on to every replica"
     again = e.deploy()
     assert again.returncode == 0, again.stderr
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0
+
+
+def test_a_canary_judged_from_the_planes_prometheus_is_rejected_when_slower_and_accepted_when_healthy(
+    project: Project, admin: Client, plane: Plane, tmp_path: Path
+) -> None:
+    """The same verdict from a Prometheus that scrapes the pods (the plane's own: built from its Go
+    module, finding the node's pods by watching them) instead of each pod's /metrics."""
+    url = plane.status()["prometheus"]
+    assert url, "the plane runs its Prometheus beside its real node"
+    e = Endpoint(project, admin, tmp_path, "canaryprom")
+    e.env |= {"INFERCRANE_KUBERNETES_CANARY_PROMETHEUS": url}
+    e.release(double())
+    assert e.deploy().returncode == 0
+    with e.gateway() as gateway:
+        time.sleep(2)
+        e.release(next_double(), seconds=0.07)  # more than twice as slow
+        slow = e.deploy()
+        assert slow.returncode == 1, slow.stderr
+        assert f"counts from Prometheus at {url}" in slow.stderr, slow.stderr
+        assert "canary qwen-small: REJECT -- ttft p95 " in slow.stderr and "> maxTtftP95Ratio 1.5)" in slow.stderr
+        assert "rolled back: qwen-small: it-canaryprom-r0 back to the release recorded before this deploy" in slow.stderr
+        e.release(next_double())
+        healthy = e.deploy()
+        assert healthy.returncode == 0, healthy.stderr
+        assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s" in healthy.stderr, healthy.stderr
+        time.sleep(2)
+    assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0

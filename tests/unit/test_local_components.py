@@ -4,7 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, Launch, controllers, version_flags
+from infercrane.local.components import (
+    COMPONENTS,
+    NAMES,
+    NODE_COMPONENTS,
+    PORTS,
+    WITH_THE_NODE,
+    Launch,
+    controllers,
+    prometheus_config,
+    version_flags,
+)
 
 
 def launch(version: str = "1.36.3") -> Launch:
@@ -24,8 +34,10 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "kserve-manager",
         "containerd",
         "kubelet",
+        "prometheus",
     )
-    assert NODE_COMPONENTS == ("containerd", "kubelet")  # last: after the bootstrap binds the nodes' role
+    assert NODE_COMPONENTS == ("containerd", "kubelet")  # after the bootstrap binds the nodes' role
+    assert WITH_THE_NODE == ("prometheus",)  # last: it scrapes the node's pods
     waited = {c.name: c.ready_what for c in COMPONENTS if c.ready is not None}
     assert waited == {
         "etcd": "etcd",
@@ -33,8 +45,9 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "kserve-manager": "the KServe manager",
         "containerd": "the real node's containerd",
         "kubelet": "the real node's kubelet /healthz",
+        "prometheus": "Prometheus /-/ready",
     }
-    kserve, containerd = [c for c in COMPONENTS if c.before is not None]
+    kserve, containerd, _ = [c for c in COMPONENTS if c.before is not None]
     assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
     assert containerd.name == "containerd" and containerd.after is not None  # the node prepared, its images imported
 
@@ -66,3 +79,22 @@ def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_contr
     assert "-cloud-node-lifecycle-controller" in controllers("1.36.3")
     assert controllers("1.37.2") == "--controllers=*,-nodeipam"
     assert "--endpoint-reconciler-type=none" in next(c for c in COMPONENTS if c.name == "kube-apiserver").args(launch("1.37.2"))
+
+
+def test_the_planes_prometheus_listens_on_loopback_and_scrapes_only_the_managed_pods_as_a_reader_of_pods() -> None:
+    from infercrane.local.bootstrap import PROMETHEUS_RBAC
+
+    x = launch()
+    (prometheus,) = [c for c in COMPONENTS if c.name == "prometheus"]
+    assert f"--web.listen-address=127.0.0.1:{x.ports['prometheus']}" in prometheus.args(x)
+    (job,) = prometheus_config(x)["scrape_configs"]  # type: ignore[index]
+    (sd,) = job["kubernetes_sd_configs"]
+    assert sd["role"] == "pod" and sd["tls_config"]["cert_file"] == "/plane/pki/prometheus.crt"
+    keep = [(r["source_labels"], r["regex"]) for r in job["relabel_configs"] if r.get("action") == "keep"]
+    assert keep == [
+        (["__meta_kubernetes_pod_label_app_kubernetes_io_managed_by"], "infercrane"),
+        (["__meta_kubernetes_pod_container_port_name"], "http"),
+    ]
+    role, binding = PROMETHEUS_RBAC
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
+    assert binding["subjects"][0]["name"] == "infercrane-local-prometheus"

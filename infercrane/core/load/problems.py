@@ -52,6 +52,8 @@ FIX: Final[dict[str, str]] = {
     "golden": "write golden: [{prompt: 'The capital of France is', maxTokens: 8}] (answers must equal the baseline's)",
     "prompt": "write the prompt as a non-empty string",
     "maxTokens": "use a whole number of tokens from 1 to 4096",
+    "canaryMetrics.prometheus": "give the base URL of a Prometheus that scrapes the pods, e.g. "
+    "http://prometheus.monitoring:9090 (no credentials in it), or leave it out: each pod's /metrics is read",
     "match": "use a Python regular expression every answer must match (searched), or leave it out: equal answers",
     "shmSize": "use a Kubernetes quantity such as 8Gi",
     "cpuPerGpu": "use a CPU quantity such as 4 or 3500m (per GPU of the replica)",

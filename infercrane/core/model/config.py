@@ -6,6 +6,7 @@ Models only -- every field with its rule and description; reading and merging va
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Annotated, Final, Literal
 
 from pydantic import Field, ValidationInfo, field_validator
@@ -49,9 +50,33 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "INFERCRANE_KUBERNETES_KUBECONFIG": ("kubeconfig",),
     "INFERCRANE_KUBERNETES_ARTIFACT_CACHE_POLICY": ("artifactCache", "policy"),
     "INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON": ("artifactCache", "pvcs"),
+    "INFERCRANE_KUBERNETES_CANARY_PROMETHEUS": ("canaryMetrics", "prometheus"),
 }
 # Variables whose value is JSON (a map), not a plain string.
 JSON_ENV_FIELDS: Final = frozenset({"INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON"})
+
+
+class CanaryMetrics(Frozen):
+    """Where a canary's engine counts come from: each pod's ``/metrics`` read directly (the default:
+    no extra component, no extra right), or a Prometheus that already scrapes the pods."""
+
+    prometheus: str | None = Field(
+        None,
+        description="Base URL of a Prometheus scraping the replicas' pods (http(s)://host:port[/path]): the canary's "
+        "counts come from its series whose instance is each pod's address; default none: each pod's /metrics.",
+    )
+
+    @field_validator("prometheus")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = urllib.parse.urlsplit(v)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"{v!r} is not an http(s) URL with a host")
+        if parts.username or parts.password or parts.query or parts.fragment:
+            raise ValueError("a Prometheus URL with credentials, a query or a fragment is refused (it would be shown)")
+        return v
 
 
 class KubernetesTarget(Frozen):
@@ -96,6 +121,10 @@ class KubernetesTarget(Frozen):
     drain: Drain = Field(
         default_factory=lambda: Drain.model_validate({}),
         description="How every replica's pod leaves routing and drains before it stops (override per replica).",
+    )
+    canary_metrics: CanaryMetrics = Field(
+        default_factory=lambda: CanaryMetrics.model_validate({}),
+        description="Where a canary's engine counts come from (rollout.canary): each pod's /metrics, or a Prometheus.",
     )
     image_digest: str = Field(description="Default image, pinned by digest: repo@sha256:<64 hex>.")
     gpu_resource: str = Field("nvidia.com/gpu", description="Extended resource requested and limited per GPU.")
