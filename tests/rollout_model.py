@@ -61,6 +61,8 @@ from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.live import verdicts
 
 PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
+#: The lanes apply a key only once none of its pods is terminating (shell.lanes); False: the rule reverted.
+DRAINED_FIRST = True
 
 
 class Pod(NamedTuple):
@@ -547,6 +549,8 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                 changed = True
                 continue
             stage = run.plan[i][lane.stage]
+            if DRAINED_FIRST and any(p.key in stage.apply and p.phase == TERMINATING for p in pods):
+                continue  # a key whose pod still drains gets its new template once it is gone (shell.lanes)
             if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lanes.Lender does
                 taken = run.ledger.take(run.endpoints[i], stage.borrow)
                 if taken is None:

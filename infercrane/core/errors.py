@@ -158,6 +158,18 @@ class RolledBack(InferCraneError):
         super().__init__("the rollback's lanes finished")
 
 
+class StillDraining(InferCraneError):
+    """A stage's replica still has a pod terminating past its drain: its new template is not applied
+    (the ReplicaSet would start another pod beside the one that still holds its GPUs)."""
+
+    def __init__(self, said: str) -> None:
+        super().__init__(
+            f"a replica's old pod is {said}; its new template was not applied (it would start another pod beside "
+            "the one still holding its GPUs)",
+            fix="see why the pod does not end (kubectl describe pod: a finalizer, a node gone), then deploy again",
+        )
+
+
 class CanaryRetryRefused(InferCraneError):
     """A release a canary rejected is asked for again: refused before anything is applied, unless
     the deploy is told to retry it (``--retry-rejected``)."""

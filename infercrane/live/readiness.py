@@ -17,7 +17,7 @@ import asyncio
 import dataclasses
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -148,6 +148,36 @@ class FleetWaiter:
         except Exception as exc:  # noqa: BLE001 - reported on every wait, never swallowed
             first = (str(exc).splitlines() or [exc.__class__.__name__])[0]
             self._fail_all(f"the wait stopped: {exc.__class__.__name__}: {first}")
+
+    async def drained(self, names: Collection[str], budget_seconds: float) -> str:
+        """Until none of ``names`` has a pod still terminating (its Deployment's
+        ``status.terminatingReplicas``, Kubernetes >= 1.35; before it, nothing is seen): "" then,
+        else what still drains once ``budget_seconds`` have passed. A replica's new template is
+        applied only then: a ReplicaSet counts no terminating pod, so a Deployment flipped back to
+        the template of a pod still draining starts another pod of it at once, beside the one that
+        still holds its GPUs. An InferenceService's pods are its predictor's: not seen here."""
+        if self._kind != "Deployment" or not names:
+            return ""
+        deadline = self._clock() + budget_seconds
+        held: dict[str, int] = {}
+        while True:
+            try:
+                listed = await asyncio.to_thread(self._list)
+                held = {
+                    n: count
+                    for n in names
+                    if (count := int(((listed.get(n) or {}).get("status") or {}).get("terminatingReplicas") or 0))
+                }
+                if not held:
+                    return ""
+            except (failures.Unreachable, failures.Unavailable):
+                pass  # asked again on the next tick, within the budget
+            if self._clock() >= deadline:
+                seen = (
+                    ", ".join(f"{n} ({k} pod(s))" for n, k in sorted(held.items())) or "not seen: the API server did not answer"
+                )
+                return f"still terminating after {budget_seconds:.0f} s: {seen}"
+            await asyncio.sleep(self._poll)
 
     def _list(self) -> dict[str, dict[str, Any]]:
         listed = self._live.list(self._resource, labels=naming.managed_selector(), action=f"list {self._kind}s")

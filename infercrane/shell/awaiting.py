@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any, Final
 
 import pulumi
@@ -87,6 +87,16 @@ class Waits:
         """:meth:`ready_and_serving`, from when ``c``'s workload is applied (its output resolves)."""
         meta = await c.workload.metadata.future()  # type: ignore[attr-defined]
         return await self.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
+
+    async def drained(self, keys: Collection[str]) -> str:
+        """Until none of ``keys`` has a pod still terminating (:meth:`FleetWaiter.drained`), within
+        the longest of their drains plus the margin: "" then, else what still drains."""
+        from infercrane.core import naming
+        from infercrane.live import readiness
+
+        known = [self.replicas[k] for k in keys if k in self.replicas]
+        grace = max((self.config.drain_for(r).grace_seconds for r in known), default=self.config.kubernetes.drain.grace_seconds)
+        return await self.waiter.drained([naming.object_name(k) for k in keys], grace + readiness.AWAIT_MARGIN_SECONDS)
 
     async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.Verdict:
         """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infercrane.core.errors import CanaryRejected, InferCraneError
+from infercrane.core.errors import CanaryRejected, InferCraneError, StillDraining
 from infercrane.core.plan.ledger import Gpus, Ledger, in_words
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
@@ -159,6 +159,11 @@ async def roll(
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             rolled.ended[lane.endpoint] = f"stopped in {where}"
+            draining = await waits.drained(stage.apply)  # a key whose old pod still drains gets its template once it is gone
+            if draining:
+                rolled.stopped.append((lane.endpoint, where, StillDraining(draining)))
+                rolled.ended[lane.endpoint] = f"stopped before {where}: {draining}"
+                return
             components = []
             try:
                 for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):

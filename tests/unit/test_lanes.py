@@ -54,6 +54,12 @@ class WaitsDouble:
     default: float = 0.05
     fails: set[str] = field(default_factory=set)
     engine_fails: str | None = None
+    draining: dict[str, str] = field(default_factory=dict)  # key -> what of it still drains (never ends)
+    asked_drained: list[frozenset[str]] = field(default_factory=list)
+
+    async def drained(self, keys: frozenset[str]) -> str:
+        self.asked_drained.append(frozenset(keys))
+        return "; ".join(self.draining[k] for k in sorted(keys) if k in self.draining)
 
     async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
         if c.key == self.engine_fails:
@@ -403,3 +409,19 @@ def test_a_rejected_canary_stops_its_lane_before_the_replica_it_replaces_is_dele
     assert "no other replica of the endpoint was moved to it" in why.message
     assert rolled.ended["e"] == "stopped at wave 1/3: the canary's verdict is REJECT"
     assert any(n.startswith("rollout: canary e: REJECT") for n in notes)
+
+
+def test_a_key_whose_old_pod_still_drains_past_its_drain_is_never_given_its_new_template() -> None:
+    """A ReplicaSet counts no terminating pod: a key flipped back to the template of a pod still
+    draining would start another pod beside it (the exhaustive check found the GPU more)."""
+    r = plan([Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+             [Target("a0", "e", 1, restarts=True), Target("a1", "e", 1, restarts=True)],
+             lambda name: RolloutPolicy(max_unavailable=1))  # fmt: skip
+    waits, journal = WaitsDouble(draining={"a1": "still terminating after 40 s: infercrane-a1 (1 pod(s))"}), Journal()
+    rolled = roll(r, waits, journal)
+    assert list(journal.registered) == ["a0"], "a1's template was never applied"
+    ((endpoint, where, why),) = rolled.stopped
+    assert (endpoint, where) == ("e", "wave 2/2")
+    assert why.message.startswith("a replica's old pod is still terminating after 40 s: infercrane-a1 (1 pod(s))")
+    assert rolled.ended["e"].startswith("stopped before wave 2/2: still terminating")
+    assert frozenset({"a0"}) in waits.asked_drained, "every stage asks before it applies"

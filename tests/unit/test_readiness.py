@@ -785,3 +785,16 @@ def test_every_reader_judges_an_inference_service_by_its_predictor_when_it_can_r
     assert replica_state("InferenceService", obj, {}) == ReplicaState.STARTING  # readable, none made yet
     serving = {"infercrane-x-predictor": predictor("sha256:new")}
     assert replica_state("InferenceService", obj, serving) == ReplicaState.SETTLED
+
+
+def test_a_replica_is_given_its_new_template_only_once_its_old_pods_have_stopped_terminating() -> None:
+    draining = named("infercrane-a", dep(2, 2) | {"status": dep(2, 2)["status"] | {"terminatingReplicas": 1}})
+    gone = named("infercrane-a", dep(2, 2))
+    client = FakeList([[draining], [draining], [gone]])
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+    assert run(waiter.drained(["infercrane-a", "infercrane-new"], 60)) == "" and client.calls == 3
+    clock = iter([0.0, 0.0] + [100.0] * 10)
+    stuck = FleetWaiter(Live(FakeList([[draining]]), target()), "Deployment", poll_seconds=0.001, clock=lambda: next(clock))  # type: ignore[arg-type]
+    assert run(stuck.drained(["infercrane-a"], 40)) == "still terminating after 40 s: infercrane-a (1 pod(s))"
+    kserve = FleetWaiter(Live(FakeList([[draining]]), target()), "InferenceService", poll_seconds=0.001)  # type: ignore[arg-type]
+    assert run(kserve.drained(["infercrane-a"], 40)) == "", "an InferenceService's pods are its predictor's: not seen"

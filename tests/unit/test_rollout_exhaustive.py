@@ -135,13 +135,17 @@ def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monk
     assert any("never reach the config" in v and "lane a deletes ['ao0'] -> killed" in v for v in found), found
 
 
-def test_a_rollback_onto_a_replica_whose_pod_of_that_release_still_drains_holds_a_gpu_more_open_defect() -> None:
-    """An open defect this check found (issue #48): in place (Recreate), a key flipped back to the
-    revision whose pod is still terminating -- a rerun of the rejected release right after its
-    rollback restarted the canary, or the previous config right after a run restarted it -- gets a
-    new pod of that revision at once (the ReplicaSet counts no terminating pod), one GPU above the
-    endpoint's budget when the pool has room. The planner cannot see a replica's terminating pods
-    yet. This test states the defect; when it is fixed it fails: make it a promise then."""
+def test_a_key_flipped_back_to_a_template_whose_pod_still_drains_holds_no_gpu_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by this check (issue #48): in place (Recreate), a key flipped back to the revision whose
+    pod is still terminating -- a rerun of the rejected release right after its rollback restarted
+    the canary, or the previous config right after a run restarted it -- got a new pod of that
+    revision at once (the ReplicaSet counts no terminating pod), one GPU above the endpoint's budget.
+    Fixed: a lane applies a key only once none of its pods is terminating (shell.lanes, by the
+    Deployment's status.terminatingReplicas). Every canary world on a pool with room for the GPU
+    more holds; with the rule reverted, the GPU more is found."""
+    explored, failed = model.check(iter(model.canary_worlds(range(2, 3), slack=1)))
+    assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
+    monkeypatch.setattr(model, "DRAINED_FIRST", False)
     world = model.World(
         (model.change("a", "update", 2, RolloutPolicy(max_unavailable=1, canary=CanaryPolicy(required=True))),), pool=3
     )
