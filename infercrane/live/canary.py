@@ -38,6 +38,7 @@ GOLDEN_TRIES: Final = 3  # a golden request that fails is asked again: one failu
 GOLDEN_SEED: Final = 0
 COMPLETIONS: Final = ("/v1/completions", "/v1/chat/completions")
 TTFT: Final = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang:time_to_first_token_seconds"}
+E2E: Final = {"vllm": "vllm:e2e_request_latency_seconds", "sglang": "sglang:e2e_request_latency_seconds"}
 HTTP_REQUESTS: Final = "http_requests_total"
 
 Address = tuple[str, int]
@@ -50,6 +51,7 @@ class Page:
     requests: int
     errors: int
     ttft: tuple[tuple[float, int], ...]  # cumulative (upper bound, count), +Inf last
+    e2e: tuple[tuple[float, int], ...] = ()  # its request latency histogram, as ttft (() none on its page)
 
 
 def parse(text: str, engine: str) -> Page:
@@ -64,6 +66,7 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
     histogram. ValueError naming ``where`` when they lack the engine's names."""
     requests = errors = 0
     buckets: dict[float, int] = {}
+    latency: dict[float, int] = {}
     seen_http = False
     for name, labels, value in samples:
         if name == HTTP_REQUESTS and labels.get("handler") in COMPLETIONS:
@@ -74,11 +77,14 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
         elif name == TTFT[engine] + "_bucket":
             bound = float(labels["le"])
             buckets[bound] = buckets.get(bound, 0) + int(value)
+        elif name == E2E[engine] + "_bucket":
+            bound = float(labels["le"])
+            latency[bound] = latency.get(bound, 0) + int(value)
     if not buckets:
         raise ValueError(f"{where} has no {TTFT[engine]}")
     if not seen_http and buckets.get(canary.INF, 0) > 0:  # it answered, but its failures are not counted
         raise ValueError(f"{where} has no {HTTP_REQUESTS} for {', '.join(COMPLETIONS)} (no count of failed requests)")
-    return Page(requests, errors, tuple(sorted(buckets.items())))
+    return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())))
 
 
 def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT_SECONDS) -> Page:
@@ -211,6 +217,7 @@ class Bake:
             max_ttft_p95_ratio=float(self.policy.max_ttft_p95_ratio),
             max_error_ratio_increase=float(self.policy.max_error_ratio_increase),
             required=self.policy.required,
+            max_e2e_p95_ratio=float(self.policy.max_e2e_p95_ratio),
         )
         baked = int(self._clock() - self.started)
         return canary.Record(self.endpoint, t, tuple(measured), self.golden, baked, final)
@@ -226,13 +233,17 @@ def _window(
         return canary.Measured(key, side, unreadable="its pods changed during the bake")
     requests = errors = 0
     ttft: dict[float, int] = {}
+    e2e: dict[float, int] = {}
+    counted = all(page.e2e for page in now.values())  # every pod counts its latency, or none is judged
     for address, page in now.items():
         old = before[address]
-        old_buckets = dict(old.ttft)
+        old_buckets, old_e2e = dict(old.ttft), dict(old.e2e)
         if page.requests < old.requests or any(n < old_buckets.get(b, 0) for b, n in page.ttft):
             return canary.Measured(key, side, unreadable=f"its engine's counters restarted during the bake ({address[0]})")
         requests += page.requests - old.requests
         errors += page.errors - old.errors
         for bound, n in page.ttft:
             ttft[bound] = ttft.get(bound, 0) + n - old_buckets.get(bound, 0)
-    return canary.Measured(key, side, requests, errors, tuple(sorted(ttft.items())))
+        for bound, n in page.e2e if counted else ():
+            e2e[bound] = e2e.get(bound, 0) + n - old_e2e.get(bound, 0)
+    return canary.Measured(key, side, requests, errors, tuple(sorted(ttft.items())), e2e=tuple(sorted(e2e.items())))

@@ -22,8 +22,8 @@ QUERY_TIMEOUT_SECONDS: Final = 5.0
 
 
 def selector(address: canary.Address, engine: str) -> str:
-    """The PromQL selector of one pod's series: its TTFT buckets and its HTTP request counts."""
-    names = f"{canary.TTFT[engine]}_bucket|{canary.HTTP_REQUESTS}"
+    """The PromQL selector of one pod's series: its TTFT and latency buckets, its HTTP request counts."""
+    names = f"{canary.TTFT[engine]}_bucket|{canary.E2E[engine]}_bucket|{canary.HTTP_REQUESTS}"
     return f'{{__name__=~"{names}",instance="{address[0]}:{address[1]}"}}'
 
 

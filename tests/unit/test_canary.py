@@ -410,3 +410,26 @@ def test_a_golden_request_is_asked_three_times_before_the_canary_counts_as_not_a
     assert answered.canary == evidence.digest("4") and len(tries) == 3
     (silent,) = bake(fails=3).golden
     assert silent.canary == "" and silent.why == "canary k0: HTTP 500 (3 tries)" and len(tries) == 3
+
+
+def test_a_canary_whose_requests_take_twice_as_long_end_to_end_is_rejected_though_its_first_token_is_not_late() -> None:
+    limits = Thresholds(100, 1.5, 0.01, required=True, max_e2e_p95_ratio=1.5)
+
+    def with_e2e(m: Measured, seconds: float) -> Measured:
+        return Measured(m.replica, m.side, m.requests, m.errors, m.ttft, e2e=hist(seconds, m.requests))
+
+    slow = record(with_e2e(side("c0", "canary", 200), 0.5), with_e2e(side("b0", "baseline", 200), 0.2), limits=limits)
+    verdict = judge(slow)
+    assert verdict.outcome == "REJECT"
+    assert verdict.reasons[0] == "e2e p95 0.487 s vs baseline 0.242 s (x2.01 > maxE2eP95Ratio 1.5)"
+    assert "e2e p95 0.487 s" in verdict.reasons[1]
+    assert json.dumps(rejudge(as_a_store_keeps_it(verdict.as_json())).as_json()) == json.dumps(verdict.as_json())
+    # An engine that counts no latency: nothing to compare, nothing judged (and nothing invented).
+    assert judge(record(side("c0", "canary", 200), side("b0", "baseline", 200), limits=limits)).outcome == "ACCEPT"
+
+
+def test_a_record_from_before_latency_was_judged_re_judges_byte_for_byte() -> None:
+    old = judge(record(*HEALTHY)).as_json()  # thresholds without maxE2eP95Ratio, replicas without e2e
+    assert "max_e2e_p95_ratio" not in old["record"]["thresholds"] and "e2e" not in old["record"]["measured"][0]
+    assert "e2e_p95" not in old["canary"]
+    assert json.dumps(rejudge(old).as_json(), sort_keys=True) == json.dumps(old, sort_keys=True)

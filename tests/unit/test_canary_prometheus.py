@@ -33,6 +33,8 @@ VECTOR = [
     series("http_requests_total", 9, handler="/metrics", status="2xx", method="GET"),
     series("vllm:time_to_first_token_seconds_bucket", 30, le="0.1", model_name="qwen"),
     series("vllm:time_to_first_token_seconds_bucket", 40, le="+Inf", model_name="qwen"),
+    series("vllm:e2e_request_latency_seconds_bucket", 25, le="0.5", model_name="qwen"),
+    series("vllm:e2e_request_latency_seconds_bucket", 40, le="+Inf", model_name="qwen"),
 ]
 
 
@@ -71,7 +73,9 @@ def test_a_pods_counts_come_from_its_series_in_prometheus_selected_by_its_addres
     double.answer = {"status": "success", "data": {"resultType": "vector", "result": VECTOR}}
     page = prometheus.reader(double.url)(POD, "vllm")
     assert (page.requests, page.errors, page.ttft) == (42, 2, ((0.1, 30), (canary.INF, 40)))
-    assert double.asked == ['{__name__=~"vllm:time_to_first_token_seconds_bucket|http_requests_total",instance="10.88.0.4:8000"}']
+    assert page.e2e == ((0.5, 25), (canary.INF, 40))
+    names = "vllm:time_to_first_token_seconds_bucket|vllm:e2e_request_latency_seconds_bucket|http_requests_total"
+    assert double.asked == [f'{{__name__=~"{names}",instance="10.88.0.4:8000"}}']
 
 
 def test_a_pod_prometheus_has_not_scraped_has_no_figures_and_says_where(double: Any) -> None:

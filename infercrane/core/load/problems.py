@@ -47,6 +47,7 @@ FIX: Final[dict[str, str]] = {
     "bakeSeconds": "use seconds >= 1 (how long the canary serves before its verdict; default 300)",
     "minRequests": "use a whole number >= 1 (requests the canary and the baseline must each answer; default 100)",
     "maxTtftP95Ratio": "use a number >= 1 (the canary's time-to-first-token p95 over the baseline's; default 1.5)",
+    "maxE2eP95Ratio": "use a number >= 1 (the canary's end-to-end latency p95 over the baseline's; default 1.5)",
     "maxErrorRatioIncrease": "use a share from 0 to 1 (0.01: the canary may fail 1 % more requests; default 0.01)",
     "canary.required": "use true (no release without an ACCEPT) or false",
     "golden": "write golden: [{prompt: 'The capital of France is', maxTokens: 8}] (answers must equal the baseline's)",

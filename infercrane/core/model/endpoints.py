@@ -50,6 +50,12 @@ class CanaryPolicy(Frozen):
     max_ttft_p95_ratio: StrictFloat | StrictInt = Field(
         1.5, ge=1, description="The canary's time-to-first-token p95 over the baseline's, at most."
     )
+    max_e2e_p95_ratio: StrictFloat | StrictInt = Field(
+        1.5,
+        ge=1,
+        description="The canary's end-to-end request latency p95 over the baseline's, at most (vLLM's "
+        "e2e_request_latency_seconds; not judged where an engine counts none).",
+    )
     max_error_ratio_increase: StrictFloat | StrictInt = Field(
         0.01, ge=0, le=1, description="The canary's share of failed requests minus the baseline's, at most."
     )

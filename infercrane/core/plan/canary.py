@@ -45,6 +45,7 @@ class Measured:
     errors: int = 0  # ... answered with a 5xx
     ttft: tuple[tuple[float, int], ...] = ()  # cumulative bucket counts (upper bound, count), +Inf last
     unreadable: str = ""  # why it has no figures ("" it has)
+    e2e: tuple[tuple[float, int], ...] = ()  # its request latency histogram, as ttft ((): its engine has none)
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,7 @@ class Thresholds:
     max_ttft_p95_ratio: float
     max_error_ratio_increase: float
     required: bool
+    max_e2e_p95_ratio: float | None = None  # None: not judged (a record from before it was)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,11 @@ class Record:
         doc = asdict(self)
         for m in doc["measured"]:
             m["ttft"] = [["+Inf" if le == INF else le, n] for le, n in m["ttft"]]
+            m["e2e"] = [["+Inf" if le == INF else le, n] for le, n in m["e2e"]]
+            if not m["e2e"]:  # left out when empty: a record from before it re-judges byte for byte
+                del m["e2e"]
+        if doc["thresholds"]["max_e2e_p95_ratio"] is None:
+            del doc["thresholds"]["max_e2e_p95_ratio"]
         return dict(_numbers(doc))
 
     @classmethod
@@ -104,6 +111,7 @@ class Record:
                 errors=int(m["errors"]),
                 ttft=tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m["ttft"]),
                 unreadable=m["unreadable"],
+                e2e=tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m.get("e2e") or ()),
             )
             for m in doc["measured"]
         )
@@ -115,6 +123,7 @@ class Record:
                 max_ttft_p95_ratio=float(t["max_ttft_p95_ratio"]),
                 max_error_ratio_increase=float(t["max_error_ratio_increase"]),
                 required=bool(t["required"]),
+                max_e2e_p95_ratio=None if t.get("max_e2e_p95_ratio") is None else float(t["max_e2e_p95_ratio"]),
             ),
             measured=measured,
             golden=tuple(Golden(**g) for g in doc["golden"]),
@@ -148,6 +157,7 @@ class Figures:
     requests: int
     errors: int
     ttft_p95: float | None  # seconds (None: no successful request)
+    e2e_p95: float | None = None  # seconds (None: no request, or its engine counts no latency)
 
     @property
     def error_ratio(self) -> float:
@@ -155,7 +165,14 @@ class Figures:
 
     def words(self) -> str:
         p95 = "no p95" if self.ttft_p95 is None else f"ttft p95 {self.ttft_p95:.3f} s"
-        return f"{self.requests} requests, {self.errors} failed ({self.error_ratio:.1%}), {p95}"
+        e2e = "" if self.e2e_p95 is None else f", e2e p95 {self.e2e_p95:.3f} s"
+        return f"{self.requests} requests, {self.errors} failed ({self.error_ratio:.1%}), {p95}{e2e}"
+
+    def as_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        if doc["e2e_p95"] is None:  # left out: a verdict from before it re-judges byte for byte
+            del doc["e2e_p95"]
+        return dict(_numbers(doc))
 
 
 @dataclass(frozen=True)
@@ -181,8 +198,8 @@ class Verdict:
         return {
             "outcome": self.outcome,
             "reasons": list(self.reasons),
-            "canary": _numbers(asdict(self.canary)),
-            "baseline": _numbers(asdict(self.baseline)),
+            "canary": self.canary.as_json(),
+            "baseline": self.baseline.as_json(),
             "record": self.record.as_json(),
             "digest": self.digest,
         }
@@ -222,6 +239,7 @@ def figures(measured: Iterable[Measured]) -> Figures:
         requests=sum(m.requests for m in ms),
         errors=sum(m.errors for m in ms),
         ttft_p95=quantile(QUANTILE, summed(m.ttft for m in ms)),
+        e2e_p95=quantile(QUANTILE, summed(m.e2e for m in ms)) if ms and all(m.e2e for m in ms) else None,
     )
 
 
@@ -278,6 +296,13 @@ def judge(record: Record) -> Verdict:
             rejects.append(
                 f"ttft p95 {canary.ttft_p95:.3f} s vs baseline {baseline.ttft_p95:.3f} s "
                 f"(x{ratio:.2f} > maxTtftP95Ratio {t.max_ttft_p95_ratio:g})"
+            )
+    if t.max_e2e_p95_ratio is not None and canary.e2e_p95 is not None and baseline.e2e_p95:
+        ratio = canary.e2e_p95 / baseline.e2e_p95
+        if ratio > t.max_e2e_p95_ratio:
+            rejects.append(
+                f"e2e p95 {canary.e2e_p95:.3f} s vs baseline {baseline.e2e_p95:.3f} s "
+                f"(x{ratio:.2f} > maxE2eP95Ratio {t.max_e2e_p95_ratio:g})"
             )
     if rejects:
         return verdict("REJECT", [*rejects, shown])
