@@ -78,6 +78,11 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_r
         assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s; canary " in accepted.stderr
         for i in (0, 1):
             assert e.pod(i).spec.containers[0].image == next_double(), "the rest of the release rolled on"
+        # N model loads: the accepted canary's pod is the one it baked in, started before the rest
+        # of the release (the bake lies between them), never restarted after its verdict.
+        canary_pod, rest = e.pod(0), e.pod(1)
+        assert canary_pod.metadata.creationTimestamp < rest.metadata.creationTimestamp
+        assert all(c.restartCount == 0 for c in canary_pod.status.containerStatuses or [])
         # The verdict rides in the stack output with its record; re-judged, it is the same, byte for byte.
         outputs = e.stack_outputs()
         recorded = dict(outputs["canaries"]["qwen-small"])
