@@ -93,3 +93,21 @@ def test_the_deploys_error_says_each_canary_was_rolled_back_or_how_to_roll_it_ba
     stuck = RolloutStopped([("e", "wave 1/3 (the canary)", rejected.after_rollback("the rollback stopped: x", failed=True))], 1)
     assert "fix the cause and deploy again" in str(stuck)
     assert "roll the canary back by deploying the stack's previous config" in str(stuck)
+
+
+def test_a_rejection_says_how_its_rollback_ended_and_the_fix_that_fits() -> None:
+    from infercrane.core.plan.rollback import Rollback
+    from infercrane.engine.operations import _after_rollback
+
+    rejected = CanaryRejected("canary e: REJECT -- slower", True, False, outcome="REJECT", digest="sha256:x")
+    done = Rollback("e", "in place", ("a0",), (), ())
+    said = _after_rollback(rejected, done, "")
+    assert (
+        said.rolled_back
+        and "rolled back: e: a0 back to the release recorded before this deploy (in place); ready and serving again" in str(said)
+    )
+    stopped = _after_rollback(rejected, done, "a0 not ready within its startup budget + margin")
+    assert not stopped.rolled_back and "the rollback stopped: a0 not ready within" in str(stopped)
+    assert "deploying the stack's previous config" in str(stopped)
+    left = _after_rollback(rejected, Rollback("e", "in place", (), (), ("a0",)), "")
+    assert not left.rolled_back and "not rolled back: a0 ran the rejected release" in str(left)
