@@ -77,8 +77,10 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
     assert doc["outputs"]["replicas"][key]["objects"][0]["name"] == naming.object_name(key)
     ((member,),) = doc["outputs"]["endpoints"].values()
     evidence = member.pop("evidence")
+    recorded = doc["outputs"]["replicas"][key]
+    assert recorded["release"].startswith("sha256:"), "what its pods run, for a gateway weighing a canary"
     assert doc["outputs"]["endpoints"] == {
-        "qwen": [{"key": key, "modelRevision": None, "intentHash": doc["outputs"]["replicas"][key]["intentHash"]}]
+        "qwen": [{"key": key, "modelRevision": None, "intentHash": recorded["intentHash"], "release": recorded["release"]}]
     }
     # No worker key where this ran: the evidence says so (never a silent pass), with when it looked.
     assert evidence["state"] == "not verifiable" and evidence["reason"].startswith("no worker key for the check")
