@@ -116,7 +116,7 @@ def test_a_replica_unreadable_when_the_bake_began_has_its_window_begin_at_its_fi
 
 def test_a_prometheus_url_with_credentials_is_refused_naming_its_path_and_how_to_fix_it() -> None:
     target = {"context": "c", "namespace": "ns", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64}
-    target["canaryMetrics"] = {"prometheus": "http://admin:secret@prometheus:9090"}  # type: ignore[assignment]
+    target["canaryMetrics"] = {"prometheus": "ftp://admin:secret@prometheus:9090"}  # type: ignore[assignment]
     values = {
         "infercrane:kubernetes": target,
         "infercrane:replicas": [{"key": "k0", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}],

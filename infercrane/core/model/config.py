@@ -72,10 +72,10 @@ class CanaryMetrics(Frozen):
         if v is None:
             return v
         parts = urllib.parse.urlsplit(v)
+        if parts.username or parts.password or parts.query or parts.fragment:  # first: the value is never echoed then
+            raise ValueError("a Prometheus URL with credentials, a query or a fragment is refused (it would be shown)")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{v!r} is not an http(s) URL with a host")
-        if parts.username or parts.password or parts.query or parts.fragment:
-            raise ValueError("a Prometheus URL with credentials, a query or a fragment is refused (it would be shown)")
         return v
 
 
