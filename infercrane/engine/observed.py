@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from infercrane.core.plan.actions import Action
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
@@ -34,11 +35,13 @@ class Observed:
 
     def needs_refresh(self) -> bool:
         """Whether the engine must read the recorded objects back first (``--refresh``): only when a
-        live object drifted from a record Pulumi would otherwise trust (:func:`urns.trusted_but_stale`).
-        A new object or an intended change needs no refresh -- at fleet size it is one GET per object."""
+        live object drifted from a record Pulumi would otherwise trust, or a recorded one is gone
+        (:func:`urns.stale_records`). A new object or an intended change needs no refresh -- at
+        fleet size it is one GET per object."""
         if self.report is None or not self.report.drift:
             return False
-        return bool(urns.trusted_but_stale(self.state, self.facts.registrations(self.rendered), self.report.drift))
+        gone = [k for k, a in self.report.actions.items() if a is Action.CREATE]
+        return bool(urns.stale_records(self.state, self.facts.registrations(self.rendered), self.report.drift, gone))
 
     def no_op_doubts(self) -> list[str]:
         """Why a ``pulumi preview`` could have something to do; empty when it cannot.
@@ -82,8 +85,9 @@ class Observed:
 
 def could_need_refresh(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]) -> bool:
     """Whether some verdict of the preflight could make the first run need ``--refresh``
-    (:meth:`Observed.needs_refresh`): only an object whose record Pulumi would trust can. With none
-    -- a first deploy, a lost state, every object changing -- the run can start before the
-    preflight is done (:mod:`infercrane.shell.gate`)."""
+    (:meth:`Observed.needs_refresh`) by a drift alone: only an object whose record Pulumi would
+    trust can. With none -- a first deploy, a lost state, every object changing -- the run can start
+    before the preflight is done (:mod:`infercrane.shell.gate`); should the preflight find a recorded
+    object gone, that run is called off and started again with ``--refresh``."""
     every = [f"{m['kind']}/{m['metadata']['name']}" for r in rendered for m in r.manifests]
-    return bool(urns.trusted_but_stale(state, facts.registrations(rendered), every))
+    return bool(urns.stale_records(state, facts.registrations(rendered), every))

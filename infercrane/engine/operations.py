@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import secrets
+import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -245,6 +246,18 @@ def rolled(
             # Refused caches: the program verifies them itself, and refuses inside the update.
             prepared=None if facts.caches_refused else Prepared(rendered, seen.report, facts.stack_id),
         )
+        if gate is not None and seen.needs_refresh():
+            # A recorded object is gone (or drifted under a record Pulumi would trust): the run
+            # started early cannot refresh. It is called off -- it registered only its provider --
+            # and the run starts again, with --refresh.
+            again = InferCraneError("called off: the run starts again with --refresh")
+            gate.call_off(again)
+            try:
+                started.result()
+            except InferCraneError as exc:
+                if exc is not again:
+                    raise
+            gate = None
         try:
             foreign = recheck()
             if foreign:
@@ -368,6 +381,7 @@ def roll_back(
     restore = {k for _, back in plans.values() for k in back.restore}
     lanes_back = tuple(back.lane for _, back in plans.values() if back.lane.stages)
     failed = ""
+    started = time.monotonic()
     if lanes_back:
         channel = Channel(
             config=facts.config.model_copy(update={"replicas": _waited_as(facts.config, plans.values(), summaries)}),
@@ -389,7 +403,7 @@ def roll_back(
         except InferCraneError as err:
             failed = err.message
     stopped = [
-        (endpoint, where, _after_rollback(cause, plans[endpoint][1], failed))
+        (endpoint, where, _after_rollback(cause, plans[endpoint][1], failed, time.monotonic() - started))
         if isinstance(cause, CanaryRejected) and endpoint in plans
         else (endpoint, where, cause)
         for endpoint, where, cause in exc.stopped
@@ -417,8 +431,9 @@ def _waited_as(
     return (*(waited.pop(r.key, r) for r in config.replicas), *waited.values())
 
 
-def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str) -> CanaryRejected:
-    """A rejection, saying how its rollback ended."""
+def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str, seconds: float = 0.0) -> CanaryRejected:
+    """A rejection, saying how its rollback ended (``seconds``: how long it took, from the end of
+    the lanes to every rolled-back replica ready and serving, or gone)."""
     if back.left:
         return cause.after_rollback(
             f"not rolled back: {', '.join(back.left)} ran the rejected release (or another workload API) before this "
@@ -429,7 +444,7 @@ def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str) -> Canar
         return cause.after_rollback("nothing to roll back", failed=False)
     if failed:
         return cause.after_rollback(f"the rollback stopped: {failed}", failed=True)
-    return cause.after_rollback(f"rolled back: {back.describe()}; ready and serving again", failed=False)
+    return cause.after_rollback(f"rolled back: {back.describe()}; ready and serving again after {seconds:.0f} s", failed=False)
 
 
 @dataclass

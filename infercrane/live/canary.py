@@ -5,11 +5,13 @@ engine's own counts over the window), and the golden requests sent to a canary a
 replica with the worker key (temperature 0, a fixed seed). The verdict is the pure core's
 (:mod:`infercrane.core.plan.canary`). Live-cluster layer.
 
-The engines' names: vLLM's ``vllm:time_to_first_token_seconds`` histogram and the
-``http_requests_total`` its instrumentator counts per handler and status class (requests and
-5xx); SGLang's ``sglang:time_to_first_token_seconds`` (with ``--enable-metrics``) -- SGLang counts
-no failed request by status that is known here, so its page needs ``http_requests_total`` too. A
-pod whose page lacks a name has no figures: the verdict waits, it never passes.
+The engines' names (:data:`NAMES`): vLLM's ``vllm:time_to_first_token_seconds`` and
+``vllm:e2e_request_latency_seconds`` histograms and the ``http_requests_total`` its instrumentator
+counts per handler and status class (requests, and 5xx its failed ones); SGLang's ``sglang:``
+histograms of the same names (served with ``--enable-metrics``), ``sglang:num_requests_total``
+(its finished requests) and ``sglang:num_aborted_requests_total`` (the requests its tokenizer
+aborted: its failed ones, as far as its counters tell). A pod whose page lacks a name it needs has
+no figures: the verdict waits, it never passes.
 """
 
 from __future__ import annotations
@@ -37,11 +39,41 @@ GOLDEN_TIMEOUT_SECONDS: Final = 60.0  # an answer of max_tokens tokens
 GOLDEN_TRIES: Final = 3  # a golden request that fails is asked again: one failure of a healthy engine is no verdict
 GOLDEN_SEED: Final = 0
 COMPLETIONS: Final = ("/v1/completions", "/v1/chat/completions")
-TTFT: Final = {"vllm": "vllm:time_to_first_token_seconds", "sglang": "sglang:time_to_first_token_seconds"}
-E2E: Final = {"vllm": "vllm:e2e_request_latency_seconds", "sglang": "sglang:e2e_request_latency_seconds"}
-HTTP_REQUESTS: Final = "http_requests_total"
 
 Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Names:
+    """The metric names one engine's evidence is read from."""
+
+    ttft: str  # its time to first token histogram
+    e2e: str  # its request latency histogram
+    requests: str  # the counter of the requests it answered
+    errors: str | None = None  # a counter of its failed requests; None: the 5xx of ``requests`` (vLLM's)
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        """The series one read takes (a Prometheus selector names them)."""
+        counters = (self.requests, self.errors) if self.errors else (self.requests,)
+        return (self.ttft + "_bucket", self.e2e + "_bucket", *counters)
+
+    def missing(self) -> str:
+        """What a page that answered without its request counter lacks."""
+        if self.errors is None:
+            return f"{self.requests} for {', '.join(COMPLETIONS)} (no count of failed requests)"
+        return f"{self.requests} (no count of the requests it answered)"
+
+
+NAMES: Final = {
+    "vllm": Names("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "http_requests_total"),
+    "sglang": Names(
+        "sglang:time_to_first_token_seconds",
+        "sglang:e2e_request_latency_seconds",
+        "sglang:num_requests_total",
+        errors="sglang:num_aborted_requests_total",
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -62,28 +94,32 @@ def parse(text: str, engine: str) -> Page:
 
 def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str, where: str) -> Page:
     """One pod's counts from its samples (name, labels, value), summed over their label sets (every
-    model name it serves): completions answered and failed by ``http_requests_total``, and the TTFT
-    histogram. ValueError naming ``where`` when they lack the engine's names."""
+    model name it serves): the requests it answered and failed (:data:`NAMES`) and its latency
+    histograms. ValueError naming ``where`` when they lack the engine's names. A counter of failed
+    requests that is absent counts none (a labelled counter shows only once it counted one)."""
+    names = NAMES[engine]
     requests = errors = 0
     buckets: dict[float, int] = {}
     latency: dict[float, int] = {}
-    seen_http = False
+    counted = False
     for name, labels, value in samples:
-        if name == HTTP_REQUESTS and labels.get("handler") in COMPLETIONS:
-            seen_http = True
+        if name == names.requests and (names.errors is not None or labels.get("handler") in COMPLETIONS):
+            counted = True
             requests += int(value)
-            if str(labels.get("status", "")).startswith("5"):
+            if names.errors is None and str(labels.get("status", "")).startswith("5"):
                 errors += int(value)
-        elif name == TTFT[engine] + "_bucket":
+        elif name == names.errors:
+            errors += int(value)
+        elif name == names.ttft + "_bucket":
             bound = float(labels["le"])
             buckets[bound] = buckets.get(bound, 0) + int(value)
-        elif name == E2E[engine] + "_bucket":
+        elif name == names.e2e + "_bucket":
             bound = float(labels["le"])
             latency[bound] = latency.get(bound, 0) + int(value)
     if not buckets:
-        raise ValueError(f"{where} has no {TTFT[engine]}")
-    if not seen_http and buckets.get(canary.INF, 0) > 0:  # it answered, but its failures are not counted
-        raise ValueError(f"{where} has no {HTTP_REQUESTS} for {', '.join(COMPLETIONS)} (no count of failed requests)")
+        raise ValueError(f"{where} has no {names.ttft}")
+    if not counted and buckets.get(canary.INF, 0) > 0:  # it answered, but its requests are not counted
+        raise ValueError(f"{where} has no {names.missing()}")
     return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())))
 
 
@@ -93,7 +129,8 @@ def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT
         with served.NO_REDIRECTS.open(served.url(*address, "/metrics"), timeout=timeout) as answer:
             return parse(answer.read().decode("utf-8", "replace"), engine)
     except urllib.error.HTTPError as exc:
-        raise ValueError(f"its /metrics answered HTTP {exc.code}") from None
+        hint = " (SGLang serves it only with --enable-metrics in the replica's args)" if engine == "sglang" else ""
+        raise ValueError(f"its /metrics answered HTTP {exc.code}{hint}") from None
     except OSError as exc:
         raise ValueError(f"its /metrics did not answer ({exc.__class__.__name__}: {exc})") from None
 
@@ -141,7 +178,12 @@ class Bake:
         replicas = {r.key: r for r in config.replicas}
         self.endpoint, self.policy, self._read, self._ask, self._clock = endpoint, policy, read, ask, clock
         self.sides: list[tuple[canary.Side, Replica]] = [("canary", replicas[k]) for k in canary_keys]
-        self.sides += [("baseline", replicas[k]) for k in baseline_keys if k in replicas]
+        # A baseline replica leaving the config with this release (a cutover to new keys) is read
+        # as a replica of its endpoint under its own key: the canary's config, whose names are the
+        # endpoint's. Its engine is taken to be the canary's: a page of another engine lacks the
+        # names read, and that side has no figures -- it waits, never passes.
+        like = replicas[canary_keys[0]]
+        self.sides += [("baseline", replicas.get(k) or like.model_copy(update={"key": k})) for k in baseline_keys]
         self._addresses, self._key = addresses, key
         self.started = clock()
         self.at_start: dict[str, dict[Address, Page] | str] = {r.key: self._pages(r) for _, r in self.sides}
@@ -238,7 +280,7 @@ def _window(
     for address, page in now.items():
         old = before[address]
         old_buckets, old_e2e = dict(old.ttft), dict(old.e2e)
-        if page.requests < old.requests or any(n < old_buckets.get(b, 0) for b, n in page.ttft):
+        if page.requests < old.requests or page.errors < old.errors or any(n < old_buckets.get(b, 0) for b, n in page.ttft):
             return canary.Measured(key, side, unreadable=f"its engine's counters restarted during the bake ({address[0]})")
         requests += page.requests - old.requests
         errors += page.errors - old.errors

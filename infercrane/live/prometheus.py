@@ -1,7 +1,7 @@
 """A canary's engine counts from a Prometheus that already scrapes the pods
 (``kubernetes.canaryMetrics.prometheus``), instead of each pod's ``/metrics`` read directly: the
 same counts per pod address (:class:`~infercrane.live.canary.Page`), from one instant query per
-pod -- the series of the engine's TTFT histogram and ``http_requests_total`` whose ``instance`` is
+pod -- the series of the engine's histograms and request counters whose ``instance`` is
 the pod's address (what a ``kubernetes_sd_configs`` pod target is named unless relabelled). The
 bake's window is the difference of two such reads, as for direct scraping; Prometheus answers with
 the last sample it scraped (one scrape interval late at most, on both sides alike). Live-cluster layer.
@@ -22,8 +22,8 @@ QUERY_TIMEOUT_SECONDS: Final = 5.0
 
 
 def selector(address: canary.Address, engine: str) -> str:
-    """The PromQL selector of one pod's series: its TTFT and latency buckets, its HTTP request counts."""
-    names = f"{canary.TTFT[engine]}_bucket|{canary.E2E[engine]}_bucket|{canary.HTTP_REQUESTS}"
+    """The PromQL selector of one pod's series: its TTFT and latency buckets, its request counters."""
+    names = "|".join(canary.NAMES[engine].series)
     return f'{{__name__=~"{names}",instance="{address[0]}:{address[1]}"}}'
 
 

@@ -36,7 +36,7 @@ from infercrane.project.tools import find_tool
 
 NAME: Final = "node-l4-0"
 GPU_PRODUCT: Final = "NVIDIA-L4"
-GPUS: Final = 2
+GPUS: Final = 3
 BRIDGE: Final = "icbr0"
 SUBNET: Final = "10.88.0.0/24"
 NODE_IP: Final = "10.88.0.1"

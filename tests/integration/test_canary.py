@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lightkube import Client
+from lightkube.resources.core_v1 import Event
 
 from infercrane.core import naming
 from infercrane.core.plan import canary
@@ -208,3 +209,64 @@ def test_a_canary_judged_from_the_planes_prometheus_is_rejected_when_slower_and_
         time.sleep(2)
     assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0
+
+
+def test_an_sglang_canary_surging_beside_its_two_replicas_is_judged_by_sglangs_own_counters(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """A 2 + 1 endpoint on the real node's three GPUs: two SGLang replicas (with --enable-metrics)
+    cut over to two new keys under maxSurge 1, so the canary is a third replica baking beside both
+    old ones. A release failing 5 % of its requests is rejected by SGLang's counters (its aborted
+    requests against its finished ones) and rolled back -- the canary removed, the old replicas
+    never touched; the healthy release is accepted and the rest rolls: each new replica started
+    once, and no pod ever waited for a GPU (the surge borrowed one, the ledger gave it back)."""
+    stack, ns = "canarysgl", "it-canarysgl"
+    old, new = [f"it-canarysgl-a{i}" for i in range(2)], [f"it-canarysgl-b{i}" for i in range(2)]
+    env = key_file(tmp_path)
+    namespace_with_evidence(admin, ns)
+    surge = {"maxUnavailable": 0, "maxSurge": 1, "canary": POLICY}
+
+    def release(keys: list[str], image: str, **knobs: str) -> None:
+        pod_env = [{"name": "INFERCRANE_DOUBLE_RESPONSE_SECONDS", "value": "0.03"}]
+        pod_env += [{"name": f"INFERCRANE_DOUBLE_{k.upper()}", "value": v} for k, v in knobs.items()]
+        replicas = [on_node(k, engine="sglang", args=["--enable-metrics"], pod={"env": pod_env}) for k in keys]
+        project.stack(stack, replicas, imageDigest=image, namespace=ns, drain=DRAIN, rollout=surge)
+
+    def deploy() -> Any:
+        return cli(project, "deploy", "--stack", stack, env=env)
+
+    def uid(key: str) -> str:
+        (pod,) = [p for p in pods(admin, ns, key) if p.metadata.deletionTimestamp is None]
+        return str(pod.metadata.uid)
+
+    release(old, double())
+    assert deploy().returncode == 0
+    before = [uid(k) for k in old]
+    with Gateway(admin, ns, [naming.object_name(k) for k in old + new]) as gateway:
+        time.sleep(2)
+        release(new, next_double(), fail_every="20")
+        failing = deploy()
+        assert failing.returncode == 1, failing.stderr
+        assert f"the canary {new[0]} bakes 15 s beside the baseline {old[0]}, {old[1]}" in failing.stderr, failing.stderr
+        assert "canary qwen-small: REJECT -- error ratio " in failing.stderr, failing.stderr
+        assert "> maxErrorRatioIncrease 1.0%)" in failing.stderr
+        assert f"rolled back: qwen-small: remove {new[0]} (brought by this deploy) (surge); ready and serving again" in (
+            failing.stderr
+        ), failing.stderr
+        assert pods(admin, ns, new[0]) == [] and [uid(k) for k in old] == before, "the canary gone, the baseline untouched"
+        release(new, next_double())
+        healthy = deploy()
+        assert healthy.returncode == 0, healthy.stderr
+        assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s" in healthy.stderr, healthy.stderr
+        time.sleep(2)
+    assert all(pods(admin, ns, k) == [] for k in old), "the old replicas left once their successors served"
+    first, second = (next(iter(pods(admin, ns, k))) for k in new)
+    assert first.metadata.creationTimestamp < second.metadata.creationTimestamp, "the canary first, then the rest"
+    assert all(c.restartCount == 0 for p in (first, second) for c in p.status.containerStatuses or [])
+    waited = [e for e in admin.list(Event, namespace=ns) if e.reason == "FailedScheduling"]
+    assert waited == [], [e.message for e in waited]
+    # The failing canary's 500s reached the client, its share and no more; the rollback dropped none.
+    failed_at = {f.split(":")[0] for f in gateway.failures}
+    assert all(": HTTP 500" in f for f in gateway.failures), gateway.failures[:5]
+    assert len(failed_at) <= 1 and gateway.results["200"] > 300, (failed_at, gateway.results)
+    assert cli(project, "destroy", "--stack", stack).returncode == 0

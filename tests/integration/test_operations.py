@@ -54,6 +54,29 @@ def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Proj
     engine.destroy()
 
 
+def test_a_deploy_changing_a_replica_deleted_out_of_band_refreshes_first_and_makes_it_again(
+    project: Project, admin: Client
+) -> None:
+    """The state records objects the cluster no longer has (a kubectl delete; a canary's rollback
+    that removed a replica its run could not forget) and the config changes them: Pulumi would
+    update them, and the provider's update of an object that is gone fails ("not found"). The
+    deploy's preflight sees them gone, and its run refreshes first, so it makes them again."""
+    stack, key = "itgone", "it-gone-r0"
+    name = naming.object_name(key)
+    project.stack(stack, [replica(key)])
+    assert cli(project, "deploy", "--stack", stack).returncode == 0
+    admin.delete(Deployment, name, namespace=NS)
+    admin.delete(Service, name, namespace=NS)
+    wait_for(lambda: get_or_none(admin, Deployment, name) is None, "the Deployment gone")
+    project.stack(stack, [replica(key, args=["--max-num-seqs", "8"])])  # recorded with other inputs now
+    done = cli(project, "deploy", "--stack", stack)
+    assert done.returncode == 0, done.stderr
+    made = admin.get(Deployment, name, namespace=NS)
+    assert "--max-num-seqs" in (made.spec.template.spec.containers[0].args or [])
+    assert get_or_none(admin, Service, name) is not None
+    assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
 @pytest.mark.qualification
 def test_fresh_process_observes_state_and_readiness(project: Project, admin: Client) -> None:
     key = "it-restart-r0"

@@ -206,6 +206,37 @@ def test_a_bake_asks_the_golden_requests_of_a_canary_and_a_baseline_replica_and_
     assert judge(baking.record(final=False)).outcome == "REJECT"
 
 
+def test_a_baseline_leaving_the_config_with_the_release_is_read_and_asked_as_a_replica_of_its_endpoint() -> None:
+    """A cutover to new keys: the old keys are the baseline, though the config names only the new."""
+    from infercrane.core.model.config import InferCraneConfig
+
+    target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "namespace": "ns"}
+    config = InferCraneConfig.model_validate(
+        {
+            "kubernetes": target,
+            "replicas": [{"key": "b0", "model": "m/m", "name": "qwen", "gpu": "NVIDIA-L40S", "engine": "sglang"}],
+        }
+    )
+    read: list[tuple[str, str]] = []
+    asked: list[tuple[str, str]] = []
+
+    def page(address: evidence.Address, engine: str) -> evidence.Page:
+        read.append((address[0], engine))
+        return evidence.Page(0, 0, ((INF, 0),))
+
+    def ask(address: evidence.Address, key: str | None, model: str, request: GoldenRequest) -> str:
+        asked.append((address[0], model))
+        return "4"
+
+    where = {"b0": [("10.0.0.1", 8000)], "a0": [("10.0.0.2", 8000)], "a1": [("10.0.0.3", 8000)]}
+    policy = CanaryPolicy(golden=(GoldenRequest(prompt="2+2="),), min_requests=1)
+    baking = evidence.Bake(config, "qwen", policy, ["b0"], ["a0", "a1"], lambda r: where[r.key], None, read=page, ask=ask)
+    assert [(side, r.key) for side, r in baking.sides] == [("canary", "b0"), ("baseline", "a0"), ("baseline", "a1")]
+    assert read == [("10.0.0.1", "sglang"), ("10.0.0.2", "sglang"), ("10.0.0.3", "sglang")]
+    assert asked == [("10.0.0.1", "qwen"), ("10.0.0.2", "qwen")], "the golden request of the canary and a baseline replica"
+    assert [(m.replica, m.unreadable) for m in baking.record(final=True).measured] == [("b0", ""), ("a0", ""), ("a1", "")]
+
+
 def policy_with(canary_policy: CanaryPolicy | None, surge: int = 0) -> Callable[[str], RolloutPolicy]:
     p = RolloutPolicy(max_unavailable=1 if surge == 0 else 0, max_surge=surge, canary=canary_policy)
     return lambda name: p
@@ -341,12 +372,38 @@ def test_a_rejected_release_retried_is_judged_again_where_its_canary_still_runs_
     assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False)]
 
 
-def test_a_page_that_counts_answers_but_not_failures_has_no_figures() -> None:
-    sglang = "\n".join(
-        line.replace("vllm:", "sglang:") for line in PAGE.splitlines() if not line.startswith(("http_", "# TYPE http"))
-    )
+def test_a_page_that_counts_answers_but_not_its_requests_has_no_figures() -> None:
+    answered_uncounted = "\n".join(line for line in PAGE.splitlines() if not line.startswith(("http_", "# TYPE http")))
     with pytest.raises(ValueError, match=r"its /metrics has no http_requests_total .* \(no count of failed requests\)"):
+        evidence.parse(answered_uncounted + "\n", "vllm")
+    sglang = answered_uncounted.replace("vllm:", "sglang:")
+    with pytest.raises(
+        ValueError, match=r"its /metrics has no sglang:num_requests_total \(no count of the requests it answered\)"
+    ):
         evidence.parse(sglang + "\n", "sglang")
+
+
+SGLANG_PAGE = (
+    PAGE.split("# TYPE http_requests_total")[0].replace("vllm:", "sglang:")
+    + """\
+# TYPE sglang:num_requests_total counter
+sglang:num_requests_total{model_name="m"} 7
+# TYPE sglang:num_aborted_requests_total counter
+sglang:num_aborted_requests_total{model_name="m"} 1
+"""
+)
+
+
+def test_an_sglang_page_counts_its_finished_requests_and_its_aborted_ones_as_failed() -> None:
+    page = evidence.parse(SGLANG_PAGE, "sglang")
+    assert (page.requests, page.errors, page.ttft) == (7, 1, ((0.01, 3), (0.1, 5), (INF, 6)))
+    # SGLang shows its labelled counter of aborted requests only once it aborted one: none yet is 0.
+    unaborted = SGLANG_PAGE.split("# TYPE sglang:num_aborted_requests_total")[0]
+    assert (evidence.parse(unaborted, "sglang").requests, evidence.parse(unaborted, "sglang").errors) == (7, 0)
+    # vLLM's instrumentator counts on an SGLang page are not SGLang's count of its requests.
+    http = "".join(line + "\n" for line in PAGE.splitlines() if line.startswith(("http_", "# TYPE http")))
+    with pytest.raises(ValueError, match="has no sglang:num_requests_total"):
+        evidence.parse(SGLANG_PAGE.split("# TYPE sglang:num_requests_total")[0] + http, "sglang")
 
 
 def test_plain_pulumi_up_is_told_a_canary_needs_a_step_of_its_own() -> None:

@@ -78,6 +78,22 @@ def test_a_pods_counts_come_from_its_series_in_prometheus_selected_by_its_addres
     assert double.asked == [f'{{__name__=~"{names}",instance="10.88.0.4:8000"}}']
 
 
+def test_an_sglang_pods_counts_are_its_finished_and_aborted_requests_in_prometheus(double: Any) -> None:
+    sglang = [
+        series("sglang:num_requests_total", 40, model_name="qwen"),
+        series("sglang:num_aborted_requests_total", 3, model_name="qwen"),
+        series("sglang:time_to_first_token_seconds_bucket", 40, le="+Inf", model_name="qwen"),
+    ]
+    double.answer = {"status": "success", "data": {"resultType": "vector", "result": sglang}}
+    page = prometheus.reader(double.url)(POD, "sglang")
+    assert (page.requests, page.errors, page.ttft, page.e2e) == (40, 3, ((canary.INF, 40),), ())
+    names = (
+        "sglang:time_to_first_token_seconds_bucket|sglang:e2e_request_latency_seconds_bucket"
+        "|sglang:num_requests_total|sglang:num_aborted_requests_total"
+    )
+    assert double.asked == [f'{{__name__=~"{names}",instance="10.88.0.4:8000"}}']
+
+
 def test_a_pod_prometheus_has_not_scraped_has_no_figures_and_says_where(double: Any) -> None:
     double.answer = {"status": "success", "data": {"resultType": "vector", "result": []}}
     with pytest.raises(

@@ -104,7 +104,8 @@ def test_a_rejection_says_how_its_rollback_ended_and_the_fix_that_fits() -> None
     said = _after_rollback(rejected, done, "")
     assert (
         said.rolled_back
-        and "rolled back: e: a0 back to the release recorded before this deploy (in place); ready and serving again" in str(said)
+        and "rolled back: e: a0 back to the release recorded before this deploy (in place); ready and serving again after 0 s"
+        in str(said)
     )
     stopped = _after_rollback(rejected, done, "a0 not ready within its startup budget + margin")
     assert not stopped.rolled_back and "the rollback stopped: a0 not ready within" in str(stopped)

@@ -99,13 +99,26 @@ def test_an_empty_checkpoint_lists_everything_as_missing(values: dict[str, Any])
     assert len(urns.state_matches({}, _expected(values))) == 4
 
 
-def test_only_a_drifted_object_whose_record_pulumi_would_trust_needs_a_refresh(values: dict[str, Any]) -> None:
+def test_a_drifted_object_whose_record_pulumi_would_trust_needs_a_refresh(values: dict[str, Any]) -> None:
     expected = _expected(values)  # the provider, the component, its Deployment and Service
     state = _state_of(expected)
     name = "infercrane-935120ec8f148f03a1305f63"
     drift = [f"Deployment/{name}", f"Service/{name}"]
-    assert urns.trusted_but_stale(state, expected, drift) == drift  # recorded exactly as registered: trusted
+    assert urns.stale_records(state, expected, drift) == drift  # recorded exactly as registered: trusted
     _mutate_input(state)  # the Deployment's record differs: Pulumi applies it anyway
-    assert urns.trusted_but_stale(state, expected, drift) == [f"Service/{name}"]
-    assert urns.trusted_but_stale({"resources": []}, expected, drift) == []  # unrecorded: created
-    assert urns.trusted_but_stale(_state_of(expected), expected, []) == []  # nothing drifted
+    assert urns.stale_records(state, expected, drift) == [f"Service/{name}"]
+    assert urns.stale_records({"resources": []}, expected, drift) == []  # unrecorded: created
+    assert urns.stale_records(_state_of(expected), expected, []) == []  # nothing drifted
+
+
+def test_a_recorded_object_that_is_gone_needs_a_refresh_whatever_its_record(values: dict[str, Any]) -> None:
+    """Pulumi would update it, and the provider's update of an object that is gone fails ("not
+    found"): a rollback that removed a replica leaves its record behind, as does a kubectl delete."""
+    expected = _expected(values)
+    state = _state_of(expected)
+    name = "infercrane-935120ec8f148f03a1305f63"
+    _mutate_input(state)  # recorded with other inputs: an intended change
+    gone = [f"Deployment/{name}", f"Service/{name}"]
+    assert urns.stale_records(state, expected, gone) == [f"Service/{name}"]  # the drift alone: only the trusted one
+    assert urns.stale_records(state, expected, gone, gone) == gone
+    assert urns.stale_records({"resources": []}, expected, gone, gone) == []  # unrecorded: created

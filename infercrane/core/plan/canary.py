@@ -42,7 +42,7 @@ class Measured:
     replica: str
     side: Side
     requests: int = 0  # completions answered, whatever their status
-    errors: int = 0  # ... answered with a 5xx
+    errors: int = 0  # ... failed (vLLM: answered with a 5xx; SGLang: aborted)
     ttft: tuple[tuple[float, int], ...] = ()  # cumulative bucket counts (upper bound, count), +Inf last
     unreadable: str = ""  # why it has no figures ("" it has)
     e2e: tuple[tuple[float, int], ...] = ()  # its request latency histogram, as ttft ((): its engine has none)

@@ -210,19 +210,31 @@ def state_matches(state: Mapping[str, Any], expected: Sequence[Registration]) ->
     return reasons
 
 
-def trusted_but_stale(state: Mapping[str, Any], expected: Sequence[Registration], drift: Iterable[str]) -> list[str]:
-    """``Kind/name`` of the drifted objects (missing or different live, ``drift``) whose record
-    Pulumi would trust: recorded with exactly the inputs the program registers now, so its diff
-    -- against the recorded outputs -- sees no change. Only these need ``--refresh`` (which reads
-    every recorded object back, one GET each). An object recorded with other inputs is applied
-    anyway, the whole manifest by server-side apply, and one the state does not record is created."""
+def stale_records(
+    state: Mapping[str, Any], expected: Sequence[Registration], drift: Iterable[str], gone: Iterable[str] = ()
+) -> list[str]:
+    """``Kind/name`` of the objects whose record would mislead the run, so it needs ``--refresh``
+    (which reads every recorded object back, one GET each):
+
+    - drifted (missing or different live, ``drift``) and recorded with exactly the inputs the
+      program registers now: Pulumi's diff, against the recorded outputs, sees no change;
+    - ``gone`` from the cluster (a subset of ``drift``) and recorded with any inputs: Pulumi would
+      update it, and the provider's update reads the live object first and fails when it is gone
+      (``not found``) -- as after a rollback removed a replica its run could not forget.
+
+    An object recorded with other inputs that still exists is applied anyway, the whole manifest by
+    server-side apply, and one the state does not record is created."""
     recorded = {str(r.get("urn")): r for r in state.get("resources") or [] if not r.get("delete")}
-    trusted = set()
+    trusted, known = set(), set()
     for reg in expected:
         res = recorded.get(reg.urn)
-        if reg.type in KIND_OF_TOKEN and reg.inputs is not None and res is not None and _inputs(res) == dict(reg.inputs):
-            trusted.add(f"{reg.inputs['kind']}/{reg.inputs['metadata']['name']}")
-    return sorted(trusted.intersection(drift))
+        if reg.type not in KIND_OF_TOKEN or reg.inputs is None or res is None:
+            continue
+        name = f"{reg.inputs['kind']}/{reg.inputs['metadata']['name']}"
+        known.add(name)
+        if _inputs(res) == dict(reg.inputs):
+            trusted.add(name)
+    return sorted(trusted.intersection(drift) | known.intersection(gone))
 
 
 def _inputs(resource: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,11 +23,13 @@
 // INFERCRANE_DOUBLE_ANSWER (the completions' text instead of "double:<model>": a release whose
 // answers changed, as a broken chat template changes them).
 //
-// GET /metrics (no key, as vLLM's) serves the engine's Prometheus names with honest counts of what
-// this process answered: vllm:time_to_first_token_seconds and vllm:e2e_request_latency_seconds
-// (histograms with vLLM's buckets; the double answers in one piece, so its first token is its
-// answer), vllm:request_success_total, and http_requests_total by handler and status class (the
-// instrumentator vLLM mounts); SGLang's own names (sglang:...) for the SGLang interface.
+// GET /metrics (no key, as the engines') serves the engine's Prometheus names with honest counts of
+// what this process answered. vLLM: vllm:time_to_first_token_seconds and
+// vllm:e2e_request_latency_seconds (histograms with vLLM's bounds; the double answers in one piece,
+// so its first token is its answer), vllm:request_success_total, and http_requests_total by handler
+// and status class (the instrumentator vLLM mounts). SGLang (only with --enable-metrics, as SGLang
+// mounts it): the same histograms under sglang: with SGLang's bounds, sglang:num_requests_total and
+// sglang:num_aborted_requests_total, where the double counts its failed requests.
 package main
 
 import (
@@ -189,11 +191,20 @@ func seconds(name string, fallback float64) time.Duration {
 	return time.Duration(fallback * float64(time.Second))
 }
 
-// latencyBuckets are vLLM's own bounds for time_to_first_token_seconds (seconds).
-var latencyBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
-	7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+// The engines' own histogram bounds (seconds): each engine's page counts into its own buckets, so
+// a verdict reads the resolution it would read from the engine.
+var (
+	vllmTTFT = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0,
+		7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
+	vllmE2E = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+		120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	sglangTTFT = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}
+	sglangE2E  = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400, 600,
+		1200, 1800, 2400}
+)
 
 type histogram struct {
+	bounds []float64
 	counts []uint64 // per bound, not cumulative; the last is +Inf
 	sum    float64
 	n      uint64
@@ -201,10 +212,10 @@ type histogram struct {
 
 func (h *histogram) observe(v float64) {
 	if h.counts == nil {
-		h.counts = make([]uint64, len(latencyBuckets)+1)
+		h.counts = make([]uint64, len(h.bounds)+1)
 	}
 	i := 0
-	for i < len(latencyBuckets) && v > latencyBuckets[i] {
+	for i < len(h.bounds) && v > h.bounds[i] {
 		i++
 	}
 	h.counts[i]++
@@ -215,7 +226,7 @@ func (h *histogram) observe(v float64) {
 func (h *histogram) write(w *strings.Builder, name, labels string) {
 	fmt.Fprintf(w, "# TYPE %s histogram\n", name)
 	var cumulative uint64
-	for i, bound := range latencyBuckets {
+	for i, bound := range h.bounds {
 		if h.counts != nil {
 			cumulative += h.counts[i]
 		}
@@ -232,6 +243,13 @@ type stats struct {
 	http      map[[2]string]uint64 // (handler, status class) -> requests
 }
 
+func newStats(e engine) *stats {
+	if e.metrics == "sglang:" {
+		return &stats{ttft: histogram{bounds: sglangTTFT}, e2e: histogram{bounds: sglangE2E}}
+	}
+	return &stats{ttft: histogram{bounds: vllmTTFT}, e2e: histogram{bounds: vllmE2E}}
+}
+
 func (s *stats) answered(handler string, code int, took float64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -246,6 +264,11 @@ func (s *stats) answered(handler string, code int, took float64) {
 	}
 }
 
+// text is the page: vLLM's names, with http_requests_total from the instrumentator vLLM mounts; or
+// SGLang's, which counts requests by no HTTP status -- sglang:num_requests_total (each request it
+// finished, failed or not) and sglang:num_aborted_requests_total (the double counts its failed
+// requests there, as SGLang's tokenizer counts the requests it aborts), each labelled counter
+// shown only once it counted one, as prometheus_client shows them.
 func (s *stats) text(prefix, model string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,13 +276,31 @@ func (s *stats) text(prefix, model string) string {
 	labels := fmt.Sprintf("model_name=%q", model)
 	s.ttft.write(&w, prefix+"time_to_first_token_seconds", labels)
 	s.e2e.write(&w, prefix+"e2e_request_latency_seconds", labels)
-	fmt.Fprintf(&w, "# TYPE %srequest_success_total counter\n%srequest_success_total{finished_reason=\"stop\",%s} %d\n",
-		prefix, prefix, labels, s.success)
 	keys := make([][2]string, 0, len(s.http))
 	for k := range s.http {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i][0]+keys[i][1] < keys[j][0]+keys[j][1] })
+	if prefix == "sglang:" {
+		var finished, aborted uint64
+		for _, k := range keys {
+			finished += s.http[k]
+			if k[1] == "5xx" {
+				aborted += s.http[k]
+			}
+		}
+		w.WriteString("# TYPE sglang:num_requests_total counter\n")
+		if finished > 0 {
+			fmt.Fprintf(&w, "sglang:num_requests_total{%s} %d\n", labels, finished)
+		}
+		w.WriteString("# TYPE sglang:num_aborted_requests_total counter\n")
+		if aborted > 0 {
+			fmt.Fprintf(&w, "sglang:num_aborted_requests_total{%s} %d\n", labels, aborted)
+		}
+		return w.String()
+	}
+	fmt.Fprintf(&w, "# TYPE %srequest_success_total counter\n%srequest_success_total{finished_reason=\"stop\",%s} %d\n",
+		prefix, prefix, labels, s.success)
 	w.WriteString("# TYPE http_requests_total counter\n")
 	for _, k := range keys {
 		fmt.Fprintf(&w, "http_requests_total{handler=%q,method=\"POST\",status=%q} %d\n", k[0], k[1], s.http[k])
@@ -328,7 +369,7 @@ func main() {
 	time.Sleep(seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3))
 
 	var inFlight, completions atomic.Int64
-	var counts stats
+	counts := newStats(e)
 	failEvery, _ := strconv.Atoi(os.Getenv("INFERCRANE_DOUBLE_FAIL_EVERY"))
 	answer := os.Getenv("INFERCRANE_DOUBLE_ANSWER")
 	authorized := func(r *http.Request) bool {
@@ -344,7 +385,12 @@ func main() {
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	_, sglangMetrics := got["--enable-metrics"]
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
+		if e.metrics == "sglang:" && !sglangMetrics { // SGLang mounts /metrics only with --enable-metrics
+			writeJSON(w, http.StatusNotFound, map[string]string{"detail": "Not Found"})
+			return
+		}
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 		_, _ = w.Write([]byte(counts.text(e.metrics, model)))
 	})
