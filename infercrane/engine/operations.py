@@ -270,7 +270,7 @@ def rolled(
         except InferCraneError as exc:
             # Refused by the program's own checks inside the update: nothing was applied.
             exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
-            remember_rejections(engine, rollout, exc, at)
+            remember_rejections(engine, rollout, exc, at, sink)
             ended = roll_back(
                 facts, state, rollout, Prepared(rendered, seen.report, facts.stack_id), exc, run, sink, set(deleted.values())
             )
@@ -342,12 +342,21 @@ def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
     return {endpoint: words for endpoint, (_, words) in sorted(seen.items())}
 
 
-def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str) -> None:
-    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag."""
+def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str, sink: Sink = discard) -> None:
+    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag. A tag
+    the backend refuses is said as a warning, never raised: the rollback comes first."""
     releases = {e.endpoint: e.release for e in rollout.endpoints} if rollout is not None else {}
     for endpoint, _, cause in exc.stopped if isinstance(exc, RolloutStopped) else []:
         if isinstance(cause, CanaryRejected) and releases.get(endpoint):
-            engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+            try:
+                engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+            except InferCraneError as err:
+                sink(
+                    Note(
+                        f"warning: the rejection of endpoint {endpoint}'s release could not be remembered ({err.message}): "
+                        "a rerun of the same config would give it another canary; the rollback goes on"
+                    )
+                )
 
 
 def roll_back(

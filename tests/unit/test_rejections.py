@@ -59,3 +59,21 @@ def test_inspect_says_each_endpoints_last_canary_verdict_in_text_and_json() -> N
     assert text.splitlines()[0] == "endpoint qwen: last canary verdict: ACCEPT at 2026-12-05T05:00:00Z, record sha256:aa"
     assert json.loads(output.inspect("prod", [], {}, said, as_doc=True))["canaries"] == said
     assert "canaries" not in json.loads(output.inspect("prod", [], {}, {}, as_doc=True)), "no canary policy: no key"
+
+
+def test_a_rejection_the_backend_cannot_remember_is_a_warning_and_never_stops_the_rollback() -> None:
+    from infercrane.core.errors import CanaryRejected, EngineError, RolloutStopped
+    from infercrane.core.events import Note
+    from infercrane.engine.operations import remember_rejections
+
+    class Refusing(EngineDouble):
+        def set_tag(self, name: str, value: str) -> None:
+            raise EngineError("the backend refused the write")
+
+    said: list[Note] = []
+    rejected = CanaryRejected("canary qwen: REJECT -- slower", True, False, outcome="REJECT", digest="sha256:x")
+    stopped = RolloutStopped([("qwen", "wave 1/2 (the canary)", rejected)], 1)
+    remember_rejections(Refusing(), moving("qwen", "rel-b"), stopped, "2026-12-05T04:00:00Z", said.append)  # type: ignore[arg-type]
+    (note,) = said
+    assert note.text.startswith("warning: the rejection of endpoint qwen's release could not be remembered (")
+    assert "the backend refused the write" in note.text and note.text.endswith("the rollback goes on")
