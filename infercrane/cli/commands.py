@@ -112,6 +112,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from infercrane.engine.workspace import Engine
 
     packs = [_policy_pack(p) for p in args.policy_pack]
+    if args.read_only and (packs or args.full_preview):
+        raise UsageError(
+            "--read-only plans without pulumi preview, so it takes no --policy-pack or --full-preview; drop one of them"
+        )
     replica = replica_intent(args)
     # With MODEL, the program plans the stack's config plus that intent, handed to it directly:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
@@ -125,6 +129,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             sink=view,
             full=args.full_preview,
             policy_packs=packs,
+            read_only=args.read_only,
         )
         view.checked(len(config.replicas))
     print(output.plan(args.stack, result, as_doc=args.json))

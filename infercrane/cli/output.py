@@ -178,7 +178,11 @@ def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
         f"  rejected before: endpoint {endpoint}'s release ({said}); deploy refuses it without --retry-rejected"
         for endpoint, said in result.rejected.items()
     ]
-    if result.basis == "state+live":
+    if result.basis == "read-only":
+        lines.append(
+            ("changes pending" if pending else "no changes") + " (read-only: from the live objects and their managedFields)"
+        )
+    elif result.basis == "state+live":
         lines.append("no changes (proven by the stack's state and a live dry run; --full-preview runs pulumi preview)")
     else:
         lines.append("changes pending" if pending else "no changes")

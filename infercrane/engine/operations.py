@@ -459,7 +459,7 @@ def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str, seconds:
 @dataclass
 class PlanResult:
     actions: list[ReplicaAction]
-    basis: str  # "state+live" (proven no-op, no engine run) or "pulumi preview"
+    basis: str  # "state+live" (proven no-op, no engine run), "pulumi preview" or "read-only" (no dry run, no engine run)
     why_preview: list[str] = field(default_factory=list)  # why the state+live proof did not hold
     rollout: Rollout | None = None  # the waves a deploy would roll (None: the preflight refuses)
     rejected: dict[str, str] = field(default_factory=dict)  # endpoint -> its canary's rejection of the release it moves to
@@ -477,6 +477,7 @@ def plan(
     full: bool = False,
     sink: Sink = discard,
     policy_packs: Sequence[str] = (),
+    read_only: bool = False,
 ) -> PlanResult:
     """The plan of a stack for ``config`` (the stack's, or with ``plan MODEL``'s intent added --
     the program gets it directly, the stack file is never touched). When the state and the live
@@ -484,7 +485,10 @@ def plan(
     an engine run (as fast as ``kubectl diff``); otherwise -- or with ``full`` -- ``pulumi
     preview`` of the end state computes it (with ``--refresh`` when a live object drifted from its
     record, :meth:`Observed.needs_refresh`); with ``policy_packs`` always, the engine running those packs
-    on it. The rollout's waves come from the live objects either way."""
+    on it. The rollout's waves come from the live objects either way. ``read_only``:
+    :func:`plan_read_only`."""
+    if read_only:
+        return plan_read_only(engine, config, sink)
     stack = engine.stack_name
     facts = Facts.gather(stack, config)  # worked out once: every check below takes them
     engine.vouch = vouch_for(facts)
@@ -521,3 +525,55 @@ def plan(
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(seen.state)}
     return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)
+
+
+def plan_read_only(engine: Engine, config: cfg.InferCraneConfig, sink: Sink = discard) -> PlanResult:
+    """The plan an identity that may only get, list and watch can make: no dry run and no engine
+    run (both need ``patch``), no backend write (the state read as it is, never repaired, no lock
+    taken). Each object is judged from its live form and its ``managedFields``
+    (:func:`infercrane.core.plan.fields.compare`), refused on the ownership and field-manager
+    conflicts a deploy meets; a key the state records that left the config is deleted; the
+    rollout's waves and GPUs are the full plan's. What only the API server can say is noted as not
+    checkable."""
+    from infercrane.live import preflight
+
+    facts = Facts.gather(engine.stack_name, config)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        reading = pool.submit(engine.state, repair=False)  # in parallel with the reads of the cluster
+        facts = facts.verify_caches(sink)
+        rendered = facts.render()
+        manifests = [m for r in rendered for m in r.manifests]
+        report = preflight.run(facts.config, manifests, facts.stack_id, facts.live, read_only=True)
+        state = reading.result()
+    for note in report.notes(facts.config):
+        sink(Note(note))
+    seen = Observed(facts, state, rendered, report)
+    actions = [
+        ReplicaAction(
+            r.name,
+            _replica_action([report.actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME) for m in r.manifests]),
+            key=r.replica.key,
+            gpu=r.replica.gpu,
+            image=facts.config.image_for(r.replica),
+            objects=[f"{m['kind']}/{m['metadata']['name']}" for m in r.manifests],
+        )
+        for r in rendered
+    ]
+    keys = {r.key for r in facts.config.replicas}
+    actions += [
+        ReplicaAction(naming.object_name(k), Action.DELETE, key=k) for k in sorted(urns.recorded_objects(state)) if k not in keys
+    ]
+    rollout = seen.rollout
+    rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
+    return PlanResult(actions, "read-only", rollout=rollout, rejected=rejected)
+
+
+def _replica_action(objects: Sequence[Action]) -> Action:
+    """A replica's action from its objects': replaced when one is, created when all are, unchanged when all are."""
+    if Action.REPLACE in objects:
+        return Action.REPLACE
+    if objects and all(a is Action.CREATE for a in objects):
+        return Action.CREATE
+    if all(a is Action.SAME for a in objects):
+        return Action.SAME
+    return Action.UPDATE

@@ -224,14 +224,16 @@ class Engine:
         for note in repair_torn_writes(self.backend_url(), self.stack_name, self.project_dir, vouch=self.vouch):
             self.sink(Note(note))
 
-    def state(self) -> dict[str, Any]:
+    def state(self, *, repair: bool = True) -> dict[str, Any]:
         """The stack's checkpoint (secrets left encrypted): resources, outputs, pending operations.
         A stack that does not exist yet has an empty one. Read from the backend directly when it
         is a local directory or PostgreSQL (milliseconds, see :mod:`infercrane.engine.backend`), else
-        with one ``pulumi stack export``."""
+        with one ``pulumi stack export``. A torn write is repaired first (a backend write) unless
+        ``repair`` is False: a read-only plan reads the state as it is."""
         from infercrane.engine import backend, stores
 
-        self.repair()
+        if repair:
+            self.repair()
         store = stores.store_for(self.backend_url())
         if store is not None:
             try:

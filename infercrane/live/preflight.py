@@ -33,6 +33,7 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import cache
 from infercrane.core.plan.actions import Action
+from infercrane.core.plan.fields import NOT_A_POD_CHANGE, NOT_CHECKABLE, POD_SPEC_PATH, compare
 from infercrane.live import cluster, failures
 from infercrane.live.api import Live
 
@@ -70,6 +71,8 @@ class Report:
     #: KServe: the predictor Deployments by name, which decide each InferenceService's state
     #: (verdicts.judged); None: not KServe, or this identity may not list Deployments.
     predictors: dict[str, dict[str, Any]] | None = None
+    #: What this preflight could not check (read-only: what only a dry run says).
+    unchecked: list[str] = field(default_factory=list)
 
     @property
     def drift(self) -> list[str]:
@@ -77,10 +80,11 @@ class Report:
 
     def notes(self, config: InferCraneConfig) -> list[str]:
         """What the command says of how it judged the replicas: under KServe without the predictor
-        reads, by each InferenceService's own status (the weaker rule)."""
+        reads, by each InferenceService's own status (the weaker rule); read-only, what it could not check."""
+        unchecked = [f"note: {u}" for u in self.unchecked]
         if config.kubernetes.object_kinds[0] != "InferenceService" or self.predictors is not None:
-            return []
-        return [
+            return unchecked
+        return unchecked + [
             "note: this identity may not list Deployments, so each InferenceService is judged by its own status, "
             "whose counter KServe copies from its predictor (after a predictor restart it can vouch for a stale "
             "Ready); apply deploy/kubernetes/optional/kserve-predictor-reader.yaml to judge each by its predictor"
@@ -93,12 +97,6 @@ _VOLATILE_META: Final = ("managedFields", "resourceVersion", "generation", "uid"
 def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _VOLATILE_META}
     return {"metadata": meta, "spec": obj.get("spec")}
-
-
-# The part of a workload whose change restarts its pods: the Deployment's pod template, the
-# InferenceService's predictor (KServe rolls its pods on a predictor change) but for how it rolls.
-POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor"}
-NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
 
 
 def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
@@ -156,8 +154,13 @@ def claims_differ(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
     return claimed(live) != claimed(rendered)
 
 
-def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live) -> Report:
-    """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report."""
+def run(
+    config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live, *, read_only: bool = False
+) -> Report:
+    """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report.
+    ``read_only``: no dry run (it needs ``patch``) -- each object judged from its live form and its
+    ``managedFields`` (:func:`~infercrane.core.plan.fields.compare`), with get, list and watch only;
+    what only the API server can say is declared not checkable (``Report.unchecked``)."""
     target = config.kubernetes
     try:
         # The other workload API's kind too, when this identity may list it: after a `workloadApi`
@@ -190,16 +193,18 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         except failures.LiveError as exc:
             return exc
 
+    report = Report(live=live)
+    if target.object_kinds[0] == "InferenceService" and "Deployment" not in refused:  # the one rule: by the predictors
+        report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
+    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
+    if read_only:
+        return _judged_read_only(report, to_check, ownership)
     with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
         results = list(pool.map(dry_run, to_check))
     conflicts: list[str] = []
     invalid: list[str] = []
     errors: list[str] = []
     pod_security: list[str] = []
-    report = Report(live=live)
-    if target.object_kinds[0] == "InferenceService" and "Deployment" not in refused:  # the one rule: by the predictors
-        report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
-    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
     for m, outcome in zip(to_check, results, strict=True):
         ref = f"{m['kind']}/{m['metadata']['name']}"
         if isinstance(outcome, failures.Unreachable):
@@ -227,4 +232,21 @@ def run(config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str
         report.warnings, pod_security = pod_security, []
     if ownership or conflicts or invalid or pod_security:
         raise PreflightRefused(ownership, conflicts, invalid, pod_security)
+    return report
+
+
+def _judged_read_only(report: Report, to_check: list[dict[str, Any]], ownership: list[str]) -> Report:
+    """The preflight's verdicts without a dry run: each object from its live form and its
+    ``managedFields``; refused on the same ownership and field-manager conflicts a deploy meets."""
+    conflicts: list[str] = []
+    for m in to_check:
+        before = report.live.get((m["kind"], m["metadata"]["name"]))
+        compared = compare(m, before, naming.FIELD_MANAGER)
+        conflicts += [f"{_where(m)}: {c}" for c in compared.conflicts]
+        report.actions[f"{m['kind']}/{m['metadata']['name']}"] = compared.action
+        if compared.restarts:
+            report.restarts.add(m["metadata"]["name"])
+    if ownership or conflicts:
+        raise PreflightRefused(ownership, conflicts, [], [])
+    report.unchecked.append(NOT_CHECKABLE)
     return report

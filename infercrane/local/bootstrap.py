@@ -45,6 +45,7 @@ MANIFESTS = (
     "deploy/kubernetes/base/provider-rbac.yaml",
     "deploy/kubernetes/kserve/provider-rbac.yaml",
     "deploy/kubernetes/dra/provider-rbac.yaml",
+    "deploy/kubernetes/base/plan-viewer-rbac.yaml",
 )
 # The optional read-only Roles are installed, but bound to the plane's *viewer* identity only:
 # the deploying identity keeps exactly the shipped Roles, so everything it does proves them.

@@ -23,6 +23,8 @@ NEEDED = {
     "infercrane-provider-dra": {("resource.k8s.io", "resourceclaimtemplates")},  # gpuAllocation: dra, beside either
 }
 VERBS_NEEDED = {"get", "list", "create", "patch", "delete"}
+# The read-only plan's identity (deploy/kubernetes/base/plan-viewer-rbac.yaml): reads only.
+PLAN_VIEWER = "infercrane-plan-viewer"
 MUTATING = {"create", "update", "patch", "delete", "deletecollection", "escalate", "bind", "impersonate"}
 
 
@@ -82,6 +84,8 @@ READ_ONLY = {("", "events")}
 def test_mutation_only_on_replica_objects_everything_else_read_only() -> None:
     replica_objects = set().union(*NEEDED.values())
     for role in roles():
+        if role["metadata"]["name"] == PLAN_VIEWER:
+            continue  # below: it writes nothing at all
         for rule in role["rules"]:
             pairs = {(g, r) for g in rule["apiGroups"] for r in rule["resources"]}
             if set(rule["verbs"]) & MUTATING:
@@ -102,8 +106,18 @@ def test_every_needed_verb_is_granted(role_name: str) -> None:
             assert (group, resource, verb) in granted, f"{role_name} lacks {verb} on {group or 'core'}/{resource}"
 
 
+def test_the_plan_viewer_may_only_get_and_list_the_replica_objects() -> None:
+    (role,) = [r for r in roles() if r["metadata"]["name"] == PLAN_VIEWER]
+    replica_objects = set().union(*NEEDED.values())
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) == {"get", "list"}, rule
+        assert {(g, r) for g in rule["apiGroups"] for r in rule["resources"]} <= replica_objects, rule
+    (binding,) = [d for _, d in docs() if d["kind"] == "RoleBinding" and d["roleRef"]["name"] == PLAN_VIEWER]
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": PLAN_VIEWER, "namespace": "infercrane-system"}]
+
+
 def test_roles_are_bound_to_the_control_plane_account() -> None:
-    bindings = [d for _, d in docs() if d["kind"] == "RoleBinding"]
+    bindings = [d for _, d in docs() if d["kind"] == "RoleBinding" and d["roleRef"]["name"] != PLAN_VIEWER]
     assert {b["roleRef"]["name"] for b in bindings} == set(NEEDED)
     for b in bindings:
         assert b["subjects"] == [{"kind": "ServiceAccount", "name": "infercrane-control-plane", "namespace": "infercrane-system"}]
@@ -170,6 +184,7 @@ def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
         return out
 
     shipped = granted(FILES, ("Role",))
+    shipped.pop(PLAN_VIEWER)  # the deploying identity's Roles here; the plan viewer's rights are checked above
     assert set(doctor.SHIPPED_ROLES.values()) | {DRA_ROLE_NAME} == set(shipped)
     for api, role in doctor.SHIPPED_ROLES.items():
         assert set(doctor.required_rights(api)) | set(doctor.shipped_extra_rights(api)) == shipped[role]

@@ -47,7 +47,8 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "kubelet": "the real node's kubelet /healthz",
         "prometheus": "Prometheus /-/ready",
     }
-    kserve, containerd, _ = [c for c in COMPONENTS if c.before is not None]
+    apiserver, kserve, containerd, _ = [c for c in COMPONENTS if c.before is not None]
+    assert apiserver.name == "kube-apiserver"  # its audit policy written first
     assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
     assert containerd.name == "containerd" and containerd.after is not None  # the node prepared, its images imported
 

@@ -1,0 +1,162 @@
+"""What a server-side apply of a rendered object would do, judged without the apply: from the live
+object and its ``managedFields`` alone -- the read-only plan's comparison, where the deploy's
+preflight asks the API server for a strict dry run (which needs ``patch``).
+
+- **Same**: every field the manifest renders holds that value live, and the field manager owns no
+  field the manifest no longer renders (an apply would change nothing).
+- **Update**: otherwise -- a rendered value differs or is absent, or an owned field would be
+  removed (an apply drops what its manager owned and no longer sends).
+- **Conflict**: another manager owns a field the manifest renders, with another value live: the
+  apply would be refused (InferCrane never forces).
+
+A list of objects is matched element by element by its keys (``name``, else the element's own
+scalar fields a manager's ``k:`` entry names); a defaulted field the API server added is not ours
+and changes nothing. What cannot be known without the API server -- an admission webhook's
+mutation or refusal, defaulting that rewrites a field the manifest renders, strict validation,
+Pod Security -- is the read-only plan's declared blind spot (:data:`NOT_CHECKABLE`). Pure core.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from infercrane.core.plan.actions import Action
+
+NOT_CHECKABLE: Final = (
+    "not checkable read-only: admission webhooks and Pod Security (their mutations and refusals), "
+    "strict field validation, and server defaulting that rewrites a field InferCrane renders -- "
+    "the deploy's preflight dry run checks them"
+)
+# The part of a workload whose change restarts its pods: the Deployment's pod template, the
+# InferenceService's predictor (KServe rolls its pods on a predictor change) but for how it rolls.
+POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor"}
+NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
+_MISSING: Final = object()
+Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One rendered object against its live form."""
+
+    action: Action
+    conflicts: tuple[str, ...] = ()  # 'conflict with "manager" (operation): .spec.x'
+    restarts: bool = False  # its pod template (a workload's) would change
+    why: tuple[str, ...] = field(default=(), compare=False)  # the first fields that differ, for --verbose
+
+
+def owned(fields: Mapping[str, Any], prefix: Path = ()) -> Iterator[Path]:
+    """Every leaf path a ``fieldsV1`` tree names (a ``.`` entry names its element itself)."""
+    for step, below in fields.items():
+        if step == ".":
+            yield prefix
+        elif isinstance(below, Mapping) and below:
+            yield from owned(below, (*prefix, step))
+        else:
+            yield (*prefix, step)
+
+
+def at(obj: Any, path: Path) -> Any:
+    """The value at a ``fieldsV1`` path of a plain object, or :data:`_MISSING`."""
+    for step in path:
+        kind, _, name = step.partition(":")
+        if kind == "f" and isinstance(obj, Mapping):
+            obj = obj.get(name, _MISSING)
+        elif kind == "k" and isinstance(obj, list):
+            keys = json.loads(name)
+            obj = next((e for e in obj if isinstance(e, Mapping) and all(e.get(k) == v for k, v in keys.items())), _MISSING)
+        elif kind == "v" and isinstance(obj, list):
+            value = json.loads(name)
+            obj = value if value in obj else _MISSING
+        elif kind == "i" and isinstance(obj, list) and int(name) < len(obj):
+            obj = obj[int(name)]
+        else:
+            return _MISSING
+        if obj is _MISSING:
+            return _MISSING
+    return obj
+
+
+def _dotted(path: Path) -> str:
+    out = ""
+    for step in path:
+        kind, _, name = step.partition(":")
+        out += f".{name}" if kind == "f" else f"[{name}]"
+    return out or "."
+
+
+def differences(rendered: Any, live: Any, where: str = "") -> Iterator[str]:
+    """Where ``live`` does not hold what ``rendered`` renders (fields the server added are fine)."""
+    if isinstance(rendered, Mapping):
+        if not isinstance(live, Mapping):
+            yield where or "."
+            return
+        for k, v in rendered.items():
+            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}")
+    elif isinstance(rendered, list):
+        if not isinstance(live, list) or len(live) != len(rendered):
+            yield where
+            return
+        for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
+            yield from differences(mine, theirs, f"{where}[{i}]")
+    elif live is _MISSING or not _equal(rendered, live):
+        yield where
+
+
+def _aligned(rendered: Sequence[Any], live: Sequence[Any]) -> list[Any]:
+    """``live``'s elements in ``rendered``'s order: objects with a ``name`` matched by it, the rest by position."""
+    named = {e.get("name"): e for e in live if isinstance(e, Mapping) and "name" in e}
+    if named and all(isinstance(e, Mapping) and "name" in e for e in rendered):
+        return [named.get(e["name"], _MISSING) for e in rendered]
+    return list(live)
+
+
+def _equal(rendered: Any, live: Any) -> bool:
+    """Scalars as the API server returns them: a quantity or a number may come back as its canonical form."""
+    if rendered == live:
+        return True
+    if (
+        isinstance(rendered, (int, float))
+        and isinstance(live, str)
+        or isinstance(live, (int, float))
+        and isinstance(rendered, str)
+    ):
+        return str(rendered) == str(live)
+    return False
+
+
+def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager: str) -> Compared:
+    """What applying ``manifest`` as ``manager`` would do to ``live`` (None: it does not exist)."""
+    if live is None:
+        return Compared(Action.CREATE)
+    body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    differ = list(differences(body, live))
+    entries = (live.get("metadata") or {}).get("managedFields") or []
+    dropped = [
+        _dotted(p)
+        for e in entries
+        if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")
+        for p in owned(e.get("fieldsV1") or {})
+        if at(manifest, p) is _MISSING
+    ]
+    conflicts = []
+    for e in entries:
+        if e.get("manager") == manager and e.get("operation") == "Apply" or e.get("subresource"):
+            continue
+        for p in owned(e.get("fieldsV1") or {}):
+            mine = at(manifest, p)
+            if mine is not _MISSING and not isinstance(mine, (Mapping, list)) and not _equal(mine, at(live, p)):
+                conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
+    part = POD_SPEC_PATH.get(str(manifest.get("kind")))
+    pods = f".spec.{part}"
+    restarts = part is not None and any(
+        (d == pods or d.startswith((pods + ".", pods + "["))) and not d.startswith(tuple(f"{pods}.{k}" for k in NOT_A_POD_CHANGE))
+        for d in differ
+    )
+    changed = bool(differ or dropped)
+    return Compared(
+        Action.UPDATE if changed else Action.SAME, tuple(sorted(set(conflicts))), restarts, tuple((differ + dropped)[:5])
+    )

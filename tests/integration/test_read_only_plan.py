@@ -1,0 +1,126 @@
+"""A plan that needs no write right: `infercrane plan --read-only` as the shipped plan viewer
+(deploy/kubernetes/base/plan-viewer-rbac.yaml: get, list and watch on the replica objects, nothing
+else), on the local plane whose API server writes a real audit log -- and the log shows that
+identity made no write request at all.
+
+Its answers are the full plan's on the revisions a pull request brings: nothing to do, a digest
+change (every replica configured, in waves), a new key, a removed key, and a foreign field manager
+on a field InferCrane renders (refused, as a deploy would be)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+from lightkube import Client
+from lightkube.models.authentication_v1 import TokenRequestSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import ServiceAccount
+
+from infercrane.core import naming
+from infercrane.local.components import AUDIT_LOG
+from infercrane.local.plane import Plane
+from tests.integration.conftest import Project, cli, replica
+
+NS = "infercrane-system"
+VIEWER = f"system:serviceaccount:{NS}:infercrane-plan-viewer"
+WRITES = {"create", "update", "patch", "delete", "deletecollection"}
+D1 = "vllm/vllm-openai@sha256:" + "1" * 64
+
+
+def viewer_env(plane: Plane, admin: Client, tmp_path: Path) -> dict[str, str]:
+    """A kubeconfig of the plan viewer's service account (a short-lived token) and the deploy's
+    environment pointing at it: the plan runs as that identity and nothing else."""
+    token = admin.create(
+        ServiceAccount.Token(  # type: ignore[call-arg]
+            metadata=ObjectMeta(name="infercrane-plan-viewer", namespace=NS),
+            spec=TokenRequestSpec(audiences=[], expirationSeconds=3600),
+        ),
+        "infercrane-plan-viewer",
+        namespace=NS,
+    )
+    plane_config = yaml.safe_load(plane.kubeconfig.read_text())
+    cluster = plane_config["clusters"][0]
+    doc = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [{"name": "plan-viewer", "user": {"token": token.status.token}}],
+        "contexts": [{"name": "plan-viewer", "context": {"cluster": cluster["name"], "user": "plan-viewer", "namespace": NS}}],
+        "current-context": "plan-viewer",
+    }
+    path = tmp_path / "viewer.kubeconfig"
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return {"INFERCRANE_KUBERNETES_KUBECONFIG": str(path), "INFERCRANE_KUBERNETES_CONTEXT": "plan-viewer"}
+
+
+def requests_by(plane: Plane, user: str) -> list[dict[str, Any]]:
+    lines = (plane.state / AUDIT_LOG).read_text().splitlines()
+    return [e for e in map(json.loads, lines) if (e.get("user") or {}).get("username") == user]
+
+
+def plan(project: Project, stack: str, env: dict[str, str]) -> Any:
+    return cli(project, "plan", "--stack", stack, "--read-only", "--json", env=env)
+
+
+def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_write(
+    project: Project, admin: Client, plane: Plane, tmp_path: Path
+) -> None:
+    stack = "itreadonly"
+    keys = [f"it-ro-r{i}" for i in range(3)]
+    project.stack(stack, [replica(k) for k in keys], rollout={"maxUnavailable": 1, "maxSurge": 0})
+    assert cli(project, "deploy", "--stack", stack).returncode == 0
+    env = viewer_env(plane, admin, tmp_path)
+    before = len(requests_by(plane, VIEWER))
+
+    def both(*revision: Any, **settings: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        project.stack(stack, *revision, **settings)
+        read_only = plan(project, stack, env)
+        full = cli(project, "plan", "--stack", stack, "--json", "--full-preview")
+        assert read_only.returncode in (0, 3), read_only.stderr
+        assert read_only.returncode == full.returncode, (read_only.stdout, full.stdout)
+        return json.loads(read_only.stdout), json.loads(full.stdout)
+
+    def actions(doc: dict[str, Any]) -> dict[str, str]:
+        return {r["key"]: r["action"] for r in doc["replicas"]}
+
+    def waves(doc: dict[str, Any]) -> Any:  # each endpoint's waves, lowest ready and GPUs before, after and at the peak
+        return doc["rollout"]
+
+    rollout = {"maxUnavailable": 1, "maxSurge": 0}
+    same, full = both([replica(k) for k in keys], rollout=rollout)
+    assert set(actions(same).values()) == {"same"} and actions(same) == actions(full)
+    assert same["basis"] == "read-only"
+
+    moved, full = both([replica(k) for k in keys], rollout=rollout, imageDigest=D1)  # a digest change
+    assert set(actions(moved).values()) == {"update"} and actions(moved) == actions(full)
+    assert waves(moved) == waves(full) and len(moved["rollout"]["endpoints"][0]["waves"]) == 3
+
+    grown, full = both([replica(k) for k in [*keys, "it-ro-r3"]], rollout=rollout)  # a new key
+    assert actions(grown) == actions(full) and actions(grown)["it-ro-r3"] == "create"
+
+    shrunk, full = both([replica(k) for k in keys[:2]], rollout=rollout)  # a removed key
+    assert actions(shrunk) == actions(full) and actions(shrunk)["it-ro-r2"] == "delete"
+
+    # Another field manager took a field InferCrane renders (kubectl scale, an autoscaler):
+    # applying would conflict -- the read-only plan refuses, naming it, as the deploy's preflight does.
+    name = naming.object_name(keys[0])
+    admin.patch(Deployment, name, {"spec": {"replicas": 2}}, namespace=NS, field_manager="kubectl-scale")
+    project.stack(stack, [replica(k) for k in keys], rollout=rollout)
+    refused = cli(project, "plan", "--stack", stack, "--read-only", env=env)
+    assert refused.returncode != 0 and f'Deployment {NS}/{name}: conflict with "kubectl-scale" (Update): .spec.replicas' in (
+        refused.stdout + refused.stderr
+    ), refused.stderr
+    full_refused = cli(project, "plan", "--stack", stack)
+    assert full_refused.returncode == refused.returncode and ".spec.replicas" in full_refused.stdout + full_refused.stderr
+
+    seen = requests_by(plane, VIEWER)[before:]
+    assert seen, "the audit log records the viewer's requests"
+    assert {e["verb"] for e in seen} <= {"get", "list", "watch"}, sorted({(e["verb"], e["requestURI"]) for e in seen})
+    assert not [e for e in seen if e["verb"] in WRITES]
+    admin.patch(Deployment, name, {"spec": {"replicas": 1}}, namespace=NS, field_manager="kubectl-scale")
+    assert cli(project, "destroy", "--stack", stack).returncode == 0

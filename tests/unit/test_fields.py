@@ -1,0 +1,112 @@
+"""The read-only plan's comparison: what a server-side apply would do, judged from the live object
+and its managedFields alone (infercrane.core.plan.fields)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from infercrane.core.plan.actions import Action
+from infercrane.core.plan.fields import compare, owned
+
+ME = "infercrane-provider-v1"
+
+RENDERED: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "d", "namespace": "ns", "annotations": {"infercrane.dev/intent-hash": "sha256:a"}},
+    "spec": {
+        "replicas": 1,
+        "template": {
+            "spec": {
+                "containers": [
+                    {"name": "engine", "image": "img@sha256:1", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+                ]
+            }
+        },
+    },
+}
+
+MINE = {
+    "f:metadata": {"f:annotations": {"f:infercrane.dev/intent-hash": {}}},
+    "f:spec": {
+        "f:replicas": {},
+        "f:template": {
+            "f:spec": {
+                "f:containers": {
+                    'k:{"name":"engine"}': {
+                        ".": {},
+                        "f:name": {},
+                        "f:image": {},
+                        "f:resources": {"f:limits": {"f:nvidia.com/gpu": {}}},
+                    }
+                }
+            }
+        },
+    },
+}
+
+
+def live(**changes: Any) -> dict[str, Any]:
+    """The object as the API server returns it: defaulted fields added, quantities as strings."""
+    obj = copy.deepcopy(RENDERED)
+    container = obj["spec"]["template"]["spec"]["containers"][0]
+    container |= {"terminationMessagePath": "/dev/termination-log", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    obj["spec"]["progressDeadlineSeconds"] = 600
+    obj["metadata"]["managedFields"] = [{"manager": ME, "operation": "Apply", "fieldsV1": MINE}]
+    for path, value in changes.items():
+        node = obj
+        *parents, last = path.split(".")
+        for p in parents:
+            node = node[int(p)] if isinstance(node, list) else node[p]
+        node[last] = value
+    return obj
+
+
+def test_an_object_holding_every_rendered_value_is_unchanged_whatever_the_server_defaulted() -> None:
+    assert compare(RENDERED, live(), ME).action is Action.SAME
+    assert compare(RENDERED, None, ME).action is Action.CREATE
+
+
+def test_a_rendered_value_that_differs_is_an_update_and_a_pod_template_change_restarts_pods() -> None:
+    moved = copy.deepcopy(RENDERED)
+    moved["spec"]["template"]["spec"]["containers"][0]["image"] = "img@sha256:2"
+    got = compare(moved, live(), ME)
+    assert (got.action, got.restarts) == (Action.UPDATE, True)
+    assert got.why == (".spec.template.spec.containers[0].image",)
+    scaled = copy.deepcopy(RENDERED)
+    scaled["spec"]["replicas"] = 2
+    assert (compare(scaled, live(), ME).action, compare(scaled, live(), ME).restarts) == (Action.UPDATE, False)
+
+
+def test_a_field_we_owned_and_no_longer_render_is_an_update_the_apply_would_remove_it() -> None:
+    fewer = copy.deepcopy(RENDERED)
+    del fewer["spec"]["template"]["spec"]["containers"][0]["resources"]
+    got = compare(fewer, live(), ME)
+    assert got.action is Action.UPDATE
+    assert '.spec.template.spec.containers[{"name":"engine"}].resources.limits.nvidia.com/gpu' in got.why
+
+
+def test_another_manager_owning_a_rendered_field_with_another_value_is_a_conflict() -> None:
+    taken = live(**{"spec.replicas": 3})
+    taken["metadata"]["managedFields"].append(
+        {"manager": "kubectl-scale", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    )
+    got = compare(RENDERED, taken, ME)
+    assert got.conflicts == ('conflict with "kubectl-scale" (Update): .spec.replicas',)
+    shared = live()  # the same value: server-side apply shares the field, no conflict
+    shared["metadata"]["managedFields"].append(
+        {"manager": "other", "operation": "Apply", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    )
+    assert compare(RENDERED, shared, ME).conflicts == ()
+    status = live()  # a subresource's manager (the controller's status) never conflicts with the object
+    status["metadata"]["managedFields"].append(
+        {"manager": "kcm", "operation": "Update", "subresource": "status", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    )
+    assert compare(RENDERED, status, ME).conflicts == ()
+
+
+def test_fields_v1_names_each_leaf_and_an_element_itself() -> None:
+    paths = set(owned(MINE))
+    assert ("f:spec", "f:replicas") in paths
+    assert ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"engine"}') in paths  # its "."
