@@ -15,6 +15,7 @@ from infercrane.cli import output
 from infercrane.cli.notices import disclose, event, progress
 from infercrane.cli.parser import replica_intent
 from infercrane.core.errors import ConfigError, InferCraneError, UsageError
+from infercrane.core.events import Event, Note
 from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import paths, stackfile
 
@@ -112,6 +113,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from infercrane.engine.workspace import Engine
 
     packs = [_policy_pack(p) for p in args.policy_pack]
+    if args.markdown and args.json:
+        raise UsageError("--markdown and --json each print the whole plan; give one of them")
     if args.read_only and (packs or args.full_preview):
         raise UsageError(
             "--read-only plans without pulumi preview, so it takes no --policy-pack or --full-preview; drop one of them"
@@ -121,18 +124,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.
     config = stackfile.load_stack(args.stack) if replica is None else stackfile.load_stack_with(args.stack, replica)
     disclose(args, args.stack, acting=config)
+    notes: list[str] = []
     with progress(args, "plan", len(config.replicas), len(config.kubernetes.object_kinds)) as view:
-        result = operations.plan(
-            Engine(args.stack, sink=view),
-            config,
-            on_output=view.on_output,
-            sink=view,
-            full=args.full_preview,
-            policy_packs=packs,
-            read_only=args.read_only,
-        )
+
+        def sink(ev: Event) -> None:
+            if isinstance(ev, Note):
+                notes.append(ev.text)
+            view(ev)
+
+        try:
+            result = operations.plan(
+                Engine(args.stack, sink=view),
+                config,
+                on_output=view.on_output,
+                sink=sink,
+                full=args.full_preview,
+                policy_packs=packs,
+                read_only=args.read_only,
+            )
+        except InferCraneError as exc:
+            if args.markdown:  # the comment says it too: a refusal is what a reviewer must see first
+                print(output.refusal_markdown(args.stack, exc))
+            raise
         view.checked(len(config.replicas))
-    print(output.plan(args.stack, result, as_doc=args.json))
+    if args.markdown:
+        print(output.plan_markdown(args.stack, result, {r.key: r.name for r in config.replicas}, notes))
+    else:
+        print(output.plan(args.stack, result, as_doc=args.json))
     return EXIT_CHANGES_PENDING if result.changes_pending else EXIT_OK
 
 

@@ -97,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="always run pulumi preview (by default a no-op proven by the state and a live dry run skips it)",
     )
     pl.add_argument(
+        "--markdown",
+        action="store_true",
+        help="print the plan as a pull-request comment (a summary table, a block per endpoint; at most 60,000 characters)",
+    )
+    pl.add_argument(
         "--read-only",
         action="store_true",
         help="plan with get, list and watch only (the viewer Role): no dry run, no engine run, no backend write",
