@@ -106,6 +106,19 @@ def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_
     shrunk, full = both([replica(k) for k in keys[:2]], rollout=rollout)  # a removed key
     assert actions(shrunk) == actions(full) and actions(shrunk)["it-ro-r2"] == "delete"
 
+    reordered, full = both([replica(k) for k in reversed(keys)], rollout=rollout)  # the same replicas, reordered
+    assert set(actions(reordered).values()) == {"same"} and actions(reordered) == actions(full)
+
+    cut = [keys[0], keys[1], "it-ro-n2"]  # a cutover: a new key takes an old key's place
+    cutover, full = both([replica(k) for k in cut], rollout=rollout)
+    assert actions(cutover) == actions(full) == {**{k: "same" for k in keys[:2]}, "it-ro-n2": "create", "it-ro-r2": "delete"}
+    assert waves(cutover) == waves(full)
+
+    gpu = [replica(k, gpu="NVIDIA-H100-80GB-HBM3") if k == keys[0] else replica(k) for k in keys]  # another GPU product
+    moved_gpu, full = both(gpu, rollout=rollout)
+    assert actions(moved_gpu) == actions(full) and actions(moved_gpu)[keys[0]] == "update"
+    assert waves(moved_gpu) == waves(full)
+
     # Another field manager took a field InferCrane renders (kubectl scale, an autoscaler):
     # applying would conflict -- the read-only plan refuses, naming it, as the deploy's preflight does.
     name = naming.object_name(keys[0])
@@ -124,3 +137,53 @@ def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_
     assert not [e for e in seen if e["verb"] in WRITES]
     admin.patch(Deployment, name, {"spec": {"replicas": 1}}, namespace=NS, field_manager="kubectl-scale")
     assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def test_every_golden_case_applied_as_infercrane_compares_as_unchanged_and_a_changed_field_as_configure(admin: Client) -> None:
+    """The render corpus (every shipped stack and edge case of tests/golden) applied by server-side
+    apply as InferCrane's field manager: read back -- defaulted by the API server, its quantities
+    canonical, KServe's and DRA's objects through their admission -- the read-only comparison says
+    each is unchanged; the same objects with another intent are configured, and a Deployment with
+    another image restarts its pods."""
+    from lightkube.models.meta_v1 import ObjectMeta as Meta
+    from lightkube.resources.core_v1 import Namespace
+
+    from infercrane.core.load import loading
+    from infercrane.core.plan.actions import Action
+    from infercrane.core.plan.fields import compare
+    from infercrane.core.render.manifests import render_checked
+    from infercrane.live.cluster import as_dict, resource_for
+    from infercrane.project import stackfile
+    from tests.golden.cases import case_files
+
+    ns = "it-corpus"
+    admin.apply(Namespace(metadata=Meta(name=ns)), field_manager="it")
+    gc = admin._client
+    wrong: list[str] = []
+    for name, path in sorted(case_files().items()):
+        config = loading.load(stackfile.read_stack_values(path), source=path.name, env={})
+        for r in render_checked(config, name):
+            for m in r.manifests:
+                m = {**m, "metadata": {**m["metadata"], "namespace": ns}}
+                br = gc.prepare_request(
+                    "patch",
+                    res=resource_for(m),
+                    name=m["metadata"]["name"],
+                    namespace=ns,
+                    obj=m,
+                    headers={"Content-Type": "application/apply-patch+yaml"},
+                    params={"fieldManager": naming.FIELD_MANAGER, "force": "false"},
+                )
+                live = as_dict(gc.handle_response("patch", gc.send(gc.build_adapter_request(br)), br))
+                got = compare(m, live, naming.FIELD_MANAGER)
+                if got.action is not Action.SAME or got.conflicts:
+                    wrong.append(f"{name}: {m['kind']}/{m['metadata']['name']}: {got.action} {got.why} {got.conflicts}")
+                changed = json.loads(json.dumps(m))
+                changed["metadata"]["annotations"][naming.ANNOTATION_INTENT] = "sha256:another"
+                if compare(changed, live, naming.FIELD_MANAGER).action is not Action.UPDATE:
+                    wrong.append(f"{name}: {m['kind']}/{m['metadata']['name']}: another intent is not an update")
+                if m["kind"] == "Deployment":
+                    changed["spec"]["template"]["spec"]["containers"][0]["image"] += "0"
+                    if not compare(changed, live, naming.FIELD_MANAGER).restarts:
+                        wrong.append(f"{name}: {m['kind']}/{m['metadata']['name']}: another image restarts no pod")
+    assert wrong == [], "\n".join(wrong)
