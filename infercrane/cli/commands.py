@@ -271,7 +271,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack)
-    checks = doctor.run(config)
+    checks = doctor.run(config, read_only=args.read_only)
     failed = sum(c.status == doctor.FAIL for c in checks)
     print(output.doctor(args.stack, checks, failed, as_doc=args.json))
     return EXIT_FAILED if failed else EXIT_OK

@@ -73,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     d = with_stack(sub.add_parser("doctor", help="read-only checks of the target cluster"))
     d.add_argument("--kubernetes", action="store_true", required=True, help="check the Kubernetes target")
+    d.add_argument(
+        "--read-only",
+        action="store_true",
+        help="check this identity as the read-only plan's: exactly get and list on the replica objects, no write",
+    )
     d.add_argument("--json", action="store_true")
 
     def with_intent(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:

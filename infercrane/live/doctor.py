@@ -64,6 +64,21 @@ OPTIONAL_GROUPS: Final = {"endpointslices": "discovery.k8s.io", "deployments": "
 OPTIONAL_RIGHTS: Final = tuple((v, OPTIONAL_GROUPS.get(r, ""), r) for r in OPTIONAL_READS for v in ("get", "list"))
 
 
+# The read-only plan's identity (`plan --read-only`, a pull request's job): exactly these reads.
+PLAN_VIEWER_FILE: Final = "deploy/kubernetes/base/plan-viewer-rbac.yaml"
+PLAN_VERBS: Final = ("get", "list")
+WRITE_VERBS: Final = ("create", "patch", "update", "delete")
+
+
+def read_only_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
+    """``doctor --read-only``: every (verb, group, resource, need) of the read-only plan's identity
+    -- the reads it needs (``plan-read``) and the writes it must not hold (``no-write``)."""
+    kinds = WORKLOAD_APIS[config.kubernetes.workload_api].kinds + ((RESOURCE_CLAIM_TEMPLATE,) if config.kubernetes.dra else ())
+    return [(v, k.group, k.plural, "plan-read") for k in kinds for v in PLAN_VERBS] + [
+        (v, k.group, k.plural, "no-write") for k in kinds for v in WRITE_VERBS
+    ]
+
+
 def required_rights(workload_api: str, *, dra: bool = False) -> list[tuple[str, str, str]]:
     """The seed's rights: (verb, group, resource) every command needs in the namespace; under
     ``gpuAllocation: dra`` the DRA Role's on the claim templates too."""
@@ -112,6 +127,19 @@ def _can(live: Live, namespace: str, verb: str, group: str, resource: str, need:
     allowed = bool(res.status and res.status.allowed)
     full = f"{resource}.{group}" if group else resource
     name = f"can {verb} {full}"
+    if need == "plan-read":
+        if allowed:
+            return Check(name, PASS, f"in namespace {namespace} (the read-only plan reads it)")
+        return Check(name, FAIL, f"not granted in namespace {namespace}", f"bind {PLAN_VIEWER_FILE} to this identity")
+    if need == "no-write":
+        if allowed:
+            return Check(
+                name,
+                FAIL,
+                f"granted in namespace {namespace}: a read-only plan's identity holds no write right (a pull request's code runs with it)",
+                f"give the job an identity bound only to {PLAN_VIEWER_FILE}",
+            )
+        return Check(f"cannot {verb} {full}", PASS, f"in namespace {namespace} (read-only)")
     if need in ("optional", "required-optional"):
         file, gives, without = OPTIONAL_READS[resource]
         if allowed:
@@ -302,8 +330,9 @@ def sglang_key(config: InferCraneConfig) -> Check | None:
     )
 
 
-def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
-    """All checks, concurrently, in a stable order. Never raises for a failed check."""
+def run(config: InferCraneConfig, live: Live | None = None, *, read_only: bool = False) -> list[Check]:
+    """All checks, concurrently, in a stable order. Never raises for a failed check. ``read_only``:
+    the checks of the read-only plan's identity (:func:`read_only_checks`) instead of the deploying one's."""
     t = config.kubernetes
     live = live or Live.connect(t)
     jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(live, config))]
@@ -311,12 +340,14 @@ def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
         jobs.append(("KServe API", lambda: _kserve(live, config)))
     if t.dra:
         jobs.append(("DRA API", lambda: _dra_api(live)))
-    jobs += [(f"can {v} {r}", partial(_can, live, t.namespace, v, g, r, need)) for v, g, r, need in access_checks(config)]
-    jobs += [
-        ("namespace", lambda: _namespace(live, config)),
-        ("runtime service account", lambda: _service_account(live, config)),
-        ("GPU capacity", lambda: _gpu_capacity(live, config)),
-    ]
+    rights = read_only_checks(config) if read_only else access_checks(config)
+    jobs += [(f"can {v} {r}", partial(_can, live, t.namespace, v, g, r, need)) for v, g, r, need in rights]
+    if not read_only:
+        jobs += [
+            ("namespace", lambda: _namespace(live, config)),
+            ("runtime service account", lambda: _service_account(live, config)),
+            ("GPU capacity", lambda: _gpu_capacity(live, config)),
+        ]
 
     def guarded(name: str, fn: Callable[[], Check]) -> Check:
         try:
@@ -327,4 +358,4 @@ def run(config: InferCraneConfig, live: Live | None = None) -> list[Check]:
     with ThreadPoolExecutor(max_workers=8) as pool:
         checks = list(pool.map(lambda job: guarded(*job), jobs))
     exposed = sglang_key(config)
-    return checks + ([exposed] if exposed else [])
+    return checks + ([exposed] if exposed and not read_only else [])

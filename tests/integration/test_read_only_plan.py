@@ -187,3 +187,17 @@ def test_every_golden_case_applied_as_infercrane_compares_as_unchanged_and_a_cha
                     if not compare(changed, live, naming.FIELD_MANAGER).restarts:
                         wrong.append(f"{name}: {m['kind']}/{m['metadata']['name']}: another image restarts no pod")
     assert wrong == [], "\n".join(wrong)
+
+
+def test_doctor_read_only_passes_the_plan_viewer_and_fails_an_identity_that_may_write(
+    project: Project, admin: Client, plane: Plane, tmp_path: Path
+) -> None:
+    stack = "itrodoctor"
+    project.stack(stack, [replica("it-rod-r0")])
+    viewer = cli(project, "doctor", "--kubernetes", "--read-only", "--stack", stack, env=viewer_env(plane, admin, tmp_path))
+    assert viewer.returncode == 0, viewer.stdout + viewer.stderr
+    assert "can list deployments.apps" in viewer.stdout and "cannot patch deployments.apps" in viewer.stdout
+    deployer = cli(project, "doctor", "--kubernetes", "--read-only", "--stack", stack)  # the deploying identity
+    assert deployer.returncode == 1
+    assert "a read-only plan's identity holds no write right (a pull request's code runs with it)" in deployer.stdout
+    assert "give the job an identity bound only to deploy/kubernetes/base/plan-viewer-rbac.yaml" in deployer.stdout

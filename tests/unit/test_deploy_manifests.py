@@ -191,3 +191,15 @@ def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
         assert set(doctor.required_rights(api, dra=True)) - set(doctor.required_rights(api)) == shipped[DRA_ROLE_NAME]
     optional = granted(OPTIONAL_FILES, ("Role",))
     assert set(doctor.OPTIONAL_RIGHTS) == set().union(*optional.values())
+
+
+def test_doctor_checks_the_plan_viewer_for_exactly_the_reads_its_role_grants() -> None:
+    from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOAD_APIS
+    from infercrane.live import doctor
+
+    (role,) = [r for r in roles() if r["metadata"]["name"] == PLAN_VIEWER]
+    assert (ROOT.parent.parent / doctor.PLAN_VIEWER_FILE).is_file()
+    granted = {(v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
+    kinds = [k for api in WORKLOAD_APIS.values() for k in api.kinds] + [RESOURCE_CLAIM_TEMPLATE]
+    assert granted == {(v, k.group, k.plural) for k in kinds for v in doctor.PLAN_VERBS}
+    assert not set(doctor.PLAN_VERBS) & set(doctor.WRITE_VERBS)
