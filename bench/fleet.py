@@ -11,7 +11,7 @@ where a tool needs more:
 - plain pulumi-kubernetes: the same manifests as ``Deployment``/``Service`` resources with the
   provider's default awaits (pulumi.com/skipAwait removed). Its Deployment await watches Pods and
   ReplicaSets, so it runs as the admin identity: the shipped Role cannot run it at all.
-- infercrane: ``deploy`` (to ready), ``plan`` (no-op), ``inspect``, ``destroy`` (to zero, proven),
+- infercrane: ``deploy`` (to ready), ``plan`` (no-op; also ``--read-only``), ``inspect``, ``destroy`` (to zero, proven),
   as CLI processes, exactly as a user runs them.
 
 Usage: ``.venv/bin/python bench/fleet.py [--replicas 100]`` (``make bench-fleet N=100``).
@@ -305,6 +305,12 @@ def bench_infercrane(plane: Plane, project: Path, n: int) -> dict[str, float]:
     out["checkpoint MB"] = state.stat().st_size / 1e6
     out["plan"], doc = timed(lambda: json.loads(run([*cli, "plan", "--stack", "ours", "--json"], env=env, cwd=project)))
     assert doc["basis"] == "state+live" and not doc["changesPending"], doc.get("basis")
+    # The read-only plan (get and list, no dry run: what a pull request's job runs), against
+    # kubectl diff --server-side (which needs patch).
+    out["plan-read-only"], doc = timed(
+        lambda: json.loads(run([*cli, "plan", "--stack", "ours", "--json", "--read-only"], env=env, cwd=project))
+    )
+    assert doc["basis"] == "read-only" and not doc["changesPending"], doc.get("basis")
     out["plan-full"], _ = timed(lambda: run([*cli, "plan", "--stack", "ours", "--json", "--full-preview"], env=env, cwd=project))
     # The same preview with the policy pack (policy/): its cost is the pack's process start and one
     # Analyze call per resource.
@@ -389,6 +395,10 @@ def report(n: int, r: dict[str, dict[str, float]]) -> None:
             f"| {label} | {_cell(k, phase)} | {_cell(p, phase)} | {_cell(i, phase)} | {_ratio(i, k, phase)} | {_ratio(i, p, phase)} |"
         )
     if i:
+        ro = f"{i['plan-read-only'] / k['plan']:.2f}x" if k else ""
+        print(
+            f"| no-op plan --read-only (get and list; vs kubectl diff --server-side) | | | {i['plan-read-only']:.1f} s | {ro} | |"
+        )
         print(f"| no-op plan with --full-preview (pulumi preview) | | | {i['plan-full']:.1f} s | | |")
         overhead = i["plan-policy"] / i["plan-full"]
         print(f"| the same preview with --policy-pack policy | | | {i['plan-policy']:.1f} s ({overhead:.2f}x) | | |")

@@ -5,7 +5,8 @@ identity made no write request at all.
 
 Its answers are the full plan's on the revisions a pull request brings: nothing to do, a digest
 change (every replica configured, in waves), a new key, a removed key, and a foreign field manager
-on a field InferCrane renders (refused, as a deploy would be)."""
+on a field InferCrane renders (refused, as a deploy would be). It writes nothing to the backend
+either: the backend's files and the stack files are byte for byte as they were (size, mtime)."""
 
 from __future__ import annotations
 
@@ -63,8 +64,18 @@ def requests_by(plane: Plane, user: str) -> list[dict[str, Any]]:
     return [e for e in map(json.loads, lines) if (e.get("user") or {}).get("username") == user]
 
 
+def files(root: Path) -> dict[str, tuple[int, int]]:
+    """Every file under ``root`` (the backend, the stack files): size and modification time."""
+    return {str(f): (f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(root.rglob("*")) if f.is_file()}
+
+
 def plan(project: Project, stack: str, env: dict[str, str]) -> Any:
-    return cli(project, "plan", "--stack", stack, "--read-only", "--json", env=env)
+    """``plan --read-only --json`` as the viewer; the backend and the stack files are as they were."""
+    before = files(project.root / ".infercrane" / "pulumi-state") | files(project.root / "stacks")
+    done = cli(project, "plan", "--stack", stack, "--read-only", "--json", env=env)
+    after = files(project.root / ".infercrane" / "pulumi-state") | files(project.root / "stacks")
+    assert before and after == before, "the read-only plan wrote to the backend or a stack file"
+    return done
 
 
 def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_write(
@@ -99,6 +110,12 @@ def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_
     moved, full = both([replica(k) for k in keys], rollout=rollout, imageDigest=D1)  # a digest change
     assert set(actions(moved).values()) == {"update"} and actions(moved) == actions(full)
     assert waves(moved) == waves(full) and len(moved["rollout"]["endpoints"][0]["waves"]) == 3
+    comment = cli(project, "plan", "--stack", stack, "--read-only", "--markdown", env=env)  # the pull request's comment
+    assert comment.returncode == 3, comment.stderr
+    assert comment.stdout.startswith(f"### InferCrane plan: stack `{stack}`\n\n**3 replica(s) change in 1 of 1 endpoint(s)**")
+    assert "| `qwen` | 3 of 3: 3 configure | 3 | 2 of 3 | 3 → 3 (3) | - |" in comment.stdout, comment.stdout
+    assert "> not checkable read-only: admission webhooks and Pod Security" in comment.stdout
+    (tmp_path / "comment.md").write_text(comment.stdout)
 
     grown, full = both([replica(k) for k in [*keys, "it-ro-r3"]], rollout=rollout)  # a new key
     assert actions(grown) == actions(full) and actions(grown)["it-ro-r3"] == "create"
