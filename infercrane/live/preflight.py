@@ -227,7 +227,14 @@ def run(
         if before is not None and restarts_pods({"kind": m["kind"], **before}, value):
             report.restarts.add(m["metadata"]["name"])
     if errors:
-        raise ClusterError("preflight could not check the cluster; nothing was applied:\n" + bullets(errors))
+        forbidden = all(isinstance(r, failures.Forbidden) for r in results if isinstance(r, failures.LiveError)) and not (
+            conflicts or invalid
+        )
+        raise ClusterError(
+            "preflight could not check the cluster; nothing was applied:\n" + bullets(errors),
+            # An identity that may only read (a pull request's job): the plan it can make.
+            fix="to plan with get and list only, run `infercrane plan --read-only`" if forbidden else None,
+        )
     if target.pod_security_warnings == "report":
         report.warnings, pod_security = pod_security, []
     if ownership or conflicts or invalid or pod_security:

@@ -211,9 +211,13 @@ def test_doctor_read_only_passes_the_plan_viewer_and_fails_an_identity_that_may_
 ) -> None:
     stack = "itrodoctor"
     project.stack(stack, [replica("it-rod-r0")])
-    viewer = cli(project, "doctor", "--kubernetes", "--read-only", "--stack", stack, env=viewer_env(plane, admin, tmp_path))
+    env = viewer_env(plane, admin, tmp_path)
+    viewer = cli(project, "doctor", "--kubernetes", "--read-only", "--stack", stack, env=env)
     assert viewer.returncode == 0, viewer.stdout + viewer.stderr
     assert "can list deployments.apps" in viewer.stdout and "cannot patch deployments.apps" in viewer.stdout
+    full = cli(project, "plan", "--stack", stack, env=env)  # the full plan dry-runs: patch, which it may not
+    assert full.returncode == 1 and "cannot patch resource" in full.stderr
+    assert "fix: to plan with get and list only, run `infercrane plan --read-only`" in full.stderr, full.stderr
     deployer = cli(project, "doctor", "--kubernetes", "--read-only", "--stack", stack)  # the deploying identity
     assert deployer.returncode == 1
     assert "a read-only plan's identity holds no write right (a pull request's code runs with it)" in deployer.stdout
