@@ -115,10 +115,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     packs = [_policy_pack(p) for p in args.policy_pack]
     if args.markdown and args.json:
         raise UsageError("--markdown and --json each print the whole plan; give one of them")
-    if args.read_only and (packs or args.full_preview):
-        raise UsageError(
-            "--read-only plans without pulumi preview, so it takes no --policy-pack or --full-preview; drop one of them"
-        )
+    if args.read_only and args.full_preview:
+        raise UsageError("--read-only plans without a dry run, so it takes no --full-preview; drop one of them")
     replica = replica_intent(args)
     # With MODEL, the program plans the stack's config plus that intent, handed to it directly:
     # the stack file is never touched, and its kubeconfig path and state resolve as for any plan.

@@ -346,6 +346,16 @@ class NotReady(InferCraneError):
         super().__init__("\n".join(lines), fix=fix)
 
 
+class ReadOnlyUpdate(InferCraneError):
+    """An update under the read-only plan's setting: it plans, it never applies."""
+
+    def __init__(self, stack: str) -> None:
+        super().__init__(
+            f"stack {stack}: INFERCRANE_PLAN_READ_ONLY=1 is set, which plans with get and list only; nothing was applied",
+            fix="unset INFERCRANE_PLAN_READ_ONLY to deploy (with the deploying identity), or run `pulumi preview` to plan",
+        )
+
+
 class RolloutRefused(InferCraneError):
     """One engine run doing the whole change at once would breach an endpoint's rollout policy."""
 

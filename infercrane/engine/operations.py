@@ -488,7 +488,7 @@ def plan(
     on it. The rollout's waves come from the live objects either way. ``read_only``:
     :func:`plan_read_only`."""
     if read_only:
-        return plan_read_only(engine, config, sink)
+        return plan_read_only(engine, config, sink, policy_packs=policy_packs, on_output=on_output)
     stack = engine.stack_name
     facts = Facts.gather(stack, config)  # worked out once: every check below takes them
     engine.vouch = vouch_for(facts)
@@ -527,14 +527,24 @@ def plan(
     return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)
 
 
-def plan_read_only(engine: Engine, config: cfg.InferCraneConfig, sink: Sink = discard) -> PlanResult:
+def plan_read_only(
+    engine: Engine,
+    config: cfg.InferCraneConfig,
+    sink: Sink = discard,
+    *,
+    policy_packs: Sequence[str] = (),
+    on_output: Callable[[str], None] | None = None,
+) -> PlanResult:
     """The plan an identity that may only get, list and watch can make: no dry run and no engine
     run (both need ``patch``), no backend write (the state read as it is, never repaired, no lock
     taken). Each object is judged from its live form and its ``managedFields``
     (:func:`infercrane.core.plan.fields.compare`), refused on the ownership and field-manager
     conflicts a deploy meets; a key the state records that left the config is deleted; the
     rollout's waves and GPUs are the full plan's. What only the API server can say is noted as not
-    checkable."""
+    checkable. With ``policy_packs``, ``pulumi preview`` runs them on the program's resources as
+    the same identity: the program's preflight read-only (:attr:`Channel.read_only`) and the
+    provider's preview, refused its dry run, falling back to a diff of inputs (pulumi-kubernetes
+    #2419); a violation fails the plan, as in the full plan."""
     from infercrane.live import preflight
 
     facts = Facts.gather(engine.stack_name, config)
@@ -565,7 +575,17 @@ def plan_read_only(engine: Engine, config: cfg.InferCraneConfig, sink: Sink = di
     ]
     rollout = seen.rollout
     rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
-    return PlanResult(actions, "read-only", rollout=rollout, rejected=rejected)
+    if policy_packs:
+        channel = Channel(
+            config=facts.config,
+            driven=True,
+            legacy=urns.legacy_names(state),
+            prepared=None if facts.caches_refused else Prepared(rendered, report, facts.stack_id),
+            live=facts.live,
+            read_only=True,
+        )
+        engine.preview(on_output=on_output, refresh=False, channel=channel, policy_packs=list(policy_packs))
+    return PlanResult(actions, "read-only", ["--policy-pack"] if policy_packs else [], rollout=rollout, rejected=rejected)
 
 
 def _replica_action(objects: Sequence[Action]) -> Action:

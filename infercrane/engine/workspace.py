@@ -145,11 +145,13 @@ class Engine:
         provider's server-side apply on create applies to an existing object of the same name
         (pulumi-kubernetes 4.25), and the deploy deletes owned objects of keys that left the
         config even when the state does not record them (the kill sweep proves it)."""
-        self.repair()
-        stack = self.stack
-        for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars, self.project_dir):
-            self.sink(Note(note))
         channel = channel or Channel()
+        if not channel.read_only:  # a read-only plan writes nothing to the backend: no repair, no lock cleared
+            self.repair()
+        stack = self.stack
+        if not channel.read_only:
+            for note in clear_stale_locks(self.stack_name, stack.workspace.env_vars, self.project_dir):
+                self.sink(Note(note))
         if op in ("preview", "up") and channel.legacy is None:
             # The program runs in this process, beside no `pulumi` of its own environment: it gets
             # the slot names from here, read from the state (plain `pulumi` reads them itself).

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
@@ -15,6 +15,9 @@ from infercrane.core.model import config as cfg
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.shell.gate import Gate, Handover
+
+#: Plain ``pulumi preview`` as the read-only plan (:attr:`Channel.read_only`): ``1`` sets it.
+READ_ONLY_ENV: Final = "INFERCRANE_PLAN_READ_ONLY"
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,10 @@ class Channel:
     rollback: Mapping[str, Pinned] | None = None
     #: The caller rolls in waves: the program does not refuse a change that needs them.
     driven: bool = False
+    #: A preview with get and list only (``plan --read-only``; plain ``pulumi preview`` under
+    #: ``INFERCRANE_PLAN_READ_ONLY=1``): the preflight judges each object from its live form and
+    #: managedFields, never by a dry run; an update under it is refused.
+    read_only: bool = False
     #: key -> slot name in the state (exact), for aliases.
     legacy: Mapping[str, str] | None = None
     #: The caller's render and preflight for this very run; None (a refusal to record): the

@@ -23,7 +23,15 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import naming
-from infercrane.core.errors import DeletionsRefused, InferCraneError, NotReady, RolledBack, RolloutRefused, RolloutStopped
+from infercrane.core.errors import (
+    DeletionsRefused,
+    InferCraneError,
+    NotReady,
+    ReadOnlyUpdate,
+    RolledBack,
+    RolloutRefused,
+    RolloutStopped,
+)
 from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
@@ -34,7 +42,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots, recorded_namespaces
 from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, evidence_taken, running_under_mocks
-from infercrane.shell.channel import Channel
+from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.provider import make_provider
 
@@ -183,6 +191,9 @@ def check(
     """Every check of a run, before anything is registered: the caller's render and preflight, or
     (plain ``pulumi``) its own; then, under plain ``pulumi``, the rollout policy."""
     prepared = channel.prepared
+    read_only = channel.read_only or os.environ.get(READ_ONLY_ENV) == "1"
+    if read_only and not pulumi.runtime.is_dry_run():
+        raise ReadOnlyUpdate(stack)
     if preflight and channel.live is None:  # plain `pulumi`: this run's one connection
         from infercrane.live.api import Live
 
@@ -204,9 +215,11 @@ def check(
 
         manifests = [m for r in rendered for m in r.manifests]
         handed = prepared.report if prepared is not None else None
-        report = handed if handed is not None else checks.run(config, manifests, stack_id, channel.live)
+        report = handed if handed is not None else checks.run(config, manifests, stack_id, channel.live, read_only=read_only)
         for warning in report.warnings:  # podSecurityWarnings: report
             pulumi.log.warn(f"preflight: {warning}")
+        for unchecked in report.unchecked:  # read-only: what only a dry run says (a warning: shown by every preview)
+            pulumi.log.warn(f"preflight: {unchecked}")
         drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
         if drift and pulumi.runtime.is_dry_run():
             pulumi.log.info(

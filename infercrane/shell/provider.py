@@ -12,7 +12,9 @@ from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.state.urns import PROVIDER_NAME
 
 
-def make_provider(target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None) -> k8s.Provider:
+def make_provider(
+    target: KubernetesTarget, opts: pulumi.ResourceOptions | None = None, *, read_only: bool = False
+) -> k8s.Provider:
     """A provider pinned to ``target.context`` and ``target.namespace``; never the current-context.
 
     Patch force is never enabled: the SDK of this provider version has no ``enable_patch_force``

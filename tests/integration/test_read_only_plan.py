@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import ServiceAccount
 from infercrane.core import naming
 from infercrane.local.components import AUDIT_LOG
 from infercrane.local.plane import Plane
-from tests.integration.conftest import Project, cli, replica
+from tests.integration.conftest import ROOT, Project, cli, plain_pulumi, replica
 
 NS = "infercrane-system"
 VIEWER = f"system:serviceaccount:{NS}:infercrane-plan-viewer"
@@ -152,7 +152,33 @@ def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_
     assert seen, "the audit log records the viewer's requests"
     assert {e["verb"] for e in seen} <= {"get", "list", "watch"}, sorted({(e["verb"], e["requestURI"]) for e in seen})
     assert not [e for e in seen if e["verb"] in WRITES]
+
+    # The policy pack on the read-only plan, and plain `pulumi preview` under its setting, as the
+    # same identity: the program's preflight is read-only, but the provider's preview asks for a
+    # server-side dry run first (pulumi-kubernetes 4.25), which RBAC refuses, and then diffs inputs
+    # (pulumi-kubernetes #2419): nothing is written -- every write-verb request is a refused dry run.
     admin.patch(Deployment, name, {"spec": {"replicas": 1}}, namespace=NS, field_manager="kubectl-scale")
+    project.stack(stack, [replica(k) for k in keys], rollout=rollout, imageDigest=D1)
+    before = len(requests_by(plane, VIEWER))
+    backend = project.root / ".infercrane" / "pulumi-state"
+    before_pack = files(backend)  # (the engine may add the stack file's encryptionsalt: a file of the checkout)
+    pack = cli(project, "plan", "--stack", stack, "--read-only", "--policy-pack", str(ROOT / "policy"), env=env)
+    assert pack.returncode == 3, pack.stdout + pack.stderr
+    assert files(backend) == before_pack, "the policy pack's preview wrote to the backend"
+    # Plain `pulumi preview` under the same setting, as the same identity: the same changes.
+    pulumi = plain_pulumi(project, stack, env | {"INFERCRANE_PLAN_READ_ONLY": "1"})
+    previewed = pulumi("preview", "--diff")
+    assert previewed.returncode == 0, previewed.stdout + previewed.stderr
+    assert "preflight: not checkable read-only" in previewed.stdout + previewed.stderr, previewed.stderr
+    assert previewed.stdout.count("~ kubernetes:apps/v1:Deployment") == 3, previewed.stdout
+    refused_up = pulumi("up", "--yes")
+    assert refused_up.returncode != 0 and "INFERCRANE_PLAN_READ_ONLY=1 is set, which plans with get and list only" in (
+        refused_up.stdout + refused_up.stderr
+    )
+    attempts = [e for e in requests_by(plane, VIEWER)[before:] if e["verb"] in WRITES]
+    assert attempts and all("dryRun=All" in e["requestURI"] and e["responseStatus"]["code"] == 403 for e in attempts), [
+        (e["verb"], e["requestURI"], e["responseStatus"]) for e in attempts
+    ]
     assert cli(project, "destroy", "--stack", stack).returncode == 0
 
 
