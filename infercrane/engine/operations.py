@@ -535,9 +535,9 @@ def plan_read_only(
     policy_packs: Sequence[str] = (),
     on_output: Callable[[str], None] | None = None,
 ) -> PlanResult:
-    """The plan an identity that may only get, list and watch can make: no dry run and no engine
-    run (both need ``patch``), no backend write (the state read as it is, never repaired, no lock
-    taken). Each object is judged from its live form and its ``managedFields``
+    """The plan an identity that may only get and list can make: no dry run and no engine run (both
+    need ``patch``), no backend write (the state read as it is, never repaired; no engine, so no
+    lock). Each object is judged from its live form and its ``managedFields``
     (:func:`infercrane.core.plan.fields.compare`), refused on the ownership and field-manager
     conflicts a deploy meets; a key the state records that left the config is deleted; the
     rollout's waves and GPUs are the full plan's. What only the API server can say is noted as not

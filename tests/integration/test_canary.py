@@ -21,17 +21,24 @@ from pathlib import Path
 from typing import Any
 
 from lightkube import Client
-from lightkube.resources.core_v1 import Event
+from lightkube.resources.core_v1 import Event, Pod
 
 from infercrane.core import naming
 from infercrane.core.plan import canary
+from infercrane.local import node
 from infercrane.local.plane import Plane
-from tests.integration.conftest import Project, cli
+from tests.integration.conftest import Project, cli, wait_for
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import Gateway, key_file, namespace_with_evidence, next_double, pods
 
 DRAIN = {"preStopSeconds": 5, "shutdownSeconds": 10}
 POLICY = {"bakeSeconds": 15, "minRequests": 30, "required": True, "golden": [{"prompt": "Say hi", "maxTokens": 8}]}
+
+
+def draining_on_node(admin: Client) -> list[str]:
+    """The pods on the real node that are terminating (their GPUs still held)."""
+    on_node = admin.list(Pod, namespace="*", fields={"spec.nodeName": node.NAME})
+    return [str(p.metadata.name) for p in on_node if p.metadata.deletionTimestamp is not None]
 
 
 class Endpoint:
@@ -239,6 +246,9 @@ def test_an_sglang_canary_surging_beside_its_two_replicas_is_judged_by_sglangs_o
         (pod,) = [p for p in pods(admin, ns, key) if p.metadata.deletionTimestamp is None]
         return str(pod.metadata.uid)
 
+    # A previous test's pods drain for their grace period after its destroy, holding their GPUs:
+    # this endpoint starts on a node whose three GPUs are free.
+    wait_for(lambda: not draining_on_node(admin), "the real node's draining pods gone", timeout=120)
     release(old, double())
     assert deploy().returncode == 0
     before = [uid(k) for k in old]
@@ -263,7 +273,12 @@ def test_an_sglang_canary_surging_beside_its_two_replicas_is_judged_by_sglangs_o
     first, second = (next(iter(pods(admin, ns, k))) for k in new)
     assert first.metadata.creationTimestamp < second.metadata.creationTimestamp, "the canary first, then the rest"
     assert all(c.restartCount == 0 for p in (first, second) for c in p.status.containerStatuses or [])
-    waited = [e for e in admin.list(Event, namespace=ns) if e.reason == "FailedScheduling"]
+    successors = tuple(naming.object_name(k) for k in new)
+    waited = [
+        e
+        for e in admin.list(Event, namespace=ns)
+        if e.reason == "FailedScheduling" and e.involvedObject.name.startswith(successors)
+    ]
     assert waited == [], [e.message for e in waited]
     # The failing canary's 500s reached the client, its share and no more; the rollback dropped none.
     failed_at = {f.split(":")[0] for f in gateway.failures}

@@ -45,7 +45,7 @@ class Compared:
     action: Action
     conflicts: tuple[str, ...] = ()  # 'conflict with "manager" (operation): .spec.x'
     restarts: bool = False  # its pod template (a workload's) would change
-    why: tuple[str, ...] = field(default=(), compare=False)  # the first fields that differ, for --verbose
+    why: tuple[str, ...] = field(default=(), compare=False)  # the first fields that differ or would be dropped
 
 
 def owned(fields: Mapping[str, Any], prefix: Path = ()) -> Iterator[Path]:
