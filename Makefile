@@ -32,9 +32,11 @@ lint: venv
 	.venv/bin/ruff format --check infercrane tests
 	.venv/bin/mypy
 
-## test: every tier (unit, golden, program, cli, integration on the real engine + local plane)
+## test: every tier (unit, golden, program, cli, integration on the real engine + local plane), on
+##       WORKERS pytest sessions side by side, each with its own plane (tests/workers.py)
+WORKERS ?= 3
 test: venv tools lint
-	@set +e; $(PY) -m pytest; rc=$$?; \
+	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 ## test-fast: the tiers that need no tools (seconds)
@@ -80,11 +82,13 @@ bench: venv tools
 	$(PY) bench/doctor_vs_kubectl.py
 
 ## bench-fleet: kubectl SSA vs plain pulumi-kubernetes vs infercrane at fleet size (N replicas;
-##             N=100,300,500 adds a growth table; TOOLS=kubectl,infercrane leaves plain Pulumi out)
+##             N=100,300,500,1000 adds a growth table; TOOLS=kubectl,infercrane leaves plain Pulumi
+##             out; BACKENDS=file,postgres runs infercrane on both state backends)
 N ?= 100
 TOOLS ?= kubectl,plain,infercrane
+BACKENDS ?= file
 bench-fleet: venv tools
-	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS)
+	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS) --backends $(BACKENDS)
 
 ## bench-rollout: a fleet rolled to a new digest by the Deployment controller and by infercrane deploy,
 ##               side by side (E endpoints of 4 replicas, each pod Ready LOAD s after it starts)

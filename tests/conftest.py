@@ -56,6 +56,14 @@ def run_cli(*args: str, cwd: Path = ROOT, env: Mapping[str, str] | None = None) 
     return CliResult(code, out.getvalue(), err.getvalue())
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`make test`'s workers: see :mod:`tests.workers`."""
+    from tests.workers import PlaneScheduling
+
+    return PlaneScheduling(config, log)  # type: ignore[arg-type]
+
+
 @pytest.fixture
 def cli() -> CliRunner:
     """The CLI runner (in-process); see :func:`run_cli`."""

@@ -1,20 +1,17 @@
 """Integration tier: the real Pulumi engine, provider and a real control plane (local plane).
 
-One plane per test session (its own state directory), one Pulumi stack per test (its own stack
-file and replica keys, so tests never share objects). The deploying identity is the restricted
+One plane per test session (its own state directory; `make test` runs several sessions side by
+side, :mod:`tests.workers`), one Pulumi stack per test (its own stack file and replica keys, so
+tests never share objects). The deploying identity is the restricted
 ``infercrane-local`` context bound to deploy/ RBAC. Missing tools fail the tier, never skip it.
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
 import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,6 +27,9 @@ from infercrane.local import node as real_node
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
 from infercrane.project.tools import find_tool
+from tests.postgres import PostgresMissing
+from tests.postgres import throwaway as throwaway_postgres
+from tests.workers import runs_the_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
@@ -46,16 +46,22 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     found = host.settings()  # the host as the plane finds it: as `local stop` must leave it
     began = time.monotonic()
     # make test-matrix runs the tier on each pinned Kubernetes (make test: the default one)
-    status = p.start(progress=lambda m: None, kubernetes_version=os.environ.get(KUBERNETES_VERSION_ENV) or None)
+    status = p.start(
+        progress=lambda m: None,
+        kubernetes_version=os.environ.get(KUBERNETES_VERSION_ENV) or None,
+        real_node=runs_the_real_node(),
+    )
     print(f"local plane (Kubernetes {status['kubernetesVersion']}) started in {time.monotonic() - began:.1f}s")
     yield p
     while_running = host.settings()
     p.stop(quiet=True)
-    left = real_node.leftovers(p.state)
-    assert not left, f"`local stop` left the real node's {', '.join(left)} behind"
-    assert host.settings() == found, f"`local stop` left the host changed: found {found}, left {host.settings()}"
-    if status.get("realNode"):  # the kubelet's tunables held while it ran, set by the plane
+    if status.get("realNode"):  # the one plane that changes the host (the others run beside it)
+        left = real_node.leftovers(p.state)
+        assert not left, f"`local stop` left the real node's {', '.join(left)} behind"
+        assert host.settings() == found, f"`local stop` left the host changed: found {found}, left {host.settings()}"
         assert {k: while_running[k] for k in host.KUBELET_TUNABLES} == host.KUBELET_TUNABLES, while_running
+    else:
+        assert not (p.state / "host.json").exists(), "a plane without the real node changed the host"
 
 
 @pytest.fixture(scope="session")
@@ -349,46 +355,11 @@ def identity(plane: Plane, admin: Client) -> Iterator[Callable[[str, list[dict[s
                 pass
 
 
-INSTALL_HINT = "install PostgreSQL's server (Debian: `apt-get install postgresql`); the tests start their own on loopback"
-
-
-def pg_tool(name: str) -> str:
-    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), reverse=True)), None)
-    if not found:
-        pytest.fail(f"PostgreSQL's {name} not found: {INSTALL_HINT}")
-    return found
-
-
 @pytest.fixture(scope="session")
 def postgres() -> Iterator[str]:
-    """A throwaway PostgreSQL on 127.0.0.1 (trust auth, no TLS); its URL as Pulumi takes it."""
-    as_user: list[str] = []
-    base = Path(tempfile.mkdtemp(prefix="infercrane-pg-"))
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
-        try:
-            owner = pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.fail(f"no 'postgres' user to run PostgreSQL as: {INSTALL_HINT}")
-        os.chown(base, owner.pw_uid, owner.pw_gid)
-        base.chmod(0o755)
-        as_user = ["runuser", "-u", "postgres", "--"]
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data, log = base / "data", base / "server.log"
-    subprocess.run(
-        [*as_user, pg_tool("initdb"), "-D", str(data), "-U", "infercrane", "--auth=trust", "-E", "UTF8", "--no-sync"],
-        check=True,
-        capture_output=True,
-    )
-    options = f"-h 127.0.0.1 -p {port} -k {base} -c fsync=off"
-    subprocess.run(
-        [*as_user, pg_tool("pg_ctl"), "-D", str(data), "-o", options, "-l", str(log), "-w", "start"],
-        check=True,
-        capture_output=True,
-    )
+    """A throwaway PostgreSQL on 127.0.0.1 (:mod:`tests.postgres`); its URL as Pulumi takes it."""
     try:
-        yield f"postgres://infercrane@127.0.0.1:{port}/postgres?sslmode=disable"
-    finally:
-        subprocess.run([*as_user, pg_tool("pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"], capture_output=True)
-        shutil.rmtree(base, ignore_errors=True)
+        with throwaway_postgres() as url:
+            yield url
+    except PostgresMissing as exc:
+        pytest.fail(str(exc))

@@ -31,7 +31,7 @@ def test_a_start_that_fails_in_bootstrap_is_rolled_back_and_leaves_no_process(tm
     plane = Plane(tmp_path / "plane")
     try:
         with pytest.raises(PlaneError, match="bootstrapping the local plane failed"):
-            plane.start(nodes_file=nodes, progress=lambda m: None)
+            plane.start(nodes_file=nodes, progress=lambda m: None, real_node=False)
         assert (plane.logs / "etcd.log").exists() and (plane.logs / "kube-apiserver.log").exists()  # they did run
         assert processes_mentioning(str(plane.state)) == []
         assert plane.processes() == {}

@@ -36,7 +36,7 @@ NS = "infercrane-system"
 @pytest.fixture(scope="module")
 def own_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     p = Plane(tmp_path_factory.mktemp("outage-plane"))
-    p.start(progress=lambda m: None)
+    p.start(progress=lambda m: None, real_node=False)  # the real node is its own group's
     yield p
     p.stop(quiet=True)
 
@@ -104,7 +104,7 @@ def test_a_control_plane_lost_mid_deploy_fails_bounded_without_traceback_and_the
         assert "stopped answering" in err and "--idempotency-key" in err, err[-3000:]
         assert took < API_GRACE_SECONDS + 120, f"took {took:.0f}s after the {component} was killed"
     finally:  # the plane back (new ports, same etcd data) -- also for the next test when this one fails
-        outage.plane.start(progress=lambda m: None)
+        outage.plane.start(progress=lambda m: None, real_node=False)
     _converges(outage, stack, "ci-run-7", keys)
     r = _run(outage, "destroy", "--stack", stack)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -27,6 +27,7 @@ from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, kubectl, replica
 from tests.integration.test_cli_ops import cli
+from tests.workers import require_the_real_node
 
 NS = "infercrane-system"
 
@@ -37,6 +38,8 @@ def double() -> str:
 
 
 def on_node(key: str, **extra: Any) -> dict[str, Any]:
+    """A replica for the real node (its GPU product, the engine double's small model)."""
+    require_the_real_node()
     return replica(key, gpu=node.GPU_PRODUCT, model="Qwen/Qwen3-0.6B", name="qwen-small", **extra)
 
 

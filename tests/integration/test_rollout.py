@@ -62,7 +62,7 @@ def slow_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     nodes = root / "nodes.yaml"
     nodes.write_text(yaml.safe_dump(NODES))
     p = Plane(root / "state")
-    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=POD_READY_DELAY)
+    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=POD_READY_DELAY, real_node=False)
     assert status["podReadyDelaySeconds"] == POD_READY_DELAY
     yield p
     p.stop(quiet=True)
