@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from lightkube import operators
+
 from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live import cluster, failures
@@ -29,9 +31,11 @@ from infercrane.live.api import Live
 from infercrane.live.verdicts import VERDICTS, Verdict, judged, predictor_name
 from infercrane.live.warnings import current_replica_set, pod_warnings
 
-POLL_SECONDS: Final = (
-    0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave), load flat in N
-)
+POLL_SECONDS: Final = 0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave)
+#: Up to this many waited objects are LISTed by name (their instance label); more, as every object
+#: of ours of the kind. A tick then rests at least as long as its LIST took: the waiter's share of
+#: the machine stays bounded when a LIST of a fleet takes longer than the poll interval.
+NAMED_LIST_LIMIT: Final = 100
 #: What the kubelet says of a pod whose spec names a Secret, ConfigMap or key that is not there (a
 #: Warning Event, `reason: message`): the pod waits in CreateContainerConfigError, which no wait
 #: cures, so the replica fails at once instead of at the end of its startup budget.
@@ -162,7 +166,7 @@ class FleetWaiter:
         held: dict[str, int] = {}
         while True:
             try:
-                listed = await asyncio.to_thread(self._list)
+                listed = await asyncio.to_thread(self._list, list(names))
                 held = {
                     n: count
                     for n in names
@@ -179,8 +183,14 @@ class FleetWaiter:
                 return f"still terminating after {budget_seconds:.0f} s: {seen}"
             await asyncio.sleep(self._poll)
 
-    def _list(self) -> dict[str, dict[str, Any]]:
-        listed = self._live.list(self._resource, labels=naming.managed_selector(), action=f"list {self._kind}s")
+    def _list(self, names: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The objects of ``names`` (by their instance label), or, past :data:`NAMED_LIST_LIMIT`
+        names, every object of ours of the kind: an answer, and its decoding, that grows with what
+        is waited for, not with the namespace (one replica changed in a fleet of 1,000)."""
+        labels = naming.managed_selector()
+        if len(names) <= NAMED_LIST_LIMIT:
+            labels[naming.LABEL_INSTANCE] = operators.in_(names)
+        listed = self._live.list(self._resource, labels=labels, action=f"list {self._kind}s")
         out = {raw["metadata"]["name"]: raw for raw in listed}
         if self._predictors is not None:
             self._predictors = self._list_predictors()
@@ -223,8 +233,9 @@ class FleetWaiter:
         while self._waited:
             self._ticks += 1
             tick = self._ticks
+            asked = time.monotonic()
             try:
-                live = await asyncio.to_thread(self._list)
+                live = await asyncio.to_thread(self._list, list(self._waited))
                 lost_since = None
             except (failures.Unreachable, failures.Unavailable) as exc:
                 # No answer (connection, TLS, timeout), or an answer of "not now" (429 from API
@@ -280,7 +291,7 @@ class FleetWaiter:
                 self._fail_unmakeable(warnings)
                 self._report(dataclasses.replace(snapshot, warnings=warnings))
             if self._waited:
-                await asyncio.sleep(self._poll)
+                await asyncio.sleep(max(self._poll, time.monotonic() - asked))
 
     def _fail_unmakeable(self, warnings: Mapping[str, list[str]]) -> None:
         """Fail at once each wait whose pods the kubelet cannot make from their spec (a Secret,

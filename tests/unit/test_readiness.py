@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
+from infercrane.core import naming
 from infercrane.core.model.config import KubernetesTarget
 from infercrane.live.api import Live
-from infercrane.live.readiness import FleetWaiter
+from infercrane.live.readiness import NAMED_LIST_LIMIT, FleetWaiter
 from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
 
 DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
@@ -191,6 +192,40 @@ def test_one_list_per_tick_serves_every_replica() -> None:
     verdicts = run(all_of_them())
     assert {v.state for v in verdicts} == {"ready"}
     assert client.calls == 3  # three ticks for fifty replicas, not fifty informers
+
+
+class SelectingList(FakeList):
+    """A client that answers a LIST as the API server does: only the objects its labels select."""
+
+    def __init__(self, snapshot: list[dict[str, Any]]) -> None:
+        super().__init__([snapshot])
+        self.asked: list[Any] = []
+
+    def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+        if fields is not None:
+            return []
+        self.asked.append(labels)
+        named = (labels or {}).get(naming.LABEL_INSTANCE)
+        return [o for o in super().list(res, namespace, labels) if named is None or o.raw["metadata"]["name"] in named.value]
+
+
+@pytest.mark.parametrize(("waited", "by_name"), [(1, True), (NAMED_LIST_LIMIT, True), (NAMED_LIST_LIMIT + 1, False)])
+def test_a_few_waited_objects_are_listed_by_name_and_a_fleet_as_every_object_of_ours(waited: int, by_name: bool) -> None:
+    fleet = [named(f"infercrane-{i}", dep(1, 1)) for i in range(NAMED_LIST_LIMIT + 50)]
+    client = SelectingList(fleet)
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+    names = [f"infercrane-{i}" for i in range(waited)]
+
+    async def all_of_them() -> list[Verdict]:
+        return list(await asyncio.gather(*[waiter.wait(n, 1, 60) for n in names]))
+
+    assert {v.state for v in run(all_of_them())} == {"ready"}
+    (labels,) = client.asked
+    assert labels[naming.LABEL_MANAGED_BY] == naming.MANAGED_BY
+    if by_name:
+        assert sorted(labels[naming.LABEL_INSTANCE].value) == sorted(names)
+    else:
+        assert naming.LABEL_INSTANCE not in labels
 
 
 def test_budget_spent_fails_with_the_last_reason() -> None:
