@@ -237,6 +237,7 @@ class FleetWaiter:
             try:
                 live = await asyncio.to_thread(self._list, list(self._waited))
                 lost_since = None
+                listing = time.monotonic() - asked
             except (failures.Unreachable, failures.Unavailable) as exc:
                 # No answer (connection, TLS, timeout), or an answer of "not now" (429 from API
                 # Priority and Fairness, 5xx while etcd is gone): ask again on the next tick, within
@@ -291,7 +292,7 @@ class FleetWaiter:
                 self._fail_unmakeable(warnings)
                 self._report(dataclasses.replace(snapshot, warnings=warnings))
             if self._waited:
-                await asyncio.sleep(max(self._poll, time.monotonic() - asked))
+                await asyncio.sleep(max(self._poll, listing))
 
     def _fail_unmakeable(self, warnings: Mapping[str, list[str]]) -> None:
         """Fail at once each wait whose pods the kubelet cannot make from their spec (a Secret,

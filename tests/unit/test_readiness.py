@@ -228,6 +228,27 @@ def test_a_few_waited_objects_are_listed_by_name_and_a_fleet_as_every_object_of_
         assert naming.LABEL_INSTANCE not in labels
 
 
+def test_a_tick_rests_as_long_as_its_list_took_when_that_is_longer_than_the_poll() -> None:
+    import time
+
+    took = 0.05
+    began: list[float] = []
+
+    class Slow(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if fields is None:
+                began.append(time.monotonic())
+                time.sleep(took)
+            return super().list(res, namespace, labels, fields)
+
+    waiting = [named("infercrane-a", dep(1, 1, updated=1, available=0))]
+    client = Slow([waiting, waiting, waiting, [named("infercrane-a", dep(1, 1))]])
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001)  # type: ignore[arg-type]
+    assert run(waiter.wait("infercrane-a", 1, 60)).state == "ready"
+    gaps = [b - a for a, b in zip(began, began[1:], strict=False)]
+    assert len(gaps) == 3 and min(gaps) >= 2 * took * 0.9, gaps  # the LIST, then as long again
+
+
 def test_budget_spent_fails_with_the_last_reason() -> None:
     clock = iter([0.0, 0.0] + [100.0] * 1000)
     client = FakeList([[named("infercrane-a", dep(1, 1, updated=1, available=0))]])
