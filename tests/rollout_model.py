@@ -100,6 +100,7 @@ class Run(NamedTuple):
     backs: tuple[tuple[tuple[waves.Stage, ...], tuple[tuple[str, int], ...]] | None, ...] = ()
     rejected: tuple[int, ...] = ()  # lanes whose canary was rejected: rolled back once every lane has ended
     rollback: bool = False  # this run is the rollback the rejecting command runs
+    restarts: frozenset[str] | None = None  # the plan's keys whose template changes: only they wait for a drain (None: all)
 
 
 class State(NamedTuple):
@@ -426,7 +427,18 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             for e, lane in zip(r.endpoints, r.lanes, strict=True)
         )
         return Run(
-            lanes, plan, tuple(ends), promised, lows, False, steady, ledger.Ledger(world.max_extra), ceiling, target, backs
+            lanes,
+            plan,
+            tuple(ends),
+            promised,
+            lows,
+            False,
+            steady,
+            ledger.Ledger(world.max_extra),
+            ceiling,
+            target,
+            backs,
+            restarts=r.restarts,
         )
 
     # The cluster moves.
@@ -549,7 +561,8 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                 changed = True
                 continue
             stage = run.plan[i][lane.stage]
-            if DRAINED_FIRST and any(p.key in stage.apply and p.phase == TERMINATING for p in pods):
+            changing = stage.apply if run.restarts is None else stage.apply & run.restarts
+            if DRAINED_FIRST and any(p.key in changing and p.phase == TERMINATING for p in pods):
                 continue  # a key whose pod still drains gets its new template once it is gone (shell.lanes)
             if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lanes.Lender does
                 taken = run.ledger.take(run.endpoints[i], stage.borrow)

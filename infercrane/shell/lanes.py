@@ -122,12 +122,14 @@ async def roll(
     order: Mapping[str, int],
     *,
     max_extra_gpus: int | None = None,
+    restarts: frozenset[str] | None = None,
 ) -> Rolled:
     """Run every lane to its end or its first failure, side by side. A failure of the engine
     itself (an apply it failed, a registration that raised) halts every lane: none deletes or
     registers anything more, and the engine's error is raised once all have stopped, with where
     each endpoint ended. With ``max_extra_gpus``, each stage borrows what it holds beyond its
-    endpoint's own GPUs from one :class:`Lender`."""
+    endpoint's own GPUs from one :class:`Lender`. A stage's keys of ``restarts`` (None: all) wait
+    until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`)."""
     rolled = Rolled(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
@@ -159,7 +161,10 @@ async def roll(
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             rolled.ended[lane.endpoint] = f"stopped in {where}"
-            draining = await waits.drained(stage.apply)  # a key whose old pod still drains gets its template once it is gone
+            changing = stage.apply if restarts is None else stage.apply & restarts
+            draining = (
+                await waits.drained(changing) if changing else ""
+            )  # a key whose old pod drains gets its template once it is gone
             if draining:
                 rolled.stopped.append((lane.endpoint, where, StillDraining(draining)))
                 rolled.ended[lane.endpoint] = f"stopped before {where}: {draining}"

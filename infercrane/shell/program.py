@@ -359,6 +359,7 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             evidence_note(channel),
             order,
             max_extra_gpus=plan.max_extra_gpus,
+            restarts=plan.restarts,
         )
     finally:
         waits.close()

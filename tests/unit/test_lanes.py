@@ -117,6 +117,7 @@ def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | 
             notes.append,
             order,
             max_extra_gpus=rollout.max_extra_gpus,
+            restarts=rollout.restarts,
         )
     )
 
@@ -425,3 +426,16 @@ def test_a_key_whose_old_pod_still_drains_past_its_drain_is_never_given_its_new_
     assert why.message.startswith("a replica's old pod is still terminating after 40 s: infercrane-a1 (1 pod(s))")
     assert rolled.ended["e"].startswith("stopped before wave 2/2: still terminating")
     assert frozenset({"a0"}) in waits.asked_drained, "every stage asks before it applies"
+
+
+def test_only_the_keys_whose_template_changes_wait_for_a_drain_before_they_are_applied() -> None:
+    """A key applied with its live template starts no pod: it asks nothing (one replica changed in
+    a fleet of 1,000 asks once, not 1,000 times); a new key has no pod that could drain."""
+    members = [Member("a0", "e", ReplicaState.SETTLED, 1), Member("b0", "f", ReplicaState.SETTLED, 1)]
+    targets = [Target("a0", "e", 1, restarts=True), Target("b0", "f", 1), Target("c0", "g", 1)]
+    r = plan(members, targets, lambda name: DEFAULT)
+    assert r.restarts == frozenset({"a0"})
+    waits, journal = WaitsDouble(), Journal()
+    rolled = roll(r, waits, journal)
+    assert sorted(journal.registered) == ["a0", "b0", "c0"] and not rolled.stopped
+    assert waits.asked_drained == [frozenset({"a0"})]

@@ -412,7 +412,9 @@ def plan(
         schedules.append(s)
 
     lanes = tuple(_lane(r.endpoint, s) for r, s in zip(rollouts, schedules, strict=True))
-    return Rollout(endpoints=tuple(rollouts), lanes=lanes, max_extra_gpus=max_extra_gpus)
+    live = {m.key for m in members}
+    restarts = frozenset(t.key for t in targets if t.restarts and t.key in live)
+    return Rollout(endpoints=tuple(rollouts), lanes=lanes, max_extra_gpus=max_extra_gpus, restarts=restarts)
 
 
 def _lane(endpoint: str, s: _Schedule) -> Lane:

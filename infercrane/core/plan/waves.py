@@ -180,6 +180,9 @@ class Rollout:
     endpoints: tuple[EndpointRollout, ...]
     lanes: tuple[Lane, ...]
     max_extra_gpus: int | None = None  # rollout.maxExtraGpus: the lanes borrow from one ledger (core.plan.ledger)
+    #: The live keys whose pod template the rollout changes: only these can start a pod beside one
+    #: still draining, so only these wait for a drain before they are applied. None: every key.
+    restarts: frozenset[str] | None = None
 
     def never_lent(self) -> list[str]:
         """Each stage that borrows more of a GPU product at once than ``max_extra_gpus`` can ever
