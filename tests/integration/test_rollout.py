@@ -123,8 +123,8 @@ def live(admin: Client, keys: list[str]) -> dict[str, tuple[str, str]]:
 def unhardened(admin: Client, keys: list[str]) -> dict[str, tuple[str, Any]]:
     """key -> (Deployment uid, its pod template without the hardening, the drain and the intent
     annotations). The release before slot names became keys ran its pods without seccomp
-    ``RuntimeDefault`` or dropped capabilities (README "Pod Security") and without the drain (its
-    preStop, vLLM's --shutdown-timeout, the grace period derived from both; README "Drain on every
+    ``RuntimeDefault`` or dropped capabilities (docs/configure.md, "Pod Security") and without the drain (its
+    preStop, vLLM's --shutdown-timeout, the grace period derived from both; docs/serving.md, "Drain on every
     stop"): the first deploy of this one rolls each pod once for those, and for nothing else --
     what this compares."""
     out = {}
