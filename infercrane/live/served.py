@@ -207,8 +207,7 @@ def _of_replica(endpoint: Mapping[str, Any], service: str, namespace: str) -> bo
 
 def service_name(config: InferCraneConfig, replica: Replica) -> str:
     """The Service that routes to the replica's pods: ours, or KServe's predictor Service."""
-    name = naming.object_name(replica.key)
-    return f"{name}-predictor" if config.kubernetes.workload_api == "kserve" else name
+    return config.kubernetes.api.service.format(name=naming.object_name(replica.key))
 
 
 class Checker:

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 
 from infercrane.core import naming
 from infercrane.core.errors import POD_SECURITY_FIX
+from infercrane.core.model.kinds import KSERVE_API
 from infercrane.core.plan import states
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.state import times
@@ -135,7 +136,7 @@ def inference_service_verdict(obj: Mapping[str, Any], applied_generation: int) -
 
 def predictor_name(isvc_name: str) -> str:
     """The Deployment KServe (Standard mode) runs an InferenceService's predictor in."""
-    return f"{isvc_name}-predictor"
+    return KSERVE_API.service.format(name=isvc_name)
 
 
 def inference_service_by_predictor(

@@ -17,8 +17,7 @@ from infercrane.engine import deletions
 from infercrane.engine.facts import Facts
 from infercrane.live import cluster
 from infercrane.live.api import Live
-
-DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+from tests.unit.conftest import DIGEST
 
 
 def config() -> InferCraneConfig:

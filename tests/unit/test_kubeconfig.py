@@ -10,8 +10,7 @@ import yaml
 from infercrane.core.errors import ClusterError
 from infercrane.core.model.config import KubernetesTarget
 from infercrane.live import cluster
-
-DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+from tests.unit.conftest import DIGEST
 
 
 def kubeconfig(path: Path, name: str, server: str, ca: str = "ca.crt") -> Path:

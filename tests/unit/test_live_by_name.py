@@ -11,8 +11,8 @@ from lightkube.models.meta_v1 import Status
 
 from infercrane.core.load import loading
 from infercrane.live import cluster, failures
+from tests.unit.conftest import DIGEST
 
-DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
 TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes
 
 

@@ -13,8 +13,7 @@ from infercrane.core.model.config import KubernetesTarget
 from infercrane.live.api import Live
 from infercrane.live.readiness import NAMED_LIST_LIMIT, FleetWaiter
 from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
-
-DIGEST = "vllm/vllm-openai@sha256:" + "a" * 64
+from tests.unit.conftest import DIGEST
 
 
 def run(coro: Any) -> Any:

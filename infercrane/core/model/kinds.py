@@ -60,6 +60,7 @@ class WorkloadApi:
     scaled_by_controller: bool  # the controller scales it: `scaling: external` has nothing to hand over
     explicit_cpu_limit: bool  # the controller fills a missing CPU limit with its own default (KServe: 1 CPU)
     endpoint: str  # the in-cluster URL, from the object {name}, {namespace} and the replica's {port}
+    service: str  # the Service that routes to a replica's pods (and the workload they belong to), from its object {name}
     crd: Kind | None = None  # served by a CustomResourceDefinition that must be installed
 
     @property
@@ -83,6 +84,7 @@ DEPLOYMENT_API: Final = WorkloadApi(
     scaled_by_controller=False,
     explicit_cpu_limit=False,
     endpoint="http://{name}.{namespace}.svc:{port}",
+    service="{name}",
 )
 KSERVE_API: Final = WorkloadApi(
     name="kserve",
@@ -96,6 +98,7 @@ KSERVE_API: Final = WorkloadApi(
     scaled_by_controller=True,
     explicit_cpu_limit=True,
     endpoint="http://{name}-predictor.{namespace}.svc.cluster.local",
+    service="{name}-predictor",  # KServe's predictor, in Standard mode: its Service and its Deployment
     crd=INFERENCE_SERVICE,
 )
 WORKLOAD_APIS: Final = {a.name: a for a in (DEPLOYMENT_API, KSERVE_API)}
