@@ -412,8 +412,7 @@ def plan(
         schedules.append(s)
 
     lanes = tuple(_lane(r.endpoint, s) for r, s in zip(rollouts, schedules, strict=True))
-    live = {m.key for m in members}
-    restarts = frozenset(t.key for t in targets if t.restarts and t.key in live)
+    restarts = frozenset(t.key for t in targets if t.restarts)  # a target restarts only a live replica's pods
     return Rollout(endpoints=tuple(rollouts), lanes=lanes, max_extra_gpus=max_extra_gpus, restarts=restarts)
 
 
