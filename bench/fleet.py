@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT))
 from infercrane.core import naming  # noqa: E402
 from infercrane.core.render.manifests import render_checked, to_yaml  # noqa: E402
 from infercrane.engine.environment import engine_env  # noqa: E402
-from infercrane.live import served  # noqa: E402
-from infercrane.live.cluster import client as make_client  # noqa: E402
+from infercrane.live.evidence import served  # noqa: E402
+from infercrane.live.client.cluster import client as make_client  # noqa: E402
 from infercrane.local.bootstrap import WORKER_KEY_FILE  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402
@@ -123,13 +123,13 @@ class Lister:
         self.names = {naming.object_name(r.key) for r in self.config.replicas}
 
     def _ours(self, kind: str) -> list[Any]:
-        from infercrane.live.cluster import resource_for
+        from infercrane.live.client.cluster import resource_for
 
         items = self.client.list(resource_for({"kind": kind}), namespace=NS, labels={naming.LABEL_MANAGED_BY: naming.MANAGED_BY})
         return [o for o in items if o.metadata.name in self.names]
 
     def ready(self) -> int:
-        from infercrane.live.verdicts import deployment_verdict
+        from infercrane.live.status.verdicts import deployment_verdict
 
         return sum(deployment_verdict(o.to_dict(), 1).state == "ready" for o in self._ours("Deployment"))
 
@@ -140,7 +140,7 @@ class Lister:
         """Deployment ``name`` has rolled its new template: observed, updated and ready."""
         from lightkube.resources.apps_v1 import Deployment
 
-        from infercrane.live.verdicts import deployment_verdict
+        from infercrane.live.status.verdicts import deployment_verdict
 
         d = self.client.get(Deployment, name, namespace=NS).to_dict()
         status = d.get("status") or {}

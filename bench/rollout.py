@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from infercrane.core import naming  # noqa: E402
 from infercrane.core.render.manifests import render_checked, to_yaml  # noqa: E402
-from infercrane.live.verdicts import deployment_verdict  # noqa: E402
+from infercrane.live.status.verdicts import deployment_verdict  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402
 from infercrane.project.stackfile import load_stack  # noqa: E402

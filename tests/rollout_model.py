@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan import ledger, rollout, waves
 from infercrane.core.plan.rollback import Rollback, plan_rollback
-from infercrane.live import verdicts
+from infercrane.live.status import verdicts
 
 PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
 #: The lanes apply a key only once none of its pods is terminating (shell.lanes); False: the rule reverted.

@@ -223,7 +223,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from infercrane.live.api import Live
+    from infercrane.live.client.api import Live
     from infercrane.live.inspect import inspect_report
 
     config = stackfile.load_stack(args.stack)
@@ -252,7 +252,7 @@ def canary_verdicts(stack: str, config: cfg.InferCraneConfig) -> dict[str, str]:
 def cmd_destroy(args: argparse.Namespace) -> int:
     from infercrane.engine import teardown
     from infercrane.engine.workspace import Engine
-    from infercrane.live.api import Live
+    from infercrane.live.client.api import Live
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack, acting=config)
@@ -294,7 +294,7 @@ def cmd_promote(args: argparse.Namespace) -> int:
 
 def cmd_takeover(args: argparse.Namespace) -> int:
     from infercrane.live import takeover
-    from infercrane.live.api import Live
+    from infercrane.live.client.api import Live
 
     config = stackfile.load_stack(args.stack)
     disclose(args, args.stack, acting=config)

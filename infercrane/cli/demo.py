@@ -22,8 +22,8 @@ from infercrane.core.plan.actions import count_words
 from infercrane.engine import operations
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
-from infercrane.live import served
-from infercrane.live.api import Live
+from infercrane.live.client.api import Live
+from infercrane.live.evidence import served
 from infercrane.live.inspect import inspect_report, render_text
 from infercrane.local.bootstrap import WORKER_KEY_FILE
 from infercrane.local.layout import VIEWER_CONTEXT

@@ -14,7 +14,7 @@ from typing import NoReturn
 from infercrane.cli.commands import COMMANDS, EXIT_FAILED
 from infercrane.cli.parser import EXIT_USAGE, build_parser
 from infercrane.core.errors import InferCraneError, UsageError
-from infercrane.live import served
+from infercrane.live.evidence import served
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,8 +43,9 @@ class InferCraneError(Exception):
     """Base class: a failure whose message is safe and useful to show as is (the CLI exits 1).
     ``fix`` says how to fix it; it is rendered after the message by :func:`with_fix`.
     ``applied_nothing``: nothing reached the cluster before it was raised -- true of a failure
-    before an update starts; a deploy sets it false for one raised once an update may have applied
-    part of its change (the CLI then keeps a stack file edit instead of restoring it)."""
+    before an update starts (a refusal); false, said by its class, of one raised once an update
+    may have applied part of its change (the CLI then keeps a stack file edit instead of
+    restoring it)."""
 
     applied_nothing: bool = True
 
@@ -62,6 +63,18 @@ class EngineError(InferCraneError):
     """The Pulumi engine failed; the message says what happened and what to do next."""
 
 
+class UpdateFailed(EngineError):
+    """The Pulumi engine failed during an update, which may have applied part of its change."""
+
+    applied_nothing = False
+
+
+class PartlyApplied(InferCraneError):
+    """A deploy failed after its update applied its change (a step after it failed)."""
+
+    applied_nothing = False
+
+
 class PlaneError(InferCraneError):
     """The local control plane could not be started, checked or stopped."""
 
@@ -75,6 +88,8 @@ class RolloutStopped(InferCraneError):
     to the end. ``stopped``: (endpoint, where it stopped -- ``wave 2/4`` --, its error, whose words
     and fix follow). The old replicas a stopped endpoint had not reached keep serving, and the
     same command continues from there."""
+
+    applied_nothing = False
 
     def __init__(self, stopped: Sequence[tuple[str, str, InferCraneError]], endpoints: int) -> None:
         self.stopped = list(stopped)
@@ -93,7 +108,6 @@ class RolloutStopped(InferCraneError):
         ]
         fixes = list(dict.fromkeys(c.fix for _, _, c in self.stopped if c.fix))
         super().__init__("\n".join(lines), fix="; ".join(fixes) or None)
-        self.applied_nothing = False
 
 
 class CanaryRejected(InferCraneError):
@@ -154,6 +168,8 @@ class RolledBack(InferCraneError):
     purpose -- a successful run would make Pulumi delete every object it did not register -- and
     this is how the program says that its lanes finished."""
 
+    applied_nothing = False
+
     def __init__(self) -> None:
         super().__init__("the rollback's lanes finished")
 
@@ -188,6 +204,8 @@ class DeletionsRefused(InferCraneError):
     """Every lane of a rollout finished, but an object Pulumi deletes by name at the end of the run
     has become another's meanwhile: the run stops before Pulumi's deletions (nothing is deleted)."""
 
+    applied_nothing = False
+
     def __init__(self, foreign: Sequence[str]) -> None:
         super().__init__(
             "every endpoint rolled and is ready, but the run stopped before Pulumi's deletions: an object it would "
@@ -195,7 +213,6 @@ class DeletionsRefused(InferCraneError):
             fix="InferCrane never deletes another's object: rename or delete it yourself, then deploy again "
             "(the same command finishes the deletions)",
         )
-        self.applied_nothing = False
 
 
 class IdempotencyConflict(InferCraneError):
@@ -309,6 +326,8 @@ STARTUP_FAILING: Final = "its startup probe kept failing"
 class NotReady(InferCraneError):
     """Applied, but some replicas did not become ready (each with its reason)."""
 
+    applied_nothing = False
+
     def __init__(self, failures: list[tuple[str, str, str]], total: int, *, api_lost: bool = False) -> None:
         self.failures, self.api_lost = failures, api_lost
         if api_lost:  # one cause for all: say it once, with how to resume
@@ -367,7 +386,3 @@ class RolloutRefused(InferCraneError):
             "(`infercrane plan` shows them); or raise the endpoint's maxUnavailable / maxSurge if the "
             "outage or the extra GPUs are acceptable",
         )
-
-
-#: Raised by the program's own checks inside ``pulumi up``, before anything is applied.
-REFUSED_BEFORE_APPLY: Final = (ConfigError, GuardError, ClusterError, PreflightRefused, CacheRefused)

@@ -16,28 +16,28 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.errors import ClusterError, InferCraneError
+from infercrane.core.errors import ClusterError, InferCraneError, PartlyApplied
 from infercrane.core.model.kinds import KINDS
 from infercrane.core.plan.waves import STAGE_DELETION
 from infercrane.core.plan.workload import pod_of
 from infercrane.core.state import urns
-from infercrane.engine.facts import Facts
+from infercrane.live.stack.context import StackContext
 
 GONE_TIMEOUT_SECONDS: Final = 120.0  # what a stage waits for the objects it deleted to be gone, past their pods' grace
 DEFAULT_GRACE_SECONDS: Final = 30  # a pod's terminationGracePeriodSeconds when its template sets none
 
 
-def delete_orphans(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
+def delete_orphans(ctx: StackContext, state: Mapping[str, Any]) -> dict[str, str]:
     """Delete the live objects of keys that left the config but that ``state`` -- what Pulumi knew
     when the run began -- does not record (lost state, a killed run): Pulumi cannot delete
     what it does not know, and a key that leaves the config is deleted. Only objects with this
     stack's exact ownership, each with a uid precondition; once the deploy's run is done, when every
     replica of the config is ready. Returns object name -> key of what was deleted."""
-    keep = {r.key for r in facts.config.replicas} | set(urns.recorded_objects(state))
-    return _delete_owned(facts, lambda key, kind: key not in keep, wait=False)
+    keep = {r.key for r in ctx.config.replicas} | set(urns.recorded_objects(state))
+    return _delete_owned(ctx, lambda key, kind: key not in keep, wait=False)
 
 
-def delete_going(facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]]], keys: Collection[str]) -> dict[str, str]:
+def delete_going(ctx: StackContext, recorded: Mapping[str, Sequence[Mapping[str, Any]]], keys: Collection[str]) -> dict[str, str]:
     """What a stage of a rollout's lane ends by deleting (:attr:`~infercrane.core.plan.waves.Stage.delete`):
     of a key that left the config, all of it; of a key that moved to another workload API or
     namespace, its old form only. Deleted here -- recorded by Pulumi or not -- by this stack's
@@ -45,10 +45,10 @@ def delete_going(facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]
     finds the GPUs free; Pulumi's own deletion of the recorded ones at the end of the run then
     finds them gone. In the target namespace from one LIST per kind; in another namespace (a
     ``namespace`` switch), where the state records them. Returns object name -> key."""
-    t = facts.config.kubernetes
+    t = ctx.config.kubernetes
     current = set(t.object_kinds)
-    configured = {r.key for r in facts.config.replicas}
-    deleted = _delete_owned(facts, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True)
+    configured = {r.key for r in ctx.config.replicas}
+    deleted = _delete_owned(ctx, lambda key, kind: key in keys and (key not in configured or kind not in current), wait=True)
     elsewhere: dict[str, set[str]] = {}
     for key in keys:
         for m in recorded.get(key, ()):
@@ -56,19 +56,19 @@ def delete_going(facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]
             if ns != t.namespace:
                 elsewhere.setdefault(ns, set()).add(str(m.get("kind")))
     for ns, kinds in sorted(elsewhere.items()):
-        deleted |= _delete_owned(facts, lambda key, kind: key in keys, wait=True, namespace=ns, kinds=kinds)
+        deleted |= _delete_owned(ctx, lambda key, kind: key in keys, wait=True, namespace=ns, kinds=kinds)
     return deleted
 
 
-def delete_keys(facts: Facts, keys: Collection[str]) -> dict[str, str]:
+def delete_keys(ctx: StackContext, keys: Collection[str]) -> dict[str, str]:
     """Every object of ``keys`` in the target namespace -- keys of the config too (a rejected
     canary's new replicas, :mod:`infercrane.core.plan.rollback`) -- by this stack's exact ownership
     with a uid precondition, waited for until gone. Returns object name -> key."""
-    return _delete_owned(facts, lambda key, kind: key in keys, wait=True)
+    return _delete_owned(ctx, lambda key, kind: key in keys, wait=True)
 
 
 def _delete_owned(
-    facts: Facts,
+    ctx: StackContext,
     wanted: Callable[[str, str], bool],
     *,
     wait: bool,
@@ -78,11 +78,12 @@ def _delete_owned(
     """Delete the objects in ``namespace`` (default: the target's) of ``kinds`` (default: the
     workload API's, and the others where this identity may list them) that ``wanted`` (key, kind)
     names and that carry this stack's exact ownership, each with a uid precondition."""
-    from infercrane.live import failures, readiness
+    from infercrane.live.client import failures
+    from infercrane.live.status import readiness
 
-    t, stack_id = facts.config.kubernetes, facts.stack_id
+    t, stack_id = ctx.config.kubernetes, ctx.stack_id
     ns = namespace or t.namespace
-    live = facts.live if ns == t.namespace else facts.live.at(ns)
+    live = ctx.live if ns == t.namespace else ctx.live.at(ns)
     # Elsewhere the workload kinds were listed already (membership.recorded_elsewhere); the others
     # are deleted here where this identity may list them, else by Pulumi, by name, at the run's end.
     listed = live.by_name(t.object_kinds, optional=KINDS) if kinds is None else live.by_name((), optional=set(kinds) & set(KINDS))
@@ -119,23 +120,21 @@ def _delete_owned(
     return deleted
 
 
-def delete_orphans_after_rollout(facts: Facts, state: Mapping[str, Any]) -> dict[str, str]:
+def delete_orphans_after_rollout(ctx: StackContext, state: Mapping[str, Any]) -> dict[str, str]:
     """:func:`delete_orphans` once the rollout is done: a failure there
     comes after every replica was applied, and says so (the CLI keeps the stack file's intent)."""
     try:
-        return delete_orphans(facts, state)
+        return delete_orphans(ctx, state)
     except InferCraneError as exc:
-        after = InferCraneError(
+        raise PartlyApplied(
             "every replica of the config is applied and ready, but deleting the replicas of keys that left the "
             f"config failed: {exc.args[0]}",
             fix="deploy again with the same --idempotency-key: it finds them still running and deletes them",
-        )
-        after.applied_nothing = False
-        raise after from exc
+        ) from exc
 
 
 def foreign_deletions(
-    facts: Facts, recorded: Mapping[str, Sequence[Mapping[str, Any]]], *, held: Collection[str], applied: Collection[str]
+    ctx: StackContext, recorded: Mapping[str, Sequence[Mapping[str, Any]]], *, held: Collection[str], applied: Collection[str]
 ) -> list[str]:
     """The objects an engine run would delete whose live namesake is not this stack's: Pulumi
     deletes by name, with no ownership or uid check (``destroy`` has both), so an object replaced
@@ -144,7 +143,7 @@ def foreign_deletions(
     key those the config no longer renders: another kind or namespace (a ``workloadApi`` or
     ``namespace`` switch). One LIST per namespace and kind; in a namespace other than the
     target's a kind this identity may not list is not checked."""
-    t = facts.config.kubernetes
+    t = ctx.config.kubernetes
 
     def deleted(key: str, m: Mapping[str, Any]) -> bool:
         if key in held:
@@ -159,14 +158,14 @@ def foreign_deletions(
     live: dict[tuple[str, str, str], Mapping[str, Any]] = {}
     for ns, listed in sorted(kinds.items()):
         elsewhere = listed & set(KINDS) if ns != t.namespace else set()
-        found = facts.live.at(ns).by_name(listed & set(KINDS) - elsewhere, optional=elsewhere)
+        found = ctx.live.at(ns).by_name(listed & set(KINDS) - elsewhere, optional=elsewhere)
         live |= {(ns, kind, name): obj for (kind, name), obj in found.items()}
     out = []
     for key, m in leaving:
         meta = m.get("metadata") or {}
         ns = meta.get("namespace", t.namespace)
         obj = live.get((ns, str(m.get("kind")), str(meta.get("name"))))
-        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=facts.stack_id) if obj else []
+        why = naming.ownership_mismatches(dict(obj), key=key, namespace=ns, stack=ctx.stack_id) if obj else []
         if why:
             out.append(
                 f"{m.get('kind')} {ns}/{meta.get('name')} (recorded for key {key!r}, which "

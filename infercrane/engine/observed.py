@@ -15,23 +15,23 @@ from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state import urns
-from infercrane.engine.facts import Facts
+from infercrane.live.stack.context import StackContext
 
 if TYPE_CHECKING:
-    from infercrane.live.preflight import Report
+    from infercrane.live.stack.preflight import Report
 
 
 @dataclass(frozen=True)
 class Observed:
-    facts: Facts  # acting on the config with its verified model caches
+    ctx: StackContext  # acting on the config with its verified model caches
     state: Mapping[str, Any]  # the stack's state before the first run
-    rendered: Sequence[RenderedReplica]  # facts.config, rendered
-    report: Report | None  # the preflight's report; None: it refuses (Facts.preflight)
+    rendered: Sequence[RenderedReplica]  # ctx.config, rendered
+    report: Report | None  # the preflight's report; None: it refuses (StackContext.preflight)
 
     @functools.cached_property
     def rollout(self) -> Rollout | None:
-        """The waves from what runs to ``rendered`` (:meth:`Facts.rollout`); None: nothing rolls."""
-        return self.facts.rollout(self.rendered, self.report, self.state)
+        """The waves from what runs to ``rendered`` (:meth:`StackContext.rollout`); None: nothing rolls."""
+        return self.ctx.rollout(self.rendered, self.report, self.state)
 
     def needs_refresh(self) -> bool:
         """Whether the engine must read the recorded objects back first (``--refresh``): only when a
@@ -41,7 +41,7 @@ class Observed:
         if self.report is None or not self.report.drift:
             return False
         gone = [k for k, a in self.report.actions.items() if a is Action.CREATE]
-        return bool(urns.stale_records(self.state, self.facts.registrations(self.rendered), self.report.drift, gone))
+        return bool(urns.stale_records(self.state, self.ctx.registrations(self.rendered), self.report.drift, gone))
 
     def no_op_doubts(self) -> list[str]:
         """Why a ``pulumi preview`` could have something to do; empty when it cannot.
@@ -57,7 +57,7 @@ class Observed:
             why.append("the preflight refuses")
         elif self.report.drift:
             why.append(f"{len(self.report.drift)} live object(s) missing or different: {', '.join(self.report.drift[:3])}")
-        return why + urns.state_matches(self.state, self.facts.registrations(self.rendered))
+        return why + urns.state_matches(self.state, self.ctx.registrations(self.rendered))
 
     def replay_doubts(self) -> list[str]:
         """Why what runs does not show a deploy of this config as complete; empty when it does --
@@ -69,25 +69,25 @@ class Observed:
             return ["the preflight refuses now"]
         if self.report.drift:
             return [f"{len(self.report.drift)} live object(s) are missing or differ ({', '.join(self.report.drift[:3])})"]
-        from infercrane.live import membership
+        from infercrane.live.stack import membership
 
-        config = self.facts.config
+        config = self.ctx.config
         keys = {r.key for r in config.replicas}
-        members = membership.members(config, self.report.live, self.facts.stack_id, predictors=self.report.predictors)
+        members = membership.members(config, self.report.live, self.ctx.stack_id, predictors=self.report.predictors)
         left = sorted(m.key for m in members if m.key not in keys)
         if left:
             return [f"replica(s) {', '.join(left)} of keys that left the config still run"]
         waiting = sorted(m.key for m in members if m.state != ReplicaState.SETTLED)
         if waiting:
             return [f"replica(s) {', '.join(waiting)} are not ready"]
-        return [f"the state differs: {why}" for why in urns.state_matches(self.state, self.facts.registrations(self.rendered))]
+        return [f"the state differs: {why}" for why in urns.state_matches(self.state, self.ctx.registrations(self.rendered))]
 
 
-def could_need_refresh(facts: Facts, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]) -> bool:
+def could_need_refresh(ctx: StackContext, state: Mapping[str, Any], rendered: Sequence[RenderedReplica]) -> bool:
     """Whether some verdict of the preflight could make the first run need ``--refresh``
     (:meth:`Observed.needs_refresh`) by a drift alone: only an object whose record Pulumi would
     trust can. With none -- a first deploy, a lost state, every object changing -- the run can start
     before the preflight is done (:mod:`infercrane.shell.gate`); should the preflight find a recorded
     object gone, that run is called off and started again with ``--refresh``."""
     every = [f"{m['kind']}/{m['metadata']['name']}" for r in rendered for m in r.manifests]
-    return bool(urns.stale_records(state, facts.registrations(rendered), every))
+    return bool(urns.stale_records(state, ctx.registrations(rendered), every))

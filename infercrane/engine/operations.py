@@ -10,6 +10,7 @@ and the same key with another intent is refused. Engine layer.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import secrets
@@ -21,7 +22,6 @@ from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.errors import (
-    REFUSED_BEFORE_APPLY,
     CanaryRejected,
     CanaryRetryRefused,
     IdempotencyConflict,
@@ -41,16 +41,16 @@ from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
 from infercrane.engine.deletions import delete_going, delete_keys, delete_orphans_after_rollout, foreign_deletions
-from infercrane.engine.facts import Facts
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
 from infercrane.engine.workspace import Engine
+from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel, Pinned, Prepared
 from infercrane.shell.gate import Gate, Handover
 
 
 def _channel(
-    facts: Facts,
+    ctx: StackContext,
     state: Mapping[str, Any],
     sink: Sink,
     late: Handover,
@@ -60,17 +60,21 @@ def _channel(
 ) -> Channel:
     """One engine run's :class:`~infercrane.shell.channel.Channel` for a deploy."""
     channel = Channel(
-        config=facts.config,
+        context=ctx,
         driven=True,
         legacy=urns.legacy_names(state),
         progress=sink,
-        live=facts.live,
         gate=gate,
         delete=delete,
         recheck=recheck,
     )
     channel.hand_over(late)
     return channel
+
+
+def warned(sink: Sink) -> Callable[[str], None]:
+    """Where a check's warning goes in a command: a note on the caller's sink."""
+    return lambda warning: sink(Note(f"warning: {warning}"))
 
 
 def stack_intent(config: cfg.InferCraneConfig) -> str:
@@ -155,8 +159,8 @@ def rolled(
     describes (a replay never claims a result that no longer stands)."""
 
     intent = stack_intent(config)
-    facts = Facts.gather(engine.stack_name, config)  # worked out once: every check and deletion below takes them
-    engine.vouch = vouch_for(facts)
+    ctx = StackContext.connect(engine.stack_name, config)  # worked out once: every check and deletion below takes them
+    engine.vouch = vouch_for(ctx)
     state = engine.state()  # the idempotency record, pending operations, recorded objects, slot names
     history = [h for h in urns.stack_outputs(state).get("deploys") or [] if isinstance(h, dict)]
     record = next((h for h in reversed(history) if h.get("key") == key), None)
@@ -166,42 +170,42 @@ def rolled(
             f"({str(record.get('intent'))[:19]}…, now {intent[:19]}…); nothing was applied.",
             fix="use a new --idempotency-key for a new intent (or omit it to get one)",
         )
-    facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
-    rendered = facts.render()
+    ctx = ctx.verify_caches(warned(sink), defer_refusal=True)  # the model caches the cluster verified, mapped
+    rendered = ctx.render()
     looked: Observed | None = None  # a replay's check, made before anything else
     if record:
         # The record says this intent was deployed; a replay also needs what runs to say so: the
         # state and the live objects exactly this intent, no replica of another left, all ready.
         # Re-running an older key (a rollback) finds the newer release running, and applies its own.
-        looked = Observed(facts, state, rendered, facts.preflight(rendered))
+        looked = Observed(ctx, state, rendered, ctx.preflight(rendered, defer_refusal=True))
         doubts = looked.replay_doubts()
         if not doubts:
             return DeployResult(key, intent, "replayed", [], str(record.get("at")))
         sink(Note(f"note: idempotency key {key} was deployed at {record.get('at')}, but {doubts[0]}: applying its intent again"))
-    facts.live.prime_openapi_soon()  # an update will run: its provider reads the document
-    for note in resolve_pending_creates(engine, facts, state):
+    ctx.live.prime_openapi_soon()  # an update will run: its provider reads the document
+    for note in resolve_pending_creates(engine, ctx, state):
         sink(Note(note))
     at = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     collector = EventCollector()
-    config = facts.config
+    config = ctx.config
     run = functools.partial(
         engine.apply, on_output=on_output, on_event=both(collector, applied_events(sink)), skip_checkpoints=True
     )
     # The first run starts now, beside the preflight, when no verdict of it could make that run
     # need --refresh (shell/gate.py); else the engine's start (its imports, `stack select`) does.
-    early = looked is None and not facts.caches_refused and not could_need_refresh(facts, state, rendered)
+    early = looked is None and not ctx.caches_refused and not could_need_refresh(ctx, state, rendered)
     gate = Gate() if early else None
     recorded = urns.recorded_objects(state)  # what Pulumi knows before the run, key -> manifests
     names = {naming.object_name(k): k for k in recorded}
     deleted: dict[str, str] = {}  # object name -> key, of what the rollout's lanes deleted
 
     def delete(keys: Collection[str]) -> Mapping[str, str]:
-        gone = delete_going(facts, recorded, keys)
+        gone = delete_going(ctx, recorded, keys)
         deleted.update(gone)
         return gone
 
     def recheck() -> list[str]:  # before the run, and again once its lanes are done
-        return foreign_deletions(facts, recorded, held=(), applied={r.key for r in config.replicas})
+        return foreign_deletions(ctx, recorded, held=(), applied={r.key for r in config.replicas})
 
     pool = ThreadPoolExecutor(max_workers=1)
     try:
@@ -210,18 +214,18 @@ def rolled(
             started = pool.submit(lambda: engine.stack)
         else:
             started = pool.submit(
-                run, refresh=False, channel=_channel(facts, state, sink, Handover(), gate, delete=delete, recheck=recheck)
+                run, refresh=False, channel=_channel(ctx, state, sink, Handover(), gate, delete=delete, recheck=recheck)
             )
         try:
-            seen = looked or Observed(facts, state, rendered, facts.preflight(rendered))
-            for note in seen.report.notes(facts.config) if seen.report else []:
+            seen = looked or Observed(ctx, state, rendered, ctx.preflight(rendered, defer_refusal=True))
+            for note in seen.report.notes(ctx.config) if seen.report else []:
                 sink(Note(note))
             rollout = seen.rollout
             rejected = rejected_before(engine, rollout)
             if rejected and not retry_rejected:
                 raise CanaryRetryRefused(engine.stack_name, [(e, said) for e, (_, said) in rejected.items()])
             if rejected:  # retried: planned again, the rejected release's replicas proving nothing
-                rollout = facts.rollout(rendered, seen.report, state, frozenset(r for r, _ in rejected.values()))
+                rollout = ctx.rollout(rendered, seen.report, state, frozenset(r for r, _ in rejected.values()))
                 sink(Note(f"note: retrying the release a canary rejected for {', '.join(rejected)} (--retry-rejected)"))
         except BaseException as exc:
             if gate is not None:
@@ -244,7 +248,7 @@ def rolled(
                 "canaries": urns.stack_outputs(state).get("canaries") or {},  # each endpoint's last verdict, kept
             },
             # Refused caches: the program verifies them itself, and refuses inside the update.
-            prepared=None if facts.caches_refused else Prepared(rendered, seen.report, facts.stack_id),
+            prepared=None if ctx.caches_refused else Prepared(rendered, seen.report),
         )
         if gate is not None and seen.needs_refresh():
             # A recorded object is gone (or drifted under a record Pulumi would trust): the run
@@ -266,14 +270,10 @@ def rolled(
                 gate.open(late)
                 started.result()
             else:
-                run(refresh=seen.needs_refresh(), channel=_channel(facts, state, sink, late, delete=delete, recheck=recheck))
+                run(refresh=seen.needs_refresh(), channel=_channel(ctx, state, sink, late, delete=delete, recheck=recheck))
         except InferCraneError as exc:
-            # Refused by the program's own checks inside the update: nothing was applied.
-            exc.applied_nothing = isinstance(exc, REFUSED_BEFORE_APPLY) and not deleted
             remember_rejections(engine, rollout, exc, at, sink)
-            ended = roll_back(
-                facts, state, rollout, Prepared(rendered, seen.report, facts.stack_id), exc, run, sink, set(deleted.values())
-            )
+            ended = roll_back(ctx, state, rollout, Prepared(rendered, seen.report), exc, run, sink, set(deleted.values()))
             if ended is exc:
                 raise
             raise ended from exc
@@ -289,7 +289,7 @@ def rolled(
         if gate is not None:
             gate.call_off(InferCraneError("the deploy stopped before its first update could go on"))  # a no-op once open
         pool.shutdown(wait=True)
-    orphans = delete_orphans_after_rollout(facts, state)  # the state before the run: what Pulumi knew
+    orphans = delete_orphans_after_rollout(ctx, state)  # the state before the run: what Pulumi knew
     if orphans:
         sink(
             Note(
@@ -360,7 +360,7 @@ def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCrane
 
 
 def roll_back(
-    facts: Facts,
+    ctx: StackContext,
     before: Mapping[str, Any],
     rollout: Rollout | None,
     prepared: Prepared,
@@ -393,12 +393,13 @@ def roll_back(
     started = time.monotonic()
     if lanes_back:
         channel = Channel(
-            config=facts.config.model_copy(update={"replicas": _waited_as(facts.config, plans.values(), summaries)}),
+            context=dataclasses.replace(
+                ctx, config=ctx.config.model_copy(update={"replicas": _waited_as(ctx.config, plans.values(), summaries)})
+            ),
             driven=True,
             progress=sink,
-            live=facts.live,
             rollout=Rollout(tuple(e for e, _ in plans.values()), lanes_back, rollout.max_extra_gpus),
-            delete=lambda keys: delete_keys(facts, keys),
+            delete=lambda keys: delete_keys(ctx, keys),
             prepared=prepared,
             rollback={k: Pinned(recorded[k], summaries.get(k) or {"key": k}) for k in restore},
         )
@@ -417,9 +418,7 @@ def roll_back(
         else (endpoint, where, cause)
         for endpoint, where, cause in exc.stopped
     ]
-    ended = RolloutStopped(stopped, len(rollout.lanes))
-    ended.applied_nothing = False
-    return ended
+    return RolloutStopped(stopped, len(rollout.lanes))
 
 
 def _waited_as(
@@ -490,15 +489,15 @@ def plan(
     if read_only:
         return plan_read_only(engine, config, sink, policy_packs=policy_packs, on_output=on_output)
     stack = engine.stack_name
-    facts = Facts.gather(stack, config)  # worked out once: every check below takes them
-    engine.vouch = vouch_for(facts)
+    ctx = StackContext.connect(stack, config)  # worked out once: every check below takes them
+    engine.vouch = vouch_for(ctx)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        facts = facts.verify_caches(sink)  # the model caches the cluster verified, mapped
-        rendered = facts.render()
-        report = facts.preflight(rendered)
-        seen = Observed(facts, reading.result(), rendered, report)
-    for note in report.notes(facts.config) if report else []:
+        ctx = ctx.verify_caches(warned(sink), defer_refusal=True)  # the model caches the cluster verified, mapped
+        rendered = ctx.render()
+        report = ctx.preflight(rendered, defer_refusal=True)
+        seen = Observed(ctx, reading.result(), rendered, report)
+    for note in report.notes(ctx.config) if report else []:
         sink(Note(note))
     why: list[str] = ["--full-preview"] if full else []
     if policy_packs:
@@ -507,14 +506,13 @@ def plan(
     rollout = seen.rollout
     rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
     if not why:
-        return PlanResult(summarize(facts.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
+        return PlanResult(summarize(ctx.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
     collector = EventCollector()
     channel = Channel(
-        config=facts.config,
+        context=ctx,
         driven=True,
         legacy=urns.legacy_names(seen.state),
-        prepared=None if facts.caches_refused else Prepared(rendered, report, facts.stack_id),
-        live=facts.live,
+        prepared=None if ctx.caches_refused else Prepared(rendered, report),
     )
     engine.preview(
         on_output=on_output,
@@ -524,7 +522,7 @@ def plan(
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(seen.state)}
-    return PlanResult(summarize(facts.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)
+    return PlanResult(summarize(ctx.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)
 
 
 def plan_read_only(
@@ -545,31 +543,29 @@ def plan_read_only(
     the same identity: the program's preflight read-only (:attr:`Channel.read_only`) and the
     provider's preview, refused its dry run, falling back to a diff of inputs (pulumi-kubernetes
     #2419); a violation fails the plan, as in the full plan."""
-    from infercrane.live import preflight
-
-    facts = Facts.gather(engine.stack_name, config)
+    ctx = StackContext.connect(engine.stack_name, config)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state, repair=False)  # in parallel with the reads of the cluster
-        facts = facts.verify_caches(sink)
-        rendered = facts.render()
-        manifests = [m for r in rendered for m in r.manifests]
-        report = preflight.run(facts.config, manifests, facts.stack_id, facts.live, read_only=True)
+        ctx = ctx.verify_caches(warned(sink), defer_refusal=True)
+        rendered = ctx.render()
+        report = ctx.preflight(rendered, read_only=True)
+        assert report is not None  # a refusal raises: nothing is deferred to a run
         state = reading.result()
-    for note in report.notes(facts.config):
+    for note in report.notes(ctx.config):
         sink(Note(note))
-    seen = Observed(facts, state, rendered, report)
+    seen = Observed(ctx, state, rendered, report)
     actions = [
         ReplicaAction(
             r.name,
             _replica_action([report.actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME) for m in r.manifests]),
             key=r.replica.key,
             gpu=r.replica.gpu,
-            image=facts.config.image_for(r.replica),
+            image=ctx.config.image_for(r.replica),
             objects=[f"{m['kind']}/{m['metadata']['name']}" for m in r.manifests],
         )
         for r in rendered
     ]
-    keys = {r.key for r in facts.config.replicas}
+    keys = {r.key for r in ctx.config.replicas}
     actions += [
         ReplicaAction(naming.object_name(k), Action.DELETE, key=k) for k in sorted(urns.recorded_objects(state)) if k not in keys
     ]
@@ -577,11 +573,10 @@ def plan_read_only(
     rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
     if policy_packs:
         channel = Channel(
-            config=facts.config,
+            context=ctx,
             driven=True,
             legacy=urns.legacy_names(state),
-            prepared=None if facts.caches_refused else Prepared(rendered, report, facts.stack_id),
-            live=facts.live,
+            prepared=None if ctx.caches_refused else Prepared(rendered, report),
             read_only=True,
         )
         engine.preview(on_output=on_output, refresh=False, channel=channel, policy_packs=list(policy_packs))

@@ -13,7 +13,7 @@ from infercrane.core.errors import PromotionRefused, bullets
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
 from infercrane.engine.workspace import Engine
-from infercrane.live.api import Live
+from infercrane.live.client.api import Live
 from infercrane.live.inspect import inspect
 
 

@@ -13,11 +13,11 @@ from infercrane.core import naming
 from infercrane.core.errors import InferCraneError, bullets
 from infercrane.core.state import urns
 from infercrane.core.state.urns import KIND_OF_TOKEN
-from infercrane.engine.facts import Facts
 from infercrane.engine.workspace import Engine
+from infercrane.live.stack.context import StackContext
 
 
-def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any]) -> list[str]:
+def resolve_pending_creates(engine: Engine, ctx: StackContext, state: dict[str, Any]) -> list[str]:
     """Clear the pending CREATE operations an interrupted update left in the state (Pulumi warns
     about them on every run and never resolves them itself), after checking each live object.
 
@@ -28,10 +28,10 @@ def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any])
     pending = [op for op in state.get("pending_operations") or [] if op.get("type") == "creating"]
     if not pending:
         return []
-    t = facts.config.kubernetes
+    t = ctx.config.kubernetes
     # This stack's kinds; the others (another workload API's, the DRA claim templates) only when
     # this identity may list them: a right the seed's Role does not grant is never required.
-    live = facts.live.by_name(t.object_kinds, optional=KIND_OF_TOKEN.values())
+    live = ctx.live.by_name(t.object_kinds, optional=KIND_OF_TOKEN.values())
     foreign = []
     names = []
     for op in pending:
@@ -42,7 +42,7 @@ def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any])
             continue
         names.append(f"{kind}/{name}")
         obj = live.get((kind, name))
-        reasons = naming.not_owned(obj, namespace=t.namespace, stack=facts.stack_id) if obj is not None else []
+        reasons = naming.not_owned(obj, namespace=t.namespace, stack=ctx.stack_id) if obj is not None else []
         if reasons:
             foreign.append(f"{kind}/{name}: {'; '.join(reasons)}")
     if foreign:
@@ -58,18 +58,18 @@ def resolve_pending_creates(engine: Engine, facts: Facts, state: dict[str, Any])
     ]
 
 
-def vouch_for(facts: Facts) -> Callable[[Mapping[str, Any]], str | None]:
+def vouch_for(ctx: StackContext) -> Callable[[Mapping[str, Any]], str | None]:
     """The check a repair runs before it restores Pulumi's backup checkpoint of ``stack``
     (:func:`infercrane.engine.backend.repair_torn_writes`): the live objects of this stack's exact
     ownership that existed when the backup was written must be recorded in it. One LIST per kind,
     run only when a checkpoint is damaged."""
 
     def vouch(checkpoint: Mapping[str, Any]) -> str | None:
-        t = facts.config.kubernetes
+        t = ctx.config.kubernetes
         live = {
             ref: str(obj["metadata"].get("creationTimestamp") or "")
-            for ref, obj in facts.live.by_name(t.object_kinds).items()
-            if not naming.not_owned(obj, namespace=t.namespace, stack=facts.stack_id)
+            for ref, obj in ctx.live.by_name(t.object_kinds).items()
+            if not naming.not_owned(obj, namespace=t.namespace, stack=ctx.stack_id)
         }
         older = urns.unrecorded_before(checkpoint, live)
         return f"it does not record {', '.join(older)}, which existed when it was written" if older else None

@@ -37,8 +37,9 @@ from infercrane.core.events import Deleted, Remaining, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
-from infercrane.live import cluster, failures, readiness
-from infercrane.live.api import Live
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
+from infercrane.live.status import readiness
 
 GONE_TIMEOUT_SECONDS: Final = 300.0
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, cast
 
-from infercrane.core.errors import EngineError
+from infercrane.core.errors import EngineError, UpdateFailed
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.state.urns import legacy_names
 from infercrane.engine import runs
@@ -167,7 +167,10 @@ class Engine:
         except _auto().CommandError as exc:
             if channel.error is not None:
                 raise channel.error from exc
-            raise translate(exc, self.stack_name) from exc
+            failed = translate(exc, self.stack_name)
+            if op == "up":  # the update may have applied part of its change
+                raise UpdateFailed(failed.message, fix=failed.fix) from exc
+            raise failed from exc
         finally:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
             self._channel = Channel()

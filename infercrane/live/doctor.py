@@ -24,8 +24,8 @@ from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE, DRA_ROLE_FILE, RESOURCE_CLAIM_TEMPLATE, ROLES_SHOWN, WORKLOAD_APIS
-from infercrane.live import cluster, failures
-from infercrane.live.api import Live
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
 UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up

@@ -17,9 +17,11 @@ from infercrane.core import naming
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE
-from infercrane.live import cluster, failures, served, verdicts, warnings
-from infercrane.live.api import Live
-from infercrane.live.readiness import list_predictors
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
+from infercrane.live.evidence import served
+from infercrane.live.status import verdicts, warnings
+from infercrane.live.status.readiness import list_predictors
 
 POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
@@ -271,7 +273,7 @@ def inspect_report(
 
 
 def serving_evidence(config: InferCraneConfig, live: Live, ready: list[Any]) -> dict[str, dict[str, Any]]:
-    """Each ready replica asked what it serves, all at once (:class:`~infercrane.live.served.Checker`,
+    """Each ready replica asked what it serves, all at once (:class:`~infercrane.live.evidence.served.Checker`,
     the key from where the command runs): key -> the evidence's output form."""
     if not ready:
         return {}

@@ -23,8 +23,8 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.errors import TakeoverRefused, bullets
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.live import cluster, failures
-from infercrane.live.api import Live
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
 
 TAKEOVER_MANAGER: Final = "infercrane-takeover"
 MISSING_STACK: Final = f"annotation {naming.ANNOTATION_STACK} is missing"

@@ -22,7 +22,9 @@ from infercrane.shell.components import ReplicaComponent
 
 if TYPE_CHECKING:
     from infercrane.core.plan import canary
-    from infercrane.live import served, verdicts
+    from infercrane.live.evidence import served
+    from infercrane.live.stack.context import StackContext
+    from infercrane.live.status import verdicts
 
 
 def running_under_mocks() -> bool:
@@ -40,7 +42,7 @@ def budgets(config: cfg.InferCraneConfig, rollout: Rollout | None) -> dict[str, 
     """Each replica's wait: its startup budget + the margin, plus its pod's drain where its wave
     restarts it in place -- its new pod starts only once the old one has drained. Without a
     rollout handed over (plain `pulumi`), every replica of an in-place endpoint may restart so."""
-    from infercrane.live import readiness
+    from infercrane.live.status import readiness
 
     drained = (
         rollout.restarts_in_place()
@@ -57,16 +59,17 @@ def budgets(config: cfg.InferCraneConfig, rollout: Rollout | None) -> dict[str, 
 
 class Waits:
     """The readiness wait of one run: one poller for the whole stack, and each replica, once
-    ready, asked what it serves (:class:`~infercrane.live.served.Checker`)."""
+    ready, asked what it serves (:class:`~infercrane.live.evidence.served.Checker`)."""
 
-    def __init__(self, config: cfg.InferCraneConfig, channel: Channel) -> None:
-        from infercrane.live import readiness, served
-        from infercrane.live.api import Live
+    def __init__(self, config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None) -> None:
+        from infercrane.live.client.api import Live
+        from infercrane.live.evidence import served
+        from infercrane.live.status import readiness
 
         t = config.kubernetes
         self.channel, self.policy = channel, t.serving_evidence
         self.publish = readiness_progress(channel)
-        live = channel.live or Live.connect(t)
+        live = context.live if context is not None else Live.connect(t)
         self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
         self.checker = served.Checker.from_env(live, config)
         self.config, self.replicas = config, {r.key: r for r in config.replicas}
@@ -92,7 +95,7 @@ class Waits:
         """Until none of ``keys`` has a pod still terminating (:meth:`FleetWaiter.drained`), within
         the longest of their drains plus the margin: "" then, else what still drains."""
         from infercrane.core import naming
-        from infercrane.live import readiness
+        from infercrane.live.status import readiness
 
         known = [self.replicas[k] for k in keys if k in self.replicas]
         grace = max((self.config.drain_for(r).grace_seconds for r in known), default=self.config.kubernetes.drain.grace_seconds)
@@ -121,8 +124,8 @@ def bake(
     """Bake ``e``'s canary for its policy's ``bakeSeconds``, reading the engines' counts every
     :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end."""
     from infercrane.core.plan import canary as judging
-    from infercrane.live import canary as evidence
-    from infercrane.live import prometheus
+    from infercrane.live.evidence import canary as evidence
+    from infercrane.live.evidence import prometheus
 
     policy = e.canary_policy
     assert policy is not None  # a stage bakes only under a canary policy
@@ -152,14 +155,14 @@ def bake(
 
 
 def await_readiness(
-    components: list[ReplicaComponent], config: cfg.InferCraneConfig, channel: Channel
+    components: list[ReplicaComponent], config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None
 ) -> pulumi.Output[dict[str, dict[str, Any]]] | None:
     """On ``up``: wait until every replica's workload (Deployment, or InferenceService in KServe
     mode) is ready, for the whole stack with one poller, then ask it what it serves.
 
     Each replica's wait starts when its workload is applied (its output resolves) and ends
     ready or failed within its startup budget + margin; a ready one is asked at once, while the
-    others still wait (:class:`~infercrane.live.served.Checker`): serving other names or refusing
+    others still wait (:class:`~infercrane.live.evidence.served.Checker`): serving other names or refusing
     the key fails it, and so does no answer at all under ``servingEvidence: require``. All
     failures are raised together as one :class:`NotReady`, so ``pulumi up`` fails with every
     reason. Resolves to each waited replica's evidence (key -> its output form). Not on preview,
@@ -167,7 +170,7 @@ def await_readiness(
     """
     if pulumi.runtime.is_dry_run() or running_under_mocks() or not components:
         return None
-    waits = Waits(config, channel)
+    waits = Waits(config, channel, context)
 
     def wait(c: ReplicaComponent) -> pulumi.Output[tuple[verdicts.Verdict, served.Evidence | None]]:
         return c.workload.metadata.apply(  # type: ignore[attr-defined,no-any-return]
@@ -180,8 +183,7 @@ def await_readiness(
         if failure is not None:
             channel.error = failure
             raise pulumi.RunError(str(failure))
-        waits.publish(Readiness(len(components), len(components)))
-        return evidence_taken(components, results, channel)
+        return settled(waits, components, results, channel)
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
 
@@ -197,11 +199,22 @@ def not_ready(
     return NotReady(failures, len(components), api_lost=lost)
 
 
+def settled(
+    waits: Waits,
+    components: list[ReplicaComponent],
+    results: list[tuple[verdicts.Verdict, served.Evidence | None]],
+    channel: Channel,
+) -> dict[str, dict[str, Any]]:
+    """Every replica ready and serving: said once, and the evidence taken (:func:`evidence_taken`)."""
+    waits.publish(Readiness(len(components), len(components)))
+    return evidence_taken(components, results, channel)
+
+
 def evidence_taken(
     components: list[ReplicaComponent], results: list[tuple[verdicts.Verdict, served.Evidence | None]], channel: Channel
 ) -> dict[str, dict[str, Any]]:
     """The evidence the waits took, as lines on the caller's sink and as the output form (key -> it)."""
-    from infercrane.live import served
+    from infercrane.live.evidence import served
 
     taken = {c.summary["key"]: e for c, (_, e) in zip(components, results, strict=True) if e is not None}
     for line in served.lines(taken):
@@ -240,5 +253,5 @@ def readiness_progress(channel: Channel) -> Callable[[Readiness], None]:
 
 
 def publish_snapshot(publish: Callable[[Readiness], None], p: Any) -> None:
-    """One :class:`infercrane.live.readiness.Progress` snapshot, published."""
+    """One :class:`infercrane.live.status.readiness.Progress` snapshot, published."""
     publish(Readiness(p.ready, p.total, len(p.waiting), p.summary(), p.elapsed))

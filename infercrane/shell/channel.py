@@ -7,14 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
-from infercrane.core.model import config as cfg
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.shell.gate import Gate, Handover
+
+if TYPE_CHECKING:  # the live layer is imported where it connects
+    from infercrane.live.stack.context import StackContext
+    from infercrane.live.stack.preflight import Report
 
 #: Plain ``pulumi preview`` as the read-only plan (:attr:`Channel.read_only`): ``1`` sets it.
 READ_ONLY_ENV: Final = "INFERCRANE_PLAN_READ_ONLY"
@@ -28,8 +31,7 @@ class Prepared:
     or a dry run per object."""
 
     rendered: Sequence[RenderedReplica]
-    report: Any  # live.preflight.Report; None: the program runs its own on this render
-    stack_id: str  # what the rendered objects carry (naming.ANNOTATION_STACK)
+    report: Report | None  # None: the preflight refused; the program runs its own on this render
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,11 @@ class Channel:
     #: The idempotency history read from the stack's outputs and, on the run that completes a
     #: deploy, its entry: exported as ``deploys`` by the update it describes, only if it succeeds.
     deploy_record: dict[str, Any] | None = None
-    #: The validated config the caller prepared (``plan MODEL`` adds its intent without touching
-    #: the stack file); None: the program reads the stack's.
-    config: cfg.InferCraneConfig | None = None
+    #: The caller's stack context: the validated config it prepared (``plan MODEL`` adds its intent
+    #: without touching the stack file, caches verified) and the command's one connection to the
+    #: cluster -- an in-process run builds none of its own. None: the program reads the stack's
+    #: config and connects itself.
+    context: StackContext | None = None
     #: The rollout the caller drives, one lane per endpoint (:mod:`infercrane.core.plan.rollout`):
     #: the program registers each stage's replicas when its lane reaches it
     #: (:mod:`infercrane.shell.lanes`). None: every replica at once.
@@ -86,8 +90,6 @@ class Channel:
     #: The caller's sink for the readiness wait's :class:`~infercrane.core.events.Readiness`
     #: events; None: log lines.
     progress: Sink | None = None
-    #: The command's one connection to the cluster (live.api.Live): an in-process run builds none of its own.
-    live: Any = None
     # Out.
     #: The program's typed, user-facing failure, re-raised by the caller instead of parsing the
     #: engine's output.

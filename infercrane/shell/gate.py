@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from infercrane.core.errors import InferCraneError
 from infercrane.core.plan.waves import Rollout
+
+if TYPE_CHECKING:
+    from infercrane.shell.channel import Prepared
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class Handover:
 
     rollout: Rollout | None = None
     deploy_record: dict[str, Any] | None = None
-    prepared: Any = None  # shell.channel.Prepared
+    prepared: Prepared | None = None
 
 
 class Gate:

@@ -26,7 +26,8 @@ from infercrane.shell.components import ReplicaComponent
 
 if TYPE_CHECKING:
     from infercrane.core.plan import canary
-    from infercrane.live import served, verdicts
+    from infercrane.live.evidence import served
+    from infercrane.live.status import verdicts
 
 Result = tuple["verdicts.Verdict", "served.Evidence | None"]
 

@@ -5,8 +5,9 @@ same steps as :func:`run`, which yields to the SDK's event loop between registra
 program, never an inline copy. Every user mistake becomes a ``pulumi.RunError`` with the full
 message and no traceback; no object is registered before all checks pass (a run that starts
 beside the caller's preflight registers its provider first -- a Pulumi resource, no cluster
-write -- and waits: :mod:`infercrane.shell.gate`). Pulumi shell: the live preflight is imported
-lazily and skipped only under Pulumi mocks.
+write -- and waits: :mod:`infercrane.shell.gate`). The checks are the stack context's
+(:class:`~infercrane.live.stack.context.StackContext`), the ones every ``infercrane`` command
+runs; under Pulumi mocks only the render. Pulumi shell.
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import os
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -32,16 +33,17 @@ from infercrane.core.errors import (
     RolloutRefused,
     RolloutStopped,
 )
-from infercrane.core.events import Readiness
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.actions import Action
+from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import release_of
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
-from infercrane.core.state.urns import legacy_names, legacy_slots, recorded_namespaces
-from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, evidence_taken, running_under_mocks
+from infercrane.core.state.urns import legacy_names, legacy_slots
+from infercrane.live.stack.context import StackContext
+from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, running_under_mocks, settled
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.provider import make_provider
@@ -112,21 +114,9 @@ def own_state(stack: str) -> dict[str, Any]:
     return dict(json.loads(done.stdout or "{}").get("deployment") or {})
 
 
-def check_rollout(
-    config: cfg.InferCraneConfig,
-    stack: str,
-    stack_id: str,
-    rendered: list[RenderedReplica],
-    report: Any,
-    state: dict[str, Any],
-    live: Any,
-) -> None:
+def refuse_beyond_policy(stack: str, plan: Rollout) -> None:
     """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
     rollout policy (preview only warns), naming the command that rolls it in waves."""
-    from infercrane.live import membership
-
-    elsewhere = membership.recorded_elsewhere(config, recorded_namespaces(state), live)
-    plan = membership.plan_rollout(config, rendered, report, stack_id, elsewhere)
     breaches = [
         f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
         f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
@@ -148,20 +138,22 @@ def check_rollout(
 
 
 def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel | None = None) -> list[ReplicaComponent]:
-    """Render and guard (the one pipeline, :func:`infercrane.core.render.manifests.render_checked`), run
-    the live preflight, then register one component per replica."""
-    return list(registrations(config, stack, preflight=preflight, channel=channel))
+    """Every check (:func:`check`), then one component per replica."""
+    checked = check(config, stack, preflight=preflight, channel=channel or Channel())
+    return [checked.component(r) for r in checked.rendered]
 
 
 @dataclass(frozen=True)
 class Checked:
     """What passed every check of a run, ready to register: the config (caches verified), each
-    replica rendered (config order), the slot names of components still named by slot, the provider."""
+    replica rendered (config order), the slot names of components still named by slot, the
+    provider, and the stack's context (None under Pulumi mocks: nothing live was checked)."""
 
     config: cfg.InferCraneConfig
     rendered: list[RenderedReplica]
     legacy: Mapping[str, str]
     provider: k8s.Provider
+    context: StackContext | None = None
 
     def component(self, r: RenderedReplica) -> ReplicaComponent:
         return ReplicaComponent(
@@ -169,74 +161,48 @@ class Checked:
         )
 
 
-def registrations(
-    config: cfg.InferCraneConfig,
-    stack: str,
-    *,
-    preflight: bool,
-    channel: Channel | None = None,
-    provider: k8s.Provider | None = None,
-) -> Iterator[ReplicaComponent]:
-    """:func:`build`, one component at a time: every check runs before the first is yielded (the
-    provider is created with it, unless ``provider`` was registered already), so a caller can
-    hand the SDK's event loop each registration while it builds the next (:func:`run`)."""
-    checked = check(config, stack, preflight=preflight, channel=channel or Channel(), provider=provider)
-    for r in checked.rendered:
-        yield checked.component(r)
-
-
 def check(
     config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel, provider: k8s.Provider | None = None
 ) -> Checked:
-    """Every check of a run, before anything is registered: the caller's render and preflight, or
-    (plain ``pulumi``) its own; then, under plain ``pulumi``, the rollout policy."""
-    prepared = channel.prepared
+    """Every check of a run, before anything is registered, through the stack's context (the
+    caller's, or under plain ``pulumi`` its own): the caches verified, the render and the
+    preflight -- or what the caller prepared for this run -- then, under plain ``pulumi``, the
+    rollout policy. ``preflight`` False (Pulumi mocks): the render only."""
     read_only = channel.read_only or os.environ.get(READ_ONLY_ENV) == "1"
     if read_only and not pulumi.runtime.is_dry_run():
         raise ReadOnlyUpdate(stack)
-    if preflight and channel.live is None:  # plain `pulumi`: this run's one connection
-        from infercrane.live.api import Live
-
-        channel.live = Live.connect(config.kubernetes)
-    stack_id = prepared.stack_id if prepared is not None else naming.stack_id(stack)
-    if prepared is not None:  # the caller verified the caches and rendered (and ran the preflight) for this run
-        rendered = list(prepared.rendered)
+    prepared = channel.prepared
+    if not preflight:
+        rendered = list(prepared.rendered) if prepared is not None else render_checked(config, stack)
+        slots = dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))  # no state to read
+        legacy = channel.legacy if channel.legacy is not None else slots
+        return Checked(config, rendered, legacy, provider or make_provider(config.kubernetes))
+    ctx = channel.context or StackContext.connect(stack, config)
+    if prepared is None:
+        ctx = ctx.verify_caches(lambda warning: pulumi.log.warn(f"preflight: {warning}"))
+        rendered = ctx.render()
     else:
-        if preflight:
-            from infercrane.live import preflight as checks
-
-            verdict = checks.verify_cache(config, channel.live)
-            for warning in verdict.warnings:
-                pulumi.log.warn(f"preflight: {warning}")
-            config = verdict.config
-        rendered = render_checked(config, stack)
-    if preflight:
-        from infercrane.live import preflight as checks
-
-        manifests = [m for r in rendered for m in r.manifests]
-        handed = prepared.report if prepared is not None else None
-        report = handed if handed is not None else checks.run(config, manifests, stack_id, channel.live, read_only=read_only)
-        for warning in report.warnings:  # podSecurityWarnings: report
-            pulumi.log.warn(f"preflight: {warning}")
-        for unchecked in report.unchecked:  # read-only: what only a dry run says (a warning: shown by every preview)
-            pulumi.log.warn(f"preflight: {unchecked}")
-        drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
-        if drift and pulumi.runtime.is_dry_run():
-            pulumi.log.info(
-                f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
-                + (" …" if len(drift) > 5 else "")
-            )
-    state = own_state(stack) if preflight and channel.legacy is None else None  # plain `pulumi`
-    if preflight and not channel.driven:
-        check_rollout(config, stack, stack_id, rendered, report, state or {}, channel.live)
-    provider = provider or make_provider(config.kubernetes)
-    if channel.legacy is not None:
-        legacy: Mapping[str, str] = channel.legacy
-    elif state is not None:
-        legacy = legacy_names(state)  # the real slots, from the stack's own state
-    else:  # Pulumi mocks: no state to read
-        legacy = dict(zip([r.replica.key for r in rendered], legacy_slots(rendered), strict=True))
-    return Checked(config, rendered, legacy, provider)
+        rendered = list(prepared.rendered)
+    report = prepared.report if prepared is not None and prepared.report is not None else None
+    report = report or ctx.preflight(rendered, read_only=read_only)
+    assert report is not None  # not deferred: a refusal raises
+    for warning in report.warnings:  # podSecurityWarnings: report
+        pulumi.log.warn(f"preflight: {warning}")
+    for unchecked in report.unchecked:  # read-only: what only a dry run says (a warning: shown by every preview)
+        pulumi.log.warn(f"preflight: {unchecked}")
+    drift = [ref for ref in report.drift if report.actions[ref] is Action.UPDATE]
+    if drift and pulumi.runtime.is_dry_run():
+        pulumi.log.info(
+            f"preflight: applying would change {len(drift)} live object(s): {', '.join(drift[:5])}"
+            + (" …" if len(drift) > 5 else "")
+        )
+    state = own_state(stack) if channel.legacy is None else {}  # plain `pulumi`: no caller hands it over
+    if not channel.driven:
+        plan = ctx.rollout(rendered, report, state)
+        assert plan is not None  # planned from a report
+        refuse_beyond_policy(stack, plan)
+    legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
+    return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)
 
 
 DEPLOY_HISTORY: Final = 20
@@ -291,48 +257,78 @@ def export(
 
 
 def main(channel: Channel | None = None) -> None:
-    """The program, as ``__main__.py`` runs it (plain ``pulumi``)."""
-    for _ in _program(channel):
-        pass
+    """The program, as ``__main__.py`` runs it (plain ``pulumi``): :func:`run`'s steps, at once."""
+    channel = channel or Channel()
+    checked = _checked(channel)
+    components = [checked.component(r) for r in checked.rendered]
+    _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
 
 
 async def run(channel: Channel) -> None:
-    """The program, as the Automation API runs it (:mod:`infercrane.engine.workspace`): the same
-    steps, yielding to the SDK's event loop after each component, so each registration leaves
-    for the engine while the next is built -- the provider's plugin starts and the first object
-    is applied while the program is still building the rest (a plain ``pulumi`` program sends
-    nothing until it returns: at 100 replicas, a second before the first apply). With a
-    ``gate``, the provider is registered first and the rest waits for the caller's inputs."""
+    """The program, as the Automation API runs it (:mod:`infercrane.engine.workspace`).
+
+    One path with one ending: every check (:func:`_checked`), the replicas registered -- all at
+    once, yielding to the SDK's event loop after each, so each registration leaves for the engine
+    while the next is built; or, when the caller drives a rollout, lane by lane
+    (:func:`_rolled`) -- then the stack's outputs (:func:`_end`). With a ``gate``, the provider
+    is registered first and the rest waits for the caller's inputs."""
     provider = None
-    if channel.gate is not None and channel.config is not None:
-        provider = make_provider(channel.config.kubernetes)  # its plugin starts and is configured meanwhile
+    if channel.gate is not None and channel.context is not None:
+        provider = make_provider(channel.context.config.kubernetes)  # its plugin starts and is configured meanwhile
         try:
             late = await asyncio.get_running_loop().run_in_executor(None, channel.gate.wait)
         except InferCraneError as exc:
-            channel.error = exc
-            raise pulumi.RunError(str(exc)) from exc
+            _fail(channel, exc)
         channel.hand_over(late)
+    checked = _checked(channel, provider)
     if channel.rollout is not None and not pulumi.runtime.is_dry_run():
-        await _rolled(channel, provider)
+        components, evidence, canaries = await _rolled(channel, checked)
+        _end(channel, checked, components, evidence, canaries)
         return
-    for _ in _program(channel, provider):
+    components = []
+    for r in checked.rendered:
+        components.append(checked.component(r))
         await asyncio.sleep(0)
+    _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
 
 
-async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
-    """The program when the caller drives a rollout (:mod:`infercrane.shell.lanes`): every check
-    first, then each endpoint's lane at its own pace; a lane that stops fails the run once the
-    others are done -- so Pulumi deletes nothing -- with every stopped endpoint and its reason."""
-    from infercrane.shell import lanes
+def _fail(channel: Channel, exc: InferCraneError) -> NoReturn:
+    """End the run with ``exc``: the caller re-raises it typed, the engine shows its words."""
+    channel.error = exc
+    raise pulumi.RunError(str(exc)) from exc
 
+
+def _checked(channel: Channel, provider: k8s.Provider | None = None) -> Checked:
+    """The config, read once (the caller's, else the stack's), and every check of the run."""
     channel.error = None
     stack = pulumi.get_stack()
     try:
-        config = channel.config or loading.load(stack_values(), source=f"stacks/Pulumi.{stack}.yaml", env=os.environ)
-        checked = check(config, stack, preflight=True, channel=channel, provider=provider)
+        if channel.context is not None:
+            config = channel.context.config
+        else:
+            config = loading.load(stack_values(), source=f"stacks/Pulumi.{stack}.yaml", env=os.environ)
+        return check(config, stack, preflight=not running_under_mocks(), channel=channel, provider=provider)
     except InferCraneError as exc:
-        channel.error = exc
-        raise pulumi.RunError(str(exc)) from exc
+        _fail(channel, exc)
+
+
+def _end(
+    channel: Channel,
+    checked: Checked,
+    components: list[ReplicaComponent],
+    evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None,
+    canaries: Mapping[str, Any] | None = None,
+) -> None:
+    """The run's one ending: the stack's outputs for what it registered."""
+    export(components, checked.config, channel.deploy_record, evidence, canaries)
+
+
+async def _rolled(channel: Channel, checked: Checked) -> tuple[list[ReplicaComponent], dict[str, dict[str, Any]], dict[str, Any]]:
+    """Each endpoint's lane at its own pace (:mod:`infercrane.shell.lanes`): its components, the
+    evidence taken and the canaries' verdicts. A lane that stops fails the run once the others
+    are done -- so Pulumi deletes nothing -- with every stopped endpoint and its reason."""
+    from infercrane.shell import lanes
+
     by_key = {r.replica.key: r for r in checked.rendered}
     order = {key: i for i, key in enumerate(by_key)}
     plan, delete = channel.rollout, channel.delete
@@ -348,7 +344,7 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
             )
         return checked.component(by_key[key])
 
-    waits = Waits(checked.config, channel)
+    waits = Waits(checked.config, channel, checked.context)
     try:
         rolled = await lanes.roll(
             plan.lanes,
@@ -367,47 +363,20 @@ async def _rolled(channel: Channel, provider: k8s.Provider | None) -> None:
         lost = [c for _, _, c in rolled.stopped if isinstance(c, NotReady) and c.api_lost]
         single = plan.stages <= 1
         if single and all(isinstance(c, NotReady) for _, _, c in rolled.stopped):
-            channel.error = NotReady(
+            failure: InferCraneError = NotReady(
                 [f for _, _, c in rolled.stopped for f in c.failures],  # type: ignore[attr-defined]
                 len(checked.rendered),
                 api_lost=len(lost) == len(rolled.stopped),
             )
         elif len(lost) == len(rolled.stopped):
-            channel.error = lost[0]  # one cause for all: said once, with how to resume
+            failure = lost[0]  # one cause for all: said once, with how to resume
         else:
-            channel.error = RolloutStopped(rolled.stopped, len(plan.lanes))
-        raise pulumi.RunError(str(channel.error))
+            failure = RolloutStopped(rolled.stopped, len(plan.lanes))
+        _fail(channel, failure)
     if channel.rollback is not None:  # done: ended failed on purpose, so Pulumi deletes nothing
-        channel.error = RolledBack()
-        raise pulumi.RunError(str(channel.error))
+        _fail(channel, RolledBack())
     foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
     if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not
-        channel.error = DeletionsRefused(foreign)
-        raise pulumi.RunError(str(channel.error))
-    waits.publish(Readiness(len(rolled.components), len(rolled.components)))
-    export(
-        rolled.components,
-        checked.config,
-        channel.deploy_record,
-        evidence_taken(rolled.components, rolled.results, channel),
-        {endpoint: v.as_json() for endpoint, v in rolled.verdicts.items()},
-    )
-
-
-def _program(channel: Channel | None, provider: k8s.Provider | None = None) -> Iterator[None]:
-    """Read the config once, check and build (yielding after each component), export, await."""
-    channel = channel or Channel()
-    channel.error = None
-    stack = pulumi.get_stack()
-    source = f"stacks/Pulumi.{stack}.yaml"
-    components: list[ReplicaComponent] = []
-    try:
-        config = channel.config or loading.load(stack_values(), source=source, env=os.environ)
-        checked = registrations(config, stack, preflight=not running_under_mocks(), channel=channel, provider=provider)
-        for component in checked:
-            components.append(component)
-            yield
-    except InferCraneError as exc:
-        channel.error = exc
-        raise pulumi.RunError(str(exc)) from exc
-    export(components, config, channel.deploy_record, await_readiness(components, config, channel))
+        _fail(channel, DeletionsRefused(foreign))
+    evidence = settled(waits, rolled.components, rolled.results, channel)
+    return rolled.components, evidence, {endpoint: v.as_json() for endpoint, v in rolled.verdicts.items()}

@@ -13,8 +13,8 @@ from infercrane.core.errors import ClusterError
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.render.manifests import render_checked
-from infercrane.live import preflight
-from infercrane.live.api import Live
+from infercrane.live.client.api import Live
+from infercrane.live.stack import preflight
 from infercrane.project import stackfile
 from tests.conftest import CliRunner
 

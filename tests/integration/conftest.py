@@ -101,7 +101,7 @@ class Project:
         from lightkube.types import CascadeType
 
         from infercrane.core import naming
-        from infercrane.live.cluster import InferenceService
+        from infercrane.live.client.cluster import InferenceService
 
         ours = {f"infercrane/{s}" for s in self.stacks}
         for res in (Deployment, Service, InferenceService, ResourceClaimTemplate):
@@ -196,7 +196,7 @@ def pending_record(
     admin, so with its pods) once its Deployment exists and its pod's reasons satisfy ``why``."""
     from lightkube.resources.apps_v1 import Deployment
 
-    from infercrane.live.api import Live
+    from infercrane.live.client.api import Live
     from infercrane.live.inspect import inspect
 
     def check() -> dict[str, Any] | None:

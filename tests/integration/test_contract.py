@@ -22,8 +22,9 @@ from infercrane.core.model import config as cfg
 from infercrane.core.render.manifests import render_checked
 from infercrane.engine import backend, stores
 from infercrane.engine.workspace import Engine
-from infercrane.live import cluster, preflight
-from infercrane.live.api import Live
+from infercrane.live.client import cluster
+from infercrane.live.client.api import Live
+from infercrane.live.stack import preflight
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
@@ -317,7 +318,8 @@ def test_a_deploy_enters_each_module_at_most_twice_and_works_nothing_out_twice(p
     import threading
 
     from infercrane.core.state import urns
-    from infercrane.engine import facts, operations
+    from infercrane.engine import operations
+    from infercrane.live.stack.context import StackContext
 
     keys = ["it-entries-r0", "it-entries-r1", "it-entries-r2"]
     engine = project.stack("itentries", [replica(k) for k in keys])
@@ -328,7 +330,7 @@ def test_a_deploy_enters_each_module_at_most_twice_and_works_nothing_out_twice(p
     worked_out: dict[str, int] = {}
     profile, most = _entries()
     with pytest.MonkeyPatch.context() as patched:
-        for owner, name in ((naming, "stack_id"), (urns, "provider_inputs"), (cluster, "client"), (facts.Facts, "rollout")):
+        for owner, name in ((naming, "stack_id"), (urns, "provider_inputs"), (cluster, "client"), (StackContext, "rollout")):
             real = getattr(owner, name)
 
             def counted(*a: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:

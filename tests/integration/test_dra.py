@@ -20,7 +20,7 @@ from lightkube.resources.core_v1 import Pod
 from lightkube.resources.resource_v1 import ResourceClaim, ResourceClaimTemplate
 
 from infercrane.core import naming
-from infercrane.live.api import Live
+from infercrane.live.client.api import Live
 from infercrane.live.inspect import inspect, render_text
 from infercrane.project import stackfile
 from tests.integration.conftest import (

@@ -15,7 +15,7 @@ from lightkube.resources.core_v1 import Service
 
 from infercrane.core import naming
 from infercrane.engine.workspace import Engine
-from infercrane.live.verdicts import deployment_verdict
+from infercrane.live.status.verdicts import deployment_verdict
 from tests.integration.conftest import ROOT, Project, get_or_none, kill_deploy_while_waiting, kubectl, replica
 from tests.integration.test_cli_ops import cli
 

@@ -26,7 +26,7 @@ from lightkube.resources.core_v1 import Pod, Service
 from infercrane.core import naming
 from infercrane.engine import stores
 from infercrane.engine.workspace import Engine
-from infercrane.live.verdicts import deployment_verdict
+from infercrane.live.status.verdicts import deployment_verdict
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, cli, kill_as_ci, plain_pulumi, replica, start_cli
 

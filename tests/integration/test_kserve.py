@@ -15,8 +15,8 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node, Pod, Service
 
 from infercrane.core import naming
-from infercrane.live.cluster import InferenceService
-from infercrane.live.verdicts import inference_service_verdict
+from infercrane.live.client.cluster import InferenceService
+from infercrane.live.status.verdicts import inference_service_verdict
 from tests.integration.conftest import Project, get_or_none, plain_pulumi, replica, wait_for
 from tests.integration.test_cli_ops import cli
 

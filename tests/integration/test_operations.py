@@ -15,8 +15,8 @@ from lightkube.resources.core_v1 import Service
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
-from infercrane.live.api import Live
-from infercrane.live.cluster import InferenceService
+from infercrane.live.client.api import Live
+from infercrane.live.client.cluster import InferenceService
 from infercrane.live.inspect import inspect
 from infercrane.project import stackfile
 from tests.integration.conftest import ROOT, Project, cli, get_or_none, kill_as_ci, pending_record, replica, start_cli, wait_for
@@ -88,7 +88,7 @@ def test_fresh_process_observes_state_and_readiness(project: Project, admin: Cli
         "from infercrane.engine.workspace import Engine\n"
         "from infercrane.project import stackfile\n"
         "from infercrane.live.inspect import inspect\n"
-        "from infercrane.live.api import Live\n"
+        "from infercrane.live.client.api import Live\n"
         f"e = Engine('itrestart', project_dir=Path({str(project.root)!r}))\n"
         "c = stackfile.load_stack('itrestart', project_dir=e.project_dir)\n"
         "outputs = {k: v.value for k, v in e.stack.outputs().items()}\n"

@@ -195,7 +195,7 @@ def test_every_golden_case_applied_as_infercrane_compares_as_unchanged_and_a_cha
     from infercrane.core.plan.actions import Action
     from infercrane.core.plan.fields import compare
     from infercrane.core.render.manifests import render_checked
-    from infercrane.live.cluster import as_dict, resource_for
+    from infercrane.live.client.cluster import as_dict, resource_for
     from infercrane.project import stackfile
     from tests.golden.cases import case_files
 

@@ -670,7 +670,7 @@ def test_a_wait_whose_every_list_api_priority_and_fairness_rejects_ends_within_t
     converges."""
     from lightkube.resources.core_v1 import Node
 
-    from infercrane.live.readiness import API_GRACE_SECONDS
+    from infercrane.live.status.readiness import API_GRACE_SECONDS
     from tests.integration.conftest import start_cli
 
     stack = "rolapf"
@@ -872,7 +872,7 @@ def test_a_workload_api_switch_moves_each_replica_in_waves_within_its_policy(slo
     """Deployment -> InferenceService: in place, each key's old form goes before its new form
     starts -- never more GPUs than the endpoint holds, never more than maxUnavailable down; plain
     `pulumi up` refuses the switch it would do at once."""
-    from infercrane.live.cluster import InferenceService
+    from infercrane.live.client.cluster import InferenceService
     from tests.integration.conftest import plain_pulumi
 
     stack = "rolmove"

@@ -12,7 +12,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Node
 
 from infercrane.core import naming
-from infercrane.live.verdicts import deployment_verdict
+from infercrane.live.status.verdicts import deployment_verdict
 from infercrane.local.bootstrap import node_manifest
 from tests.integration.conftest import Project, replica, wait_for
 from tests.integration.test_cli_ops import cli

@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import Pod, Secret
 from lightkube.resources.discovery_v1 import EndpointSlice
 
 from infercrane.core import naming
-from infercrane.live import served
+from infercrane.live.evidence import served
 from infercrane.local import images
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool

@@ -15,7 +15,7 @@ from lightkube.resources.apps_v1 import Deployment
 
 from infercrane.core import naming
 from infercrane.engine import backend, stores
-from infercrane.live.verdicts import deployment_verdict
+from infercrane.live.status.verdicts import deployment_verdict
 from tests.integration.conftest import Project, kill_deploy_while_waiting, replica
 from tests.integration.test_cli_ops import cli
 

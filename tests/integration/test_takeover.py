@@ -14,7 +14,7 @@ from lightkube.resources.core_v1 import Pod
 
 from infercrane.core import naming
 from infercrane.core.render.manifests import render_checked
-from infercrane.live.verdicts import deployment_verdict
+from infercrane.live.status.verdicts import deployment_verdict
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, kubectl, replica, wait_for
 from tests.integration.test_cli_ops import cli

@@ -190,7 +190,7 @@ def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     import dataclasses
 
     from infercrane.core.render.manifests import render_checked
-    from infercrane.live.preflight import Report
+    from infercrane.live.stack.preflight import Report
     from infercrane.shell import program
     from infercrane.shell.channel import Prepared
 
@@ -202,7 +202,7 @@ def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     handed = [dataclasses.replace(rendered[0], manifests=marked), rendered[1]]
     recorder = Recorder()
     pulumi.runtime.set_mocks(recorder, project="infercrane", stack="local", preview=False)
-    channel = Channel(config=config, driven=True, prepared=Prepared(handed, Report(), naming.stack_id("local")))
+    channel = Channel(driven=True, prepared=Prepared(handed, Report()))
 
     @pulumi.runtime.test
     def go() -> None:
@@ -230,7 +230,10 @@ def _gated(gate_action: Any) -> tuple[Recorder, Any, BaseException | None]:
     pulumi.runtime.set_all_config({k: json.dumps(v) for k, v in values.items()})
     config = loading.load(program.stack_values(), source="stacks/Pulumi.local.yaml", env={})
     gate = Gate()
-    channel = Channel(config=config, driven=True, gate=gate)
+    from infercrane.live.stack.context import StackContext
+
+    no_cluster: Any = None  # under mocks the program makes no request
+    channel = Channel(context=StackContext.of("local", config, no_cluster), driven=True, gate=gate)
 
     async def go() -> BaseException | None:
         waiting = asyncio.ensure_future(program.run(channel))

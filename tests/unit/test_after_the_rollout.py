@@ -14,9 +14,9 @@ from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.engine import deletions
-from infercrane.engine.facts import Facts
-from infercrane.live import cluster
-from infercrane.live.api import Live
+from infercrane.live.client import cluster
+from infercrane.live.client.api import Live
+from infercrane.live.stack.context import StackContext
 from tests.unit.conftest import DIGEST
 
 
@@ -29,8 +29,8 @@ def config() -> InferCraneConfig:
     )
 
 
-#: The facts of stack "s" for that config; its client a stand-in (every request below is one of cluster's, replaced).
-FACTS: Any = Facts.of("s", config(), Live(object(), config().kubernetes))  # type: ignore[arg-type]
+#: The ctx of stack "s" for that config; its client a stand-in (every request below is one of cluster's, replaced).
+CTX: Any = StackContext.of("s", config(), Live(object(), config().kubernetes))  # type: ignore[arg-type]
 
 
 def orphan(name: str, key: str) -> dict[str, Any]:
@@ -65,7 +65,7 @@ def test_a_failed_orphan_delete_is_a_typed_cluster_error_not_a_raw_api_error(
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
     with pytest.raises(ClusterError) as exc:
-        deletions.delete_orphans(FACTS, {})
+        deletions.delete_orphans(CTX, {})
     assert f"delete Deployment/{listed[0]}" in str(exc.value) and "etcd leader changed" in str(exc.value)
 
 
@@ -74,7 +74,7 @@ def test_an_orphan_replaced_since_it_was_listed_is_left_untouched(monkeypatch: p
         raise api_error(409)
 
     monkeypatch.setattr(cluster, "delete_exact", conflict)
-    assert deletions.delete_orphans(FACTS, {}) == {}
+    assert deletions.delete_orphans(CTX, {}) == {}
 
 
 def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_stack_files_intent(
@@ -85,7 +85,7 @@ def test_a_failure_after_the_rollout_says_everything_was_applied_and_keeps_the_s
 
     monkeypatch.setattr(cluster, "delete_exact", refuse)
     with pytest.raises(InferCraneError) as exc:
-        deletions.delete_orphans_after_rollout(FACTS, {})
+        deletions.delete_orphans_after_rollout(CTX, {})
     assert exc.value.applied_nothing is False
     text = str(exc.value)
     assert text.startswith("every replica of the config is applied and ready, but deleting the replicas of keys that left")
@@ -102,20 +102,20 @@ def test_an_object_pulumi_would_delete_by_name_but_that_is_no_longer_ours_is_nam
     }
     foreign = {"kind": "Service", "metadata": {"name": gone, "namespace": "infercrane-system", "labels": {"app": "x"}}}
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): foreign})
-    (line,) = deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"})
+    (line,) = deletions.foreign_deletions(CTX, recorded, held=(), applied={"kept"})
     assert line.startswith(
         f"Service infercrane-system/{gone} (recorded for key 'gone', which leaves) is no longer this stack's: "
     )
     assert "label app.kubernetes.io/managed-by is missing" in line
     ours = orphan(gone, "gone") | {"kind": "Service"}
     monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: {("Service", gone): ours})
-    assert deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"}) == []
+    assert deletions.foreign_deletions(CTX, recorded, held=(), applied={"kept"}) == []
 
     def no_list(*args: Any, **kw: Any) -> Any:
         raise AssertionError("nothing is deleted: no LIST")
 
     monkeypatch.setattr(cluster, "live_by_name", no_list)
-    assert deletions.foreign_deletions(FACTS, recorded, held={"gone"}, applied={"kept"}) == []
+    assert deletions.foreign_deletions(CTX, recorded, held={"gone"}, applied={"kept"}) == []
 
 
 def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pulumi_deletes_them(
@@ -133,10 +133,10 @@ def test_a_moving_keys_old_objects_are_checked_in_their_own_namespace_before_pul
         return {("Deployment", name): foreign}
 
     monkeypatch.setattr(cluster, "live_by_name", listed)
-    (line,) = deletions.foreign_deletions(FACTS, recorded, held=(), applied={"kept"})
+    (line,) = deletions.foreign_deletions(CTX, recorded, held=(), applied={"kept"})
     assert line.startswith(f"Deployment old-ns/{name} (recorded for key 'kept', which moves) is no longer this stack's: ")
     assert asked == [("old-ns", frozenset(), frozenset({"Deployment"}))]  # another namespace: listed if allowed
-    assert deletions.foreign_deletions(FACTS, recorded, held={"kept"}, applied=()) == []
+    assert deletions.foreign_deletions(CTX, recorded, held={"kept"}, applied=()) == []
 
 
 def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_for_a_deletion_already_under_way(
@@ -144,7 +144,7 @@ def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_fo
 ) -> None:
     # What a stage deletes is gone only once its pods are: the object stays until then
     # (Foreground), so the wait covers their drain. One left going by a killed run is waited for too.
-    from infercrane.live import readiness
+    from infercrane.live.status import readiness
 
     going, draining = naming.object_name("going"), naming.object_name("draining")
     objects = {("Deployment", going): orphan(going, "going"), ("Deployment", draining): orphan(draining, "draining")}
@@ -162,7 +162,7 @@ def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_fo
         return [], {}
 
     monkeypatch.setattr(readiness, "wait_gone", wait_gone)
-    assert deletions.delete_going(FACTS, {}, {"going", "draining"}) == {going: "going"}
+    assert deletions.delete_going(CTX, {}, {"going", "draining"}) == {going: "going"}
     assert sent == [(going, "Foreground")]
     assert waited == {"objects": sorted([going, draining]), "timeout": 605 + deletions.GONE_TIMEOUT_SECONDS}
 
@@ -178,5 +178,5 @@ def test_a_deletion_the_api_server_asks_to_retry_is_retried(monkeypatch: pytest.
 
     monkeypatch.setattr(cluster, "delete_exact", busy_once)
     monkeypatch.setattr("time.sleep", lambda s: None)
-    assert deletions.delete_orphans(FACTS, {}) == {listed[0]: "gone"}
+    assert deletions.delete_orphans(CTX, {}) == {listed[0]: "gone"}
     assert calls == ["delete", "delete"]

@@ -12,8 +12,8 @@ from infercrane.core.load import loading
 from infercrane.core.plan import cache
 from infercrane.core.render import render_replica
 from infercrane.core.render.intent import intent
-from infercrane.live import preflight
-from infercrane.live.api import Live
+from infercrane.live.client.api import Live
+from infercrane.live.stack import preflight
 
 SRC = "stacks/Pulumi.dev.yaml"
 REV = "9c925d64d72725edaf899c6cb9c377fd0709d9c5"

@@ -15,7 +15,7 @@ from infercrane.core.plan import canary
 from infercrane.core.plan.canary import Golden, Measured, Record, Thresholds, judge, quantile, rejudge
 from infercrane.core.plan.rollout import Member, Target, plan
 from infercrane.core.plan.states import ReplicaState
-from infercrane.live import canary as evidence
+from infercrane.live.evidence import canary as evidence
 from tests.json_forms import as_a_store_keeps_it
 
 INF = canary.INF

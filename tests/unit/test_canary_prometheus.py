@@ -17,8 +17,8 @@ import pytest
 from infercrane.core.errors import ConfigError
 from infercrane.core.load import loading
 from infercrane.core.plan import canary
-from infercrane.live import canary as evidence
-from infercrane.live import prometheus
+from infercrane.live.evidence import canary as evidence
+from infercrane.live.evidence import prometheus
 
 POD = ("10.88.0.4", 8000)
 

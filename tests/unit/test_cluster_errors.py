@@ -5,8 +5,8 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
 from infercrane.core.load import loading
-from infercrane.live import failures
-from infercrane.live.failures import describe_api_error
+from infercrane.live.client import failures
+from infercrane.live.client.failures import describe_api_error
 from tests.unit.conftest import DIGEST
 
 TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes
@@ -89,7 +89,7 @@ def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_i
 
     import httpx2
 
-    from infercrane.live import cluster
+    from infercrane.live.client import cluster
 
     calls = []
 
@@ -117,7 +117,7 @@ def test_a_connection_that_cannot_be_set_up_is_retried_but_a_wrong_certificate_i
 def test_a_refused_connection_fails_at_once_without_retrying() -> None:
     import httpx2
 
-    from infercrane.live import cluster
+    from infercrane.live.client import cluster
 
     calls = []
 
@@ -134,7 +134,7 @@ def test_a_refused_connection_fails_at_once_without_retrying() -> None:
 
 
 def test_the_api_servers_warning_headers_are_read_as_their_text() -> None:
-    from infercrane.live.cluster import warning_texts
+    from infercrane.live.client.cluster import warning_texts
 
     headers = ['299 - "would violate PodSecurity \\"restricted:latest\\": runAsNonRoot != true"', "not a warning header"]
     assert list(warning_texts(headers)) == [

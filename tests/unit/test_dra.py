@@ -16,7 +16,7 @@ from infercrane.core.plan.workload import claimed_gpus
 from infercrane.core.render import guards
 from infercrane.core.render.intent import intent
 from infercrane.core.render.manifests import gpus_of, render_checked
-from infercrane.live.membership import members
+from infercrane.live.stack.membership import members
 from infercrane.shell.policy import judge
 
 SRC = "stacks/Pulumi.dev.yaml"
@@ -316,7 +316,8 @@ def test_the_planes_dra_node_carries_no_product_label_or_gpu_resource_and_its_sl
 
 
 def test_doctor_fails_a_cluster_that_does_not_serve_the_dra_api_with_how_to_go_on() -> None:
-    from infercrane.live import doctor, failures
+    from infercrane.live import doctor
+    from infercrane.live.client import failures
 
     class NoDra:
         def raw_get(self, path: str) -> dict[str, Any]:
@@ -334,8 +335,8 @@ def test_doctor_fails_a_cluster_that_does_not_serve_the_dra_api_with_how_to_go_o
 def test_a_switch_from_label_to_dra_is_planned_as_the_move_it_is_between_two_pools(values: dict[str, Any]) -> None:
     """A device-plugin GPU freed by the old form is no DRA device for the new one: the plan counts
     each pool apart and shows both (where the new GPUs come from), never one pool of the product."""
-    from infercrane.live.membership import plan_rollout
-    from infercrane.live.preflight import Report
+    from infercrane.live.stack.membership import plan_rollout
+    from infercrane.live.stack.preflight import Report
 
     values["infercrane:replicas"] = [dict(values["infercrane:replicas"][0], key=f"qwen-r{i}") for i in range(2)]
     label = loading.load(values, source=SRC, env={})

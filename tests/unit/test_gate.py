@@ -49,11 +49,11 @@ def _local() -> tuple[object, list[object]]:
 
 
 def test_a_first_deploy_starts_its_update_beside_the_preflight() -> None:
-    from infercrane.engine.facts import Facts
     from infercrane.engine.observed import could_need_refresh
+    from infercrane.live.stack.context import StackContext
 
     config, rendered = _local()
-    assert could_need_refresh(Facts.of("local", config, object()), {}, rendered) is False  # type: ignore[arg-type]
+    assert could_need_refresh(StackContext.of("local", config, object()), {}, rendered) is False  # type: ignore[arg-type]
 
 
 def test_a_deploy_whose_objects_the_state_records_as_they_are_waits_for_the_preflight() -> None:
@@ -62,14 +62,14 @@ def test_a_deploy_whose_objects_the_state_records_as_they_are_waits_for_the_pref
     from importlib.metadata import version
 
     from infercrane.core.state import urns
-    from infercrane.engine.facts import Facts
     from infercrane.engine.observed import could_need_refresh
+    from infercrane.live.stack.context import StackContext
 
     config, rendered = _local()
-    facts = Facts.of("local", config, object())  # type: ignore[arg-type]
+    ctx = StackContext.of("local", config, object())  # type: ignore[arg-type]
     provider = urns.provider_inputs(config.kubernetes, version("pulumi_kubernetes"))  # type: ignore[attr-defined]
     regs = urns.registrations("local", rendered, provider)  # type: ignore[arg-type]
     recorded = [{"urn": r.urn, "type": r.type, "inputs": dict(r.inputs)} for r in regs if r.inputs is not None]
-    assert could_need_refresh(facts, {"resources": recorded}, rendered) is True  # type: ignore[arg-type]
+    assert could_need_refresh(ctx, {"resources": recorded}, rendered) is True  # type: ignore[arg-type]
     changed = [dict(r, inputs={**r["inputs"], "spec": {}}) for r in recorded]
-    assert could_need_refresh(facts, {"resources": changed}, rendered) is False  # type: ignore[arg-type]
+    assert could_need_refresh(ctx, {"resources": changed}, rendered) is False  # type: ignore[arg-type]

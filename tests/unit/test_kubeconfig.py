@@ -9,7 +9,7 @@ import yaml
 
 from infercrane.core.errors import ClusterError
 from infercrane.core.model.config import KubernetesTarget
-from infercrane.live import cluster
+from infercrane.live.client import cluster
 from tests.unit.conftest import DIGEST
 
 

@@ -18,7 +18,7 @@ from infercrane.core.errors import NotReady
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import Member, Target, plan
 from infercrane.core.plan.states import ReplicaState
-from infercrane.live.verdicts import Verdict
+from infercrane.live.status.verdicts import Verdict
 from infercrane.shell import lanes
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
@@ -267,7 +267,7 @@ def test_each_stage_before_the_waves_says_what_it_waits_for() -> None:
 
 def test_a_waves_budget_adds_the_drain_only_where_it_restarts_a_replica_in_place() -> None:
     from infercrane.core.model.config import InferCraneConfig
-    from infercrane.live.readiness import AWAIT_MARGIN_SECONDS
+    from infercrane.live.status.readiness import AWAIT_MARGIN_SECONDS
     from infercrane.shell.awaiting import budgets
 
     config = InferCraneConfig.model_validate(

@@ -10,7 +10,7 @@ from lightkube import ApiError
 from lightkube.models.meta_v1 import Status
 
 from infercrane.core.load import loading
-from infercrane.live import cluster, failures
+from infercrane.live.client import cluster, failures
 from tests.unit.conftest import DIGEST
 
 TARGET = loading.load({"infercrane:kubernetes": {"context": "gpu-dev", "imageDigest": DIGEST}}, source="s", env={}).kubernetes

@@ -10,9 +10,9 @@ import pytest
 
 from infercrane.core import naming
 from infercrane.core.model.config import KubernetesTarget
-from infercrane.live.api import Live
-from infercrane.live.readiness import NAMED_LIST_LIMIT, FleetWaiter
-from infercrane.live.verdicts import Verdict, deployment_verdict, inference_service_verdict
+from infercrane.live.client.api import Live
+from infercrane.live.status.readiness import NAMED_LIST_LIMIT, FleetWaiter
+from infercrane.live.status.verdicts import Verdict, deployment_verdict, inference_service_verdict
 from tests.unit.conftest import DIGEST
 
 
@@ -285,7 +285,7 @@ def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
 
 
 def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reason() -> None:
-    from infercrane.live.readiness import Progress
+    from infercrane.live.status.readiness import Progress
 
     p = Progress(
         3,
@@ -328,7 +328,7 @@ def obj(name: str, uid: str) -> dict[str, Any]:
 
 
 def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None:
-    from infercrane.live.readiness import wait_gone
+    from infercrane.live.status.readiness import wait_gone
 
     leftover = obj("infercrane-other", "u-9")  # not deleted by this run: the proof must show it
     client = ByKind(
@@ -352,7 +352,7 @@ def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None
 
 
 def test_an_object_replaced_under_the_same_name_counts_as_gone() -> None:
-    from infercrane.live.readiness import wait_gone
+    from infercrane.live.status.readiness import wait_gone
 
     client = ByKind([{"Deployment": [obj("infercrane-a", "new-uid")]}])
     left, _ = wait_gone(Live(client, target()), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
@@ -385,7 +385,7 @@ def event(kind: str, name: str, reason: str, message: str, at: int) -> dict[str,
 def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() -> None:
     """KServe's HPA warns every 15 s when no metrics API serves it; those newer lines must not push
     the pod's FailedScheduling out of the few shown (CI saw exactly that)."""
-    from infercrane.live.warnings import pod_warnings
+    from infercrane.live.status.warnings import pod_warnings
 
     isvc = "infercrane-it-kserve-b200-r0"
     events = [event("Pod", f"{isvc}-predictor-7d9f-abcde", "FailedScheduling", "0/3 nodes are available: old", 1)]
@@ -474,7 +474,7 @@ def test_a_missing_token_secret_is_named_by_the_kubelets_warning_on_the_replicas
     """The kubelet's words when a secretKeyRef names no Secret (CreateContainerConfigError): the
     replica's reason names the Secret without InferCrane reading Secrets or Pods (a real kubelet
     says it on the local plane's real node: test_real_node.py)."""
-    from infercrane.live.warnings import pod_warnings
+    from infercrane.live.status.warnings import pod_warnings
 
     dep = "infercrane-0123456789abcdef01234567"
     events = [event("Pod", f"{dep}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5)]
@@ -485,7 +485,7 @@ def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_err
     import httpx2
 
     from infercrane.core.errors import ClusterError
-    from infercrane.live.readiness import wait_gone
+    from infercrane.live.status.readiness import wait_gone
 
     class Down:
         def list(self, *a: Any, **k: Any) -> Any:
@@ -501,7 +501,7 @@ def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_err
 def test_a_destroy_wait_rides_out_a_short_outage_and_still_proves_the_objects_gone() -> None:
     import httpx2
 
-    from infercrane.live.readiness import wait_gone
+    from infercrane.live.status.readiness import wait_gone
 
     class Flaky(ByKind):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None) -> list[Listed]:
@@ -522,7 +522,7 @@ def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusa
     from lightkube.models.meta_v1 import Status
 
     from infercrane.core.errors import ClusterError
-    from infercrane.live.readiness import wait_gone
+    from infercrane.live.status.readiness import wait_gone
 
     class Answers(ByKind):
         def __init__(self, codes: list[int], listings: list[dict[str, list[Listed]]]) -> None:
@@ -616,7 +616,7 @@ def test_a_wait_whose_watcher_meets_an_error_nobody_expected_fails_with_its_word
 
 
 def test_a_plain_text_429_is_retried_like_one_with_a_status_body() -> None:
-    from infercrane.live import cluster
+    from infercrane.live.client import cluster
 
     answers = iter([True, True, False])
 
@@ -665,7 +665,7 @@ def predictor(intent: str, **status: int) -> dict[str, Any]:
 def test_kserve_readiness_is_judged_by_the_predictor_deployment_not_the_copied_counter(
     obj: dict[str, Any], pred: dict[str, Any] | None, state: str, reason: str
 ) -> None:
-    from infercrane.live.verdicts import inference_service_by_predictor
+    from infercrane.live.status.verdicts import inference_service_by_predictor
 
     verdict = inference_service_by_predictor(obj, 2, pred)
     assert verdict.state == state and reason in verdict.reason, verdict
@@ -829,7 +829,7 @@ def test_every_reader_judges_an_inference_service_by_its_predictor_when_it_can_r
     (None) does its own status speak -- the weaker rule."""
     from infercrane.core.plan.states import ReplicaState
     from infercrane.live.inspect import object_state
-    from infercrane.live.verdicts import judged, replica_state
+    from infercrane.live.status.verdicts import judged, replica_state
 
     obj = isvc(2, 2, "sha256:new")
     restarted = {"infercrane-x-predictor": predictor("sha256:new", available=0)}

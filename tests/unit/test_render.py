@@ -110,7 +110,7 @@ def test_replica_image_overrides_default(values: dict[str, Any]) -> None:
 
 
 def test_pulumi_waits_for_nothing_and_deletes_deployments_in_the_background(values: dict[str, Any]) -> None:
-    """The program waits (infercrane.live.readiness), not pulumi-kubernetes' per-object informers that need
+    """The program waits (infercrane.live.status.readiness), not pulumi-kubernetes' per-object informers that need
     Pod reads; a plain `pulumi destroy` returns with the Deployment gone, not still terminating."""
     dep, svc = render(values)
     assert dep["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"

@@ -1,4 +1,4 @@
-"""Serving evidence (infercrane.live.served): each answer a replica can give, and what a deploy and
+"""Serving evidence (infercrane.live.evidence.served): each answer a replica can give, and what a deploy and
 routing membership make of it. The Kubernetes side is a scripted LIST of EndpointSlices; the
 replica's side a scripted /v1/models answer -- the real node's integration tests ask real pods."""
 
@@ -11,7 +11,8 @@ import pytest
 
 from infercrane.core.load import loading
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.live import failures, served
+from infercrane.live.client import failures
+from infercrane.live.evidence import served
 
 KEY = "k-" + "x" * 30
 
@@ -312,7 +313,7 @@ def test_a_pod_address_is_asked_directly_whatever_proxy_the_environment_names(tm
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Models)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    ask = f"from infercrane.live import served; print(served.models('127.0.0.1', {server.server_port}, 'k'))"
+    ask = f"from infercrane.live.evidence import served; print(served.models('127.0.0.1', {server.server_port}, 'k'))"
     proxy = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
     try:
         done = subprocess.run([sys.executable, "-c", ask], env=os.environ | proxy, capture_output=True, text=True, timeout=60)

@@ -13,8 +13,8 @@ from lightkube.models.meta_v1 import Status
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, TakeoverRefused
 from infercrane.core.render.manifests import render_checked
-from infercrane.live import failures
-from infercrane.live.api import Live
+from infercrane.live.client import failures
+from infercrane.live.client.api import Live
 from infercrane.live.takeover import takeover
 from infercrane.project import stackfile
 

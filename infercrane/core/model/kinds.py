@@ -4,7 +4,7 @@ that differs between ``workloadApi: deployment`` and ``kserve`` (:class:`Workloa
 
 Everything else derives from these tables: the renderer's ``apiVersion`` and objects, the URNs
 and type tokens (:mod:`~infercrane.core.state.urns`), the live client's resources
-(:mod:`~infercrane.live.cluster`), the rights ``doctor`` reviews. No code outside them branches
+(:mod:`~infercrane.live.client.cluster`), the rights ``doctor`` reviews. No code outside them branches
 on a workload API's name. Pure core.
 """
 

@@ -195,7 +195,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
     meta = _metadata(config, replica, intent, stack)
     # pulumi-kubernetes' own await watches ReplicaSets and Pods (rights the seed's Role does not
     # grant) with informers per object; the program waits instead, for the whole stack with one
-    # LIST per tick (infercrane.live.readiness). skipAwait also keeps refresh to a plain GET.
+    # LIST per tick (infercrane.live.status.readiness). skipAwait also keeps refresh to a plain GET.
     meta["annotations"][naming.PULUMI_SKIP_AWAIT] = "true"
     # With skipAwait Pulumi does not wait for a deletion, and its default (foreground) keeps the
     # Deployment until its pods are gone: plain `pulumi destroy` would return with it still there.

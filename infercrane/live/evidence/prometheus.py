@@ -1,6 +1,6 @@
 """A canary's engine counts from a Prometheus that already scrapes the pods
 (``kubernetes.canaryMetrics.prometheus``), instead of each pod's ``/metrics`` read directly: the
-same counts per pod address (:class:`~infercrane.live.canary.Page`), from one instant query per
+same counts per pod address (:class:`~infercrane.live.evidence.canary.Page`), from one instant query per
 pod -- the series of the engine's histograms and request counters whose ``instance`` is
 the pod's address (what a ``kubernetes_sd_configs`` pod target is named unless relabelled). The
 bake's window is the difference of two such reads, as for direct scraping; Prometheus answers with
@@ -16,7 +16,7 @@ import urllib.request
 from collections.abc import Callable
 from typing import Final
 
-from infercrane.live import canary, served
+from infercrane.live.evidence import canary, served
 
 QUERY_TIMEOUT_SECONDS: Final = 5.0
 
@@ -28,7 +28,7 @@ def selector(address: canary.Address, engine: str) -> str:
 
 
 def reader(url: str, *, timeout: float = QUERY_TIMEOUT_SECONDS) -> Callable[[canary.Address, str], canary.Page]:
-    """A :class:`~infercrane.live.canary.Bake` ``read`` that asks the Prometheus at ``url``."""
+    """A :class:`~infercrane.live.evidence.canary.Bake` ``read`` that asks the Prometheus at ``url``."""
     base = url.rstrip("/")
 
     def read(address: canary.Address, engine: str) -> canary.Page:

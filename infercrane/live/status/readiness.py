@@ -5,10 +5,10 @@ and PVCs (the seed's Role grants none of the last three) and each Service deleti
 Here one poller serves every replica of a stack: each tick it LISTs the workload kind in the
 namespace (label ``managed-by=infercrane``) and judges every object still waited for. That needs
 only ``list`` on the replica objects -- the seed's own right -- and costs the same at 100 replicas
-as at 1. Each object is judged by :mod:`infercrane.live.verdicts` (``kubectl rollout status``'s rule
+as at 1. Each object is judged by :mod:`infercrane.live.status.verdicts` (``kubectl rollout status``'s rule
 with the seed's guard against stale status); the reason a replica is not ready comes from its own
 conditions and, when the identity may read them, the namespace's Warning Events
-(:mod:`infercrane.live.warnings`). Live-cluster layer: lightkube only, never pulumi.
+(:mod:`infercrane.live.status.warnings`). Live-cluster layer: lightkube only, never pulumi.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from lightkube import operators
 
 from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
-from infercrane.live import cluster, failures
-from infercrane.live.api import Live
-from infercrane.live.verdicts import VERDICTS, Verdict, judged, predictor_name
-from infercrane.live.warnings import current_replica_set, pod_warnings
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
+from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name
+from infercrane.live.status.warnings import current_replica_set, pod_warnings
 
 POLL_SECONDS: Final = 0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave)
 #: Up to this many waited objects are LISTed by name (their instance label); more, as every object

@@ -14,8 +14,8 @@ from lightkube.resources.core_v1 import Event
 
 from infercrane.core.model.kinds import DEPLOYMENT_API
 from infercrane.core.state import times
-from infercrane.live import failures
-from infercrane.live.api import Live
+from infercrane.live.client import failures
+from infercrane.live.client.api import Live
 
 EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"
 

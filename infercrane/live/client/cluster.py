@@ -2,7 +2,7 @@
 
 Live-cluster layer. Never uses or changes the kubeconfig's current-context; never reads a Secret.
 Every failure becomes a :class:`~infercrane.core.errors.ClusterError` that says what to do next:
-a failed request, one of the types of :mod:`infercrane.live.failures`.
+a failed request, one of the types of :mod:`infercrane.live.client.failures`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from infercrane.core import naming
 from infercrane.core.errors import ClusterError
 from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.model.kinds import INFERENCE_SERVICE
-from infercrane.live.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
+from infercrane.live.client.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
 from infercrane.project.paths import project_root
 
 T = TypeVar("T")

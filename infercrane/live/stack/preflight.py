@@ -34,8 +34,8 @@ from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import cache
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.fields import NOT_A_POD_CHANGE, NOT_CHECKABLE, POD_SPEC_PATH, compare
-from infercrane.live import cluster, failures
-from infercrane.live.api import Live
+from infercrane.live.client import cluster, failures
+from infercrane.live.client.api import Live
 
 POD_SECURITY_WARNING: Final = "would violate PodSecurity"
 
@@ -47,7 +47,7 @@ def _where(m: Mapping[str, Any]) -> str:
 
 def conflict_lines(manifest: Mapping[str, Any], exc: ApiError) -> list[str]:
     """``Kind ns/name: conflict with "manager" using api: .field`` for each cause of a 409 (the
-    server's answer a :class:`~infercrane.live.failures.Conflict` carries)."""
+    server's answer a :class:`~infercrane.live.client.failures.Conflict` carries)."""
     details = exc.status.details
     causes = (details.causes if details else None) or []
     lines = [

@@ -1,6 +1,6 @@
 """The command's one connection to its cluster: :class:`Live`, the lightkube client bound to the
 target it acts on. Each method is one request (or one per kind) and leaves only as the typed
-errors of :mod:`infercrane.live.failures`, naming what it did -- the client's edge is here, so no
+errors of :mod:`infercrane.live.client.failures`, naming what it did -- the client's edge is here, so no
 caller wraps a request and none can forget to (as fluxcd's ``ResourceManager`` and kopf's
 ``check_response`` keep it in one place). Live-cluster layer.
 """
@@ -15,8 +15,8 @@ from lightkube.core.resource import NamespacedResource
 from lightkube.types import PatchType
 
 from infercrane.core.model.config import KubernetesTarget
-from infercrane.live import cluster
-from infercrane.live.failures import request
+from infercrane.live.client import cluster
+from infercrane.live.client.failures import request
 
 
 class Live:
@@ -86,7 +86,7 @@ class Live:
 
     def delete_exact(self, kind: str, name: str, uid: str, *, propagation: str = "Background") -> bool:
         """:func:`cluster.delete_exact` in the target namespace, retried while the server answers
-        429/503: False when already gone; a :class:`~infercrane.live.failures.Conflict` when the
+        429/503: False when already gone; a :class:`~infercrane.live.client.failures.Conflict` when the
         uid no longer matches."""
         with request(f"delete {kind}/{name}", self.target):
             return cluster.retrying(

@@ -33,10 +33,10 @@ from infercrane.core import naming
 from infercrane.core.errors import EVIDENCE_FAILED
 from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.command import served_names
-from infercrane.live import failures
-from infercrane.live.api import Live
-from infercrane.live.readiness import API_GRACE_SECONDS
-from infercrane.live.verdicts import Verdict
+from infercrane.live.client import failures
+from infercrane.live.client.api import Live
+from infercrane.live.status.readiness import API_GRACE_SECONDS
+from infercrane.live.status.verdicts import Verdict
 
 #: The control plane's copy of the worker key: a file holding it (the file the Secret was made
 #: from, as the seed's bootstrap does), else the value itself.

@@ -1,5 +1,5 @@
 """A canary's evidence, taken by InferCrane itself by the route serving evidence takes (the ready
-addresses of each replica's EndpointSlices, :class:`~infercrane.live.served.Checker`): each pod's
+addresses of each replica's EndpointSlices, :class:`~infercrane.live.evidence.served.Checker`): each pod's
 ``/metrics`` read at the start of the bake and again as it goes, their difference per pod (the
 engine's own counts over the window), and the golden requests sent to a canary and a baseline
 replica with the worker key (temperature 0, a fixed seed). The verdict is the pure core's
@@ -32,7 +32,7 @@ from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
 from infercrane.core.plan import canary
 from infercrane.core.render.command import served_names
-from infercrane.live import served
+from infercrane.live.evidence import served
 
 METRICS_TIMEOUT_SECONDS: Final = 3.0
 GOLDEN_TIMEOUT_SECONDS: Final = 60.0  # an answer of max_tokens tokens

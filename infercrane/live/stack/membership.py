@@ -21,10 +21,10 @@ from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of, release_of
 from infercrane.core.render import RenderedReplica
-from infercrane.live import failures
-from infercrane.live.api import Live
-from infercrane.live.preflight import Report
-from infercrane.live.verdicts import Predictors, replica_state
+from infercrane.live.client import failures
+from infercrane.live.client.api import Live
+from infercrane.live.stack.preflight import Report
+from infercrane.live.status.verdicts import Predictors, replica_state
 
 
 def _workloads(

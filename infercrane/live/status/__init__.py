@@ -1,0 +1,2 @@
+"""What a workload's status says: one replica's verdict (:mod:`.verdicts`), the fleet's readiness
+wait (:mod:`.readiness`) and the warnings worth showing (:mod:`.warnings`)."""
