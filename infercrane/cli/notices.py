@@ -33,8 +33,7 @@ def disclose(args: argparse.Namespace, *stacks: str, acting: InferCraneConfig | 
             event(as_json, {"event": "advice", "stack": stacks[0], "message": line}, f"note: {line}")
         t = acting.kubernetes
         what = f"stack {stacks[0]}: context {t.context}, namespace {t.namespace}, workload API {t.workload_api}"
-        if t.dra:
-            what += f", GPUs claimed by DRA (DeviceClass {t.gpu_device_class})"
+        what += t.allocation.described.format(device_class=t.gpu_device_class)
         event(as_json, {"event": "target", "stack": stacks[0], "context": t.context, "namespace": t.namespace}, what)
 
 

@@ -23,7 +23,15 @@ from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import DRA_READER_FILE, DRA_ROLE_FILE, RESOURCE_CLAIM_TEMPLATE, ROLES_SHOWN, WORKLOAD_APIS
+from infercrane.core.model.kinds import (
+    DRA_READER_FILE,
+    DRA_ROLE_FILE,
+    GPU_ALLOCATIONS,
+    LABEL_ALLOCATION,
+    RESOURCE_CLAIM_TEMPLATE,
+    ROLES_SHOWN,
+    WORKLOAD_APIS,
+)
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 
@@ -73,16 +81,16 @@ WRITE_VERBS: Final = ("create", "patch", "update", "delete")
 def read_only_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     """``doctor --read-only``: every (verb, group, resource, need) of the read-only plan's identity
     -- the reads it needs (``plan-read``) and the writes it must not hold (``no-write``)."""
-    kinds = WORKLOAD_APIS[config.kubernetes.workload_api].kinds + ((RESOURCE_CLAIM_TEMPLATE,) if config.kubernetes.dra else ())
+    kinds = config.kubernetes.api.kinds + config.kubernetes.allocation.extra_kinds
     return [(v, k.group, k.plural, "plan-read") for k in kinds for v in PLAN_VERBS] + [
         (v, k.group, k.plural, "no-write") for k in kinds for v in WRITE_VERBS
     ]
 
 
-def required_rights(workload_api: str, *, dra: bool = False) -> list[tuple[str, str, str]]:
-    """The seed's rights: (verb, group, resource) every command needs in the namespace; under
-    ``gpuAllocation: dra`` the DRA Role's on the claim templates too."""
-    kinds = WORKLOAD_APIS[workload_api].kinds + ((RESOURCE_CLAIM_TEMPLATE,) if dra else ())
+def required_rights(workload_api: str, gpu_allocation: str = LABEL_ALLOCATION.name) -> list[tuple[str, str, str]]:
+    """The seed's rights: (verb, group, resource) every command needs in the namespace; on the
+    objects the GPU allocation adds too (under ``dra``, the DRA Role's on the claim templates)."""
+    kinds = WORKLOAD_APIS[workload_api].kinds + GPU_ALLOCATIONS[gpu_allocation].extra_kinds
     return [(v, k.group, k.plural) for k in kinds for v in SEED_VERBS]
 
 
@@ -103,7 +111,7 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
     """Every (verb, group, resource, need) to review: need is required / shipped / optional (or
     required-optional: an optional read the stack's settings depend on, the model cache's claims)."""
     api = config.kubernetes.workload_api
-    need = [(v, g, r, "required") for v, g, r in required_rights(api, dra=config.kubernetes.dra)]
+    need = [(v, g, r, "required") for v, g, r in required_rights(api, config.kubernetes.gpu_allocation)]
     need += [(v, g, r, "shipped") for v, g, r in shipped_extra_rights(api)]
     cache_required = config.kubernetes.artifact_cache.policy == "required"
     evidence_required = config.kubernetes.serving_evidence == "require"
@@ -288,7 +296,7 @@ def _gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
     want: Counter[str] = Counter()
     for r in config.replicas:
         want[r.gpu] += r.gpu_count
-    if t.dra:
+    if t.allocation.claims:
         return _dra_capacity(live, config, want)
     try:
         nodes = live.list(Node, action="GPU capacity")
@@ -338,7 +346,7 @@ def run(config: InferCraneConfig, live: Live | None = None, *, read_only: bool =
     jobs: list[tuple[str, Callable[[], Check]]] = [("API reachable", lambda: _api(live, config))]
     if t.api.crd is not None:
         jobs.append(("KServe API", lambda: _kserve(live, config)))
-    if t.dra:
+    if t.allocation.claims:
         jobs.append(("DRA API", lambda: _dra_api(live)))
     rights = read_only_checks(config) if read_only else access_checks(config)
     jobs += [(f"can {v} {r}", partial(_can, live, t.namespace, v, g, r, need)) for v, g, r, need in rights]

@@ -16,7 +16,7 @@ from lightkube.resources.core_v1 import Node, Pod
 from infercrane.core import naming
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import DRA_READER_FILE
+from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 from infercrane.live.evidence import served
@@ -82,7 +82,7 @@ def _allocations(live: Live, config: InferCraneConfig) -> dict[str, list[str]] |
     """Claim name -> the devices its allocation names (``<pool>/<device>``: NVIDIA's driver names a
     pool after its node), one LIST of the namespace's ResourceClaims; None outside
     ``gpuAllocation: dra`` or without the optional DRA reader."""
-    if not config.kubernetes.dra:
+    if not config.kubernetes.allocation.claims:
         return None
     from lightkube.resources.resource_v1 import ResourceClaim
 
@@ -190,7 +190,7 @@ def inspect_report(
     predictors = list_predictors(live) if kinds[0] == "InferenceService" else None
     pod_reader = pod_reader or live
     pods = _pods(pod_reader, config)
-    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and not t.dra else {}
+    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and t.allocation.device_plugin else {}
     allocations = _allocations(pod_reader, config) if pods else None
     out: list[dict[str, Any]] = []
     for r in config.replicas:
@@ -312,7 +312,7 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             out.append(f"  {o['kind']:<17} {o['name']}{extra}")
             out.append(f"  {'':<17} field managers: {mgrs}")
         for p in rec["pods"] or []:
-            if rec.get("gpuAllocation") == "dra":
+            if GPU_ALLOCATIONS[rec.get("gpuAllocation") or LABEL_ALLOCATION.name].claims:
                 devices = (
                     ", ".join(p["devices"]) if p.get("devices") is not None else f"devices not shown (apply {DRA_READER_FILE})"
                 )

@@ -188,7 +188,7 @@ def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
     assert set(doctor.SHIPPED_ROLES.values()) | {DRA_ROLE_NAME} == set(shipped)
     for api, role in doctor.SHIPPED_ROLES.items():
         assert set(doctor.required_rights(api)) | set(doctor.shipped_extra_rights(api)) == shipped[role]
-        assert set(doctor.required_rights(api, dra=True)) - set(doctor.required_rights(api)) == shipped[DRA_ROLE_NAME]
+        assert set(doctor.required_rights(api, "dra")) - set(doctor.required_rights(api)) == shipped[DRA_ROLE_NAME]
     optional = granted(OPTIONAL_FILES, ("Role",))
     assert set(doctor.OPTIONAL_RIGHTS) == set().union(*optional.values())
 

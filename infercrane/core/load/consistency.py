@@ -110,7 +110,7 @@ def dra_problems(config: InferCraneConfig, source: str) -> list[Problem]:
     """Under ``gpuAllocation: dra`` every replica's GPU has a productName in the table (never
     derived from the label value: the spellings differ in more than spaces)."""
     t = config.kubernetes
-    if not t.dra:
+    if not t.allocation.claims:
         return []
     problems = []
     for i, r in enumerate(config.replicas):

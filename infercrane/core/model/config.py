@@ -15,7 +15,7 @@ from infercrane.core import naming
 from infercrane.core.model import gpu, image, quantity
 from infercrane.core.model.endpoints import EndpointSettings, RolloutPolicy
 from infercrane.core.model.engines import ENGINES, SECRET_FLAGS
-from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOAD_APIS, WorkloadApi
+from infercrane.core.model.kinds import GPU_ALLOCATIONS, WORKLOAD_APIS, GpuAllocation, WorkloadApi
 from infercrane.core.model.pod import (
     ArtifactCache,
     Drain,
@@ -160,15 +160,16 @@ class KubernetesTarget(Frozen):
         return WORKLOAD_APIS[self.workload_api]
 
     @property
-    def dra(self) -> bool:
-        """Whether replicas claim their GPUs by Dynamic Resource Allocation."""
-        return self.gpu_allocation == "dra"
+    def allocation(self) -> GpuAllocation:
+        """What this target's GPU allocation means (how pods get GPUs, extra objects, pools):
+        :mod:`~infercrane.core.model.kinds`."""
+        return GPU_ALLOCATIONS[self.gpu_allocation]
 
     @property
     def object_kinds(self) -> tuple[str, ...]:
-        """The kinds of object each replica has: its workload API's (the workload first), and its
-        claim template under ``gpuAllocation: dra``."""
-        return self.api.kind_names + ((RESOURCE_CLAIM_TEMPLATE.name,) if self.dra else ())
+        """The kinds of object each replica has: its workload API's (the workload first), and those
+        its GPU allocation adds (its claim template under ``gpuAllocation: dra``)."""
+        return self.api.kind_names + tuple(k.name for k in self.allocation.extra_kinds)
 
     @property
     def extra_products(self) -> tuple[str, ...]:

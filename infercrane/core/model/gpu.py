@@ -112,13 +112,6 @@ def requests_of(template: Mapping[str, Any] | None) -> list[Mapping[str, Any]]:
     return list((spec.get("devices") or {}).get("requests") or [])
 
 
-def pool(product: str, *, dra: bool) -> str:
-    """The GPU pool a replica of ``product`` draws from: the device plugin's GPUs of that product, or
-    -- claimed by DRA -- the ResourceSlices' devices of it. Never the same GPUs (a node publishes its
-    GPUs one way), so a rollout counts them apart: a GPU freed by one is no device of the other."""
-    return f"{product} (DRA)" if dra and product else product
-
-
 def device_requests(obj: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
     """Every exact device request of a ResourceClaimTemplate (``spec.spec.devices``) or ResourceClaim
     (``spec.devices``) of any ``resource.k8s.io`` version with device requests, as ``(where, request)``:

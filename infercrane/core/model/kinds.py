@@ -5,7 +5,7 @@ that differs between ``workloadApi: deployment`` and ``kserve`` (:class:`Workloa
 Everything else derives from these tables: the renderer's ``apiVersion`` and objects, the URNs
 and type tokens (:mod:`~infercrane.core.state.urns`), the live client's resources
 (:mod:`~infercrane.live.client.cluster`), the rights ``doctor`` reviews. No code outside them branches
-on a workload API's name. Pure core.
+on a workload API's name; the same holds of a GPU allocation (:class:`GpuAllocation`). Pure core.
 """
 
 from __future__ import annotations
@@ -111,6 +111,54 @@ WORKLOADS: Final = frozenset(a.workload.name for a in WORKLOAD_APIS.values())
 DRA_ROLE_FILE: Final = "deploy/kubernetes/dra/provider-rbac.yaml"
 DRA_ROLE_NAME: Final = "infercrane-provider-dra"
 DRA_READER_FILE: Final = "deploy/kubernetes/optional/dra-reader.yaml"
+
+
+@dataclass(frozen=True)
+class GpuAllocation:
+    """What one ``gpuAllocation`` means, for each part that differs between them: how a replica's
+    pods get their GPUs, what it adds to its workload API's objects, and how its GPUs are counted."""
+
+    name: str
+    #: Each container requests (and limits) ``gpuResource``, and each pod selects its product by
+    #: ``gpuProductLabel``: the device plugin's GPUs, which nodes list as capacity.
+    device_plugin: bool
+    #: Each pod claims its devices through the replica's own claim template (``resourceClaims``),
+    #: and carries its intent: the GPUs it claims are in that template, not in its workload.
+    claims: bool
+    extra_kinds: tuple[Kind, ...]  # the objects a replica adds beside its workload API's
+    pool_suffix: str  # a rollout's GPU pool of a product: a node publishes its GPUs one way, never both
+    role_file: str | None  # the Role its objects need beside the workload API's (never added to the seed's)
+    reader_file: str | None  # the optional read of the cluster's devices and claims
+    described: str  # how a command names the target's GPUs ({device_class}: gpuDeviceClass)
+
+    def pool(self, product: str) -> str:
+        """The GPU pool a replica of ``product`` draws from: the device plugin's GPUs of that
+        product, or -- claimed by DRA -- the ResourceSlices' devices of it. Never the same GPUs,
+        so a rollout counts them apart: a GPU freed by one is no device of the other."""
+        return f"{product}{self.pool_suffix}" if product else product
+
+
+LABEL_ALLOCATION: Final = GpuAllocation(
+    name="label",
+    device_plugin=True,
+    claims=False,
+    extra_kinds=(),
+    pool_suffix="",
+    role_file=None,
+    reader_file=None,
+    described="",
+)
+DRA_ALLOCATION: Final = GpuAllocation(
+    name="dra",
+    device_plugin=False,
+    claims=True,
+    extra_kinds=(RESOURCE_CLAIM_TEMPLATE,),
+    pool_suffix=" (DRA)",
+    role_file=DRA_ROLE_FILE,
+    reader_file=DRA_READER_FILE,
+    described=", GPUs claimed by DRA (DeviceClass {device_class})",
+)
+GPU_ALLOCATIONS: Final = {a.name: a for a in (LABEL_ALLOCATION, DRA_ALLOCATION)}
 
 
 #: How a message names the shipped Roles: the deployment Role, and the KServe one beside it.

@@ -89,7 +89,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
     t = config.kubernetes
     drain = config.drain_for(replica)
     command, args = command_and_args(replica, drain.shutdown_seconds)
-    gpus = {} if t.dra else {t.gpu_resource: str(replica.gpu_count)}
+    gpus = {t.gpu_resource: str(replica.gpu_count)} if t.allocation.device_plugin else {}
     secret_ref = {"secretKeyRef": {"name": t.worker_secret.name, "key": t.worker_secret.key}}
     return {
         "name": name,
@@ -126,7 +126,7 @@ def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str])
     """GPU limits = requests (or, under DRA, the claim instead), plus CPU and memory
     (:meth:`InferCraneConfig.resources_for`)."""
     own = config.resources_for(replica)
-    claims = {"claims": [{"name": GPU_CLAIM}]} if config.kubernetes.dra else {}
+    claims = {"claims": [{"name": GPU_CLAIM}]} if config.kubernetes.allocation.claims else {}
     if own is None:  # no resources setting: GPUs only, as before the setting existed
         plain = {"limits": dict(gpus), "requests": dict(gpus)}
     else:
@@ -140,7 +140,7 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
     placement: dict[str, Any] = {
         "serviceAccountName": t.service_account,
         "automountServiceAccountToken": False,
-        "nodeSelector": {**pod.node_selector, **({} if t.dra else {t.gpu_product_label: replica.gpu})},
+        "nodeSelector": {**pod.node_selector, **({t.gpu_product_label: replica.gpu} if t.allocation.device_plugin else {})},
         "tolerations": [
             {"key": t.gpu_toleration_key, "operator": "Exists", "effect": "NoSchedule"},
             *(x.model_dump(by_alias=True, exclude_none=True) for x in pod.tolerations),
@@ -150,7 +150,7 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
     }
     if not placement["nodeSelector"]:
         del placement["nodeSelector"]
-    if t.dra:
+    if t.allocation.claims:
         placement["resourceClaims"] = [{"name": GPU_CLAIM, "resourceClaimTemplateName": naming.object_name(replica.key)}]
     if pod.priority_class_name:
         placement["priorityClassName"] = pod.priority_class_name
@@ -269,7 +269,7 @@ def _predictor_metadata(config: InferCraneConfig, replica: Replica) -> dict[str,
     claim are in their claim template, not in the predictor, so another claim restarts them."""
     pod = config.pod_for(replica)
     annotations = dict(pod.annotations) | (
-        {naming.ANNOTATION_INTENT: pod_intent(config, replica)} if config.kubernetes.dra else {}
+        {naming.ANNOTATION_INTENT: pod_intent(config, replica)} if config.kubernetes.allocation.claims else {}
     )
     return {k: v for k, v in (("labels", pod.labels), ("annotations", annotations)) if v}
 

@@ -14,9 +14,8 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.errors import ConfigError, Problem
-from infercrane.core.model import gpu
 from infercrane.core.model.config import KEY_ENDPOINTS, KEY_TARGET, InferCraneConfig
-from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
+from infercrane.core.model.kinds import DRA_ALLOCATION, RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of, release_of
@@ -71,7 +70,7 @@ def members(
         gpus, product = gpus_of(obj, t.gpu_resource), str((pod_of(obj).get("nodeSelector") or {}).get(t.gpu_product_label) or "")
         if not gpus:  # its GPUs are claimed (DRA): what its templates request, from the devices' pool
             gpus, claimed = claimed_gpus(obj, templates, t.gpu_product_names)
-            product = gpu.pool(claimed, dra=True)
+            product = DRA_ALLOCATION.pool(claimed)
         out.append(
             rollout.Member(
                 key=key,
@@ -116,7 +115,7 @@ def plan_rollout(
             gpus=r.replica.gpu_count,
             restarts=r.name in report.restarts,
             moves=r.replica.key in moving,
-            product=gpu.pool(r.replica.gpu, dra=config.kubernetes.dra),
+            product=config.kubernetes.allocation.pool(r.replica.gpu),
             release=release_of(next(m for m in r.manifests if m["kind"] in WORKLOADS)),
         )
         for r in rendered
