@@ -4,7 +4,7 @@ every interleaving of what can happen, against the rollout's promises.
 The world is one or two endpoints sharing one GPU pool of one product, one GPU per pod; each
 replica is a Deployment (Recreate in place, RollingUpdate maxSurge 1 with a surge policy) whose
 pods are Pending (no GPU), starting, available or terminating (still holding its GPU). What the
-model does *not* copy is the planner: every rerun builds :class:`Member` s from Deployment
+model does *not* copy is the planner: every rerun builds :class:`LiveReplica` s from Deployment
 objects through the live layer's own rule (``verdicts.replica_state``) and calls
 :func:`infercrane.core.plan.rollout.plan`; a lane waits by ``verdicts.deployment_verdict``; a
 stage's deletion keeps the object until its pods are gone exactly when ``STAGE_DELETION`` says
@@ -275,7 +275,7 @@ class Planner:
     def plan(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...], back: bool = False) -> rollout.Rollout:
         # A release is what a revision's pods run: the same for every key at that revision.
         members = [
-            rollout.Member(
+            rollout.LiveReplica(
                 o.key,
                 self.world.endpoint_of(o.key).name,
                 verdicts.replica_state("Deployment", deployment(o, pods)),
@@ -394,7 +394,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
     def begin(back: bool) -> Run | None:
         """A run of the same command towards ``back``'s config: planned now, by the real planner;
         None when the command refuses it -- a required canary with no baseline, as
-        ``live.membership.plan_rollout`` refuses it before anything is applied."""
+        ``live.running.plan_rollout`` refuses it before anything is applied."""
         r = planner.plan(s.objs, s.pods, back)
         if any(e.no_canary and e.canary_policy is not None and e.canary_policy.required for e in r.endpoints):
             return None

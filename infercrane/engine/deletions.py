@@ -84,7 +84,7 @@ def _delete_owned(
     t, stack_id = ctx.config.kubernetes, ctx.stack_id
     ns = namespace or t.namespace
     live = ctx.live if ns == t.namespace else ctx.live.at(ns)
-    # Elsewhere the workload kinds were listed already (membership.recorded_elsewhere); the others
+    # Elsewhere the workload kinds were listed already (running.recorded_elsewhere); the others
     # are deleted here where this identity may list them, else by Pulumi, by name, at the run's end.
     listed = live.by_name(t.object_kinds, optional=KINDS) if kinds is None else live.by_name((), optional=set(kinds) & set(KINDS))
     deleted: dict[str, str] = {}

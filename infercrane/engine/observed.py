@@ -69,11 +69,11 @@ class Observed:
             return ["the preflight refuses now"]
         if self.report.drift:
             return [f"{len(self.report.drift)} live object(s) are missing or differ ({', '.join(self.report.drift[:3])})"]
-        from infercrane.live.stack import membership
+        from infercrane.live.stack import running
 
         config = self.ctx.config
         keys = {r.key for r in config.replicas}
-        members = membership.members(config, self.report.live, self.ctx.stack_id, predictors=self.report.predictors)
+        members = running.live_replicas(config, self.report.live, self.ctx.stack_id, predictors=self.report.predictors)
         left = sorted(m.key for m in members if m.key not in keys)
         if left:
             return [f"replica(s) {', '.join(left)} of keys that left the config still run"]

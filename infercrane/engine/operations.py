@@ -119,7 +119,7 @@ def deploy(
     *,
     retry_rejected: bool = False,
 ) -> DeployResult:
-    """:func:`rolled` -- and when it is refused before anything is applied on a stack that did
+    """:func:`_deploy` -- and when it is refused before anything is applied on a stack that did
     not exist (a context missing from the kubeconfig, a foreign object), the stack the engine's
     start created beside the preflight is removed and its stack file put back: a refused command
     writes nothing."""
@@ -128,14 +128,14 @@ def deploy(
     path = paths.stack_file(engine.stack_name, engine.project_dir)
     before = path.read_bytes() if path.is_file() else None
     try:
-        return rolled(engine, config, key, on_output, sink, retry_rejected=retry_rejected)
+        return _deploy(engine, config, key, on_output, sink, retry_rejected=retry_rejected)
     except InferCraneError as exc:
         if exc.applied_nothing and engine.created:
             engine.forget_new(before)
         raise
 
 
-def rolled(
+def _deploy(
     engine: Engine,
     config: cfg.InferCraneConfig,
     key: str,

@@ -117,7 +117,7 @@ def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | No
     return naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack)
 
 
-def serving(
+def members(
     config: InferCraneConfig,
     workloads: dict[str, dict[str, Any]],
     stack_id: str | None,
@@ -269,7 +269,7 @@ def inspect_report(
     evidence = serving_evidence(config, live, [r for r, rec in zip(config.replicas, out, strict=True) if rec["state"] == "ready"])
     for rec in out:
         rec["evidence"] = evidence.get(rec["key"])
-    return out, serving(config, listed[kinds[0]], stack_id, evidence, predictors)
+    return out, members(config, listed[kinds[0]], stack_id, evidence, predictors)
 
 
 def serving_evidence(config: InferCraneConfig, live: Live, ready: list[Any]) -> dict[str, dict[str, Any]]:

@@ -101,7 +101,7 @@ class Waits:
         grace = max((self.config.drain_for(r).grace_seconds for r in known), default=self.config.kubernetes.drain.grace_seconds)
         return await self.waiter.drained([naming.object_name(k) for k in keys], grace + readiness.AWAIT_MARGIN_SECONDS)
 
-    async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.Verdict:
+    async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.CanaryVerdict:
         """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""
         return await asyncio.get_running_loop().run_in_executor(None, bake, self.config, e, self.checker, note)
 
@@ -120,7 +120,7 @@ def bake(
     *,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
-) -> canary.Verdict:
+) -> canary.CanaryVerdict:
     """Bake ``e``'s canary for its policy's ``bakeSeconds``, reading the engines' counts every
     :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end."""
     from infercrane.core.plan import canary as judging

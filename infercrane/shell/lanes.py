@@ -33,7 +33,7 @@ Result = tuple["verdicts.Verdict", "served.Evidence | None"]
 
 
 @dataclass
-class Rolled:
+class LanesOutcome:
     """What the lanes did: the replicas registered (with each wait's result), the lanes that
     stopped, and where each endpoint ended."""
 
@@ -42,7 +42,7 @@ class Rolled:
     stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
     crashed: list[BaseException] = field(default_factory=list)  # what the engine failed (it stops the whole run)
     ended: dict[str, str] = field(default_factory=dict)  # endpoint -> where it ended, in words
-    verdicts: dict[str, canary.Verdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
+    verdicts: dict[str, canary.CanaryVerdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
 
     def summary(self) -> str:
         """Each endpoint's end, one clause each: ``qwen finished; llama halted before wave 2/3``."""
@@ -124,14 +124,14 @@ async def roll(
     *,
     max_extra_gpus: int | None = None,
     restarts: frozenset[str] | None = None,
-) -> Rolled:
+) -> LanesOutcome:
     """Run every lane to its end or its first failure, side by side. A failure of the engine
     itself (an apply it failed, a registration that raised) halts every lane: none deletes or
     registers anything more, and the engine's error is raised once all have stopped, with where
     each endpoint ended. With ``max_extra_gpus``, each stage borrows what it holds beyond its
     endpoint's own GPUs from one :class:`Lender`. A stage's keys of ``restarts`` (None: all) wait
     until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`)."""
-    rolled = Rolled(ended={x.endpoint: "not started" for x in lanes})
+    outcome = LanesOutcome(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
     lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted)
@@ -147,28 +147,28 @@ async def roll(
         for i, stage in enumerate(lane.stages):
             where = e.where(stage) if e is not None else "its stage"
             if halted.is_set():
-                rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
+                outcome.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
                 return
             if stage.borrow and max_extra_gpus is not None:
                 try:
                     lent = await lender.take(lane.endpoint, stage.borrow, where, note)
                 except InferCraneError as exc:
-                    rolled.stopped.append((lane.endpoint, where, exc))
-                    rolled.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
+                    outcome.stopped.append((lane.endpoint, where, exc))
+                    outcome.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
                     return
                 if not lent or halted.is_set():
-                    rolled.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
+                    outcome.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
                     return
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
-            rolled.ended[lane.endpoint] = f"stopped in {where}"
+            outcome.ended[lane.endpoint] = f"stopped in {where}"
             changing = stage.apply if restarts is None else stage.apply & restarts
             draining = (
                 await waits.drained(changing) if changing else ""
             )  # a key whose old pod drains gets its template once it is gone
             if draining:
-                rolled.stopped.append((lane.endpoint, where, StillDraining(draining)))
-                rolled.ended[lane.endpoint] = f"stopped before {where}: {draining}"
+                outcome.stopped.append((lane.endpoint, where, StillDraining(draining)))
+                outcome.ended[lane.endpoint] = f"stopped before {where}: {draining}"
                 return
             components = []
             try:
@@ -177,24 +177,24 @@ async def roll(
                     await asyncio.sleep(0)  # each registration leaves for the engine while the next is built
                 results = list(await asyncio.gather(*(waits.of(c) for c in components)))
             except InferCraneError as exc:
-                rolled.stopped.append((lane.endpoint, where, exc))
-                rolled.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
+                outcome.stopped.append((lane.endpoint, where, exc))
+                outcome.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
                 return
             except Exception as exc:  # noqa: BLE001 - an apply the engine failed: the engine's own error, raised below
-                rolled.crashed.append(exc)
+                outcome.crashed.append(exc)
                 halted.set()
-                rolled.ended[lane.endpoint] = f"failed by the engine at {where}"
+                outcome.ended[lane.endpoint] = f"failed by the engine at {where}"
                 return
-            rolled.components += components
-            rolled.results += results
+            outcome.components += components
+            outcome.results += results
             failure = not_ready(components, results)
             if failure is not None:
-                rolled.stopped.append((lane.endpoint, where, failure))
-                rolled.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
+                outcome.stopped.append((lane.endpoint, where, failure))
+                outcome.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
                 return
             if stage.bake and e is not None and e.canary_policy is not None:
                 verdict = await waits.bake(e, note)
-                rolled.verdicts[lane.endpoint] = verdict
+                outcome.verdicts[lane.endpoint] = verdict
                 note(f"rollout: {verdict.line()}")
                 if verdict.stops:
                     rejected = CanaryRejected(
@@ -204,32 +204,34 @@ async def roll(
                         outcome=verdict.outcome,
                         digest=verdict.digest,
                     )
-                    rolled.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
-                    rolled.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"
+                    outcome.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
+                    outcome.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"
                     return
             if stage.delete:
                 if halted.is_set():
-                    rolled.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"
+                    outcome.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"
                     return
                 try:
                     await loop.run_in_executor(None, delete, stage.delete)
                 except InferCraneError as exc:
-                    rolled.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
-                    rolled.ended[lane.endpoint] = f"stopped at the deletions after {where}: {exc.message}"
+                    outcome.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
+                    outcome.ended[lane.endpoint] = f"stopped at the deletions after {where}: {exc.message}"
                     return
             await lender.keep(lane.endpoint, stage.keep)  # its deletions are gone: what they held is free
             if i == len(lane.stages) - 1:
-                rolled.ended[lane.endpoint] = "finished"
+                outcome.ended[lane.endpoint] = "finished"
 
     await asyncio.gather(*(lane(x) for x in lanes))
-    if rolled.crashed:
+    if outcome.crashed:
         # The engine failed an apply (the API server gone, an object it refused): it ends the whole
         # update itself, and its own words say why -- raised as they came, never renamed; where
         # each endpoint ended is said beside them.
-        note(f"rollout: halted by the engine's failure: {rolled.summary()}")
-        raise rolled.crashed[0]
-    pairs = sorted(zip(rolled.components, rolled.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order)))
-    rolled.components = [c for c, _ in pairs]
-    rolled.results = [r for _, r in pairs]
-    rolled.stopped.sort(key=lambda s: [x.endpoint for x in lanes].index(s[0]))
-    return rolled
+        note(f"rollout: halted by the engine's failure: {outcome.summary()}")
+        raise outcome.crashed[0]
+    pairs = sorted(
+        zip(outcome.components, outcome.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order))
+    )
+    outcome.components = [c for c, _ in pairs]
+    outcome.results = [r for _, r in pairs]
+    outcome.stopped.sort(key=lambda s: [x.endpoint for x in lanes].index(s[0]))
+    return outcome

@@ -243,7 +243,7 @@ def export(
         pulumi.export("endpoints", evidence.apply(members))
     else:
         pulumi.export("endpoints", members(evidence or {}))
-    # endpoint -> its canary's last verdict (core.plan.canary.Verdict.as_json) and when: this run's,
+    # endpoint -> its canary's last verdict (core.plan.canary.CanaryVerdict.as_json) and when: this run's,
     # else the one the stack's outputs carried, for the endpoints still configured.
     record = deploy_record or {}
     at = (record.get("entry") or {}).get("at")
@@ -270,7 +270,7 @@ async def run(channel: Channel) -> None:
     One path with one ending: every check (:func:`_checked`), the replicas registered -- all at
     once, yielding to the SDK's event loop after each, so each registration leaves for the engine
     while the next is built; or, when the caller drives a rollout, lane by lane
-    (:func:`_rolled`) -- then the stack's outputs (:func:`_end`). With a ``gate``, the provider
+    (:func:`_in_lanes`) -- then the stack's outputs (:func:`_end`). With a ``gate``, the provider
     is registered first and the rest waits for the caller's inputs."""
     provider = None
     if channel.gate is not None and channel.context is not None:
@@ -282,7 +282,7 @@ async def run(channel: Channel) -> None:
         channel.hand_over(late)
     checked = _checked(channel, provider)
     if channel.rollout is not None and not pulumi.runtime.is_dry_run():
-        components, evidence, canaries = await _rolled(channel, checked)
+        components, evidence, canaries = await _in_lanes(channel, checked)
         _end(channel, checked, components, evidence, canaries)
         return
     components = []
@@ -323,7 +323,9 @@ def _end(
     export(components, checked.config, channel.deploy_record, evidence, canaries)
 
 
-async def _rolled(channel: Channel, checked: Checked) -> tuple[list[ReplicaComponent], dict[str, dict[str, Any]], dict[str, Any]]:
+async def _in_lanes(
+    channel: Channel, checked: Checked
+) -> tuple[list[ReplicaComponent], dict[str, dict[str, Any]], dict[str, Any]]:
     """Each endpoint's lane at its own pace (:mod:`infercrane.shell.lanes`): its components, the
     evidence taken and the canaries' verdicts. A lane that stops fails the run once the others
     are done -- so Pulumi deletes nothing -- with every stopped endpoint and its reason."""
@@ -346,7 +348,7 @@ async def _rolled(channel: Channel, checked: Checked) -> tuple[list[ReplicaCompo
 
     waits = Waits(checked.config, channel, checked.context)
     try:
-        rolled = await lanes.roll(
+        outcome = await lanes.roll(
             plan.lanes,
             {} if channel.rollback is not None else {e.endpoint: e for e in plan.endpoints},  # a rollback says its own steps
             register,
@@ -359,24 +361,24 @@ async def _rolled(channel: Channel, checked: Checked) -> tuple[list[ReplicaCompo
         )
     finally:
         waits.close()
-    if rolled.stopped:
-        lost = [c for _, _, c in rolled.stopped if isinstance(c, NotReady) and c.api_lost]
+    if outcome.stopped:
+        lost = [c for _, _, c in outcome.stopped if isinstance(c, NotReady) and c.api_lost]
         single = plan.stages <= 1
-        if single and all(isinstance(c, NotReady) for _, _, c in rolled.stopped):
+        if single and all(isinstance(c, NotReady) for _, _, c in outcome.stopped):
             failure: InferCraneError = NotReady(
-                [f for _, _, c in rolled.stopped for f in c.failures],  # type: ignore[attr-defined]
+                [f for _, _, c in outcome.stopped for f in c.failures],  # type: ignore[attr-defined]
                 len(checked.rendered),
-                api_lost=len(lost) == len(rolled.stopped),
+                api_lost=len(lost) == len(outcome.stopped),
             )
-        elif len(lost) == len(rolled.stopped):
+        elif len(lost) == len(outcome.stopped):
             failure = lost[0]  # one cause for all: said once, with how to resume
         else:
-            failure = RolloutStopped(rolled.stopped, len(plan.lanes))
+            failure = RolloutStopped(outcome.stopped, len(plan.lanes))
         _fail(channel, failure)
     if channel.rollback is not None:  # done: ended failed on purpose, so Pulumi deletes nothing
         _fail(channel, RolledBack())
     foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
     if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not
         _fail(channel, DeletionsRefused(foreign))
-    evidence = settled(waits, rolled.components, rolled.results, channel)
-    return rolled.components, evidence, {endpoint: v.as_json() for endpoint, v in rolled.verdicts.items()}
+    evidence = settled(waits, outcome.components, outcome.results, channel)
+    return outcome.components, evidence, {endpoint: v.as_json() for endpoint, v in outcome.verdicts.items()}

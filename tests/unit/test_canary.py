@@ -13,7 +13,7 @@ import pytest
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest, RolloutPolicy
 from infercrane.core.plan import canary
 from infercrane.core.plan.canary import Golden, Measured, Record, Thresholds, judge, quantile, rejudge
-from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.evidence import canary as evidence
 from tests.json_forms import as_a_store_keeps_it
@@ -242,8 +242,8 @@ def policy_with(canary_policy: CanaryPolicy | None, surge: int = 0) -> Callable[
     return lambda name: p
 
 
-def members(*keys: str) -> list[Member]:
-    return [Member(k, "e", ReplicaState.SETTLED, 1) for k in keys]
+def members(*keys: str) -> list[LiveReplica]:
+    return [LiveReplica(k, "e", ReplicaState.SETTLED, 1) for k in keys]
 
 
 def test_the_canary_is_the_first_wave_and_bakes_beside_the_replicas_still_on_the_old_release() -> None:
@@ -311,7 +311,10 @@ def test_a_release_already_serving_beside_the_others_needs_no_canary_a_rerun_aft
     """After an accepted canary a killed deploy is rerun: a0 runs the new release, a1 the old. And
     after a rejection the previous config is deployed: a0 goes back to what a1 serves. Neither is
     a release the endpoint has not served: neither has a canary, and a required one is not refused."""
-    live = [Member("a0", "e", ReplicaState.SETTLED, 1, release="new"), Member("a1", "e", ReplicaState.SETTLED, 1, release="old")]
+    live = [
+        LiveReplica("a0", "e", ReplicaState.SETTLED, 1, release="new"),
+        LiveReplica("a1", "e", ReplicaState.SETTLED, 1, release="old"),
+    ]
     rerun = plan(live, [Target("a0", "e", 1, release="new"), Target("a1", "e", 1, restarts=True, release="new")],
                  policy_with(CanaryPolicy(required=True)))  # fmt: skip
     (e,) = rerun.endpoints
@@ -342,9 +345,9 @@ def test_a_canary_a_killed_run_left_down_is_brought_back_first_and_judged_before
     """A deploy killed while its canary a0 restarted on the new release: a0 is down on it, a1 and
     a2 serve the old one. The rerun brings a0 back first and bakes it there; a1 and a2 wait."""
     live = [
-        Member("a0", "e", ReplicaState.STARTING, 1, release="new"),
-        Member("a1", "e", ReplicaState.SETTLED, 1, release="old"),
-        Member("a2", "e", ReplicaState.SETTLED, 1, release="old"),
+        LiveReplica("a0", "e", ReplicaState.STARTING, 1, release="new"),
+        LiveReplica("a1", "e", ReplicaState.SETTLED, 1, release="old"),
+        LiveReplica("a2", "e", ReplicaState.SETTLED, 1, release="old"),
     ]
     targets = [Target("a0", "e", 1, release="new")] + [Target(k, "e", 1, restarts=True, release="new") for k in ("a1", "a2")]
     r = plan(live, targets, policy_with(CanaryPolicy(required=True)))
@@ -361,7 +364,10 @@ def test_a_rejected_release_retried_is_judged_again_where_its_canary_still_runs_
     """After a rejection a0 still runs the rejected release; a1 the old one. The same config again
     would see the release "already serving" on a0 and roll it without a verdict -- the deploy
     refuses that (a stack tag remembers the rejection) unless retried, and a retry bakes a0 again."""
-    live = [Member("a0", "e", ReplicaState.SETTLED, 1, release="bad"), Member("a1", "e", ReplicaState.SETTLED, 1, release="old")]
+    live = [
+        LiveReplica("a0", "e", ReplicaState.SETTLED, 1, release="bad"),
+        LiveReplica("a1", "e", ReplicaState.SETTLED, 1, release="old"),
+    ]
     targets = [Target("a0", "e", 1, release="bad"), Target("a1", "e", 1, restarts=True, release="bad")]
     blind = plan(live, targets, policy_with(CanaryPolicy(required=True)))
     assert blind.endpoints[0].canary_unneeded == "its release already serves on a0" and blind.endpoints[0].release == "bad"

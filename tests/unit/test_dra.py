@@ -16,7 +16,7 @@ from infercrane.core.plan.workload import claimed_gpus
 from infercrane.core.render import guards
 from infercrane.core.render.intent import intent
 from infercrane.core.render.manifests import gpus_of, render_checked
-from infercrane.live.stack.membership import members
+from infercrane.live.stack.running import live_replicas
 from infercrane.shell.policy import judge
 
 SRC = "stacks/Pulumi.dev.yaml"
@@ -269,7 +269,7 @@ def test_a_live_dra_replica_holds_what_its_template_claims_of_its_product(values
     }
     live_dep["metadata"]["generation"] = 1
     live = {("Deployment", name): live_dep, ("Service", name): svc, ("ResourceClaimTemplate", name): template}
-    (m,) = members(config, live, "infercrane/dev")
+    (m,) = live_replicas(config, live, "infercrane/dev")
     assert (m.gpus, m.product, m.state) == (2, "NVIDIA-L40S (DRA)", "settled")
 
 
@@ -335,8 +335,8 @@ def test_doctor_fails_a_cluster_that_does_not_serve_the_dra_api_with_how_to_go_o
 def test_a_switch_from_label_to_dra_is_planned_as_the_move_it_is_between_two_pools(values: dict[str, Any]) -> None:
     """A device-plugin GPU freed by the old form is no DRA device for the new one: the plan counts
     each pool apart and shows both (where the new GPUs come from), never one pool of the product."""
-    from infercrane.live.stack.membership import plan_rollout
     from infercrane.live.stack.preflight import Report
+    from infercrane.live.stack.running import plan_rollout
 
     values["infercrane:replicas"] = [dict(values["infercrane:replicas"][0], key=f"qwen-r{i}") for i in range(2)]
     label = loading.load(values, source=SRC, env={})

@@ -16,7 +16,7 @@ from typing import Any
 
 from infercrane.core.errors import NotReady
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.status.verdicts import Verdict
 from infercrane.shell import lanes
@@ -99,12 +99,12 @@ def run(coroutine: Any) -> Any:
 
 
 def four_replica_update(*endpoints: str) -> Any:
-    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in endpoints for i in range(4)]
+    members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in endpoints for i in range(4)]
     targets = [Target(f"{e}{i}", e, 1, restarts=True) for e in endpoints for i in range(4)]
     return plan(members, targets, lambda name: DEFAULT)
 
 
-def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> lanes.Rolled:
+def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> lanes.LanesOutcome:
     order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
     notes = [] if notes is None else notes
     return run(
@@ -151,7 +151,7 @@ def test_a_failed_wave_stops_only_its_endpoint_and_never_registers_its_later_rep
 
 def test_an_in_place_replacement_deletes_each_old_replica_after_the_wave_before_and_before_its_successor() -> None:
     rollout = plan(
-        [Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+        [LiveReplica("a0", "e", ReplicaState.SETTLED, 1), LiveReplica("a1", "e", ReplicaState.SETTLED, 1)],
         [Target("b0", "e", 1), Target("b1", "e", 1)],
         lambda n: DEFAULT,
     )
@@ -166,7 +166,7 @@ def test_a_deletion_that_fails_stops_its_endpoint_with_the_deleters_words() -> N
     from infercrane.core.errors import ClusterError
 
     rollout = plan(
-        [Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+        [LiveReplica("a0", "e", ReplicaState.SETTLED, 1), LiveReplica("a1", "e", ReplicaState.SETTLED, 1)],
         [Target("b0", "e", 1), Target("b1", "e", 1)],
         lambda n: DEFAULT,
     )
@@ -211,8 +211,8 @@ def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_w
     # Three endpoints: "fails" has its second wave's apply failed by the engine, "slow" is still
     # waiting on its first wave then, "quick" has one replacement to finish. None deletes or
     # registers anything after the failure; the engine's own error is raised, with each end.
-    members = [Member(f"slow{i}", "slow", ReplicaState.SETTLED, 1) for i in range(2)]
-    members += [Member(f"fails{i}", "fails", ReplicaState.SETTLED, 1) for i in range(2)]
+    members = [LiveReplica(f"slow{i}", "slow", ReplicaState.SETTLED, 1) for i in range(2)]
+    members += [LiveReplica(f"fails{i}", "fails", ReplicaState.SETTLED, 1) for i in range(2)]
     targets = [Target(f"slown{i}", "slow", 1) for i in range(2)] + [
         Target(f"fails{i}", "fails", 1, restarts=True) for i in range(2)
     ]
@@ -243,7 +243,7 @@ def test_an_engine_failure_halts_every_lane_before_its_next_deletion_and_names_w
 
 
 def test_each_stage_before_the_waves_says_what_it_waits_for() -> None:
-    members = [Member("r0", "e", ReplicaState.AVAILABLE, 1), Member("r1", "e", ReplicaState.SETTLED, 1)]
+    members = [LiveReplica("r0", "e", ReplicaState.AVAILABLE, 1), LiveReplica("r1", "e", ReplicaState.SETTLED, 1)]
     rollout = plan(members, [Target("r0", "e", 1), Target("r1", "e", 1, restarts=True)], lambda n: SURGE)
     notes: list[str] = []
     order = {"r0": 0, "r1": 1}
@@ -277,7 +277,7 @@ def test_a_waves_budget_adds_the_drain_only_where_it_restarts_a_replica_in_place
         }
     )
     rollout = plan(
-        [Member("a", "e", ReplicaState.SETTLED, 1)],
+        [LiveReplica("a", "e", ReplicaState.SETTLED, 1)],
         [Target("a", "e", 1, restarts=True), Target("new", "e", 1)],
         lambda n: DEFAULT,
     )
@@ -290,7 +290,7 @@ def test_a_waves_budget_adds_the_drain_only_where_it_restarts_a_replica_in_place
 
 def surge_updates(endpoints: dict[str, int], cap: int | None) -> Any:
     """Each endpoint's replicas (1 GPU each, on one product) updated under maxSurge 1."""
-    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e, n in endpoints.items() for i in range(n)]
+    members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e, n in endpoints.items() for i in range(n)]
     targets = [Target(f"{e}{i}", e, 1, restarts=True, product="L4") for e, n in endpoints.items() for i in range(n)]
     return plan(members, targets, lambda name: SURGE, max_extra_gpus=cap)
 
@@ -326,8 +326,8 @@ def test_a_cap_of_two_lends_two_surges_at_a_time() -> None:
 
 
 def test_an_in_place_endpoint_borrows_nothing_and_never_waits_for_a_surge() -> None:
-    members = [Member(f"s{i}", "s", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
-    members += [Member(f"p{i}", "p", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    members = [LiveReplica(f"s{i}", "s", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    members += [LiveReplica(f"p{i}", "p", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
     targets = [Target(m.key, m.endpoint, 1, restarts=True, product="L4") for m in members]
     rollout = plan(members, targets, lambda name: SURGE if name == "s" else DEFAULT, max_extra_gpus=1)
     assert all(not st.borrow for lane in rollout.lanes if lane.endpoint == "p" for st in lane.stages)
@@ -381,13 +381,13 @@ class JudgingWaitsDouble(WaitsDouble):
         limits = canary.Thresholds(1, 1.5, 0.01, required=True)
         none = canary.Figures(0, 0, None)
         record = canary.Record(e.endpoint, limits, (), final=True)
-        return canary.Verdict(self.outcome, (f"the double says {self.outcome}",), none, none, record.digest(), record)  # type: ignore[arg-type]
+        return canary.CanaryVerdict(self.outcome, (f"the double says {self.outcome}",), none, none, record.digest(), record)  # type: ignore[arg-type]
 
 
 def canary_cutover() -> Any:
     from infercrane.core.model.endpoints import CanaryPolicy
 
-    members = [Member(f"a{i}", "e", ReplicaState.SETTLED, 1) for i in range(3)]
+    members = [LiveReplica(f"a{i}", "e", ReplicaState.SETTLED, 1) for i in range(3)]
     targets = [Target(f"b{i}", "e", 1) for i in range(3)]
     return plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1, canary=CanaryPolicy()))
 
@@ -415,7 +415,7 @@ def test_a_rejected_canary_stops_its_lane_before_the_replica_it_replaces_is_dele
 def test_a_key_whose_old_pod_still_drains_past_its_drain_is_never_given_its_new_template() -> None:
     """A ReplicaSet counts no terminating pod: a key flipped back to the template of a pod still
     draining would start another pod beside it (the exhaustive check found the GPU more)."""
-    r = plan([Member("a0", "e", ReplicaState.SETTLED, 1), Member("a1", "e", ReplicaState.SETTLED, 1)],
+    r = plan([LiveReplica("a0", "e", ReplicaState.SETTLED, 1), LiveReplica("a1", "e", ReplicaState.SETTLED, 1)],
              [Target("a0", "e", 1, restarts=True), Target("a1", "e", 1, restarts=True)],
              lambda name: RolloutPolicy(max_unavailable=1))  # fmt: skip
     waits, journal = WaitsDouble(draining={"a1": "still terminating after 40 s: infercrane-a1 (1 pod(s))"}), Journal()
@@ -431,7 +431,7 @@ def test_a_key_whose_old_pod_still_drains_past_its_drain_is_never_given_its_new_
 def test_only_the_keys_whose_template_changes_wait_for_a_drain_before_they_are_applied() -> None:
     """A key applied with its live template starts no pod: it asks nothing (one replica changed in
     a fleet of 1,000 asks once, not 1,000 times); a new key has no pod that could drain."""
-    members = [Member("a0", "e", ReplicaState.SETTLED, 1), Member("b0", "f", ReplicaState.SETTLED, 1)]
+    members = [LiveReplica("a0", "e", ReplicaState.SETTLED, 1), LiveReplica("b0", "f", ReplicaState.SETTLED, 1)]
     targets = [Target("a0", "e", 1, restarts=True), Target("b0", "f", 1), Target("c0", "g", 1)]
     r = plan(members, targets, lambda name: DEFAULT)
     assert r.restarts == frozenset({"a0"})

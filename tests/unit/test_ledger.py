@@ -9,7 +9,7 @@ import pytest
 
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.ledger import Ledger, too_large
-from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
@@ -35,7 +35,7 @@ def test_no_cap_lends_whatever_is_asked() -> None:
 
 
 def test_a_stage_wider_than_the_cap_is_named_before_anything_is_applied() -> None:
-    members = [Member(f"a{i}", "a", ReplicaState.SETTLED, 2, "L4") for i in range(2)]
+    members = [LiveReplica(f"a{i}", "a", ReplicaState.SETTLED, 2, "L4") for i in range(2)]
     targets = [Target(m.key, "a", 2, restarts=True, product="L4") for m in members]
     rollout = plan(members, targets, lambda name: SURGE, max_extra_gpus=1)
     assert rollout.never_lent() == [
@@ -46,9 +46,9 @@ def test_a_stage_wider_than_the_cap_is_named_before_anything_is_applied() -> Non
 
 
 def test_a_product_change_a_grow_and_an_in_place_roll_borrow_nothing() -> None:
-    members = [Member(f"m{i}", "m", ReplicaState.SETTLED, 1, "A100") for i in range(2)]
-    members += [Member(f"g{i}", "g", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
-    members += [Member(f"p{i}", "p", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    members = [LiveReplica(f"m{i}", "m", ReplicaState.SETTLED, 1, "A100") for i in range(2)]
+    members += [LiveReplica(f"g{i}", "g", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    members += [LiveReplica(f"p{i}", "p", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
     targets = [Target(f"m{i}", "m", 1, restarts=True, product="H100") for i in range(2)]  # moves product, in place
     targets += [Target(f"g{i}", "g", 1, product="L4") for i in range(3)]  # grows by one
     targets += [Target(f"p{i}", "p", 1, restarts=True, product="L4") for i in range(2)]
@@ -86,7 +86,7 @@ def test_max_extra_gpus_is_the_stacks_and_a_whole_number_each_said_with_the_fix(
 def test_plan_says_what_the_surges_want_at_once_against_the_ledger_in_words_and_in_json() -> None:
     from infercrane.cli.output import rollout_doc, rollout_lines
 
-    members = [Member(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e in "ab" for i in range(2)]
+    members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e in "ab" for i in range(2)]
     targets = [Target(m.key, m.endpoint, 1, restarts=True, product="L4") for m in members]
     capped = plan(members, targets, lambda name: SURGE, max_extra_gpus=1)
     assert rollout_lines(capped)[-1] == (

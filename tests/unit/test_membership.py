@@ -11,8 +11,8 @@ from infercrane.core import naming
 from infercrane.core.load import loading
 from infercrane.core.plan.workload import endpoint_of
 from infercrane.core.render.manifests import render_checked
-from infercrane.live.stack.membership import members
 from infercrane.live.stack.preflight import restarts_pods
+from infercrane.live.stack.running import live_replicas
 
 STACK = "infercrane/dev"
 
@@ -36,7 +36,7 @@ def test_members_are_this_stacks_owned_workloads_with_endpoint_readiness_and_gpu
         ("Service", svc["metadata"]["name"]): svc,
         ("Deployment", "infercrane-someone-else"): live_deployment(foreign, ready=True),
     }
-    (m,) = members(config, live, STACK)
+    (m,) = live_replicas(config, live, STACK)
     assert (m.key, m.endpoint, m.state, m.gpus) == (r.replica.key, "qwen-kubernetes", "starting", 1)
 
 
@@ -81,8 +81,8 @@ def test_replicas_the_state_records_in_another_namespace_move_in_waves_not_all_a
     from infercrane.core import naming
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.core.render.manifests import render_checked
-    from infercrane.live.stack.membership import plan_rollout
     from infercrane.live.stack.preflight import Report
+    from infercrane.live.stack.running import plan_rollout
 
     digest = "vllm/vllm-openai@sha256:" + "a" * 64
     replicas = [{"key": f"k{i}", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"} for i in range(2)]
@@ -115,8 +115,8 @@ def test_a_surge_wider_than_max_extra_gpus_is_refused_before_anything_is_applied
     from infercrane.core.errors import ConfigError
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.core.render.manifests import render_checked
-    from infercrane.live.stack.membership import plan_rollout
     from infercrane.live.stack.preflight import Report
+    from infercrane.live.stack.running import plan_rollout
 
     digest = "vllm/vllm-openai@sha256:" + "a" * 64
     replicas = [{"key": f"k{i}", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S", "gpuCount": 2} for i in range(2)]
@@ -147,8 +147,8 @@ def test_a_required_canary_with_no_baseline_is_refused_before_anything_is_applie
     from infercrane.core.errors import ConfigError
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.core.render.manifests import render_checked
-    from infercrane.live.stack.membership import plan_rollout
     from infercrane.live.stack.preflight import Report
+    from infercrane.live.stack.running import plan_rollout
 
     replicas = [{"key": "k0", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
     kubernetes = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "namespace": "ns"}

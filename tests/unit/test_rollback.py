@@ -6,7 +6,7 @@ from __future__ import annotations
 from infercrane.core.errors import CanaryRejected, RolloutStopped
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan.rollback import plan_rollback
-from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
 
@@ -15,12 +15,12 @@ IN_PLACE = RolloutPolicy(max_unavailable=1, max_surge=0, canary=CanaryPolicy())
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1, canary=CanaryPolicy())
 
 
-def rolled(members: list[Member], targets: list[Target], policy: RolloutPolicy) -> Rollout:
+def rolled(members: list[LiveReplica], targets: list[Target], policy: RolloutPolicy) -> Rollout:
     return plan(members, targets, lambda name: policy)
 
 
-def m(key: str, release: str = OLD) -> Member:
-    return Member(key, "e", ReplicaState.SETTLED, 1, release=release)
+def m(key: str, release: str = OLD) -> LiveReplica:
+    return LiveReplica(key, "e", ReplicaState.SETTLED, 1, release=release)
 
 
 def t(key: str, restarts: bool = False) -> Target:

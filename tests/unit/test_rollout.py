@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan.rollout import Member, Target, plan
+from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout, Wave
 
@@ -22,9 +22,9 @@ def policy(p: RolloutPolicy) -> Callable[[str], RolloutPolicy]:
     return lambda name: p
 
 
-def m(key: str, endpoint: str = "e", ready: bool = True, gpus: int = 1) -> Member:
+def m(key: str, endpoint: str = "e", ready: bool = True, gpus: int = 1) -> LiveReplica:
     """A settled replica, or (``ready=False``) one with no pod available."""
-    return Member(key, endpoint, SETTLED if ready else STARTING, gpus)
+    return LiveReplica(key, endpoint, SETTLED if ready else STARTING, gpus)
 
 
 def t(key: str, endpoint: str = "e", restarts: bool = False, gpus: int = 1) -> Target:
@@ -121,7 +121,7 @@ def test_a_moved_replica_counts_for_the_endpoint_it_moves_to() -> None:
     ],
     ids=["one-update", "two-updates", "one-replacement-in-place"],
 )
-def test_what_one_plain_pulumi_up_may_do(members: list[Member], targets: list[Target], beyond: list[str]) -> None:
+def test_what_one_plain_pulumi_up_may_do(members: list[LiveReplica], targets: list[Target], beyond: list[str]) -> None:
     assert [e.endpoint for e in plan(members, targets, policy(DEFAULT)).beyond_one_step()] == beyond
 
 
@@ -204,7 +204,7 @@ def test_a_replica_that_is_not_serving_already_counts_as_unavailable_so_no_servi
 def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
     keys = [f"r{i}" for i in range(3)]
     # A killed deploy left r0 mid-surge on the new template: its old pod serves, its new one loads.
-    mid_surge = Member("r0", "e", AVAILABLE, gpus=1)
+    mid_surge = LiveReplica("r0", "e", AVAILABLE, gpus=1)
     r = plan([mid_surge] + [m(k) for k in keys[1:]], [t("r0")] + [t(k, restarts=True) for k in keys[1:]], policy(SURGE))
     (e,) = r.endpoints
     assert (e.repaired_first, e.settling_first) == ((), ("r0",)) and [w.up for w in e.waves] == [("r1",), ("r2",)]
@@ -219,7 +219,7 @@ def test_a_surge_still_under_way_finishes_before_another_starts() -> None:
 def test_a_replica_available_but_unsettled_is_up_and_its_update_is_a_wave_of_its_own() -> None:
     # An autoscaler is adding a pod to q0 and q1 (one pod available of two): both serve. Under the
     # default policy they restart one at a time, never together in a first step.
-    members = [Member(k, "e", AVAILABLE, 1) for k in ("q0", "q1")] + [m("q2"), m("q3")]
+    members = [LiveReplica(k, "e", AVAILABLE, 1) for k in ("q0", "q1")] + [m("q2"), m("q3")]
     r = plan(members, [t(f"q{i}", restarts=True) for i in range(4)], policy(DEFAULT))
     (e,) = r.endpoints
     assert e.repaired_first == () and [w.down for w in e.waves] == [("q0",), ("q1",), ("q2",), ("q3",)]
@@ -227,7 +227,7 @@ def test_a_replica_available_but_unsettled_is_up_and_its_update_is_a_wave_of_its
 
 
 def test_an_available_replica_that_leaves_without_a_successor_goes_last() -> None:
-    r = plan([Member("a", "e", AVAILABLE, 1), m("b")], [t("b", restarts=True)], policy(DEFAULT))
+    r = plan([LiveReplica("a", "e", AVAILABLE, 1), m("b")], [t("b", restarts=True)], policy(DEFAULT))
     (e,) = r.endpoints
     assert (e.deleted_idle, e.deleted_last) == ((), ("a",))
     assert stages(r) == [(["b"], ["a"])]
@@ -306,14 +306,14 @@ def test_each_stage_names_the_live_keys_it_ends_by_deleting() -> None:
 
 
 def test_gpus_are_counted_per_product_never_summed_across_products() -> None:
-    l40s = [Member(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)]
+    l40s = [LiveReplica(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)]
     h100 = [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-H100-80GB-HBM3") for i in range(2)]
     (e,) = plan(l40s, h100, policy(SURGE)).endpoints
     # Moving products with a surge: each H100 starts beside the L40S it replaces; no product ever
     # holds more than it holds before or after -- summed across products it would look like 1 extra.
     assert (e.gpus_before, e.gpus_after, e.extra_gpus) == (2, 2, 0)
     (same,) = plan(
-        [Member(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)],
+        [LiveReplica(f"a{i}", "e", SETTLED, 1, product="NVIDIA-L40S") for i in range(2)],
         [Target(f"a{i}", "e", 1, restarts=True, product="NVIDIA-L40S") for i in range(2)],
         policy(SURGE),
     ).endpoints
@@ -331,7 +331,7 @@ def test_plan_text_names_what_happens_before_the_waves() -> None:
     from infercrane.cli.output import rollout_lines
 
     # A surge cut before its deletion (a surplus to retire) beside a replica still settling.
-    members = [m(f"o{i}") for i in range(2)] + [m("n0"), Member("s", "e", AVAILABLE, 1), m("k")]
+    members = [m(f"o{i}") for i in range(2)] + [m("n0"), LiveReplica("s", "e", AVAILABLE, 1), m("k")]
     r = plan(members, [t("n0"), t("n1"), t("s"), t("k", restarts=True)], policy(SURGE))
     lines = rollout_lines(r)
     assert "    first: let s settle (available, its own rollout under way)" in lines, lines

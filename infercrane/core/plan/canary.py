@@ -176,7 +176,7 @@ class Figures:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CanaryVerdict:
     outcome: Outcome
     reasons: tuple[str, ...]
     canary: Figures
@@ -243,17 +243,17 @@ def figures(measured: Iterable[Measured]) -> Figures:
     )
 
 
-def judge(record: Record) -> Verdict:
+def judge(record: Record) -> CanaryVerdict:
     """The verdict of ``record`` (the rules in this module's text)."""
     t = record.thresholds
     canary = figures(m for m in record.measured if m.side == "canary")
     baseline = figures(m for m in record.measured if m.side == "baseline")
 
-    def verdict(outcome: Outcome, reasons: list[str]) -> Verdict:
+    def verdict(outcome: Outcome, reasons: list[str]) -> CanaryVerdict:
         if outcome == "WAIT" and record.final:
             outcome = "NOT VERIFIABLE"
             reasons = [*reasons, f"the bake ended after {record.baked_seconds} s"]
-        return Verdict(outcome, tuple(reasons), canary, baseline, record.digest(), record)
+        return CanaryVerdict(outcome, tuple(reasons), canary, baseline, record.digest(), record)
 
     changed = [g for g in record.golden if g.differs]
     unanswered = [g for g in record.golden if not g.canary]
@@ -311,6 +311,6 @@ def judge(record: Record) -> Verdict:
     return verdict("ACCEPT", [f"within every threshold after {record.baked_seconds} s", shown])
 
 
-def rejudge(doc: Mapping[str, Any]) -> Verdict:
+def rejudge(doc: Mapping[str, Any]) -> CanaryVerdict:
     """The verdict of a recorded verdict's record (its ``record`` field): the same, byte for byte."""
     return judge(Record.from_json(doc["record"]))

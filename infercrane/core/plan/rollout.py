@@ -1,20 +1,20 @@
-"""Revision lifecycle: how each endpoint moves from the replicas that run now to the replicas the
+"""The rollout planner: how each endpoint moves from the replicas that run now to the replicas the
 config names, in waves, under its rollout policy -- and the lane of stages that carries each endpoint's out.
 
-A replica's identity is its durable key. Per endpoint, comparing what runs (:class:`Member`, read
+A replica's identity is its durable key. Per endpoint, comparing what runs (:class:`LiveReplica`, read
 from the live objects) with what the config renders (:class:`Target`):
 
 - a key whose pods would not change (same pod template) and a new key that replaces nothing cost
   nothing and are applied in the endpoint's first stage;
-- a key that runs but is not serving (a failed wave's replica, one a killed deploy left loading, a
+- a key that runs but is not available (a failed wave's replica, one a killed deploy left loading, a
   surge under way) already counts against ``maxUnavailable``, as it does for the Deployment
-  controller: it is applied in the first stage too, and when the endpoint has serving replicas to
-  take down, the first wave waits until it serves again -- a rerun never takes one more down;
-- a serving key whose pod template changes (new image, revision, args, GPU, endpoint name) is an
+  controller: it is applied in the first stage too, and when the endpoint has available replicas to
+  take down, the first wave waits until it is available again -- a rerun never takes one more down;
+- an available key whose pod template changes (new image, revision, args, GPU, endpoint name) is an
   *update*: its pods restart;
-- a new key takes the place of a serving key that leaves the config: a *replacement pair*;
-- serving keys that leave without a new key taking their place (a smaller endpoint) are deleted
-  last, once everything else is ready; keys that leave while not serving are deleted at once;
+- a new key takes the place of an available key that leaves the config: a *replacement pair*;
+- available keys that leave without a new key taking their place (a smaller endpoint) are deleted
+  last, once everything else is ready; keys that leave while not available are deleted at once;
 - a key whose live objects are of another form than the config renders (``workloadApi`` switched:
   a Deployment becoming an InferenceService) *moves*: its old form is its own predecessor, a
   replacement pair of one key -- in place its old form goes before its new form starts, with a
@@ -50,7 +50,7 @@ from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Lane, M
 
 
 @dataclass(frozen=True)
-class Member:
+class LiveReplica:
     """A replica that runs now: its live workload object, owned by this stack, in its rollout state."""
 
     key: str
@@ -87,7 +87,7 @@ class _Schedule:
     repair: list[str] = field(default_factory=list)  # not available: applied in the first step, before any wave
     delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
-    retire_first: list[str] = field(default_factory=list)  # surplus serving replicas the GPU budget retires before the waves
+    retire_first: list[str] = field(default_factory=list)  # surplus available replicas the GPU budget retires before the waves
     idle_first: bool = False  # the idle ones go in a stage of their own, before new replicas take GPUs
     waves: list[tuple[list[str], list[str]]] = field(default_factory=list)  # (ups, deletions at the end of that wave)
     delete_last: list[str] = field(default_factory=list)  # deleted at the end of the last step
@@ -111,15 +111,15 @@ def _walk(
     sched: _Schedule,
     chunks: list[list[tuple[str, str | None]]],
     mode: Mode,
-    members: Sequence[Member],
+    running: Sequence[LiveReplica],
     new_gpus: dict[str, tuple[str, int]],
 ) -> _Walked:
     """The lowest number of available replicas, each product's peak of GPUs held on the way the
     lane's own stages go, and what each stage holds -- computed from the schedule, step by step,
     never asserted. A deleted replica's GPUs count as free only once it is gone (the deletions
     wait for that)."""
-    held = {m.key: (m.product, m.gpus) for m in members}  # key -> (product, GPUs its pods hold now)
-    ready = {m.key for m in members if m.available}
+    held = {m.key: (m.product, m.gpus) for m in running}  # key -> (product, GPUs its pods hold now)
+    ready = {m.key for m in running if m.available}
     lowest = len(ready)
     peak: Counter[str] = _by_product(held.values())
     stages: list[tuple[Counter[str], Counter[str]]] = []  # per stage: its peak, and what it holds once its deletions are gone
@@ -202,9 +202,9 @@ def _over_budget(
 
 
 def _endpoint(
-    name: str, members: list[Member], targets: list[Target], policy: RolloutPolicy, unproven: frozenset[str] = frozenset()
+    name: str, running: list[LiveReplica], targets: list[Target], policy: RolloutPolicy, unproven: frozenset[str] = frozenset()
 ) -> tuple[EndpointRollout, _Schedule]:
-    by_key = {m.key: m for m in members}
+    by_key = {m.key: m for m in running}
     target_keys = {t.key for t in targets}
     sched = _Schedule()
     adds = [t for t in targets if t.key not in by_key]
@@ -214,12 +214,12 @@ def _endpoint(
     updates = [t for t in staying if t.restarts and by_key[t.key].available]
     sched.free = [t.key for t in staying if by_key[t.key].available and not t.restarts]
     not_available = [t.key for t in staying if not by_key[t.key].available]
-    leaving = [m for m in members if m.key not in target_keys]
-    serving_leaving = [m for m in leaving if m.available]
+    leaving = [m for m in running if m.key not in target_keys]
+    available_leaving = [m for m in leaving if m.available]
     sched.delete_idle = [m.key for m in leaving if not m.available]
-    pairs = list(zip(adds, serving_leaving, strict=False))
+    pairs = list(zip(adds, available_leaving, strict=False))
     sched.free += [t.key for t in adds[len(pairs) :]]
-    surplus = [m.key for m in serving_leaving[len(pairs) :]]
+    surplus = [m.key for m in available_leaving[len(pairs) :]]
 
     mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
@@ -230,18 +230,18 @@ def _endpoint(
     not_available = [k for k in not_available if k not in down_restarts]
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
-    # A canary (core.plan.canary judges it): the first wave of the serving replicas' units, judged
+    # A canary (core.plan.canary judges it): the first wave of the available replicas' units, judged
     # beside the baseline (the replicas still on the old release while it bakes) -- or what the
     # first step starts on the new release: replicas a killed run left down on it, new keys that
     # replace nothing, or (``unproven``: a release a canary rejected, retried) the replicas still on
     # it, which prove nothing by running. A release already serving elsewhere needs none.
     release = _release(units, targets)
     moving = {up for up, _ in units} | {old for _, old in units if old is not None}
-    already = _already_serving(release, moving, [m for m in members if m.release not in unproven])
+    already = _already_available(release, moving, [m for m in running if m.release not in unproven])
     new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
-    retried = [m.key for m in members if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
+    retried = [m.key for m in running if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, members, targets, release, moving, [*not_available, *new_keys, *retried])
+        _canary(units, mode, policy, running, targets, release, moving, [*not_available, *new_keys, *retried])
         if not already
         else ((), (), False)
     )
@@ -275,19 +275,19 @@ def _endpoint(
 
     # GPUs are counted per product: an endpoint moving from one product to another holds both on
     # the way, and a product's capacity is what it can spare -- never a sum across products.
-    gpus_of = {m.key: (m.product, m.gpus) for m in members}
+    gpus_of = {m.key: (m.product, m.gpus) for m in running}
     new_gpus = {t.key: (t.product, t.gpus) for t in targets}
     before, after = _by_product(gpus_of.values()), _by_product(new_gpus.values())
-    # Serving replicas that leave without a successor go last, so the endpoint never shrinks first
+    # Available replicas that leave without a successor go last, so the endpoint never shrinks first
     # -- unless that would hold more GPUs than the endpoint may: more than it holds now and more
     # than the config's replicas plus maxSurge replicas' worth (a surge cut before its old replica
     # was deleted leaves one surplus; starting the next surge beside it would need a GPU the pool
     # may not have, on every rerun). Then the surplus goes first: its successor already serves.
     sched.delete_last = surplus
-    walked = _walk(sched, chunks, mode, members, new_gpus)
+    walked = _walk(sched, chunks, mode, running, new_gpus)
     if surplus and mode == SURGE and _over_budget(walked.peak, before, after, new_gpus, policy):
         sched.retire_first, sched.delete_last = surplus, []
-        walked = _walk(sched, chunks, mode, members, new_gpus)
+        walked = _walk(sched, chunks, mode, running, new_gpus)
     lowest, peak = walked.lowest, walked.peak
     # What each stage borrows beyond the endpoint's own GPUs (before or after, whichever is more).
     own = before | after
@@ -303,7 +303,7 @@ def _endpoint(
             max_surge=policy.max_surge,
             mode=mode,
             waves=tuple(waves),
-            ready_before=sum(m.available for m in members),
+            ready_before=sum(m.available for m in running),
             ready_after=len(targets),
             lowest_ready=lowest,
             gpus_before=sum(n for _, n in gpus_of.values()),
@@ -342,20 +342,20 @@ def _release(units: Sequence[tuple[str, str | None]], targets: Sequence[Target])
     return next(iter(wanted)) if len(wanted) == 1 else ""
 
 
-def _already_serving(release: str, moving: Collection[str], members: Sequence[Member]) -> str:
+def _already_available(release: str, moving: Collection[str], running: Sequence[LiveReplica]) -> str:
     """The replica that does not move and already serves ``release`` ("" none): a rerun after an
     accepted canary, or a return to the release the rest of the endpoint serves (a rollback),
     needs no canary -- the release is proven beside the others already."""
     if not release:
         return ""
-    return next((m.key for m in members if m.available and m.key not in moving and m.release == release), "")
+    return next((m.key for m in running if m.available and m.key not in moving and m.release == release), "")
 
 
 def _canary(
     units: Sequence[tuple[str, str | None]],
     mode: Mode,
     policy: RolloutPolicy,
-    members: Sequence[Member],
+    running: Sequence[LiveReplica],
     targets: Sequence[Target],
     release: str,
     moving: Collection[str],
@@ -363,13 +363,13 @@ def _canary(
 ) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """The canary's keys, its baseline's, and whether the canary is what the first step starts --
     the keys of ``first_step`` on ``release`` -- or none when the policy asks for no canary,
-    nothing serving changes, or no replica would stay on the old release to compare with. The
+    nothing available changes, or no replica would stay on the old release to compare with. The
     baseline: later units' old replicas; with a surge, the old replicas the canary replaces (they
-    go once it is judged); and the endpoint's serving replicas that do not move, on a release of
+    go once it is judged); and the endpoint's available replicas that do not move, on a release of
     their own."""
     if policy.canary is None or not units:
         return (), (), False
-    runs = {**{t.key: t.release for t in targets}, **{m.key: m.release for m in members}}  # live, else as it will run
+    runs = {**{t.key: t.release for t in targets}, **{m.key: m.release for m in running}}  # live, else as it will run
     in_flight = [k for k in first_step if release and runs.get(k) == release]
     size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
@@ -377,33 +377,33 @@ def _canary(
     if mode == SURGE:
         baseline += [old for up, old in first if old is not None and old != up]
     if release:  # one release moves in: the replicas that do not move, on another, are the old release too
-        baseline += [m.key for m in members if m.available and m.key not in moving and m.release and m.release != release]
+        baseline += [m.key for m in running if m.available and m.key not in moving and m.release and m.release != release]
     if not baseline:
         return (), (), False
     return tuple(in_flight or [up for up, _ in first]), tuple(sorted(set(baseline))), bool(in_flight)
 
 
 def plan(
-    members: Sequence[Member],
+    running: Sequence[LiveReplica],
     targets: Sequence[Target],
     policy_for: Callable[[str], RolloutPolicy],
     *,
     max_extra_gpus: int | None = None,
     unproven: frozenset[str] = frozenset(),
 ) -> Rollout:
-    """The rollout from ``members`` (what runs) to ``targets`` (the config, in its order).
+    """The rollout from ``running`` (what runs) to ``targets`` (the config, in its order).
 
     A kept key counts for the endpoint the config puts it in; a leaving key for the endpoint it
     served. Each endpoint is a lane of its own: its next stage begins when its own previous one is
     done, whatever the other endpoints do -- and, with ``max_extra_gpus``, when the stack's GPU
     ledger can lend what the stage borrows (:mod:`infercrane.core.plan.ledger`)."""
     target_keys = {t.key: t for t in targets}
-    names = list(dict.fromkeys([t.endpoint for t in targets] + [m.endpoint for m in members if m.key not in target_keys]))
+    names = list(dict.fromkeys([t.endpoint for t in targets] + [m.endpoint for m in running if m.key not in target_keys]))
     rollouts: list[EndpointRollout] = []
     schedules: list[_Schedule] = []
     for name in names:
         ts = [t for t in targets if t.endpoint == name]
-        ms = [m for m in members if (target_keys[m.key].endpoint if m.key in target_keys else m.endpoint) == name]
+        ms = [m for m in running if (target_keys[m.key].endpoint if m.key in target_keys else m.endpoint) == name]
         if not ts and not ms:
             continue
         policy = policy_for(name) if ts else RolloutPolicy.model_validate({})
@@ -420,7 +420,7 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     """One endpoint's schedule as the stages of its lane: the idle replicas alone first when new
     ones need their GPUs; then what costs nothing or must be available again (then the first
     wave's old replicas, in place, the surplus the budget retires and the idle ones go); then one
-    stage per wave (then what that wave ends by deleting); the serving replicas that leave without
+    stage per wave (then what that wave ends by deleting); the available replicas that leave without
     a successor after the last."""
     borrowed = iter(s.borrowed)  # the walk's stages, in the same order: idle (if first), prep, one per wave
 

@@ -29,7 +29,7 @@ STAGE_DELETION: Final = "Foreground"
 
 @dataclass(frozen=True)
 class Wave:
-    """One wave of an endpoint: ``down`` stop serving (deleted, or restarted in place), ``up`` start
+    """One wave of an endpoint: ``down`` stop (deleted, or restarted in place), ``up`` start
     and are ready before the next wave begins."""
 
     down: tuple[str, ...]
@@ -53,21 +53,21 @@ class EndpointRollout:
     peak_gpus: int  # the sum over GPU products of each product's peak on the way
     peak_by_product: tuple[tuple[str, int], ...] = ()  # each GPU product's peak, when the change spans several
     extra_gpus: int = 0  # per product, GPUs above both what the endpoint holds of it before and after: what a surge borrows
-    updates: int = 0  # serving replicas whose pods restart
-    replacements: int = 0  # new keys taking serving old keys' places
+    updates: int = 0  # available replicas whose pods restart
+    replacements: int = 0  # new keys taking available old keys' places
     moves: int = 0  # keys moving to another workload API (their old form goes, their new one starts)
     deleted_idle: tuple[str, ...] = ()  # leave while not available: deleted in the first step
     idle_first: bool = False  # ... in a stage of their own, before new replicas of the first step take GPUs
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
     repaired_first: tuple[str, ...] = ()  # not available now: applied and ready before the first wave starts
     settling_first: tuple[str, ...] = ()  # available, their own rollout under way: settled before the first wave starts
-    retired_first: tuple[str, ...] = ()  # serving replicas without a successor the GPU budget retires before the waves
-    deleted_last: tuple[str, ...] = ()  # serving replicas that leave without a successor
+    retired_first: tuple[str, ...] = ()  # available replicas without a successor the GPU budget retires before the waves
+    deleted_last: tuple[str, ...] = ()  # available replicas that leave without a successor
     canary: tuple[str, ...] = ()  # the first wave of the release, judged before the rest (core.plan.canary)
     baseline: tuple[str, ...] = ()  # the replicas still on the old release while the canary bakes
     canary_wave: int | None = None  # the canary's wave (0-based)
     canary_first: bool = False  # the canary is brought back first (a killed run left it down): judged then
-    release: str = ""  # the release its serving replicas move to (core.plan.workload.release_of; "" none, or several)
+    release: str = ""  # the release its available replicas move to (core.plan.workload.release_of; "" none, or several)
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica

@@ -73,7 +73,7 @@ def claimed_gpus(
 def release_of(obj: Mapping[str, Any]) -> str:
     """What a workload's pods run, as one hash: each container's image, command, args and env --
     the same for two replicas of one release whatever their keys, names or GPUs. A canary
-    compares releases (core.plan.rollout): one already serving needs none."""
+    compares releases (core.plan.rollout): one already available needs none."""
     runs = [
         {
             "image": c.get("image"),

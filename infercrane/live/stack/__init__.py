@@ -1,2 +1,2 @@
 """One stack's checks before a run: its context (:mod:`.context`), the preflight
-(:mod:`.preflight`) and routing membership (:mod:`.membership`)."""
+(:mod:`.preflight`) and what runs now, for the rollout planner (:mod:`.running`)."""

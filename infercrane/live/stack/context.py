@@ -112,7 +112,7 @@ class StackContext:
         (a ``namespace`` switch)."""
         if report is None:
             return None
-        from infercrane.live.stack import membership
+        from infercrane.live.stack import running
 
-        elsewhere = membership.recorded_elsewhere(self.config, urns.recorded_namespaces(state), self.live)
-        return membership.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere, unproven)
+        elsewhere = running.recorded_elsewhere(self.config, urns.recorded_namespaces(state), self.live)
+        return running.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere, unproven)

@@ -1,6 +1,6 @@
-"""Who serves each endpoint now, and the rollout from there to the config.
+"""What runs for each endpoint now, and the rollout from there to the config.
 
-The members of a stack are its live workload objects (Deployments, or InferenceServices in KServe
+The live replicas of a stack are its workload objects (Deployments, or InferenceServices in KServe
 mode) that carry the stack's exact ownership: their key annotation, their endpoint label (objects
 rendered before the label existed: the first ``--served-model-name``, which InferCrane always
 renders as the endpoint name), whether they are ready by the readiness rule, and the GPUs their
@@ -53,13 +53,13 @@ def _workloads(
     return out
 
 
-def members(
+def live_replicas(
     config: InferCraneConfig,
     live: Mapping[tuple[str, str], Mapping[str, Any]],
     stack_id: str,
     elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
     predictors: Predictors = None,
-) -> list[rollout.Member]:
+) -> list[rollout.LiveReplica]:
     """The stack's live replicas, in name order: owned workload objects only; KServe's judged by
     their ``predictors`` when readable (verdicts.judged)."""
     t = config.kubernetes
@@ -72,7 +72,7 @@ def members(
             gpus, claimed = claimed_gpus(obj, templates, t.gpu_product_names)
             product = DRA_ALLOCATION.pool(claimed)
         out.append(
-            rollout.Member(
+            rollout.LiveReplica(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
                 state=replica_state(kind, obj, predictors),
@@ -121,7 +121,7 @@ def plan_rollout(
         for r in rendered
     ]
     planned = rollout.plan(
-        members(config, report.live, stack_id, elsewhere, report.predictors),
+        live_replicas(config, report.live, stack_id, elsewhere, report.predictors),
         targets,
         config.rollout_for,
         max_extra_gpus=config.kubernetes.rollout.max_extra_gpus,
