@@ -49,8 +49,8 @@ sys.path.insert(0, str(ROOT))
 from infercrane.core import naming  # noqa: E402
 from infercrane.core.render.manifests import render_checked, to_yaml  # noqa: E402
 from infercrane.engine.environment import engine_env  # noqa: E402
-from infercrane.live.evidence import served  # noqa: E402
 from infercrane.live.client.cluster import client as make_client  # noqa: E402
+from infercrane.live.evidence import served  # noqa: E402
 from infercrane.local.bootstrap import WORKER_KEY_FILE  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402

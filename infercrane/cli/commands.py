@@ -109,7 +109,7 @@ def cmd_local(args: argparse.Namespace) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from infercrane.engine import operations
+    from infercrane.engine import planning
     from infercrane.engine.workspace import Engine
 
     packs = [_policy_pack(p) for p in args.policy_pack]
@@ -131,7 +131,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             view(ev)
 
         try:
-            result = operations.plan(
+            result = planning.plan(
                 Engine(args.stack, sink=view),
                 config,
                 on_output=view.on_output,
@@ -236,7 +236,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 def canary_verdicts(stack: str, config: cfg.InferCraneConfig) -> dict[str, str]:
     """Each endpoint under a canary policy: its canary's last verdict, read from the stack's backend
     (its outputs and tags) -- or why it could not be read; nothing is read for a stack without one."""
-    from infercrane.engine.operations import last_verdicts
+    from infercrane.engine.rejections import last_verdicts
     from infercrane.engine.workspace import Engine
 
     endpoints = sorted({r.name for r in config.replicas if config.rollout_for(r.name).canary is not None})

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
     from infercrane.engine.changes import ReplicaAction
-    from infercrane.engine.operations import DeployResult, PlanResult
+    from infercrane.engine.operations import DeployResult
+    from infercrane.engine.planning import PlanResult
     from infercrane.engine.teardown import DestroyResult
     from infercrane.live.doctor import Check
     from infercrane.live.takeover import TakeoverResult

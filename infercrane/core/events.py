@@ -59,3 +59,8 @@ Sink = Callable[[Event], None]
 
 def discard(event: Event) -> None:
     """The sink of a caller that shows nothing (a test, a library use of the engine)."""
+
+
+def warning_notes(sink: Sink) -> Callable[[str], None]:
+    """Where a check's warning goes in a command: a note on the caller's sink."""
+    return lambda warning: sink(Note(f"warning: {warning}"))

@@ -79,7 +79,7 @@ class EventCollector:
     def action(self, name: str) -> Action:
         """The replica's one action. A claim template created beside a workload that stays (a
         switch to gpuAllocation dra) configures the replica; it creates none. (Any other object
-        created, a deleted Service repaired among them, is the replica's create, as before.)"""
+        created, a deleted Service repaired among them, is the replica's create.)"""
         ops = self.ops.get(name, set())
         if self.created.get(name) == {RESOURCE_CLAIM_TEMPLATE.name}:
             ops = (ops - {Action.CREATE}) | {Action.UPDATE}

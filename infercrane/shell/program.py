@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NoReturn
+from typing import Any, NoReturn
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -35,10 +34,8 @@ from infercrane.core.errors import (
 )
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
-from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.waves import Rollout
-from infercrane.core.plan.workload import release_of
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots
@@ -46,6 +43,7 @@ from infercrane.live.stack.context import StackContext
 from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, running_under_mocks, settled
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import ReplicaComponent
+from infercrane.shell.outputs import export, summary_of
 from infercrane.shell.provider import make_provider
 
 
@@ -64,27 +62,6 @@ def stack_values() -> dict[str, Any]:
             except (TypeError, ValueError):
                 values[key] = raw
     return values
-
-
-def summary_of(r: RenderedReplica, config: cfg.InferCraneConfig) -> dict[str, Any]:
-    """The facts one replica's component records as outputs (and the stack output ``replicas``)."""
-    rep = r.replica
-    return {
-        "key": rep.key,
-        "endpointName": rep.name,
-        "model": rep.model,
-        "modelRevision": rep.model_revision,
-        "namespace": config.kubernetes.namespace,
-        "objects": [{"kind": m["kind"], "name": m["metadata"]["name"]} for m in r.manifests],
-        "endpoint": r.endpoint,
-        "intentHash": r.intent,
-        "gpu": rep.gpu,
-        "gpuCount": rep.gpu_count,
-        "image": config.image_for(rep),
-        # What its pods run (core.plan.workload.release_of): a gateway weighing a canary against
-        # its baseline tells them apart by it.
-        "release": release_of(next(m for m in r.manifests if m["kind"] in WORKLOADS)),
-    }
 
 
 def own_state(stack: str) -> dict[str, Any]:
@@ -203,57 +180,6 @@ def check(
         refuse_beyond_policy(stack, plan)
     legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
     return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)
-
-
-DEPLOY_HISTORY: Final = 20
-
-
-def export(
-    components: list[ReplicaComponent],
-    config: cfg.InferCraneConfig,
-    deploy_record: dict[str, Any] | None,
-    evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None = None,
-    canaries: Mapping[str, Any] | None = None,
-) -> None:
-    """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
-    model revision, intent hash, and the serving evidence this run took -- None for a replica
-    it did not wait for) -- every replica this run leaves registered; ``canaries``: each canary
-    verdict this run reached, with its record (exported with the time of the deploy, beside the
-    last verdict of each other endpoint the deploy record carries)."""
-
-    def members(taken: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
-        endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for c in components:
-            s = c.summary
-            endpoints[str(s["endpointName"])].append(
-                {
-                    "key": s["key"],
-                    "modelRevision": s.get("modelRevision"),
-                    "intentHash": s.get("intentHash"),
-                    "release": s.get("release"),
-                    "evidence": taken.get(s["key"]),
-                }
-            )
-        return dict(endpoints)
-
-    pulumi.export("namespace", config.kubernetes.namespace)
-    pulumi.export("workloadApi", config.kubernetes.workload_api)
-    pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
-    if isinstance(evidence, pulumi.Output):
-        pulumi.export("endpoints", evidence.apply(members))
-    else:
-        pulumi.export("endpoints", members(evidence or {}))
-    # endpoint -> its canary's last verdict (core.plan.canary.CanaryVerdict.as_json) and when: this run's,
-    # else the one the stack's outputs carried, for the endpoints still configured.
-    record = deploy_record or {}
-    at = (record.get("entry") or {}).get("at")
-    kept = {e: v for e, v in (record.get("canaries") or {}).items() if e in {r.name for r in config.replicas}}
-    kept |= {e: {**v, "at": at} for e, v in (canaries or {}).items()}
-    if kept:
-        pulumi.export("canaries", kept)
-    if deploy_record is not None and not pulumi.runtime.is_dry_run():
-        entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
-        pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
 
 
 def main(channel: Channel | None = None) -> None:

@@ -7,7 +7,7 @@ from infercrane.cli import output
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.waves import EndpointRollout, Rollout, Wave
 from infercrane.engine.changes import ReplicaAction
-from infercrane.engine.operations import PlanResult
+from infercrane.engine.planning import PlanResult
 
 IMAGE = "vllm/vllm-openai@sha256:" + "1" * 64
 

@@ -257,7 +257,7 @@ def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_a_rollout_of
     """One command, one client: the preflight, the rollout's reads, the program (its
     preflight and readiness wait, in this process) and the deletions share the one the command
     built -- counted on a rollout of several stages that also deletes a key."""
-    from infercrane.engine import operations
+    from infercrane.engine import operations, planning
 
     keys = ["it-oneclient-r0", "it-oneclient-r1", "it-oneclient-r2"]
     engine = project.stack("itoneclient", [replica(k) for k in keys])
@@ -273,7 +273,7 @@ def test_a_deploy_and_a_plan_build_one_live_client_each_even_across_a_rollout_of
     newer = "vllm/vllm-openai@sha256:" + "e" * 64
     engine = project.stack("itoneclient", [replica(k) for k in keys[:2]], imageDigest=newer)
     config = load(project, "itoneclient")
-    planned = operations.plan(engine, config)
+    planned = planning.plan(engine, config)
     assert planned.rollout is not None and planned.rollout.stages > 1, planned.rollout
     assert len(built) == 1, built
     built.clear()

@@ -10,7 +10,7 @@ from typing import Any
 
 from infercrane.cli import output
 from infercrane.core.plan.waves import EndpointRollout, Rollout
-from infercrane.engine.operations import REJECTED_TAG, last_verdicts, rejected_before
+from infercrane.engine.rejections import REJECTED_TAG, last_verdicts, rejected_before
 
 
 @dataclass
@@ -64,7 +64,7 @@ def test_inspect_says_each_endpoints_last_canary_verdict_in_text_and_json() -> N
 def test_a_rejection_the_backend_cannot_remember_is_a_warning_and_never_stops_the_rollback() -> None:
     from infercrane.core.errors import CanaryRejected, EngineError, RolloutStopped
     from infercrane.core.events import Note
-    from infercrane.engine.operations import remember_rejections
+    from infercrane.engine.rejections import remember_rejections
 
     class Refusing(EngineDouble):
         def set_tag(self, name: str, value: str) -> None:

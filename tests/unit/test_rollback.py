@@ -97,7 +97,7 @@ def test_the_deploys_error_says_each_canary_was_rolled_back_or_how_to_roll_it_ba
 
 def test_a_rejection_says_how_its_rollback_ended_and_the_fix_that_fits() -> None:
     from infercrane.core.plan.rollback import Rollback
-    from infercrane.engine.operations import _after_rollback
+    from infercrane.engine.rejections import _after_rollback
 
     rejected = CanaryRejected("canary e: REJECT -- slower", True, False, outcome="REJECT", digest="sha256:x")
     done = Rollback("e", "in place", ("a0",), (), ())

@@ -110,7 +110,7 @@ class KubernetesTarget(Frozen):
     resources: Resources | None = Field(
         None,
         description="CPU and memory per GPU of every replica ({} for the defaults; override per replica with "
-        "replicas[].resources); default none: no CPU/memory requests, as before this setting existed.",
+        "replicas[].resources); default none: no CPU/memory requests.",
     )
     serving_evidence: Literal["check", "require"] = Field(
         "check",

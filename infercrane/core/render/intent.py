@@ -51,7 +51,7 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     claim = config.cache_for(replica)
     if claim is not None:
         spec["target"]["modelCache"] = claim
-    if t.allocation.claims:  # label mode (the default, and every stack before DRA) changes no intent
+    if t.allocation.claims:  # label mode (the default) adds nothing to the intent
         spec["target"]["gpuAllocation"] = {
             "mode": t.gpu_allocation,
             "deviceClass": t.gpu_device_class,

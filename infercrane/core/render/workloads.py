@@ -127,7 +127,7 @@ def _resources(config: InferCraneConfig, replica: Replica, gpus: dict[str, str])
     (:meth:`InferCraneConfig.resources_for`)."""
     own = config.resources_for(replica)
     claims = {"claims": [{"name": GPU_CLAIM}]} if config.kubernetes.allocation.claims else {}
-    if own is None:  # no resources setting: GPUs only, as before the setting existed
+    if own is None:  # no resources setting: GPUs only
         plain = {"limits": dict(gpus), "requests": dict(gpus)}
     else:
         plain = {"limits": {**gpus, **own["limits"]}, "requests": {**gpus, **own["requests"]}}

@@ -100,7 +100,7 @@ def recorded_objects(state: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]
 
 
 def recorded_summaries(state: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """Replica key -> the facts its component recorded as outputs (shell.program.summary_of, without
+    """Replica key -> the facts its component recorded as outputs (shell.outputs.summary_of, without
     the objects' ids): what registering the replica again exactly as recorded registers with it."""
     out: dict[str, dict[str, Any]] = {}
     for res in state.get("resources") or []:

@@ -1,0 +1,181 @@
+"""What a canary's rejection leaves behind: the stack's tag that refuses the release until
+``--retry-rejected``, the verdicts ``inspect`` shows, and the rollback a rejected canary's
+endpoint gets from the same command. Engine layer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Collection, Iterable, Mapping
+from typing import Any, Final
+
+from infercrane.core.errors import (
+    CanaryRejected,
+    InferCraneError,
+    RolledBack,
+    RolloutStopped,
+)
+from infercrane.core.events import Note, Sink, discard
+from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.plan.rollback import Rollback, plan_rollback
+from infercrane.core.plan.waves import EndpointRollout, Rollout
+from infercrane.core.plan.workload import release_of
+from infercrane.core.state import urns
+from infercrane.engine.deletions import delete_keys
+from infercrane.engine.workspace import Engine
+from infercrane.live.stack.context import StackContext
+from infercrane.shell.channel import Channel, Pinned, Prepared
+
+#: A stack tag per endpoint whose release a canary rejected: ``<release> <outcome> at <time>, record
+#: <digest>``. Kept in the stack's backend (not the stack file, not the CI job): a rerun, a re-run
+#: job or another machine finds it; deploying that release again needs ``--retry-rejected``.
+REJECTED_TAG: Final = "infercrane:rejected:"
+
+
+def rejected_before(engine: Engine, rollout: Rollout | None) -> dict[str, tuple[str, str]]:
+    """endpoint -> (its release, the rejection in words), for each endpoint ``rollout`` moves to a
+    release a canary rejected before (the tags are read only when it moves one: one Pulumi CLI call)."""
+    moving = {e.endpoint: e.release for e in rollout.endpoints if e.release} if rollout is not None else {}
+    if not moving:
+        return {}
+    out = {}
+    for name, value in engine.tags().items():
+        endpoint = name.removeprefix(REJECTED_TAG)
+        release, _, said = value.partition(" ")
+        if name.startswith(REJECTED_TAG) and moving.get(endpoint) == release:
+            out[endpoint] = (release, said)
+    return out
+
+
+def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
+    """endpoint -> its canary's last verdict in words (``inspect``): the later of the one the stack
+    output ``canaries`` records (a deploy that finished) and the rejection the stack remembers (its
+    tag; the deploy that rejected it failed, and wrote no output)."""
+    seen: dict[str, tuple[str, str]] = {}  # endpoint -> (when, words)
+    for endpoint, v in (urns.stack_outputs(engine.state()).get("canaries") or {}).items():
+        if endpoint in endpoints and isinstance(v, dict):
+            at = str(v.get("at") or "")
+            seen[endpoint] = (at, f"{v.get('outcome')} at {at or 'an earlier deploy'}, record {v.get('digest')}")
+    for name, value in engine.tags().items():
+        endpoint = name.removeprefix(REJECTED_TAG)
+        if name.startswith(REJECTED_TAG) and endpoint in endpoints:
+            said = value.partition(" ")[2]  # <outcome> at <time>, record <digest>
+            at = said.partition(" at ")[2].partition(",")[0]
+            if at >= seen.get(endpoint, ("", ""))[0]:  # ISO times, UTC: their order is the text's
+                seen[endpoint] = (at, f"{said}; that release is refused unless deploy --retry-rejected")
+    return {endpoint: words for endpoint, (_, words) in sorted(seen.items())}
+
+
+def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str, sink: Sink = discard) -> None:
+    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag. A tag
+    the backend refuses is said as a warning, never raised: the rollback comes first."""
+    releases = {e.endpoint: e.release for e in rollout.endpoints} if rollout is not None else {}
+    for endpoint, _, cause in exc.stopped if isinstance(exc, RolloutStopped) else []:
+        if isinstance(cause, CanaryRejected) and releases.get(endpoint):
+            try:
+                engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+            except InferCraneError as err:
+                sink(
+                    Note(
+                        f"warning: the rejection of endpoint {endpoint}'s release could not be remembered ({err.message}): "
+                        "a rerun of the same config would give it another canary; the rollback goes on"
+                    )
+                )
+
+
+def roll_back(
+    ctx: StackContext,
+    before: Mapping[str, Any],
+    rollout: Rollout | None,
+    prepared: Prepared,
+    exc: InferCraneError,
+    run: Callable[..., None],
+    sink: Sink,
+    deleted: Collection[str] = (),
+) -> InferCraneError:
+    """A rollout stopped by canary verdicts: each rejected canary rolled back by the command that
+    rejected it (:mod:`infercrane.core.plan.rollback`) in one more engine run -- its keys registered
+    as the state recorded them ``before`` the deploy, the keys it brought deleted, each endpoint's
+    lane under its own policy and waited for (ready, serving). That run ends failed on purpose, so
+    Pulumi deletes nothing it did not register. ``deleted``: the keys the stopped run's lanes
+    deleted. Returns what the deploy ends with: ``exc`` itself when no canary stopped it, else
+    ``exc`` with each rejection saying how its rollback ended."""
+    if rollout is None or not isinstance(exc, RolloutStopped):
+        return exc
+    rejected = {endpoint for endpoint, _, cause in exc.stopped if isinstance(cause, CanaryRejected)}
+    if not rejected:
+        return exc
+    recorded, summaries = urns.recorded_objects(before), urns.recorded_summaries(before)
+    releases = {k: release_of(next((m for m in ms if m.get("kind") in WORKLOADS), {})) for k, ms in recorded.items()}
+    lanes = {lane.endpoint: lane for lane in rollout.lanes}
+    plans = {e.endpoint: (e, plan_rollback(e, lanes[e.endpoint], releases)) for e in rollout.endpoints if e.endpoint in rejected}
+    for _, back in plans.values():
+        sink(Note(f"rollback: {back.describe()}"))
+    restore = {k for _, back in plans.values() for k in back.restore}
+    lanes_back = tuple(back.lane for _, back in plans.values() if back.lane.stages)
+    failed = ""
+    started = time.monotonic()
+    if lanes_back:
+        channel = Channel(
+            context=dataclasses.replace(
+                ctx, config=ctx.config.model_copy(update={"replicas": _waited_as(ctx.config, plans.values(), summaries)})
+            ),
+            driven=True,
+            progress=sink,
+            rollout=Rollout(tuple(e for e, _ in plans.values()), lanes_back, rollout.max_extra_gpus),
+            delete=lambda keys: delete_keys(ctx, keys),
+            prepared=prepared,
+            rollback={k: Pinned(recorded[k], summaries.get(k) or {"key": k}) for k in restore},
+        )
+        try:
+            # A restored key a lane deleted before its canary started is gone, though the state
+            # still records it: the run refreshes first, so registering it makes it again.
+            run(refresh=bool(restore & set(deleted)), channel=channel)
+            failed = "its run ended without saying its lanes were done"  # a rollback's run always ends failed
+        except RolledBack:
+            pass
+        except InferCraneError as err:
+            failed = err.message
+    stopped = [
+        (endpoint, where, _after_rollback(cause, plans[endpoint][1], failed, time.monotonic() - started))
+        if isinstance(cause, CanaryRejected) and endpoint in plans
+        else (endpoint, where, cause)
+        for endpoint, where, cause in exc.stopped
+    ]
+    return RolloutStopped(stopped, len(rollout.lanes))
+
+
+def _waited_as(
+    config: cfg.InferCraneConfig, plans: Iterable[tuple[EndpointRollout, Rollback]], summaries: Mapping[str, Mapping[str, Any]]
+) -> tuple[cfg.Replica, ...]:
+    """The config's replicas for a rollback's wait: a restored key is waited for as the replica it
+    was -- its own config (or, one that left the config, the canary's of its endpoint) with the
+    model the state recorded for it (the names it serves)."""
+    configured = {r.key: r for r in config.replicas}
+    waited: dict[str, cfg.Replica] = {}
+    for e, back in plans:
+        ours = [configured[k] for k in e.canary if k in configured]
+        for key in back.restore:
+            base = configured.get(key) or (ours[0] if ours else None)
+            if base is not None:
+                model = (summaries.get(key) or {}).get("model") or base.model
+                waited[key] = base.model_copy(update={"key": key, "model": model})
+    return (*(waited.pop(r.key, r) for r in config.replicas), *waited.values())
+
+
+def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str, seconds: float = 0.0) -> CanaryRejected:
+    """A rejection, saying how its rollback ended (``seconds``: how long it took, from the end of
+    the lanes to every rolled-back replica ready and serving, or gone)."""
+    if back.left:
+        return cause.after_rollback(
+            f"not rolled back: {', '.join(back.left)} ran the rejected release (or another workload API) before this "
+            "deploy too; the state records nothing else to return to",
+            failed=True,
+        )
+    if not back.lane.stages:
+        return cause.after_rollback("nothing to roll back", failed=False)
+    if failed:
+        return cause.after_rollback(f"the rollback stopped: {failed}", failed=True)
+    return cause.after_rollback(f"rolled back: {back.describe()}; ready and serving again after {seconds:.0f} s", failed=False)
