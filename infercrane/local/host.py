@@ -9,7 +9,7 @@ a killed plane. The kubelet also makes ``/var/log/containers`` (a directory of l
 logs, which live in the plane's state): its links go with the node, and the directory too when the
 node made it. Nothing else of the host changes: the node's bridge forwards nothing (no gateway, so
 ``net.ipv4.ip_forward`` stays as it is), its cgroups, mounts and network namespaces are the node's
-own (:func:`infercrane.local.node.clean_up`). Local-plane layer.
+own (:func:`infercrane.local.node_teardown.clean_up`). Local-plane layer.
 """
 
 from __future__ import annotations

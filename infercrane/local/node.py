@@ -22,41 +22,41 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Final
 
 import yaml
 
 from infercrane.core.errors import PlaneError
 from infercrane.local import host, images, pki, private
+from infercrane.local.node_files import (
+    BRIDGE,
+    CGROUP_V1,
+    CNI_BIN,
+    CNI_PLUGINS,
+    GPU_PRODUCT,
+    GPUS,
+    LOCK,
+    NAME,
+    NODE_IP,
+    NODE_TOOLS,
+    RUNC,
+    STACK_FILE,
+    cni_config,
+    containerd_config,
+    first,
+    home,
+    kubelet_config,
+)
+from infercrane.local.node_teardown import (
+    alive,
+    cgroup_dirs,
+    clean_up,
+    cmdline,
+    ip,
+)
 from infercrane.project.tools import find_tool
-
-NAME: Final = "node-l4-0"
-GPU_PRODUCT: Final = "NVIDIA-L4"
-GPUS: Final = 3
-BRIDGE: Final = "icbr0"
-SUBNET: Final = "10.88.0.0/24"
-NODE_IP: Final = "10.88.0.1"
-CGROUP_ROOT: Final = "infercrane-node"
-CGROUP_V1: Final = Path("/sys/fs/cgroup")
-RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
-CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
-CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
-NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
-#: The machine's one real node: held (flock) by its processes for their life (:func:`claim`).
-LOCK: Final = Path("/run/infercrane-node.lock")
-
-
-def home(state: Path) -> Path:
-    """Where the node keeps its state, inside the plane's."""
-    return state / "node"
-
-
-def _first(paths: tuple[str, ...], name: str = "") -> Path | None:
-    return next((Path(p) / name for p in paths if (Path(p) / name).exists()), None)
 
 
 def why_not(state: Path) -> str | None:
@@ -65,11 +65,11 @@ def why_not(state: Path) -> str | None:
         return "the real node needs root (cgroups, mounts, network namespaces)"
     if not (CGROUP_V1 / "memory").is_dir() and not (CGROUP_V1 / "cgroup.controllers").is_file():
         return "no cgroup hierarchy at /sys/fs/cgroup"
-    if _first(RUNC) is None:
+    if first(RUNC) is None:
         return (
             "runc is not installed (" + " or ".join(RUNC) + "); fix: `apt-get install runc containernetworking-plugins` as root"
         )
-    cni = _first(CNI_BIN, "bridge")
+    cni = first(CNI_BIN, "bridge")
     if cni is None or any(not (cni.parent / p).is_file() for p in CNI_PLUGINS):
         return (
             f"the CNI plugins {', '.join(CNI_PLUGINS)} are not installed (" + " or ".join(CNI_BIN) + "); "
@@ -118,7 +118,7 @@ def claim(state: Path, lock: Path = LOCK) -> int | str:
 
 def _owner() -> Path | None:
     """The state directory of the plane whose node made the bridge (its alias), if there is one."""
-    shown = _ip("-o", "link", "show", BRIDGE, check=False)
+    shown = ip("-o", "link", "show", BRIDGE, check=False)
     alias = shown.stdout.split(" alias ", 1)[1].split()[0] if " alias " in shown.stdout else ""
     return Path(alias) if shown.returncode == 0 and alias else None
 
@@ -129,18 +129,7 @@ def _kubelet_runs(state: Path) -> bool:
     except (OSError, ValueError):
         return False
     kubelet = (record.get("processes") or {}).get("kubelet") or {}
-    return bool(kubelet) and _alive(int(kubelet["pid"])) and "kubelet" in _cmdline(int(kubelet["pid"]))
-
-
-def _cgroup_dirs() -> list[Path]:
-    """The node's cgroup root in every hierarchy (cgroup v1: one per controller; v2: one)."""
-    if (CGROUP_V1 / "cgroup.controllers").is_file():
-        return [CGROUP_V1 / CGROUP_ROOT]
-    return [d / CGROUP_ROOT for d in sorted(CGROUP_V1.iterdir()) if d.is_dir() and not d.is_symlink() and d.name != "unified"]
-
-
-def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check, timeout=10)
+    return bool(kubelet) and alive(int(kubelet["pid"])) and "kubelet" in cmdline(int(kubelet["pid"]))
 
 
 def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, healthz_port: int) -> None:
@@ -150,11 +139,11 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "images", "pod-logs"):
         (h / sub).mkdir(parents=True, exist_ok=True)
     host.take_over(state)  # the host as found, then the kubelet's tunables (protectKernelDefaults)
-    if _ip("link", "show", BRIDGE, check=False).returncode != 0:
-        _ip("link", "add", BRIDGE, "type", "bridge")
-        _ip("addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
-    _ip("link", "set", BRIDGE, "alias", str(state), "up")  # whose node it is (why_not)
-    for cgroup in _cgroup_dirs():
+    if ip("link", "show", BRIDGE, check=False).returncode != 0:
+        ip("link", "add", BRIDGE, "type", "bridge")
+        ip("addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
+    ip("link", "set", BRIDGE, "alias", str(state), "up")  # whose node it is (why_not)
+    for cgroup in cgroup_dirs():
         cgroup.mkdir(exist_ok=True)
         if cgroup.parent.name == "cpuset":  # a v1 cpuset takes no task until it has CPUs and memory nodes
             for f in ("cpuset.cpus", "cpuset.mems"):
@@ -163,8 +152,8 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     ca = pki.CA.load_or_create(pki_dir)
     ca.issue("node-client", f"system:node:{NAME}", orgs=("system:nodes",))
     ca.issue("node-serving", NAME, dns=(NAME,), ips=(NODE_IP,), server=True)
-    runc = _first(RUNC)
-    cni = _first(CNI_BIN, "bridge")
+    runc = first(RUNC)
+    cni = first(CNI_BIN, "bridge")
     assert runc is not None and cni is not None  # why_not() said so
     pause = images.pause(find_tool("pause"))
     double = find_tool("engine-double")
@@ -175,8 +164,8 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     }
     for file, image in archives.items():
         (h / "images" / f"{file}.tar").write_bytes(image.archive)
-    (h / "containerd.toml").write_text(_containerd_config(h, runc, cni.parent, pause.reference))
-    (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(_cni_config(h), indent=1))
+    (h / "containerd.toml").write_text(containerd_config(h, runc, cni.parent, pause.reference))
+    (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(cni_config(h), indent=1))
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -196,111 +185,7 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
         "current-context": NAME,
     }
     private.write(h / "kubelet/kubeconfig", yaml.safe_dump(kubeconfig))
-    (h / "kubelet/config.yaml").write_text(yaml.safe_dump(_kubelet_config(h, pki_dir, kubelet_port, healthz_port)))
-
-
-def _containerd_config(h: Path, runc: Path, cni_bin: Path, sandbox: str) -> str:
-    cri = "plugins.'io.containerd.cri.v1"
-    return f"""version = 3
-root = '{h / "containerd/root"}'
-state = '{h / "containerd/state"}'
-disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs',
-  'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.blockfile',
-  'io.containerd.snapshotter.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing']
-
-[grpc]
-  address = '{h / "containerd.sock"}'
-
-[ttrpc]
-  address = '{h / "containerd.sock.ttrpc"}'
-
-[{cri}.images']
-  snapshotter = 'overlayfs'
-  [{cri}.images'.pinned_images]
-    sandbox = '{sandbox}'
-
-[{cri}.runtime']
-  # Not below containerd's own: a sandbox's -998 needs CAP_SYS_RESOURCE, which a container may lack.
-  restrict_oom_score_adj = true
-  netns_mounts_under_state_dir = true
-  [{cri}.runtime'.containerd]
-    default_runtime_name = 'runc'
-    [{cri}.runtime'.containerd.runtimes.runc]
-      runtime_type = 'io.containerd.runc.v2'
-      [{cri}.runtime'.containerd.runtimes.runc.options]
-        BinaryName = '{runc}'
-        SystemdCgroup = false
-  [{cri}.runtime'.cni]
-    bin_dirs = ['{cni_bin}']
-    conf_dir = '{h / "cni/net.d"}'
-
-[plugins.'io.containerd.grpc.v1.cri']
-  stream_server_address = '127.0.0.1'
-  stream_server_port = '0'
-"""
-
-
-def _cni_config(h: Path) -> dict[str, Any]:
-    """A bridge with a private /24 and no route out of it: pods reach the node and each other only."""
-    ipam = {"type": "host-local", "ranges": [[{"subnet": SUBNET, "gateway": NODE_IP}]], "dataDir": str(h / "cni/ipam")}
-    # Not a gateway: the bridge's address is the node's own (prepare), and a gateway bridge would turn
-    # on the host's IP forwarding. Pods reach the node and each other on the /24 without one.
-    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
-    return {"cniVersion": "1.0.0", "name": "infercrane-node", "plugins": [bridge, {"type": "loopback"}]}
-
-
-def _kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1",
-        "kind": "KubeletConfiguration",
-        "address": NODE_IP,
-        "port": port,
-        "readOnlyPort": 0,
-        "healthzBindAddress": "127.0.0.1",
-        "healthzPort": healthz_port,
-        # Who asks is who their certificate (or token) says, and may do what the plane's RBAC grants
-        # them on nodes/* (a SubjectAccessReview each): the API server's kubelet client all of it,
-        # the deploying identity nothing -- every identity of the plane has a certificate of its CA.
-        "authentication": {
-            "anonymous": {"enabled": False},
-            "webhook": {"enabled": True},
-            "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
-        },
-        "authorization": {"mode": "Webhook"},
-        "tlsCertFile": str(pki_dir / "node-serving.crt"),
-        "tlsPrivateKeyFile": str(pki_dir / "node-serving.key"),
-        # The kubelet's kernel tunables are set by the plane, recorded and put back (infercrane.local.host);
-        # the kubelet itself writes none. Its pods' logs live in the plane's state and go with it.
-        "protectKernelDefaults": True,
-        "podLogsDir": str(pod_logs(h)),
-        "cgroupDriver": "cgroupfs",
-        "cgroupRoot": "/" + CGROUP_ROOT,
-        "failCgroupV1": False,
-        "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{h / 'containerd.sock'}",
-        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
-        "evictionHard": {
-            "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
-            "nodefs.inodesFree": "1%",
-        },
-        "imageGCHighThresholdPercent": 100,
-        "imageGCLowThresholdPercent": 99,
-        "maxPods": 16,
-        "makeIPTablesUtilChains": False,
-        "resolvConf": "",
-        # No DNS server runs on the plane and these pods need none; naming one keeps the kubelet from
-        # warning about every pod (MissingClusterDNS), which the progress line would show as a reason.
-        "clusterDomain": "cluster.local",
-        "clusterDNS": ["10.96.0.10"],
-        "serializeImagePulls": False,
-    }
-
-
-def pod_logs(h: Path) -> Path:
-    """Where the kubelet writes its pods' logs: in the node's state, never under /var/log."""
-    return h / "pod-logs"
+    (h / "kubelet/config.yaml").write_text(yaml.safe_dump(kubelet_config(h, pki_dir, kubelet_port, healthz_port)))
 
 
 def containerd_args(state: Path) -> list[str]:
@@ -346,100 +231,6 @@ def import_images(state: Path) -> None:
             raise PlaneError(f"importing {archive.name} into the real node's containerd failed: {done.stderr.strip()}")
 
 
-def clean_up(state: Path) -> list[str]:
-    """What a stopped node left: every process in its cgroups (the pods' containers) and the
-    runtime's shims are killed, its mounts and network namespaces unmounted, its bridge deleted,
-    its cgroups removed and the host's settings put back (:func:`host.give_back`). Returns what it
-    cleaned or put back (empty: nothing was left, nothing had changed)."""
-    h = home(state)
-    left: list[str] = []
-    pids = {pid for pid in _pids(h) if _alive(pid)}
-    if pids:
-        left.append(f"{len(pids)} process(es)")
-        for pid in pids:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 5
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-    mounts = _mounts_under(h)
-    if mounts:
-        left.append(f"{len(mounts)} mount(s)")
-    for m in mounts:
-        subprocess.run(["umount", "-l", m], capture_output=True, timeout=10)
-    if _ip("link", "show", BRIDGE, check=False).returncode == 0:
-        left.append(f"interface {BRIDGE}")
-        _ip("link", "del", BRIDGE, check=False)
-    left += [f"host: {what}" for what in host.give_back(state, pod_logs(h))]
-    for d in _cgroup_dirs():
-        if d.is_dir():
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:
-                try:
-                    sub.rmdir()
-                except OSError as exc:
-                    left.append(f"cgroup {sub} ({exc.strerror})")
-    return left
-
-
-def leftovers(state: Path) -> list[str]:
-    """What of the plane's real node is still there (empty after a clean stop): processes in its
-    cgroups or speaking to its runtime, mounts under its state, its bridge, its cgroups, a host
-    setting not put back, a link to its pods' logs, a pod log under /var/log."""
-    h = home(state)
-    left = [f"process {pid} ({_cmdline(pid)[:60]})" for pid in sorted(_pids(h)) if _alive(pid)]
-    left += [f"mount {m}" for m in _mounts_under(h)]
-    left += [f"interface {BRIDGE}"] if _ip("link", "show", BRIDGE, check=False).returncode == 0 else []
-    left += [f"cgroup {d}" for d in _cgroup_dirs() if d.is_dir()]
-    left += [f"host: {what}" for what in host.changed(state, pod_logs(h))]
-    left += [f"pod logs {d}" for d in sorted(Path("/var/log/pods").glob("infercrane-*"))]
-    return left
-
-
-def _pids(h: Path) -> set[int]:
-    """The node's pods' processes (in its cgroups) and its runtime's shims (by their address)."""
-    pids = {pid for d in _cgroup_dirs() if d.is_dir() for pid in _procs(d)}
-    return pids | {pid for pid in _all_pids() if str(h / "containerd.sock") in _cmdline(pid)}
-
-
-def _procs(cgroup: Path) -> set[int]:
-    found: set[int] = set()
-    for f in cgroup.rglob("cgroup.procs"):
-        try:
-            found |= {int(line) for line in f.read_text().split()}
-        except OSError:
-            continue  # removed meanwhile
-    return found
-
-
-def _all_pids() -> list[int]:
-    return [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie is not: it waits only for its parent to reap it)."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
-def _mounts_under(root: Path) -> list[str]:
-    """Mount points at or under ``root``, deepest first (/proc/self/mountinfo)."""
-    prefix = str(root)
-    points = [line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines()]
-    mine = {p for p in points if p == prefix or p.startswith(prefix + "/")}
-    return sorted(mine, key=lambda p: -p.count("/"))
-
-
 def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     """Once the kubelet has registered its Node and it is Ready, write its GPUs into the Node's
     status as an extended resource (the kubelet keeps a capacity it does not manage itself)."""
@@ -468,10 +259,6 @@ def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     gpus = {"nvidia.com/gpu": str(GPUS)}
     # Allocatable too: the kubelet would derive it from the capacity only at its next status update.
     client.patch(Node.Status, NAME, {"status": {"capacity": gpus, "allocatable": gpus}}, patch_type=PatchType.MERGE)
-
-
-#: The stack that deploys onto the real node, pinned to the engine double's digest.
-STACK_FILE: Final = "stacks/Pulumi.local-node.yaml"
 
 
 def pin_note(project_dir: Path) -> str | None:

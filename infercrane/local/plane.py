@@ -26,7 +26,7 @@ from typing import Any, cast
 import yaml
 
 from infercrane.core.errors import PlaneError, ToolNotFound
-from infercrane.local import node, pki, private
+from infercrane.local import node, node_files, node_teardown, pki, private
 from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
@@ -203,7 +203,7 @@ class Plane:
             "components": [c.name for c in wanted],
         }
         run = Supervisor(
-            self._record, self.logs, record | {"realNode": node.NAME if why is None else None}, START_TIMEOUT_SECONDS
+            self._record, self.logs, record | {"realNode": node_files.NAME if why is None else None}, START_TIMEOUT_SECONDS
         )
         stages = self._stages(tools["kwok"], pod_ready_delay, pod_grace)
         launch = Launch(self.state, self.pki_dir, self.logs, ports, stages, nodes_file, version, real_node=why is None)
@@ -363,8 +363,8 @@ class Plane:
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
         """End the plane's own processes (verified by pid and executable). Returns what was stopped."""
         stopped = stop_recorded(self._record, reversed(NAMES))
-        if node.home(self.state).is_dir():
-            left = node.clean_up(self.state)
+        if node_files.home(self.state).is_dir():
+            left = node_teardown.clean_up(self.state)
             put_back = [x.removeprefix("host: ") for x in left if x.startswith("host: ")]
             if stopped and put_back and not quiet:  # the host as the start found it
                 progress(f"the host as the plane found it: {', '.join(put_back)}")

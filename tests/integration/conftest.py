@@ -22,8 +22,7 @@ import yaml
 from lightkube import ApiError, Client
 
 from infercrane.engine.workspace import Engine
-from infercrane.local import host
-from infercrane.local import node as real_node
+from infercrane.local import host, node_teardown
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
 from infercrane.project.tools import find_tool
@@ -56,7 +55,7 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     while_running = host.settings()
     p.stop(quiet=True)
     if status.get("realNode"):  # the one plane that changes the host (the others run beside it)
-        left = real_node.leftovers(p.state)
+        left = node_teardown.leftovers(p.state)
         assert not left, f"`local stop` left the real node's {', '.join(left)} behind"
         assert host.settings() == found, f"`local stop` left the host changed: found {found}, left {host.settings()}"
         assert {k: while_running[k] for k in host.KUBELET_TUNABLES} == host.KUBELET_TUNABLES, while_running

@@ -131,6 +131,6 @@ def test_local_start_says_when_the_built_engine_double_is_not_the_digest_the_nod
 
 def test_a_machine_without_runc_is_told_how_to_install_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(node.os, "geteuid", lambda: 0)
-    monkeypatch.setattr(node, "_first", lambda paths, name="": None)
+    monkeypatch.setattr(node, "first", lambda paths, name="": None)
     said = node.why_not(tmp_path) or ""
     assert said.startswith("runc is not installed") and "fix: `apt-get install runc containernetworking-plugins` as root" in said

@@ -1,0 +1,165 @@
+"""What the local plane's real node is, and the files its processes read: its names, bridge and
+cgroup root, where it keeps its state, and the generated containerd, CNI and kubelet configs.
+Local-plane layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Final
+
+NAME: Final = "node-l4-0"
+
+
+GPU_PRODUCT: Final = "NVIDIA-L4"
+
+
+GPUS: Final = 3
+
+
+BRIDGE: Final = "icbr0"
+
+
+SUBNET: Final = "10.88.0.0/24"
+
+
+NODE_IP: Final = "10.88.0.1"
+
+
+CGROUP_ROOT: Final = "infercrane-node"
+
+
+CGROUP_V1: Final = Path("/sys/fs/cgroup")
+
+
+RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
+
+
+CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
+
+
+CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
+
+
+NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
+
+
+#: The machine's one real node: held (flock) by its processes for their life (:func:`claim`).
+LOCK: Final = Path("/run/infercrane-node.lock")
+
+
+def home(state: Path) -> Path:
+    """Where the node keeps its state, inside the plane's."""
+    return state / "node"
+
+
+def first(paths: tuple[str, ...], name: str = "") -> Path | None:
+    return next((Path(p) / name for p in paths if (Path(p) / name).exists()), None)
+
+
+def containerd_config(h: Path, runc: Path, cni_bin: Path, sandbox: str) -> str:
+    cri = "plugins.'io.containerd.cri.v1"
+    return f"""version = 3
+root = '{h / "containerd/root"}'
+state = '{h / "containerd/state"}'
+disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs',
+  'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.blockfile',
+  'io.containerd.snapshotter.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing']
+
+[grpc]
+  address = '{h / "containerd.sock"}'
+
+[ttrpc]
+  address = '{h / "containerd.sock.ttrpc"}'
+
+[{cri}.images']
+  snapshotter = 'overlayfs'
+  [{cri}.images'.pinned_images]
+    sandbox = '{sandbox}'
+
+[{cri}.runtime']
+  # Not below containerd's own: a sandbox's -998 needs CAP_SYS_RESOURCE, which a container may lack.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [{cri}.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [{cri}.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [{cri}.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '{runc}'
+        SystemdCgroup = false
+  [{cri}.runtime'.cni]
+    bin_dirs = ['{cni_bin}']
+    conf_dir = '{h / "cni/net.d"}'
+
+[plugins.'io.containerd.grpc.v1.cri']
+  stream_server_address = '127.0.0.1'
+  stream_server_port = '0'
+"""
+
+
+def cni_config(h: Path) -> dict[str, Any]:
+    """A bridge with a private /24 and no route out of it: pods reach the node and each other only."""
+    ipam = {"type": "host-local", "ranges": [[{"subnet": SUBNET, "gateway": NODE_IP}]], "dataDir": str(h / "cni/ipam")}
+    # Not a gateway: the bridge's address is the node's own (prepare), and a gateway bridge would turn
+    # on the host's IP forwarding. Pods reach the node and each other on the /24 without one.
+    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
+    return {"cniVersion": "1.0.0", "name": "infercrane-node", "plugins": [bridge, {"type": "loopback"}]}
+
+
+def kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": NODE_IP,
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        # Who asks is who their certificate (or token) says, and may do what the plane's RBAC grants
+        # them on nodes/* (a SubjectAccessReview each): the API server's kubelet client all of it,
+        # the deploying identity nothing -- every identity of the plane has a certificate of its CA.
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
+        },
+        "authorization": {"mode": "Webhook"},
+        "tlsCertFile": str(pki_dir / "node-serving.crt"),
+        "tlsPrivateKeyFile": str(pki_dir / "node-serving.key"),
+        # The kubelet's kernel tunables are set by the plane, recorded and put back (infercrane.local.host);
+        # the kubelet itself writes none. Its pods' logs live in the plane's state and go with it.
+        "protectKernelDefaults": True,
+        "podLogsDir": str(pod_logs(h)),
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": "/" + CGROUP_ROOT,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{h / 'containerd.sock'}",
+        "registerWithTaints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "maxPods": 16,
+        "makeIPTablesUtilChains": False,
+        "resolvConf": "",
+        # No DNS server runs on the plane and these pods need none; naming one keeps the kubelet from
+        # warning about every pod (MissingClusterDNS), which the progress line would show as a reason.
+        "clusterDomain": "cluster.local",
+        "clusterDNS": ["10.96.0.10"],
+        "serializeImagePulls": False,
+    }
+
+
+def pod_logs(h: Path) -> Path:
+    """Where the kubelet writes its pods' logs: in the node's state, never under /var/log."""
+    return h / "pod-logs"
+
+
+#: The stack that deploys onto the real node, pinned to the engine double's digest.
+STACK_FILE: Final = "stacks/Pulumi.local-node.yaml"
