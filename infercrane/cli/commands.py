@@ -11,7 +11,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Final
 
-from infercrane.cli import output
+from infercrane.cli import markdown, output
 from infercrane.cli.notices import disclose, event, progress
 from infercrane.cli.parser import replica_intent
 from infercrane.core.errors import ConfigError, InferCraneError, UsageError
@@ -89,8 +89,8 @@ def cmd_local(args: argparse.Namespace) -> int:
         plane.reset()
         print(f"removed {plane.state}")
         if not os.environ.get("PULUMI_BACKEND_URL"):  # the project's own file backend: the local stacks' state
-            from infercrane.engine.environment import LOCAL_STACKS
             from infercrane.engine.workspace import Engine
+            from infercrane.project.paths import LOCAL_STACKS
 
             # Their state describes objects of the plane just removed: a deploy would trust it.
             forgotten = [s for s in LOCAL_STACKS if Engine(s).forget_state()]
@@ -142,11 +142,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
             )
         except InferCraneError as exc:
             if args.markdown:  # the comment says it too: a refusal is what a reviewer must see first
-                print(output.refusal_markdown(args.stack, exc))
+                print(markdown.refusal_markdown(args.stack, exc))
             raise
         view.checked(len(config.replicas))
     if args.markdown:
-        print(output.plan_markdown(args.stack, result, {r.key: r.name for r in config.replicas}, notes))
+        print(markdown.plan_markdown(args.stack, result, {r.key: r.name for r in config.replicas}, notes))
     else:
         print(output.plan(args.stack, result, as_doc=args.json))
     return EXIT_CHANGES_PENDING if result.changes_pending else EXIT_OK

@@ -31,8 +31,7 @@ from infercrane.local.plane import Plane
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
 
-#: The stack that deploys onto the real node (infercrane.local.node.STACK_FILE).
-NODE_STACK = "local-node"
+NODE_STACK = paths.LOCAL_NODE_STACK
 
 
 def _view(op: str, total: int, kinds: int, log: IO[str]) -> ProgressView:

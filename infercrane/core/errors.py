@@ -3,6 +3,8 @@
 Every user-facing failure is one of these. Each carries a message that says what is wrong, where
 (stack file and config path, variable, or object) and how to fix it, so the CLI and the Pulumi
 program can print it without a traceback. Pure core: every error class of the package lives here.
+
+One module, past 300 lines: its size is the number of messages the CLI can show, each beside its fix.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ class Problem:
         return with_fix(f"{self.where}: {self.what}", self.fix)
 
 
-def with_fix(message: str, fix: str | None) -> str:
+def with_fix(message: str, fix: str | None, *, indent: int = 4) -> str:
     """The one shape of every user-facing message: what is wrong (and where), then how to fix it."""
-    return f"{message}\n    fix: {fix}" if fix else message
+    return f"{message}\n{' ' * indent}fix: {fix}" if fix else message
 
 
 def bullets(items: Iterable[str]) -> str:

@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Final
 
 from infercrane.core.errors import EngineError
+from infercrane.project.paths import LOCAL_STACKS
 from infercrane.project.tools import find_tool, pinned_tool, tool_dirs
 
 # The local stack's passphrase protects no secret (the stack has none); other stacks need
 # PULUMI_CONFIG_PASSPHRASE (or PULUMI_CONFIG_PASSPHRASE_FILE) from the environment.
 LOCAL_PASSPHRASE: Final = "infercrane-local"
-
-
-LOCAL_STACKS: Final = ("local", "local-kserve", "local-node")
 
 
 def pulumi_root() -> Path:

@@ -6,6 +6,8 @@ Python SDK's in-process language server (the Go ``pulumi-language-python`` host 
 the module proxy here; see docs/engine.md). Project settings and stack files come
 from the project directory (``Pulumi.yaml``, ``stacks/``); state lives in a local file backend.
 Engine layer.
+
+One module, past 300 lines: every Automation API call goes through the one :class:`Engine` (its stack, lock clean-up, state repair and reads).
 """
 
 from __future__ import annotations

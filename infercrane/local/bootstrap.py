@@ -8,6 +8,8 @@ ClusterRole bound to the manager's identity -- all taken from the pinned KServe 
 that is never printed. Once the KServe manager serves, its webhook configurations are registered
 with the manager's loopback URL. Idempotent: server-side apply as ``infercrane-bootstrap``; an
 existing Secret is left as it is. Local-plane layer.
+
+One module, past 300 lines: the bootstrap is one ordered, idempotent apply whose steps share one admin client and one list of manifests.
 """
 
 from __future__ import annotations

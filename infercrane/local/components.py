@@ -1,6 +1,8 @@
 """The local plane's processes as one table: each component's name, command line, environment,
 what must be done before it starts and what it is waited for. The table's order is the start
 order; reversed, the stop order. Local-plane layer.
+
+One module, past 300 lines: the table is the start order, and split it would be read in pieces.
 """
 
 from __future__ import annotations

@@ -8,43 +8,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final
 
+from infercrane.project.paths import LOCAL_NODE_STACK
+
 NAME: Final = "node-l4-0"
-
-
 GPU_PRODUCT: Final = "NVIDIA-L4"
-
-
 GPUS: Final = 3
-
-
 BRIDGE: Final = "icbr0"
-
-
 SUBNET: Final = "10.88.0.0/24"
-
-
 NODE_IP: Final = "10.88.0.1"
-
-
 CGROUP_ROOT: Final = "infercrane-node"
-
-
 CGROUP_V1: Final = Path("/sys/fs/cgroup")
-
-
 RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
-
-
 CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
-
-
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
-
-
 NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
-
-
-#: The machine's one real node: held (flock) by its processes for their life (:func:`claim`).
+#: The machine's one real node: held (flock) by its processes for their life (:func:`~infercrane.local.node.claim`).
 LOCK: Final = Path("/run/infercrane-node.lock")
 
 
@@ -162,4 +140,4 @@ def pod_logs(h: Path) -> Path:
 
 
 #: The stack that deploys onto the real node, pinned to the engine double's digest.
-STACK_FILE: Final = "stacks/Pulumi.local-node.yaml"
+STACK_FILE: Final = f"stacks/Pulumi.{LOCAL_NODE_STACK}.yaml"

@@ -10,6 +10,8 @@ pids and executables are recorded), ``reset`` wipes the state. Contexts in the k
 ``infercrane-local`` (the restricted deployer bound to exactly the shipped Roles),
 ``infercrane-local-viewer`` (read-only: the optional readers) and ``infercrane-local-admin``.
 Local-plane layer.
+
+One module, past 300 lines: start, stop and reset act on one recorded state.
 """
 
 from __future__ import annotations

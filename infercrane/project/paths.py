@@ -7,6 +7,14 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
+from typing import Final
+
+#: The stacks of the embedded local plane: the demo's (``local``, ``local-kserve``) and the one that
+#: deploys onto its real node; ``local reset`` forgets their state.
+LOCAL_STACK: Final = "local"
+LOCAL_KSERVE_STACK: Final = "local-kserve"
+LOCAL_NODE_STACK: Final = "local-node"
+LOCAL_STACKS: Final = (LOCAL_STACK, LOCAL_KSERVE_STACK, LOCAL_NODE_STACK)
 
 
 def stack_file(stack: str, project_dir: Path | None = None) -> Path:

@@ -23,6 +23,7 @@ from pulumi_policy import (
     ResourceValidationPolicy,
 )
 
+from infercrane.core.errors import with_fix
 from infercrane.core.render import guards
 
 # Pulumi type token -> Kubernetes kind of the objects the rules judge.
@@ -82,7 +83,7 @@ def judge(rule: str, resource_type: str, props: Mapping[str, Any], config: Mappi
     fix = guards.RULES[rule].fix
     if resource_type == PROVIDER:
         if rule == "no-patch-force" and props.get("enablePatchForce") in (True, "true"):
-            return [f"the Kubernetes provider sets enablePatchForce; InferCrane never forces a conflict\n    fix: {fix}"]
+            return [with_fix("the Kubernetes provider sets enablePatchForce; InferCrane never forces a conflict", fix)]
         return []
     manifest = manifest_of(resource_type, props)
     if manifest is None:
@@ -95,7 +96,7 @@ def judge(rule: str, resource_type: str, props: Mapping[str, Any], config: Mappi
         product_names={str(k): str(v) for k, v in (config.get("gpuProductNames") or {}).items()},
     )
     found = guards.violations(manifest, gpus)
-    return [f"{v}\n    fix: {fix}" for v in found if v.rule == rule]
+    return [with_fix(str(v), fix) for v in found if v.rule == rule]
 
 
 def _validate(rule: str) -> Callable[[ResourceValidationArgs, ReportViolation], None]:

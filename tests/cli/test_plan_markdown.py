@@ -3,7 +3,7 @@ seconds, a collapsible block per endpoint, never over 60,000 characters (GitHub'
 
 from __future__ import annotations
 
-from infercrane.cli import output
+from infercrane.cli import markdown
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.waves import EndpointRollout, Rollout, Wave
 from infercrane.engine.changes import ReplicaAction
@@ -34,31 +34,31 @@ def test_the_comment_leads_with_a_table_of_what_changes_then_a_block_per_endpoin
     result, endpoint_of = fleet(2, 3)
     unchanged = ReplicaAction("infercrane-quiet-r0", Action.SAME, key="quiet-r0", gpu="NVIDIA-L40S", image=IMAGE)
     result.actions.append(unchanged)
-    text = output.plan_markdown("prod", result, endpoint_of | {"quiet-r0": "quiet"}, ["note: not checkable read-only: …"])
+    text = markdown.plan_markdown("prod", result, endpoint_of | {"quiet-r0": "quiet"}, ["note: not checkable read-only: …"])
     assert text.startswith("### InferCrane plan: stack `prod`\n\n**6 replica(s) change in 2 of 3 endpoint(s)**")
     assert "| `e0` | 3 of 3: 3 configure | 3 | 2 of 3 | 3 → 3 (3) | - |" in text
     assert text.count("<details><summary><code>e") == 2 and "quiet" not in text.split("<details>")[0].split("|---|")[1]
     assert "    wave 1: down e0-r0; up e0-r0 (down, then up)" in text
     assert "> not checkable read-only: …" in text
     nothing = PlanResult([unchanged], "read-only")
-    assert "**No changes.**" in output.plan_markdown("prod", nothing, {"quiet-r0": "quiet"})
+    assert "**No changes.**" in markdown.plan_markdown("prod", nothing, {"quiet-r0": "quiet"})
 
 
 def test_a_fleet_of_a_thousand_replicas_stays_under_the_comment_limit_and_says_what_it_left_out() -> None:
     result, endpoint_of = fleet(250, 4)
-    text = output.plan_markdown("prod", result, endpoint_of)
-    assert len(text) <= output.COMMENT_LIMIT
+    text = markdown.plan_markdown("prod", result, endpoint_of)
+    assert len(text) <= markdown.COMMENT_LIMIT
     assert "**1000 replica(s) change in 250 of 250 endpoint(s)**" in text
     assert "endpoint(s) are left out: the whole plan is `infercrane plan --json` (the job's artifact)." in text
     huge, endpoint_of = fleet(1000, 1)  # more rows than fit: the table is cut too, and says so
-    text = output.plan_markdown("prod", huge, endpoint_of)
-    assert len(text) <= output.COMMENT_LIMIT and "more endpoint(s) change" in text
+    text = markdown.plan_markdown("prod", huge, endpoint_of)
+    assert len(text) <= markdown.COMMENT_LIMIT and "more endpoint(s) change" in text
 
 
 def test_a_refused_plan_is_a_comment_that_says_so_first() -> None:
     from infercrane.core.errors import PreflightRefused
 
     refused = PreflightRefused([], ['Deployment ns/d: conflict with "kubectl-scale" (Update): .spec.replicas'], [], [])
-    text = output.refusal_markdown("prod", refused)
+    text = markdown.refusal_markdown("prod", refused)
     assert text.startswith("### InferCrane plan: stack `prod`\n\n**Refused: nothing would be applied.**")
     assert 'conflict with "kubectl-scale" (Update): .spec.replicas' in text

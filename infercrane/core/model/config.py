@@ -2,6 +2,8 @@
 
 Models only -- every field with its rule and description; reading and merging values is
 :mod:`infercrane.core.load.loading`, the intent hash :mod:`infercrane.core.render.intent`. Pure core.
+
+One module, past 300 lines: the schema of a stack's config is read as one document (its field descriptions are the reference).
 """
 
 from __future__ import annotations

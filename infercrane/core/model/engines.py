@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final
 
+from infercrane.core import naming
+
 
 @dataclass(frozen=True)
 class EngineSpec:
@@ -53,4 +55,4 @@ ENGINES: Final = {
     "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
 }
 SECRET_FLAGS: Final = ("--api-key",)
-WORKER_KEY_REFERENCE: Final = "$(INFERCRANE_WORKER_API_KEY)"  # naming.WORKER_KEY_ENV, as the kubelet expands it
+WORKER_KEY_REFERENCE: Final = f"$({naming.WORKER_KEY_ENV})"  # as the kubelet expands it

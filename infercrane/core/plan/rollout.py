@@ -34,6 +34,8 @@ done. A key not reached yet is not registered yet, so Pulumi leaves it as record
 stage fails stops there while the others go on, and the run then fails, so Pulumi deletes
 nothing. A change whose every endpoint needs one stage is what a plain ``pulumi up`` may do;
 anything longer needs ``infercrane deploy``. Pure core.
+
+One module, past 300 lines: one algorithm, read top to bottom; the types it plans with are in :mod:`~infercrane.core.plan.waves`.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@ Four answers: ``serving`` (every expected name served), ``not serving`` (it serv
 ``refused`` (401/403: the replica's key is not the control plane's) and ``not verifiable`` (no
 key, no right, no ready address, or an answer that is no engine's), each with its reason and
 fix. Live-cluster layer.
+
+One module, past 300 lines: the rule of what counts as serving, how an engine is asked and the one checker that asks stay together, so the rule and its reader cannot drift.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from infercrane.core import naming
-from infercrane.core.errors import EVIDENCE_FAILED
+from infercrane.core.errors import EVIDENCE_FAILED, with_fix
 from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
@@ -40,7 +42,7 @@ from infercrane.live.status.verdicts import Verdict
 
 #: The control plane's copy of the worker key: a file holding it (the file the Secret was made
 #: from, as the seed's bootstrap does), else the value itself.
-KEY_FILE_ENV: Final = "INFERCRANE_WORKER_API_KEY_FILE"
+KEY_FILE_ENV: Final = f"{naming.WORKER_KEY_ENV}_FILE"
 KEY_ENV: Final = naming.WORKER_KEY_ENV  # the pods' variable too: one name for the key
 READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
 SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
@@ -132,7 +134,7 @@ class Evidence:
         verifiable) fails it only under ``servingEvidence: require`` (``policy``)."""
         if not counts(self.state, policy):
             why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}" + (f" ({self.route})" if self.route else "")
-            return Verdict("failed", why + (f"\n      fix: {self.fix}" if self.fix else ""))
+            return Verdict("failed", with_fix(why, self.fix, indent=6))
         return Verdict("ready")
 
 

@@ -9,6 +9,8 @@ as at 1. Each object is judged by :mod:`infercrane.live.status.verdicts` (``kube
 with the seed's guard against stale status); the reason a replica is not ready comes from its own
 conditions and, when the identity may read them, the namespace's Warning Events
 (:mod:`infercrane.live.status.warnings`). Live-cluster layer: lightkube only, never pulumi.
+
+One module, past 300 lines: the readiness wait, its progress and the deletion wait share the one LIST per tick.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Final, Literal
 
 from infercrane.core import naming
-from infercrane.core.errors import POD_SECURITY_FIX
+from infercrane.core.errors import POD_SECURITY_FIX, with_fix
 from infercrane.core.model.kinds import KSERVE_API
 from infercrane.core.plan import states
 from infercrane.core.plan.states import ReplicaState
@@ -101,7 +101,7 @@ def deployment_verdict(
         # The namespace enforces a Pod Security level the pods do not meet: no pod will ever be
         # created for this template, so there is nothing to wait for. (A template rejected right
         # after a rejected one keeps the old condition: reported at the budget, same words.)
-        return Verdict("failed", f"ReplicaFailure: {failure.get('message')}\n      fix: {POD_SECURITY_FIX}")
+        return Verdict("failed", with_fix(f"ReplicaFailure: {failure.get('message')}", POD_SECURITY_FIX, indent=6))
     suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
     if updated < want:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
