@@ -4,6 +4,8 @@ Each function takes a result (dataclasses of the engine and live layers, the val
 and returns the text for a person or the JSON document for a machine (``--json``): the same
 facts, keys in camelCase. Notes for the person during a command go to stderr elsewhere (progress).
 CLI layer.
+
+One module, past 300 lines: what the CLI prints is read and changed side by side, command by command.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ import uuid
 from typing import Any, Final
 
 from infercrane.core.model import gpu
+from infercrane.core.model.kinds import GPU_ALLOCATIONS, LABEL_ALLOCATION
 
 #: What the driver reports beside the productName, for the products a nodes file may use; others
 #: publish their productName and type only.
@@ -32,7 +33,7 @@ DETAILS: Final[dict[str, tuple[str, str, str]]] = {  # label value -> (architect
 
 def is_dra(spec: dict[str, Any]) -> bool:
     """Whether a nodes-file entry is a DRA node."""
-    return spec.get("gpuAllocation") == "dra"
+    return GPU_ALLOCATIONS[spec.get("gpuAllocation") or LABEL_ALLOCATION.name].claims
 
 
 def device_class() -> dict[str, Any]:

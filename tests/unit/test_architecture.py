@@ -1,0 +1,120 @@
+"""The architecture's rules, read from the source: what the import contracts (``make lint``) do not
+say -- how many arrows join live/'s groups, where the rollout is planned, that no code outside
+the tables compares a workload API or a GPU allocation by name, that no caught exception is
+changed, and that a long module says why it is one."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "infercrane"
+SIZE_LIMIT = 330  # "about 300" lines
+SIZE_REASON = "One module, past 300 lines:"
+
+
+def modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def dotted(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(path: Path) -> set[str]:
+    """Every infercrane module ``path`` imports (at any depth, type-checking imports included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("infercrane")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("infercrane"):
+            found |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+    return found
+
+
+def live_group(module: str) -> str | None:
+    """live/'s group of ``module``: its subpackage, or the command module on top."""
+    parts = module.split(".")
+    if parts[:2] != ["infercrane", "live"] or len(parts) < 3:
+        return None
+    return parts[2]
+
+
+def test_live_is_at_most_six_groups_joined_by_at_most_ten_arrows() -> None:
+    groups: set[str] = set()
+    arrows: set[tuple[str, str]] = set()
+    for path in (PACKAGE / "live").rglob("*.py"):
+        source = live_group(dotted(path))
+        if source is None:
+            continue
+        groups.add(source)
+        for target in filter(None, map(live_group, imported(path))):
+            if target != source:
+                arrows.add((source, target))
+    on_top = {"inspect", "doctor", "takeover"}  # one module per command, one group on top
+    counted = {g for g in groups if g not in on_top} | ({"commands"} if groups & on_top else set())
+    joined = {(("commands" if a in on_top else a), ("commands" if b in on_top else b)) for a, b in arrows}
+    assert len(counted) <= 6, sorted(counted)
+    assert len(joined) <= 10, sorted(joined)
+
+
+def test_the_rollout_is_planned_in_one_place_for_commands_and_plain_pulumi() -> None:
+    callers = [
+        dotted(p) for p in modules() if re.search(r"\bplan_rollout\(", p.read_text()) and "def plan_rollout(" not in p.read_text()
+    ]
+    assert callers == ["infercrane.live.stack.context"]
+
+
+def test_no_code_outside_the_tables_compares_a_workload_api_or_a_gpu_allocation_by_name() -> None:
+    by_name = re.compile(
+        r"""(workload_api|gpu_allocation|workloadApi|gpuAllocation)["')\]]*\s*[!=]=|[!=]=\s*["'](kserve|deployment|dra|label)["']"""
+    )
+    found = [
+        f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}"
+        for p in modules()
+        for n, line in enumerate(p.read_text().splitlines(), 1)
+        if by_name.search(line)
+    ]
+    assert not found, "\n".join(found)
+
+
+def test_no_caught_exception_is_changed() -> None:
+    changed = []
+    for path in modules():
+        for handler in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(handler, ast.ExceptHandler) or handler.name is None:
+                continue
+            for node in ast.walk(handler):
+                targets = (
+                    node.targets
+                    if isinstance(node, ast.Assign)
+                    else [node.target]
+                    if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                    else []
+                )
+                for t in targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == handler.name:
+                        changed.append(f"{path.relative_to(PACKAGE)}:{node.lineno}")
+    assert not changed, changed
+
+
+def test_a_module_past_300_lines_says_at_its_top_why_it_is_one() -> None:
+    long = [p for p in modules() if len(p.read_text().splitlines()) > SIZE_LIMIT]
+    silent = [
+        f"{p.relative_to(PACKAGE)} ({len(p.read_text().splitlines())} lines)"
+        for p in long
+        if SIZE_REASON not in (ast.get_docstring(ast.parse(p.read_text())) or "")
+    ]
+    assert not silent, silent
+
+
+def test_the_rules_above_can_fail(tmp_path: Path) -> None:
+    """Each rule's reader finds what it looks for: a comparison by name, a changed exception."""
+    sample = tmp_path / "sample.py"
+    sample.write_text('try:\n    pass\nexcept ValueError as exc:\n    exc.note = 1\nif t.workload_api == "kserve":\n    pass\n')
+    tree = ast.parse(sample.read_text())
+    handler = next(n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler))
+    assert any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) for n in ast.walk(handler))
+    assert re.search(r"""(workload_api)["')\]]*\s*[!=]=""", sample.read_text().splitlines()[4])
