@@ -118,3 +118,22 @@ def test_the_rules_above_can_fail(tmp_path: Path) -> None:
     handler = next(n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler))
     assert any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) for n in ast.walk(handler))
     assert re.search(r"""(workload_api)["')\]]*\s*[!=]=""", sample.read_text().splitlines()[4])
+
+
+#: Unit test files of several modules at once, beside the package they read.
+ACROSS_MODULES = {"core/test_properties.py"}
+
+
+def test_each_unit_test_file_sits_where_its_module_is_in_the_package() -> None:
+    """``tests/unit/<package path>/test_<module>.py`` (a module's further file: ``test_<module>_<aspect>.py``)."""
+    units = Path(__file__).resolve().parent
+    astray = []
+    for test in sorted(units.rglob("test_*.py")):
+        relative = test.relative_to(units)
+        if len(relative.parts) == 1 or relative.as_posix() in ACROSS_MODULES:
+            continue  # the project's own rules (README, manifests, architecture), at the top
+        words = test.stem.removeprefix("test_").split("_")
+        candidates = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
+        if not any((PACKAGE / relative.parent / f"{name}.py").is_file() for name in candidates):
+            astray.append(relative.as_posix())
+    assert not astray, astray

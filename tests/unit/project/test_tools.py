@@ -12,7 +12,7 @@ from infercrane.core.errors import EngineError, ToolNotFound
 from infercrane.engine import environment
 from infercrane.project import tools
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_outside_a_checkout_a_tool_comes_from_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

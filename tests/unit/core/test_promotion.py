@@ -12,7 +12,7 @@ from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.project import stackfile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def load(path: Path) -> cfg.InferCraneConfig:

@@ -23,7 +23,7 @@ from infercrane.core.render.intent import intent
 from infercrane.core.render.manifests import render_checked, to_yaml
 from infercrane.project import stackfile
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DIGEST = "registry.example/vllm/vllm-openai@sha256:" + "a" * 64
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -11,7 +11,7 @@ import pytest
 from infercrane.core.errors import ClusterError
 from infercrane.shell.gate import Gate, Handover
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_an_opened_gate_hands_over_the_inputs_to_a_waiting_program() -> None:
