@@ -160,8 +160,8 @@ def check(
         rendered = ctx.render()
     else:
         rendered = list(prepared.rendered)
-    report = prepared.report if prepared is not None and prepared.report is not None else None
-    report = report or ctx.preflight(rendered, read_only=read_only)
+    handed = prepared.report if prepared is not None else None  # None: the caller's preflight refused
+    report = handed if handed is not None else ctx.preflight(rendered, read_only=read_only)
     assert report is not None  # not deferred: a refusal raises
     for warning in report.warnings:  # podSecurityWarnings: report
         pulumi.log.warn(f"preflight: {warning}")
