@@ -198,6 +198,7 @@ async def run(channel: Channel) -> None:
     while the next is built; or, when the caller drives a rollout, lane by lane
     (:func:`_in_lanes`) -- then the stack's outputs (:func:`_end`). With a ``gate``, the provider
     is registered first and the rest waits for the caller's inputs."""
+    _drop_sdk_debug_lines()
     provider = None
     if channel.gate is not None and channel.context is not None:
         provider = make_provider(channel.context.config.kubernetes)  # its plugin starts and is configured meanwhile
@@ -216,6 +217,18 @@ async def run(channel: Channel) -> None:
         components.append(checked.component(r))
         await asyncio.sleep(0)
     _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
+
+
+def _drop_sdk_debug_lines() -> None:
+    """The SDK sends each of its debug lines to the engine as one blocking RPC on the event loop --
+    three to five per registration (pulumi/pulumi#7292, #17481), about 12,000 for 1,000 replicas --
+    that only ``--debug`` shows, and no ``infercrane`` command asks for it. A run in this process
+    drops them; plain ``pulumi`` keeps them."""
+
+    def dropped(msg: str, resource: Any = None, stream_id: Any = None, ephemeral: Any = None) -> None:
+        return None
+
+    pulumi.log.debug = dropped
 
 
 def _fail(channel: Channel, exc: InferCraneError) -> NoReturn:

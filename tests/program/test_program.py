@@ -270,3 +270,18 @@ def test_a_called_off_gated_run_registers_no_object_and_reports_the_callers_reas
     assert isinstance(error, pulumi.RunError) and "preflight could not check the cluster" in str(error)
     assert channel.error is reason
     assert [r.typ for r in rec.resources] == ["pulumi:providers:kubernetes"]
+
+
+@pytest.mark.usefixtures("clean_env")
+def test_a_run_in_process_sends_the_engine_none_of_the_sdks_debug_lines(caplog: pytest.LogCaptureFixture) -> None:
+    """The SDK's debug lines (three to five blocking RPCs per registration) are dropped in a run the
+    Automation API drives; under mocks they would reach the mock engine's logger."""
+    import logging
+
+    with caplog.at_level(logging.DEBUG):
+        rec, channel, error = _gated(lambda gate: gate.open(Handover()))
+    assert error is None and len(by_type(rec, "kubernetes:apps/v1:Deployment")) == 2
+    sent = [
+        r.getMessage() for r in caplog.records if r.getMessage().startswith(("registering resource", "resource registration"))
+    ]
+    assert sent == []
