@@ -169,10 +169,7 @@ class Engine:
         except _auto().CommandError as exc:
             if channel.error is not None:
                 raise channel.error from exc
-            failed = translate(exc, self.stack_name)
-            if op == "up":  # the update may have applied part of its change
-                raise UpdateFailed(failed.message, fix=failed.fix) from exc
-            raise failed from exc
+            raise translate(exc, self.stack_name, during_update=op == "up") from exc
         finally:
             env.pop("PULUMI_SKIP_CHECKPOINTS", None)
             self._channel = Channel()
@@ -343,11 +340,14 @@ class Engine:
         return list(json.loads(done.stdout or "[]") or [])
 
 
-def translate(exc: auto.CommandError, stack: str) -> EngineError:
-    """Turn an Automation API failure into one message with the next step."""
+def translate(exc: auto.CommandError, stack: str, *, during_update: bool = False) -> EngineError:
+    """Turn an Automation API failure into one message with the next step; ``during_update``: an
+    :class:`UpdateFailed`, which may have applied part of its change."""
     text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
     if isinstance(exc, _auto().ConcurrentUpdateError):
-        return translate_text("the stack is currently locked", stack)
-    if isinstance(exc, _auto().StackNotFoundError):
-        return translate_text(f"no stack named '{stack}' found", stack)
-    return translate_text(text, stack)
+        failed = translate_text("the stack is currently locked", stack)
+    elif isinstance(exc, _auto().StackNotFoundError):
+        failed = translate_text(f"no stack named '{stack}' found", stack)
+    else:
+        failed = translate_text(text, stack)
+    return UpdateFailed(failed.message, fix=failed.fix) if during_update else failed

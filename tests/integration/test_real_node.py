@@ -37,6 +37,13 @@ def double() -> str:
     return images.engine_double(find_tool("engine-double")).reference
 
 
+def test_the_shipped_real_node_stack_pins_the_engine_double_built_from_these_sources() -> None:
+    """``make demo`` deploys stacks/Pulumi.local-node.yaml onto the real node, whose containerd has
+    only the images built here: a pin left behind by a change of the double's sources makes its pod
+    wait for an image no registry serves."""
+    assert node.pin_note(code_root()) is None
+
+
 def on_node(key: str, **extra: Any) -> dict[str, Any]:
     """A replica for the real node (its GPU product, the engine double's small model)."""
     require_the_real_node()

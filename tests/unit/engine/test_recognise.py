@@ -357,3 +357,15 @@ def test_a_kernel_without_thread_children_lists_still_finds_the_runs_pulumi_chil
         (proc / str(pid)).mkdir()
         (proc / str(pid) / "stat").write_text(f"{pid} (pulumi) S {ppid} {pid} {pid} 0 -1")
     assert runs._children(proc) == {4242, 4444}
+
+
+def test_an_engine_failure_during_an_update_says_it_may_have_applied_part_of_its_change() -> None:
+    """A failed ``up`` keeps the CLI's stack file edit (applied_nothing False), with the same words;
+    a failure of any other engine call applied nothing."""
+    from infercrane.core.errors import EngineError, UpdateFailed
+
+    exc = err(auto.CommandError, "error: failed to load checkpoint: EOF\n")
+    during, before = translate(exc, "d2", during_update=True), translate(exc, "d2")
+    assert isinstance(during, UpdateFailed) and during.applied_nothing is False
+    assert type(before) is EngineError and before.applied_nothing is True
+    assert str(during) == str(before)
