@@ -21,12 +21,15 @@ def make_provider(
     argument, and config validation refuses ``kubernetes:enablePatchForce`` and
     ``PULUMI_K8S_ENABLE_PATCH_FORCE`` before this runs.
     The kubeconfig path is passed only when configured, so state never records a machine path.
+    Its client's rate is the target's ``providerClient`` (:class:`~infercrane.core.model.config.ProviderClient`).
     """
+    rate = target.provider_client
     return k8s.Provider(
         PROVIDER_NAME,
         context=target.context,
         namespace=target.namespace,
         kubeconfig=target.kubeconfig,
         enable_server_side_apply=True,
+        kube_client_settings=k8s.KubeClientSettingsArgs(qps=rate.qps, burst=rate.burst),
         opts=opts,
     )

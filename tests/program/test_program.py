@@ -103,6 +103,7 @@ def test_one_explicit_provider_with_context_namespace_ssa_and_no_force() -> None
     assert inputs["namespace"] == "infercrane-system"
     assert str(inputs["enableServerSideApply"]).lower() == "true"
     assert "enablePatchForce" not in inputs
+    assert json.loads(inputs["kubeClientSettings"]) == {"qps": 500, "burst": 1000}  # not pulumi-kubernetes' 50 and 120
     for r in rec.resources:
         if r.typ.startswith("kubernetes:"):
             assert r.provider and "pulumi:providers:kubernetes::infercrane::" in r.provider, (r.name, r.provider)

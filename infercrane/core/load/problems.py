@@ -73,6 +73,8 @@ FIX: Final[dict[str, str]] = {
     "artifactCache.policy": "use 'disabled', 'prefer' or 'required'",
     "artifactCache.pvcs": 'map "<model>@<40-hex commit>" (a pinned revision, never a branch) to a PVC name in the namespace',
     "podSecurityWarnings": "use 'refuse' (the default) or 'report'",
+    "providerClient.qps": "use requests per second above 0, e.g. 500 (the default) or 50 (pulumi-kubernetes' own)",
+    "providerClient.burst": "use a whole number of requests of at least 1, e.g. 1000 (the default) or 120 (pulumi-kubernetes' own)",
     "securityContext": "write securityContext: {runAsUser: 1000, runAsGroup: 1000, fsGroup: 1000} (a non-root user the image can run as)",
 }
 

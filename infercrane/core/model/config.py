@@ -53,6 +53,9 @@ ENV_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "INFERCRANE_KUBERNETES_ARTIFACT_CACHE_POLICY": ("artifactCache", "policy"),
     "INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON": ("artifactCache", "pvcs"),
     "INFERCRANE_KUBERNETES_CANARY_PROMETHEUS": ("canaryMetrics", "prometheus"),
+    # The provider's own variables (pulumi-kubernetes reads them when its program sets no rate).
+    "PULUMI_K8S_CLIENT_QPS": ("providerClient", "qps"),
+    "PULUMI_K8S_CLIENT_BURST": ("providerClient", "burst"),
 }
 # Variables whose value is JSON (a map), not a plain string.
 JSON_ENV_FIELDS: Final = frozenset({"INFERCRANE_KUBERNETES_ARTIFACT_PVCS_JSON"})
@@ -79,6 +82,30 @@ class CanaryMetrics(Frozen):
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"{v!r} is not an http(s) URL with a host")
         return v
+
+
+class ProviderClient(Frozen):
+    """How fast the Kubernetes provider may send requests: its client's token bucket.
+
+    pulumi-kubernetes throttles itself at 50 requests/s with a burst of 120 (client-go's bucket,
+    raised from client-go's 5). A deploy applies every object through it -- a create is one PATCH,
+    an update a GET and a PATCH -- so a fleet's applies queued behind that bucket: at 1,000
+    replicas most of the minute between the first apply and the last, and about 8 s of every
+    rollout wave of 250 endpoints (docs/benchmarks.md). Our default is a ceiling a deploy does not
+    reach on a small machine, and leaves the pacing to the API server's own API Priority and
+    Fairness (controller-runtime's clients now run with no client-side limit at all, on SIG API
+    Machinery's advice); a platform team sharing an API server sets a lower one here, or with the
+    provider's own ``PULUMI_K8S_CLIENT_QPS`` and ``PULUMI_K8S_CLIENT_BURST``."""
+
+    qps: float = Field(
+        500,
+        gt=0,
+        le=100_000,
+        description="Requests per second the provider's client may send on average (pulumi-kubernetes' own default: 50).",
+    )
+    burst: int = Field(
+        1000, ge=1, le=1_000_000, description="Requests it may send at once above that rate (pulumi-kubernetes' own: 120)."
+    )
 
 
 class KubernetesTarget(Frozen):
@@ -155,6 +182,10 @@ class KubernetesTarget(Frozen):
         description="Default rollout policy of every endpoint (override per endpoint in infercrane:endpoints).",
     )
     kubeconfig: str | None = Field(None, description="kubeconfig file; default: $KUBECONFIG or ~/.kube/config.")
+    provider_client: ProviderClient = Field(
+        default_factory=lambda: ProviderClient.model_validate({}),
+        description="How fast the Kubernetes provider may send requests (qps, burst); default 500/s, burst 1000.",
+    )
 
     @property
     def api(self) -> WorkloadApi:

@@ -13,6 +13,7 @@ read these names from here. Pure core.
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -156,9 +157,17 @@ CLOCK_SLACK: Final = timedelta(seconds=2)
 
 def provider_inputs(target: KubernetesTarget, sdk_version: str) -> dict[str, Any]:
     """The inputs the state records for the one explicit provider (``provider.make_provider``):
-    explicit context and namespace, SSA on, the kubeconfig path only when configured, and the
+    explicit context and namespace, SSA on, its client's rate (as the SDK sends an object: JSON, in
+    the order of its arguments), the kubeconfig path only when configured, and the
     pulumi-kubernetes SDK's version."""
-    inputs = {"context": target.context, "enableServerSideApply": "true", "namespace": target.namespace, "version": sdk_version}
+    rate = target.provider_client
+    inputs = {
+        "context": target.context,
+        "enableServerSideApply": "true",
+        "kubeClientSettings": json.dumps({"burst": rate.burst, "qps": rate.qps}),
+        "namespace": target.namespace,
+        "version": sdk_version,
+    }
     if target.kubeconfig is not None:
         inputs["kubeconfig"] = target.kubeconfig
     return inputs

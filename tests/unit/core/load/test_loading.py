@@ -76,6 +76,32 @@ def test_bad_environment_value_names_the_variable(values: dict[str, Any]) -> Non
     ]
 
 
+def test_the_providers_client_rate_is_500_per_second_unless_the_stack_or_the_providers_variables_say_another(
+    values: dict[str, Any],
+) -> None:
+    rate = loading.load(values, source=SRC, env={}).kubernetes.provider_client
+    assert (rate.qps, rate.burst) == (500, 1000)
+    values["infercrane:kubernetes"]["providerClient"] = {"qps": 40, "burst": 80}
+    rate = loading.load(values, source=SRC, env={}).kubernetes.provider_client
+    assert (rate.qps, rate.burst) == (40, 80)
+    rate = loading.load(values, source=SRC, env={"PULUMI_K8S_CLIENT_QPS": "25.5", "PULUMI_K8S_CLIENT_BURST": "60"})
+    assert (rate.kubernetes.provider_client.qps, rate.kubernetes.provider_client.burst) == (25.5, 60)
+
+
+def test_a_providers_client_rate_that_is_no_positive_number_is_refused_where_it_was_set(values: dict[str, Any]) -> None:
+    assert problems(values, {"PULUMI_K8S_CLIENT_QPS": "fast"}) == [
+        "PULUMI_K8S_CLIENT_QPS (environment): 'fast': Input should be a valid number, unable to parse string as a number\n"
+        "    fix: use requests per second above 0, e.g. 500 (the default) or 50 (pulumi-kubernetes' own)"
+    ]
+    values["infercrane:kubernetes"]["providerClient"] = {"qps": 0, "burst": 0}
+    assert problems(values) == [
+        f"{SRC}: infercrane:kubernetes.providerClient.qps: 0: Input should be greater than 0\n"
+        "    fix: use requests per second above 0, e.g. 500 (the default) or 50 (pulumi-kubernetes' own)",
+        f"{SRC}: infercrane:kubernetes.providerClient.burst: 0: Input should be greater than or equal to 1\n"
+        "    fix: use a whole number of requests of at least 1, e.g. 1000 (the default) or 120 (pulumi-kubernetes' own)",
+    ]
+
+
 def test_placeholder_digest_is_refused(values: dict[str, Any]) -> None:
     values["infercrane:kubernetes"]["imageDigest"] = "vllm/vllm-openai@sha256:REPLACE_WITH_QUALIFIED_DIGEST"
     out = problems(values)
