@@ -34,6 +34,30 @@ def owned(admin: Client, stack: str) -> list[str]:
     return out
 
 
+def test_a_stack_recorded_before_the_providers_client_rate_existed_gets_one_provider_update_and_no_other_change(
+    project: Project, admin: Client
+) -> None:
+    """The provider's client rate (``providerClient``) is one of its recorded inputs. A stack whose
+    state an earlier release wrote, without it, is updated in place: the provider and nothing
+    else -- no object applied again, none replaced."""
+    stack, key = "itrate", "it-rate-r0"
+    name = naming.object_name(key)
+    engine = project.stack(stack, [replica(key)])
+    engine.up()
+    generation = admin.get(Deployment, name, namespace=NS).metadata.generation
+    earlier = engine.stack.export_stack()
+    (provider,) = [r for r in earlier.deployment["resources"] if r["type"] == "pulumi:providers:kubernetes"]
+    del provider["inputs"]["kubeClientSettings"]
+    provider.get("outputs", {}).pop("kubeClientSettings", None)
+    engine.stack.import_stack(earlier)
+    up = engine.up()
+    changes = {op: n for op, n in up.summary.resource_changes.items() if op != "same"}
+    assert changes == {"update": 1}, up.stdout
+    assert "pulumi:providers:kubernetes infercrane updated" in up.stdout
+    assert admin.get(Deployment, name, namespace=NS).metadata.generation == generation
+    engine.destroy()
+
+
 @pytest.mark.qualification
 def test_service_deleted_out_of_band_is_repaired_by_refresh_and_up(project: Project, admin: Client) -> None:
     key = "it-repair-r0"
