@@ -98,7 +98,7 @@ class ProviderClient(Frozen):
     provider's own ``PULUMI_K8S_CLIENT_QPS`` and ``PULUMI_K8S_CLIENT_BURST``."""
 
     qps: float = Field(
-        500,
+        500.0,  # a float as a stack's value becomes: the recorded input is the same either way
         gt=0,
         le=100_000,
         description="Requests per second the provider's client may send on average (pulumi-kubernetes' own default: 50).",
