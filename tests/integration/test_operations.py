@@ -50,6 +50,8 @@ def test_a_stack_recorded_before_the_providers_client_rate_existed_gets_one_prov
     del provider["inputs"]["kubeClientSettings"]
     provider.get("outputs", {}).pop("kubeClientSettings", None)
     engine.stack.import_stack(earlier)
+    plan = cli(project, "plan", "--stack", stack)  # it speaks of cluster objects: none changes
+    assert plan.returncode == 0 and "no changes" in plan.stdout, plan.stdout + plan.stderr[-2000:]
     up = engine.up()
     changes = {op: n for op, n in up.summary.resource_changes.items() if op != "same"}
     assert changes == {"update": 1}, up.stdout

@@ -109,7 +109,8 @@ class ProviderClient(Frozen):
 
 
 class KubernetesTarget(Frozen):
-    """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*``."""
+    """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*`` (and the provider's
+    ``PULUMI_K8S_CLIENT_*``): :data:`ENV_FIELDS`."""
 
     context: str = Field(description="kubeconfig context, always explicit; never the current-context.")
     namespace: str = Field("infercrane-system", description="Namespace of every object (DNS label).")

@@ -84,8 +84,9 @@ def test_the_providers_client_rate_is_500_per_second_unless_the_stack_or_the_pro
     values["infercrane:kubernetes"]["providerClient"] = {"qps": 40, "burst": 80}
     rate = loading.load(values, source=SRC, env={}).kubernetes.provider_client
     assert (rate.qps, rate.burst) == (40, 80)
-    rate = loading.load(values, source=SRC, env={"PULUMI_K8S_CLIENT_QPS": "25.5", "PULUMI_K8S_CLIENT_BURST": "60"})
-    assert (rate.kubernetes.provider_client.qps, rate.kubernetes.provider_client.burst) == (25.5, 60)
+    env = {"PULUMI_K8S_CLIENT_QPS": "25.5", "PULUMI_K8S_CLIENT_BURST": "60"}
+    rate = loading.load(values, source=SRC, env=env).kubernetes.provider_client
+    assert (rate.qps, rate.burst) == (25.5, 60)
 
 
 def test_a_providers_client_rate_that_is_no_positive_number_is_refused_where_it_was_set(values: dict[str, Any]) -> None:
