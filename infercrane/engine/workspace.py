@@ -12,13 +12,15 @@ One module, past 300 lines: every Automation API call goes through the one :clas
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import json
 import os
+import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -38,6 +40,25 @@ from infercrane.shell.channel import Channel
 
 if TYPE_CHECKING:
     from pulumi import automation as auto
+
+
+@contextlib.contextmanager
+def _scratch(env: dict[str, str]) -> Iterator[None]:
+    """The run's own temporary directory (mode 0700) as the engine's ``TMPDIR``, removed with
+    all it holds when the run ends. pulumi-kubernetes writes the kubeconfig it is given into a new
+    temporary file each time its provider is configured (for Helm) and never removes it: a copy
+    of the cluster's credentials left behind by every plan and deploy (docs/engine.md)."""
+    before = env.get("TMPDIR")
+    scratch = tempfile.mkdtemp(prefix="infercrane-run-")
+    env["TMPDIR"] = scratch
+    try:
+        yield
+    finally:
+        if before is None:
+            env.pop("TMPDIR", None)
+        else:
+            env["TMPDIR"] = before
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @cache
@@ -164,7 +185,7 @@ class Engine:
         if skip_checkpoints:
             env["PULUMI_SKIP_CHECKPOINTS"] = "true"
         try:
-            with runs.watching(self.project_dir, self.stack_name):  # proof its lock is ours, should it be killed
+            with runs.watching(self.project_dir, self.stack_name), _scratch(env):  # proof its lock is ours, should it be killed
                 return getattr(stack, op)(color="never", **kw)
         except _auto().CommandError as exc:
             if channel.error is not None:

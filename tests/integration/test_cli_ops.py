@@ -221,3 +221,16 @@ def test_with_json_every_stderr_line_of_plan_deploy_and_destroy_is_a_json_event(
     assert r.returncode == 1
     (error,) = [e for e in _stderr_events(r) if e["event"] == "error"]
     assert error["command"] == "deploy" and "NVIDIA-NOT-A-GPU" in error["message"]
+
+
+def test_a_plan_a_deploy_and_a_destroy_leave_the_temporary_directory_as_they_found_it(
+    project: Project, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The stack names its kubeconfig (the plane's, as every test here): pulumi-kubernetes copies
+    it into a new temporary file each time its provider is configured and never removes it."""
+    tmp = tmp_path_factory.mktemp("tmpdir")
+    project.stack("ittmp", [replica("it-tmp-r0")])
+    for args in (("plan",), ("deploy",), ("plan",), ("destroy",)):
+        r = cli(project, *args, "--stack", "ittmp", env={"TMPDIR": str(tmp)})
+        assert r.returncode in (0, 3), r.stderr
+        assert sorted(p.name for p in tmp.iterdir()) == [], f"`infercrane {args[0]}` left these in TMPDIR"
