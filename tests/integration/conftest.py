@@ -272,10 +272,13 @@ def plain_pulumi(
     project: Project, stack: str, env: dict[str, str] | None = None
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the
-    Automation API; ``env``: added to its environment."""
+    Automation API; ``env``: added to its environment. Its ``TMPDIR`` is the test's own, as
+    docs/engine.md advises for plain Pulumi: the provider leaves a kubeconfig copy there each run."""
     from infercrane.engine.environment import engine_env
 
-    env = dict(os.environ) | engine_env(stack, project.root) | (env or {})
+    scratch = project.root / ".tmp"
+    scratch.mkdir(mode=0o700, exist_ok=True)
+    env = dict(os.environ) | engine_env(stack, project.root) | {"TMPDIR": str(scratch)} | (env or {})
 
     def pulumi(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
