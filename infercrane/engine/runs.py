@@ -79,16 +79,14 @@ def lock_written_by(timestamp: str, start: float) -> bool:
     return start - 1.0 <= at <= start + LOCK_AFTER_START_SECONDS
 
 
-def _children(proc: Path = Path("/proc")) -> set[int]:
-    """This process's children: from each thread's ``children`` list (cheap), or -- on a kernel
-    without it (CONFIG_PROC_CHILDREN) -- from every process's parent pid."""
-    lists = list((proc / "self" / "task").glob("*/children"))
+def _children(tid: int, proc: Path = Path("/proc")) -> set[int]:
+    """The children thread ``tid`` of this process started: its ``children`` list (one read; the
+    process has dozens of threads -- the SDK's RPC pool, gRPC's), or -- on a kernel without it
+    (CONFIG_PROC_CHILDREN) -- from every process's parent pid."""
+    children = proc / "self" / "task" / str(tid) / "children"
+    with contextlib.suppress(OSError):
+        return {int(p) for p in children.read_text().split()}
     out: set[int] = set()
-    for children in lists:
-        with contextlib.suppress(OSError):
-            out |= {int(p) for p in children.read_text().split()}
-    if lists:
-        return out
     me = os.getpid()
     for stat in proc.glob("[0-9]*/stat"):
         with contextlib.suppress(OSError, ValueError, IndexError):
@@ -119,9 +117,11 @@ def watching(project_dir: Path, stack: str) -> Iterator[None]:
     seen: set[int] = set()
     done = threading.Event()
 
+    starter = threading.get_native_id()  # the engine call runs its `pulumi` from this thread
+
     def watch() -> None:
         while not done.wait(POLL_SECONDS):
-            for pid in _children() - seen:
+            for pid in _children(starter) - seen:
                 start = _start_time(pid)
                 seen.add(pid)
                 if start is None:

@@ -13,6 +13,7 @@ the others go on; the program then fails, so Pulumi's own end-of-run deletions d
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import deque
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ from infercrane.core.errors import CanaryRejected, InferCraneError, StillDrainin
 from infercrane.core.plan.ledger import Gpus, Ledger, in_words
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
-from infercrane.shell.components import ReplicaComponent
+from infercrane.shell.components import Ahead, ReplicaComponent
 
 if TYPE_CHECKING:
     from infercrane.core.plan import canary
@@ -135,6 +136,7 @@ async def roll(
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
     lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted)
+    ahead = Ahead()  # one pace for every lane: a wave of all endpoints at once is one burst
 
     async def lane(lane: Lane) -> None:
         try:
@@ -173,8 +175,7 @@ async def roll(
             components = []
             try:
                 for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
-                    components.append(register(key))
-                    await asyncio.sleep(0)  # each registration leaves for the engine while the next is built
+                    components.append(await ahead.register(functools.partial(register, key)))
                 results = list(await asyncio.gather(*(waits.of(c) for c in components)))
             except InferCraneError as exc:
                 outcome.stopped.append((lane.endpoint, where, exc))

@@ -13,6 +13,7 @@ runs; under Pulumi mocks only the render. Pulumi shell.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,7 +43,7 @@ from infercrane.core.state.urns import legacy_names, legacy_slots
 from infercrane.live.stack.context import StackContext
 from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, running_under_mocks, settled
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
-from infercrane.shell.components import ReplicaComponent
+from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.outputs import export, summary_of
 from infercrane.shell.provider import make_provider
 
@@ -213,9 +214,9 @@ async def run(channel: Channel) -> None:
         _end(channel, checked, components, evidence, canaries)
         return
     components = []
+    ahead = Ahead()
     for r in checked.rendered:
-        components.append(checked.component(r))
-        await asyncio.sleep(0)
+        components.append(await ahead.register(functools.partial(checked.component, r)))
     _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
 
 

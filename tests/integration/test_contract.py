@@ -25,6 +25,8 @@ from infercrane.engine.workspace import Engine
 from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
 from infercrane.live.stack import preflight
+from infercrane.local.components import AUDIT_LOG
+from infercrane.local.layout import DEPLOYER_USER
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
@@ -118,6 +120,54 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
     r = cli(project, "plan", "--stack", "itdrift")
     assert r.returncode == 0 and "no changes (proven by the stack's state and a live dry run" in r.stdout
     assert cli(project, "destroy", "--stack", "itdrift").returncode == 0
+
+
+def _dry_runs(project: Project) -> list[str]:
+    """``resource/name`` of every server-side dry run the CLI's own client sent as the deploying
+    identity, in order (the plane's audit log: one line per request; the provider's, which a
+    ``pulumi preview`` sends, come from another user agent)."""
+    lines = (project.plane.state / AUDIT_LOG).read_text().splitlines()
+    return [
+        f"{e['objectRef']['resource']}/{e['objectRef']['name']}"
+        for e in map(json.loads, lines)
+        if e["user"]["username"] == DEPLOYER_USER
+        and e["verb"] == "patch"
+        and "dryRun=All" in e["requestURI"]
+        and e.get("userAgent", "").startswith("python-httpx")
+    ]
+
+
+def test_a_plan_dry_runs_every_deployment_but_no_service_its_live_form_proves_unchanged(project: Project, admin: Client) -> None:
+    keys = ["it-proven-r0", "it-proven-r1"]
+    project.stack("itproven", [replica(k) for k in keys])
+    assert cli(project, "deploy", "--stack", "itproven").returncode == 0
+    names = [naming.object_name(k) for k in keys]
+    before = len(_dry_runs(project))
+    r = cli(project, "plan", "--stack", "itproven", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["basis"] == "state+live", r.stderr
+    assert sorted(_dry_runs(project)[before:]) == sorted(f"deployments/{n}" for n in names)
+    # Our own manager re-applies a Service's port with another value: that Service is dry-run
+    # and planned as an update; the other is still proven by its live form.
+    (svc,) = [
+        m
+        for m in render_checked(load(project, "itproven"), "itproven")
+        for m in m.manifests
+        if m["kind"] == "Service" and m["metadata"]["name"] == names[1]
+    ]
+    changed = copy.deepcopy(svc)
+    changed["spec"]["ports"][0]["port"] += 1
+    stdin = yaml.safe_dump(changed)
+    r = kubectl(project.plane, "apply", "--server-side", f"--field-manager={naming.FIELD_MANAGER}", "-f", "-", stdin=stdin)
+    assert r.returncode == 0, r.stderr
+    before = len(_dry_runs(project))
+    r = cli(project, "plan", "--stack", "itproven", "--json")
+    assert r.returncode == 3, r.stderr
+    assert {p["key"]: p["action"] for p in json.loads(r.stdout)["replicas"]} == {keys[0]: "same", keys[1]: "update"}
+    sent = _dry_runs(project)[before:]
+    assert f"services/{names[1]}" in sent and f"services/{names[0]}" not in sent, sent
+    assert cli(project, "deploy", "--stack", "itproven").returncode == 0
+    assert admin.get(Service, names[1], namespace=NS).spec.ports[0].port == svc["spec"]["ports"][0]["port"]
+    assert cli(project, "destroy", "--stack", "itproven").returncode == 0
 
 
 @pytest.mark.qualification

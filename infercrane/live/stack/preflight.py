@@ -4,7 +4,8 @@
 left untouched (pulumi-kubernetes would adopt it). (b) Every object is applied server-side as a
 strict dry run (``fieldValidation=Strict``), as ``infercrane-provider-v1`` with force off; every
 conflict is collected with the other manager and the field path (pulumi-kubernetes would silently
-take over ``kubectl``'s fields), every unknown or duplicate field with the server's message.
+take over ``kubectl``'s fields), every unknown or duplicate field with the server's message --
+except a Service whose live form proves the apply a no-op (:func:`_proven_unchanged`).
 (0) Before rendering, :func:`verify_cache` checks the mapped model caches (one LIST of claims).
 (c) The dry run's Pod Security warnings (``would violate PodSecurity "restricted:latest": …``; a
 namespace warns at the level it enforces) are refused too -- the ReplicaSet's pods would be
@@ -199,6 +200,8 @@ def run(
     report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
     if read_only:
         return _judged_read_only(report, to_check, ownership)
+    proven, to_check = _proven_unchanged(to_check, live)
+    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.SAME for m in proven}
     with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
         results = list(pool.map(dry_run, to_check))
     conflicts: list[str] = []
@@ -240,6 +243,35 @@ def run(
     if ownership or conflicts or invalid or pod_security:
         raise PreflightRefused(ownership, conflicts, invalid, pod_security)
     return report
+
+
+#: Kinds an apply of which the live form can prove a no-op: no pod template (no Pod Security
+#: verdict to ask for), a schema the API server does not change under a running object (core v1).
+PROVEN_BY_LIVE: Final = frozenset({"Service"})
+
+
+def _proven_unchanged(
+    to_check: list[dict[str, Any]], live: Mapping[tuple[str, str], Mapping[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``to_check`` in two: the objects a dry run would tell nothing new, and the others. The first
+    are Services whose live form has every field we apply at the value we apply, none of ours
+    dropped and none held by another manager at another value
+    (:func:`~infercrane.core.plan.fields.compare`): applying one changes nothing and meets no
+    conflict, and the server accepted exactly those fields when it stored them. Any doubt -- a
+    missing or changed field, a conflict, a field the server rewrote (it differs) -- gets the
+    strict dry run."""
+    proven: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for m in to_check:
+        before = live.get((m["kind"], m["metadata"]["name"]))
+        same = (
+            m["kind"] in PROVEN_BY_LIVE
+            and before is not None
+            and (compared := compare(m, before, naming.FIELD_MANAGER)).action is Action.SAME
+            and not compared.conflicts
+        )
+        (proven if same else others).append(m)
+    return proven, others
 
 
 def _judged_read_only(report: Report, to_check: list[dict[str, Any]], ownership: list[str]) -> Report:

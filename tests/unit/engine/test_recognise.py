@@ -356,7 +356,7 @@ def test_a_kernel_without_thread_children_lists_still_finds_the_runs_pulumi_chil
     for pid, ppid in ((4242, me), (4343, 1), (4444, me)):
         (proc / str(pid)).mkdir()
         (proc / str(pid) / "stat").write_text(f"{pid} (pulumi) S {ppid} {pid} {pid} 0 -1")
-    assert runs._children(proc) == {4242, 4444}
+    assert runs._children(1, proc) == {4242, 4444}
 
 
 def test_an_engine_failure_during_an_update_says_it_may_have_applied_part_of_its_change() -> None:

@@ -26,10 +26,24 @@ SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
 
 
 @dataclass
+class UrnDouble:
+    """Stands in for a component's URN output: answered at once, as by an engine with nothing queued."""
+
+    value: str
+
+    async def future(self) -> str:
+        return self.value
+
+
+@dataclass
 class ComponentDouble:
-    """Stands in for a ReplicaComponent: its name and summary."""
+    """Stands in for a ReplicaComponent: its name, summary and URN."""
 
     key: str
+
+    @property
+    def urn(self) -> UrnDouble:
+        return UrnDouble(f"urn:pulumi:test::infercrane::infercrane:index:Replica::obj-{self.key}")
 
     @property
     def name(self) -> str:

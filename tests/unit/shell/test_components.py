@@ -1,0 +1,72 @@
+"""The program's pacing: at most ``limit`` replica components registered ahead of the engine's answers."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from infercrane.shell.components import Ahead
+
+
+@dataclass
+class Answer:
+    """Stands in for a component's URN output; the test answers it, as the engine would."""
+
+    done: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def future(self) -> asyncio.Future[str]:
+        return self.done
+
+
+@dataclass
+class ComponentDouble:
+    key: str
+    urn: Answer = field(default_factory=Answer)
+
+
+def test_a_component_beyond_the_limit_is_built_only_once_an_earlier_one_is_answered() -> None:
+    async def scenario() -> list[str]:
+        ahead, built, log = Ahead(limit=2), [], []
+
+        def build(key: str) -> ComponentDouble:
+            log.append(f"built {key}")
+            built.append(ComponentDouble(key))
+            return built[-1]
+
+        await ahead.register(lambda: build("a"))
+        await ahead.register(lambda: build("b"))
+        third = asyncio.ensure_future(ahead.register(lambda: build("c")))
+        await asyncio.sleep(0.01)
+        log.append("answer a")
+        built[0].urn.done.set_result("urn-a")
+        await third
+        return log
+
+    assert asyncio.run(scenario()) == ["built a", "built b", "answer a", "built c"]
+
+
+def test_a_failed_registration_frees_its_place_and_is_left_to_the_engine_to_report() -> None:
+    async def scenario() -> str:
+        ahead = Ahead(limit=1)
+        first = await ahead.register(lambda: ComponentDouble("a"))
+        first.urn.done.set_exception(RuntimeError("the engine failed the registration"))
+        second = await asyncio.wait_for(ahead.register(lambda: ComponentDouble("b")), timeout=1)
+        return second.key
+
+    assert asyncio.run(scenario()) == "b"
+
+
+def test_a_build_that_raises_frees_its_place() -> None:
+    async def scenario() -> str:
+        ahead = Ahead(limit=1)
+
+        def broken() -> ComponentDouble:
+            raise ValueError("refused")
+
+        try:
+            await ahead.register(broken)
+        except ValueError:
+            pass
+        return (await asyncio.wait_for(ahead.register(lambda: ComponentDouble("b")), timeout=1)).key
+
+    assert asyncio.run(scenario()) == "b"
