@@ -47,7 +47,7 @@ def _scratch(env: dict[str, str]) -> Iterator[None]:
     """The run's own temporary directory (mode 0700) as the engine's ``TMPDIR``, removed with
     all it holds when the run ends. pulumi-kubernetes writes the kubeconfig it is given into a new
     temporary file each time its provider is configured (for Helm) and never removes it: a copy
-    of the cluster's credentials left behind by every plan and deploy (docs/engine.md)."""
+    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md)."""
     before = env.get("TMPDIR")
     scratch = tempfile.mkdtemp(prefix="infercrane-run-")
     env["TMPDIR"] = scratch
