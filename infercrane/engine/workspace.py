@@ -17,7 +17,6 @@ import dataclasses
 import functools
 import json
 import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
@@ -49,16 +48,15 @@ def _scratch(env: dict[str, str]) -> Iterator[None]:
     temporary file each time its provider is configured (for Helm) and never removes it: a copy
     of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md)."""
     before = env.get("TMPDIR")
-    scratch = tempfile.mkdtemp(prefix="infercrane-run-")
-    env["TMPDIR"] = scratch
-    try:
-        yield
-    finally:
-        if before is None:
-            env.pop("TMPDIR", None)
-        else:
-            env["TMPDIR"] = before
-        shutil.rmtree(scratch, ignore_errors=True)
+    with tempfile.TemporaryDirectory(prefix="infercrane-run-", ignore_cleanup_errors=True) as scratch:
+        env["TMPDIR"] = scratch
+        try:
+            yield
+        finally:
+            if before is None:
+                env.pop("TMPDIR", None)
+            else:
+                env["TMPDIR"] = before
 
 
 @cache

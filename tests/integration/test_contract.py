@@ -25,11 +25,11 @@ from infercrane.engine.workspace import Engine
 from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
 from infercrane.live.stack import preflight
-from infercrane.local.components import AUDIT_LOG
 from infercrane.local.layout import DEPLOYER_USER
 from infercrane.project import stackfile
 from tests.integration.conftest import Project, get_or_none, kubectl, replica
 from tests.integration.test_cli_ops import cli
+from tests.integration.test_read_only_plan import requests_by
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -124,16 +124,12 @@ def test_deploy_repairs_a_deleted_service_and_a_reset_field_and_plan_shows_both(
 
 def _dry_runs(project: Project) -> list[str]:
     """``resource/name`` of every server-side dry run the CLI's own client sent as the deploying
-    identity, in order (the plane's audit log: one line per request; the provider's, which a
-    ``pulumi preview`` sends, come from another user agent)."""
-    lines = (project.plane.state / AUDIT_LOG).read_text().splitlines()
+    identity, in order (the plane's audit log; the provider's, which a ``pulumi preview`` sends,
+    come from another user agent)."""
     return [
         f"{e['objectRef']['resource']}/{e['objectRef']['name']}"
-        for e in map(json.loads, lines)
-        if e["user"]["username"] == DEPLOYER_USER
-        and e["verb"] == "patch"
-        and "dryRun=All" in e["requestURI"]
-        and e.get("userAgent", "").startswith("python-httpx")
+        for e in requests_by(project.plane, DEPLOYER_USER)
+        if e["verb"] == "patch" and "dryRun=All" in e["requestURI"] and e.get("userAgent", "").startswith("python-httpx")
     ]
 
 
