@@ -11,7 +11,12 @@ While an engine call runs (:func:`watching`), a thread notes each ``pulumi`` chi
 process: its pid and start time, one file per process under
 ``.infercrane/engine-runs/<machine>/<stack>/`` of the project. The call's end removes its files;
 a run killed with SIGKILL (a CI job cancelled) leaves them, and with them the proof its lock is
-ours. :func:`started` reads them back. Engine layer.
+ours. :func:`started` reads them back.
+
+Each engine call also runs with a temporary directory of its own (``engine/workspace._scratch``),
+named by this machine and the process that made it (:func:`scratch_prefix`); a killed run leaves
+it, and a later run of this machine removes it once that process is gone (:func:`sweep_scratch`).
+Engine layer.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import socket
+import stat as modes
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -33,6 +40,8 @@ from typing import Final
 POLL_SECONDS: Final = 0.1
 #: A lock is the recorded process's only when written this soon after the process started.
 LOCK_AFTER_START_SECONDS: Final = 120.0
+#: How every engine run's temporary directory is named first (then :func:`scratch_prefix`).
+SCRATCH_PREFIX: Final = "infercrane-run-"
 
 
 def machine() -> str:
@@ -107,6 +116,51 @@ def _start_time(pid: int) -> float | None:
         return None
     ticks = int(text[text.rindex(")") + 1 :].split()[19])  # field 22, starttime
     return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
+    """When ``pid`` started, in clock ticks after boot (field 22 of its ``stat``): with the pid, one
+    process of this boot. None: no such process."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+        return int(text[text.rindex(")") + 1 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def scratch_prefix() -> str:
+    """How this process's run directories are named first: :data:`SCRATCH_PREFIX`, this machine,
+    this process's pid and start (``infercrane-run-<machine>-<pid>-<ticks>-``)."""
+    pid = os.getpid()
+    return f"{SCRATCH_PREFIX}{machine()}-{pid}-{_ticks(pid)}-"
+
+
+def sweep_scratch(tmp: Path, proc: Path = Path("/proc")) -> list[str]:
+    """Remove from ``tmp`` the run directories that killed runs of this machine left: named by this
+    machine (:func:`scratch_prefix`), owned by this user, and the process that made them no longer
+    running (no process with that pid and start). Never one of another machine (a temporary
+    directory shared between containers) or of a process still running. The names removed."""
+    named = re.compile(rf"{re.escape(SCRATCH_PREFIX)}{machine()}-(\d+)-(\d+)-")
+    removed = []
+    try:
+        entries = list(tmp.iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        made_by = named.match(entry.name)
+        if made_by is None:
+            continue
+        try:
+            st = entry.lstat()
+        except OSError:
+            continue
+        if not modes.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        if _ticks(int(made_by[1]), proc) == int(made_by[2]):
+            continue  # its process still runs
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed
 
 
 @contextlib.contextmanager

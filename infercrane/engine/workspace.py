@@ -46,9 +46,12 @@ def _scratch(env: dict[str, str]) -> Iterator[None]:
     """The run's own temporary directory (mode 0700) as the engine's ``TMPDIR``, removed with
     all it holds when the run ends. pulumi-kubernetes writes the kubeconfig it is given into a new
     temporary file each time its provider is configured (for Helm) and never removes it: a copy
-    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md)."""
+    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md).
+    A run killed with SIGKILL leaves its directory: the next run of this machine removes it
+    (:func:`~infercrane.engine.runs.sweep_scratch`)."""
     before = env.get("TMPDIR")
-    with tempfile.TemporaryDirectory(prefix="infercrane-run-", ignore_cleanup_errors=True) as scratch:
+    runs.sweep_scratch(Path(tempfile.gettempdir()))  # what killed runs of this machine left there
+    with tempfile.TemporaryDirectory(prefix=runs.scratch_prefix(), ignore_cleanup_errors=True) as scratch:
         env["TMPDIR"] = scratch
         try:
             yield
@@ -291,10 +294,7 @@ class Engine:
         for note in clear_stale_locks(self.stack_name, self.engine_env, self.project_dir):
             self.sink(Note(note))
         empty = {k: v for k, v in recorded.items() if k not in CLEARED} | {"resources": []}
-        with tempfile.NamedTemporaryFile("w", suffix=".json", prefix="infercrane-empty-state-") as fh:
-            json.dump({"version": 3, "deployment": empty}, fh)
-            fh.flush()
-            self._cli("stack", "import", "--file", fh.name)
+        self._cli("stack", "import", stdin=json.dumps({"version": 3, "deployment": empty}))  # no file left by a killed run
 
     def forget_new(self, stack_file: bytes | None) -> None:
         """Undo what selecting a stack that did not exist wrote, after a refusal applied nothing:
@@ -321,13 +321,14 @@ class Engine:
         True when there was a stack to remove."""
         return self._cli("stack", "rm", "--yes", "--force", "--preserve-config", check=False).returncode == 0
 
-    def _cli(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    def _cli(self, *args: str, check: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         """One Pulumi CLI command on this stack outside the Automation API (no program, no
-        ``pulumi version`` probe, no SDK import): state bookkeeping. Failures: EngineError."""
+        ``pulumi version`` probe, no SDK import): state bookkeeping, ``stdin`` its standard input.
+        Failures: EngineError."""
         env = {**os.environ, **self.check_passphrase()}
         cmd = [str(find_tool("pulumi")), *args, "--stack", self.stack_name, "--non-interactive"]
         with runs.watching(self.project_dir, self.stack_name):
-            done = subprocess.run(cmd, cwd=self.project_dir, env=env, capture_output=True, text=True, check=False)
+            done = subprocess.run(cmd, cwd=self.project_dir, env=env, input=stdin, capture_output=True, text=True, check=False)
         if check and done.returncode != 0:
             raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         return done

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,10 +39,20 @@ CLOCK_SLACK = 2.5  # seconds: past the backup check's slack for whole-second ser
 
 
 @pytest.fixture(params=["file", "postgres"])
-def swept(request: pytest.FixtureRequest, project: Project, monkeypatch: pytest.MonkeyPatch) -> Project:
+def swept(request: pytest.FixtureRequest, project: Project, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Project:
+    """The project, its CLI runs given a temporary directory of the test's own (``TMPDIR``)."""
     if request.param == "postgres":
         monkeypatch.setenv("PULUMI_BACKEND_URL", request.getfixturevalue("postgres"))
+    scratch = tmp_path / "tmpdir"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
     return project
+
+
+def left_in_tmpdir() -> list[str]:
+    """What the runs left in their temporary directory (the ``swept`` fixture's): a killed run's
+    own directory is removed by the next run (``engine.runs.sweep_scratch``)."""
+    return sorted(p.name for p in Path(os.environ["TMPDIR"]).iterdir())
 
 
 def owned(admin: Client, stack: str) -> dict[str, str]:
@@ -147,6 +158,7 @@ def test_a_deploy_killed_at_any_instant_converges_when_rerun_with_the_same_key(s
         assert "already applied at" in third.stdout, (label, third.stdout)
         tried.append(f"{label}{'' if landed else ' (finished first)'}: {len(before)} live")
         run_ok(swept, "destroy", "--stack", stack)
+        assert left_in_tmpdir() == [], label
     print(f"deploy kill sweep: {len(points)} kill points over a {span:.1f} s run, all converged: {tried}")
 
 
@@ -164,6 +176,7 @@ def test_a_destroy_killed_at_any_instant_leaves_zero_objects_and_an_empty_state_
         assert owned(admin, stack) == {}, at
         state = assert_clean_state(swept, stack)
         assert [r["type"] for r in state.get("resources") or [] if r["type"] != "pulumi:pulumi:Stack"] == [], at
+        assert left_in_tmpdir() == [], at
     print(f"destroy kill sweep: {len(points)} kill points over a {span:.1f} s run, all converged")
 
 
