@@ -972,23 +972,32 @@ def slot_scheme_release(tmp: Path) -> Path:
     return out
 
 
-def test_a_stack_deployed_under_slot_names_moves_to_key_identity_without_a_replacement_even_reordered(
-    slow: Project, slow_admin: Client, tmp_path: Path
-) -> None:
-    stack = "rolmigrate"
-    keys = [f"{stack}-r0", f"{stack}-r1", f"{stack}-r2"]
-    slow.stack(stack, [rep(k) for k in keys])
-    release = slot_scheme_release(tmp_path)
-    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(slow.root), "PYTHONPATH": str(release)}
+def deploy_with_slot_scheme_release(project: Project, stack: str, tmp: Path) -> None:
+    """``infercrane deploy`` of the slot scheme's release. Its ``TMPDIR`` is the test's own: that
+    release predates the run's own temporary directory, and its provider leaves a kubeconfig copy
+    there (docs/engine.md)."""
+    release = slot_scheme_release(tmp)
+    scratch = tmp / "slot-release-tmp"
+    scratch.mkdir(mode=0o700)
+    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(project.root), "PYTHONPATH": str(release), "TMPDIR": str(scratch)}
     old = subprocess.run(
         [sys.executable, "-m", "infercrane", "deploy", "--stack", stack],
-        cwd=slow.root,
+        cwd=project.root,
         env=env,
         capture_output=True,
         text=True,
         timeout=600,
     )
     assert old.returncode == 0, old.stderr[-3000:]
+
+
+def test_a_stack_deployed_under_slot_names_moves_to_key_identity_without_a_replacement_even_reordered(
+    slow: Project, slow_admin: Client, tmp_path: Path
+) -> None:
+    stack = "rolmigrate"
+    keys = [f"{stack}-r0", f"{stack}-r1", f"{stack}-r2"]
+    slow.stack(stack, [rep(k) for k in keys])
+    deploy_with_slot_scheme_release(slow, stack, tmp_path)
     assert not hardened(slow_admin, keys[0])
     before = unhardened(slow_admin, keys)
     # The first deploy of this release, with the list reordered at the same time: every object kept.
@@ -1016,17 +1025,7 @@ def test_plain_pulumi_up_on_a_stack_still_named_by_slot_keeps_each_kept_keys_obj
     stack = "rolslotplain"
     keys = [f"{stack}-r0", f"{stack}-r1"]
     slow.stack(stack, [rep(k) for k in keys])
-    release = slot_scheme_release(tmp_path)
-    env = dict(os.environ) | {"INFERCRANE_PROJECT_DIR": str(slow.root), "PYTHONPATH": str(release)}
-    old = subprocess.run(
-        [sys.executable, "-m", "infercrane", "deploy", "--stack", stack],
-        cwd=slow.root,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert old.returncode == 0, old.stderr[-3000:]
+    deploy_with_slot_scheme_release(slow, stack, tmp_path)
     kept = unhardened(slow_admin, keys[1:])
     slow.stack(stack, [rep(keys[1])])
     r = plain_pulumi(slow, stack)("up", "--yes", "--skip-preview")
