@@ -41,6 +41,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots
 from infercrane.live.stack.context import StackContext
+from infercrane.shell import sdk
 from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, running_under_mocks, settled
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import Ahead, ReplicaComponent
@@ -186,6 +187,7 @@ def check(
 def main(channel: Channel | None = None) -> None:
     """The program, as ``__main__.py`` runs it (plain ``pulumi``): :func:`run`'s steps, at once."""
     channel = channel or Channel()
+    sdk.record_no_stack_traces()
     checked = _checked(channel)
     components = [checked.component(r) for r in checked.rendered]
     _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
@@ -199,7 +201,8 @@ async def run(channel: Channel) -> None:
     while the next is built; or, when the caller drives a rollout, lane by lane
     (:func:`_in_lanes`) -- then the stack's outputs (:func:`_end`). With a ``gate``, the provider
     is registered first and the rest waits for the caller's inputs."""
-    _drop_sdk_debug_lines()
+    sdk.drop_debug_lines()
+    sdk.record_no_stack_traces()
     provider = None
     if channel.gate is not None and channel.context is not None:
         provider = make_provider(channel.context.config.kubernetes)  # its plugin starts and is configured meanwhile
@@ -218,18 +221,6 @@ async def run(channel: Channel) -> None:
     for r in checked.rendered:
         components.append(await ahead.register(functools.partial(checked.component, r)))
     _end(channel, checked, components, await_readiness(components, checked.config, channel, checked.context))
-
-
-def _drop_sdk_debug_lines() -> None:
-    """The SDK sends each of its debug lines to the engine as one blocking RPC on the event loop --
-    three to five per registration (pulumi/pulumi#7292, #17481), about 12,000 for 1,000 replicas --
-    that only ``--debug`` shows, and no ``infercrane`` command asks for it. A run in this process
-    drops them; plain ``pulumi`` keeps them."""
-
-    def dropped(msg: str, resource: Any = None, stream_id: Any = None, ephemeral: Any = None) -> None:
-        return None
-
-    pulumi.log.debug = dropped
 
 
 def _fail(channel: Channel, exc: InferCraneError) -> NoReturn:

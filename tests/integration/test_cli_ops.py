@@ -234,3 +234,27 @@ def test_a_plan_a_deploy_and_a_destroy_leave_the_temporary_directory_as_they_fou
         r = cli(project, *args, "--stack", "ittmp", env={"TMPDIR": str(tmp)})
         assert r.returncode in (0, 3), r.stderr
         assert sorted(p.name for p in tmp.iterdir()) == [], f"`infercrane {args[0]}` left these in TMPDIR"
+
+
+def test_the_state_records_no_stack_trace_of_the_program_and_no_path_of_this_machine(project: Project) -> None:
+    """The SDK would record with every resource the Python stack that registered it: the
+    package's and the SDK's frames, with this machine's paths (``project:///…/site-packages/…``).
+    Neither ``infercrane deploy`` nor plain ``pulumi up`` of the same program records one."""
+    from infercrane.engine.workspace import Engine
+    from tests.integration.conftest import plain_pulumi
+
+    stack = "itnotrace"
+    project.stack(stack, [replica("it-notrace-r0")])
+    r = cli(project, "deploy", "--stack", stack)
+    assert r.returncode == 0, r.stderr[-3000:]
+    project.stack(stack, [replica("it-notrace-r0"), replica("it-notrace-r1")])
+    up = plain_pulumi(project, stack)("up", "--yes", "--skip-preview")
+    assert up.returncode == 0, up.stdout[-3000:] + up.stderr[-3000:]
+    resources = [x for x in Engine(stack, project_dir=project.root).state()["resources"] if x["type"] != "pulumi:pulumi:Stack"]
+    assert sorted(x["type"] for x in resources) == sorted(
+        ["pulumi:providers:kubernetes"]
+        + ["infercrane:index:Replica", "kubernetes:apps/v1:Deployment", "kubernetes:core/v1:Service"] * 2
+    )
+    assert [x["urn"] for x in resources if "stackTrace" in x or "sourcePosition" in x] == []
+    assert "project:///" not in json.dumps(resources)
+    assert cli(project, "destroy", "--stack", stack).returncode == 0
