@@ -26,8 +26,9 @@ def record_no_stack_traces() -> None:
     (``traceback.extract_stack``, some twenty frames) and the engine keeps it in the state: about
     2 KB a resource, with this machine's paths (the virtualenv's, the interpreter's) in a state a
     team shares. Every frame is this package's or the SDK's, none a user's; taking them was 7 % of
-    the deploying process's samples for a one-replica change at 1,000 replicas (docs/benchmarks.md). Both paths, plain ``pulumi``
-    and the Automation API's, record none: an empty trace, so no source position either."""
+    the deploying process's samples in a one-replica change at 1,000 replicas (docs/benchmarks.md).
+    Both paths, plain ``pulumi`` and the Automation API's, record none: an empty trace, so no
+    source position either."""
     from pulumi.runtime import resource as sdk_resource
     from pulumi.runtime.proto import source_pb2
 
