@@ -105,27 +105,32 @@ def _children(tid: int, proc: Path = Path("/proc")) -> set[int]:
     return out
 
 
+def _stat(pid: int, proc: Path = Path("/proc")) -> tuple[str, int] | None:
+    """``pid``'s command name and when it started, in clock ticks after boot (fields 2 and 22 of
+    its ``stat``; the start, with the pid, names one process of this boot). None: no such process."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+        return text[text.index("(") + 1 : text.rindex(")")], int(text[text.rindex(")") + 1 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _start_time(pid: int) -> float | None:
     """When ``pid`` started (epoch seconds), if it is a ``pulumi`` process."""
+    stat = _stat(pid)
+    if stat is None or "pulumi" not in stat[0]:
+        return None
     try:
-        text = Path(f"/proc/{pid}/stat").read_text()
         boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
     except (OSError, StopIteration):
         return None
-    if "pulumi" not in text[text.index("(") + 1 : text.rindex(")")]:
-        return None
-    ticks = int(text[text.rindex(")") + 1 :].split()[19])  # field 22, starttime
-    return int(boot.split()[1]) + ticks / os.sysconf("SC_CLK_TCK")
+    return int(boot.split()[1]) + stat[1] / os.sysconf("SC_CLK_TCK")
 
 
 def _ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
-    """When ``pid`` started, in clock ticks after boot (field 22 of its ``stat``): with the pid, one
-    process of this boot. None: no such process."""
-    try:
-        text = (proc / str(pid) / "stat").read_text()
-        return int(text[text.rindex(")") + 1 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    """When ``pid`` started, in clock ticks after boot; None: no such process."""
+    stat = _stat(pid, proc)
+    return None if stat is None else stat[1]
 
 
 def scratch_prefix() -> str:
