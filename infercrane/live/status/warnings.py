@@ -6,7 +6,7 @@ read. Live-cluster layer.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any, Final
 
@@ -20,13 +20,13 @@ from infercrane.live.client.api import Live
 EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"
 
 
-#: Whose warnings say most about why a replica is not ready: its pods, then what creates them.
-#: An autoscaler's metric warnings (KServe's HPA without a metrics API) come every 15 s and must
-#: not push a pod's FailedScheduling out of the few lines shown.
-_WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2}
-
-
-_OTHERS_RANK: Final = 3
+#: The kinds whose warnings can say why a replica is not ready, the most telling first: its pods,
+#: then what creates them, then what scales them. An autoscaler's metric warnings (KServe's HPA
+#: without a metrics API) come every 15 s and must not push a pod's FailedScheduling out of the
+#: few lines shown. Other kinds' are not why a replica waits: its Service's, for one -- the API
+#: server's ClusterIP repair loop warns ``ClusterIPNotAllocated … repairing`` of Services it sees
+#: before their IP address objects, under a burst of creations (a first deploy of hundreds).
+_WARNING_RANK: Final = {"Pod": 0, "ReplicaSet": 1, "Deployment": 2, "InferenceService": 2, "HorizontalPodAutoscaler": 3}
 
 
 def pod_warnings(
@@ -37,17 +37,18 @@ def pod_warnings(
     since: Mapping[str, datetime] | None = None,
     current: Mapping[str, str] | None = None,
 ) -> dict[str, list[str]]:
-    """Warning Events in the namespace about each replica's objects or pods, by replica name: one
-    line per kind and reason (its newest message), at most ``limit``, the most telling first --
-    pods', then their creators', then the rest; newest first within each. History is left out:
-    with ``current`` (name -> its current ReplicaSet), another ReplicaSet's pods' Events are an
-    earlier template's; with ``since`` (name -> a moment), an Event last seen before it is too --
-    an earlier pod's, or this one's before a fix (a Secret created since).
+    """Warning Events in the namespace about each replica's workload, pods and autoscaler, by
+    replica name: one line per kind and reason (its newest message), at most ``limit``, the most
+    telling first -- pods', then their creators', then the autoscaler's; newest first within
+    each. History is left out: with ``current`` (name -> its current ReplicaSet), another
+    ReplicaSet's pods' Events are an earlier template's; with ``since`` (name -> a moment), an
+    Event last seen before it is too -- an earlier pod's, or this one's before a fix (a Secret
+    created since).
 
     Pods are never read: an Event names its object, and a replica's pods are named
     ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
     """
-    wanted = sorted(set(names))
+    wanted = set(names)
     if not wanted:
         return {}
     try:
@@ -57,24 +58,35 @@ def pod_warnings(
     except failures.LiveError as exc:
         why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
         note = f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
-        return {n: [note] for n in wanted}
+        return {n: [note] for n in sorted(wanted)}
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
     newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
     for order, e in enumerate(events):
         involved = e.get("involvedObject") or {}
         name, kind = str(involved.get("name") or ""), str(involved.get("kind") or "")
+        rank = _WARNING_RANK.get(kind)
+        if rank is None:
+            continue
         seen = times.parse(e.get("lastTimestamp") or (e.get("series") or {}).get("lastObservedTime") or e.get("eventTime"))
-        for n in wanted:
+        for n in _named(name, wanted):
             if since is not None and n in since and seen is not None and seen < since[n]:
                 continue
             rs = (current or {}).get(n)
             if rs and kind in ("Pod", "ReplicaSet") and not (name == rs or name.startswith(rs + "-")):
                 continue  # an earlier template's pods
-            if name == n or name.startswith(n + "-"):
-                line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
-                rank = _WARNING_RANK.get(kind, _OTHERS_RANK)
-                newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
+            line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
+            newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
     return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
+
+
+def _named(name: str, wanted: set[str]) -> Iterator[str]:
+    """The wanted replica names ``name`` is, or begins with before a ``-`` (its ReplicaSet's and
+    pods' names): a set lookup per ``-``, not a scan of the fleet per Event."""
+    if name in wanted:
+        yield name
+    for i, c in enumerate(name):
+        if c == "-" and name[:i] in wanted:
+            yield name[:i]
 
 
 _REPLICA_SET: Final = re.compile(r'ReplicaSet "([^"]+)"')

@@ -410,6 +410,39 @@ def test_a_pods_scheduling_warning_outlives_a_stream_of_autoscaler_warnings() ->
     }
 
 
+def test_the_api_servers_cluster_ip_repair_warning_on_a_replicas_service_is_not_why_the_replica_waits() -> None:
+    """A first deploy of 300 on the local plane: the API server's repair loop saw a few Services
+    before their IP address objects and warned ``ClusterIPNotAllocated … repairing``; the progress
+    line said the fleet waited on it for a minute while the deployment controller was the pace."""
+    from infercrane.live.status.readiness import Progress
+    from infercrane.live.status.warnings import pod_warnings
+
+    dep, other = "infercrane-0123456789abcdef01234567", "infercrane-89abcdef0123456701234567"
+    repair = "Cluster IP [IPv4]: 10.96.3.7 is not allocated; repairing"
+    events = [event("Service", dep, "ClusterIPNotAllocated", repair, 1)]
+    events += [event("Pod", f"{other}-5d8f9c7b6-x2x4q", "FailedScheduling", "0/3 nodes are available", 2)]
+    warnings = pod_warnings(Live(EventList(events), target()), [dep, other])  # type: ignore[arg-type]
+    assert warnings == {other: ["FailedScheduling: 0/3 nodes are available"]}
+    waiting = dict.fromkeys([dep, other], "controller has not observed generation 1 yet")
+    assert Progress(0, 2, waiting, 12.5, warnings).summary() == "FailedScheduling on 1"
+    assert Progress(0, 2, waiting, 12.5, {}).summary() == "controller has not observed generation 1 yet"
+
+
+def test_an_events_object_is_matched_to_every_replica_whose_name_it_is_or_begins_with_at_a_dash() -> None:
+    """One set lookup per ``-`` of the Event's object name finds exactly the replicas a scan of
+    the fleet would (``name == n`` or ``name.startswith(n + "-")``), for every pair below."""
+    from itertools import combinations
+
+    from infercrane.live.status.warnings import _named
+
+    names = ["infercrane-a", "infercrane-a-b", "infercrane-ab", "infercrane-0123", "x", "x-"]
+    objects = [*names, "infercrane-a-5d8f-x2x4q", "infercrane-a-b-5d8f", "infercrane-abc", "infercrane", "x--y", "-"]
+    for wanted in (set(c) for k in range(len(names) + 1) for c in combinations(names, k)):
+        for obj in objects:
+            scan = {n for n in wanted if obj == n or obj.startswith(n + "-")}
+            assert sorted(_named(obj, wanted)) == sorted(scan), (obj, wanted)
+
+
 def test_an_object_applied_while_a_list_is_under_way_is_judged_by_the_next_list_not_as_deleted() -> None:
     # 300 replicas applied as fast as the engine can: a replica's wait can begin while the tick's
     # LIST, started before its object existed, is still in flight.
