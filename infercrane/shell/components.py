@@ -12,6 +12,8 @@ provider. Pulumi shell.
 from __future__ import annotations
 
 import asyncio
+import heapq
+import itertools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
@@ -98,24 +100,51 @@ class Ahead:
     once, 1,000 components queue ahead of every child: the engine applied nothing for ~6.5 s
     after the preflight at 1,000 replicas, the program's own CPU time (docs/engine.md). With at
     most ``limit`` components waiting for their URN, the first objects are applied while the
-    rest are still being built; the total work is the same."""
+    rest are still being built; the total work is the same.
+
+    A registration ``first`` (a replica a rollout changes: its new pod is the run's long pole)
+    takes the next free place before any that waits without it (a replica carried over as it
+    is, which the engine passes as the same); in the order they came within each."""
 
     def __init__(self, limit: int = AHEAD) -> None:
-        self._free = asyncio.Semaphore(limit)
+        self._free = limit
+        self._waiting: list[tuple[int, int, asyncio.Future[None]]] = []  # a heap: (0 first / 1 not, arrival, its turn)
+        self._arrivals = itertools.count()
 
-    async def register(self, build: Callable[[], ReplicaComponent]) -> ReplicaComponent:
-        await self._free.acquire()
+    async def register(self, build: Callable[[], ReplicaComponent], *, first: bool = False) -> ReplicaComponent:
+        await self._turn(first)
         try:
             component = build()
         except BaseException:
-            self._free.release()
+            self._release()
             raise
         answered = asyncio.ensure_future(component.urn.future())
         answered.add_done_callback(self._answered)
         await asyncio.sleep(0)  # the registration leaves for the engine while the next is built
         return component
 
+    async def _turn(self, first: bool) -> None:
+        if self._free and not self._waiting:
+            self._free -= 1
+            return
+        turn = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (0 if first else 1, next(self._arrivals), turn))
+        try:
+            await turn
+        except asyncio.CancelledError:
+            if turn.done() and not turn.cancelled():  # given its place, then cancelled: the place goes on
+                self._release()
+            raise
+
+    def _release(self) -> None:
+        while self._waiting:
+            turn = heapq.heappop(self._waiting)[2]
+            if not turn.done():  # a cancelled wait gave up its turn
+                turn.set_result(None)
+                return
+        self._free += 1
+
     def _answered(self, done: asyncio.Future[Any]) -> None:
-        self._free.release()
+        self._release()
         if not done.cancelled():
             done.exception()  # a failed registration is the engine's to report, not this pacing's

@@ -131,7 +131,9 @@ async def roll(
     registers anything more, and the engine's error is raised once all have stopped, with where
     each endpoint ended. With ``max_extra_gpus``, each stage borrows what it holds beyond its
     endpoint's own GPUs from one :class:`Lender`. A stage's keys of ``restarts`` (None: all) wait
-    until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`)."""
+    until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`);
+    a wave's keys and those that restart then go ahead of the keys carried over as they are, at the
+    program's pace (:class:`~infercrane.shell.components.Ahead`): their pods are the run's long pole."""
     outcome = LanesOutcome(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
@@ -175,7 +177,8 @@ async def roll(
             components = []
             try:
                 for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
-                    components.append(await ahead.register(functools.partial(register, key)))
+                    first = stage.wave is not None or key in changing  # its pod is new: ahead of those carried over
+                    components.append(await ahead.register(functools.partial(register, key), first=first))
                 results = list(await asyncio.gather(*(waits.of(c) for c in components)))
             except InferCraneError as exc:
                 outcome.stopped.append((lane.endpoint, where, exc))

@@ -70,3 +70,39 @@ def test_a_build_that_raises_frees_its_place() -> None:
         return (await asyncio.wait_for(ahead.register(lambda: ComponentDouble("b")), timeout=1)).key
 
     assert asyncio.run(scenario()) == "b"
+
+
+def test_a_registration_first_takes_the_next_free_place_before_the_ones_waiting_without_it() -> None:
+    async def scenario() -> list[str]:
+        ahead, built = Ahead(limit=1), []
+
+        def build(key: str) -> ComponentDouble:
+            built.append(ComponentDouble(key))
+            return built[-1]
+
+        await ahead.register(lambda: build("held"))
+        later = [asyncio.ensure_future(ahead.register(lambda k=k: build(k))) for k in ("same-1", "same-2")]
+        await asyncio.sleep(0.01)
+        changed = [asyncio.ensure_future(ahead.register(lambda k=k: build(k), first=True)) for k in ("new-1", "new-2")]
+        await asyncio.sleep(0.01)
+        for _ in range(4):  # the engine answers each in turn: the next one is built
+            built[-1].urn.done.set_result("urn")
+            await asyncio.sleep(0.01)
+        await asyncio.gather(*later, *changed)
+        return [c.key for c in built]
+
+    assert asyncio.run(scenario()) == ["held", "new-1", "new-2", "same-1", "same-2"]
+
+
+def test_a_wait_cancelled_before_its_turn_gives_the_place_to_the_next() -> None:
+    async def scenario() -> str:
+        ahead = Ahead(limit=1)
+        held = await ahead.register(lambda: ComponentDouble("held"))
+        gone = asyncio.ensure_future(ahead.register(lambda: ComponentDouble("gone"), first=True))
+        nxt = asyncio.ensure_future(ahead.register(lambda: ComponentDouble("next")))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        held.urn.done.set_result("urn")
+        return (await asyncio.wait_for(nxt, timeout=1)).key
+
+    assert asyncio.run(scenario()) == "next"

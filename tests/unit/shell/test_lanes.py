@@ -20,6 +20,7 @@ from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.status.verdicts import Verdict
 from infercrane.shell import lanes
+from infercrane.shell.components import AHEAD
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)
@@ -71,8 +72,11 @@ class WaitsDouble:
     draining: dict[str, str] = field(default_factory=dict)  # key -> what of it still drains (never ends)
     asked_drained: list[frozenset[str]] = field(default_factory=list)
 
+    list_seconds: float = 0.0  # the real check LISTs the Deployments in a thread: the lane yields meanwhile
+
     async def drained(self, keys: frozenset[str]) -> str:
         self.asked_drained.append(frozenset(keys))
+        await asyncio.sleep(self.list_seconds)
         return "; ".join(self.draining[k] for k in sorted(keys) if k in self.draining)
 
     async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
@@ -453,3 +457,79 @@ def test_only_the_keys_whose_template_changes_wait_for_a_drain_before_they_are_a
     rolled = roll(r, waits, journal)
     assert sorted(journal.registered) == ["a0", "b0", "c0"] and not rolled.stopped
     assert waits.asked_drained == [frozenset({"a0"})]
+
+
+@dataclass
+class PacedUrn:
+    """A component's URN output, answered when the engine double gets to it."""
+
+    answer: asyncio.Future[str]
+
+    def future(self) -> asyncio.Future[str]:
+        return self.answer
+
+
+@dataclass
+class PacedComponentDouble(ComponentDouble):
+    paced: PacedUrn | None = None
+
+    @property
+    def urn(self) -> PacedUrn:  # type: ignore[override]
+        assert self.paced is not None
+        return self.paced
+
+
+@dataclass
+class PacedEngine:
+    """An engine double that answers the registrations' URNs one at a time, in the order they
+    came, every ``step`` seconds (a real engine busy passing a fleet as the same)."""
+
+    step: float
+    order: list[str] = field(default_factory=list)
+    queue: asyncio.Queue[tuple[str, asyncio.Future[str]]] = field(default_factory=asyncio.Queue)
+
+    def register(self, key: str) -> PacedComponentDouble:
+        self.order.append(key)
+        answer: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.queue.put_nowait((key, answer))
+        return PacedComponentDouble(key, PacedUrn(answer))
+
+    async def run(self) -> None:
+        while True:
+            key, answer = await self.queue.get()
+            await asyncio.sleep(self.step)
+            answer.set_result(f"urn-{key}")
+
+
+def test_a_replica_the_rollout_restarts_is_registered_ahead_of_the_replicas_carried_over() -> None:
+    """One replica changed in a fleet: its lane checks its old pod has drained (a LIST) before it
+    registers it, and the carried-over replicas' lanes queue at the program's pace meanwhile. It
+    takes the next free place, not the last: at 1,000 replicas it was applied ~20 s after the
+    preflight, once the engine had passed the other 999 as the same."""
+    members = [LiveReplica(f"e{i}", f"e{i}", ReplicaState.SETTLED, 1) for i in range(100)]
+    rollout = plan(members, [Target(f"e{i}", f"e{i}", 1, restarts=i == 0) for i in range(100)], lambda name: DEFAULT)
+    waits = WaitsDouble(default=0.0, list_seconds=0.01)
+
+    async def scenario() -> list[str]:
+        engine = PacedEngine(step=0.005)
+        answering = asyncio.ensure_future(engine.run())
+        try:
+            await lanes.roll(
+                rollout.lanes,
+                {e.endpoint: e for e in rollout.endpoints},
+                engine.register,
+                waits,  # type: ignore[arg-type]
+                lambda keys: {},
+                lambda note: None,
+                {f"e{i}": i for i in range(100)},
+                restarts=rollout.restarts,
+            )
+        finally:
+            answering.cancel()
+        return engine.order
+
+    order = run(scenario())
+    assert waits.asked_drained == [frozenset({"e0"})] and len(order) == 100
+    # The first AHEAD carried over took the free places during its LIST, and the engine answered
+    # about two of them meanwhile; it took the next free place then -- not the 100th.
+    assert AHEAD <= order.index("e0") < AHEAD + 10, order.index("e0")
