@@ -15,6 +15,7 @@ the integration tests of two workers share nothing but the machine. Three rules 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
@@ -39,6 +40,15 @@ def require_the_real_node() -> None:
     module = running.split("::", 1)[0]
     if module and module not in REAL_NODE_MODULES:
         pytest.fail(f"{module} puts a replica on the real node: add it to REAL_NODE_MODULES in tests/workers.py")
+
+
+def fail_without_the_real_node(nodeid: str, has_node: bool, why_not: Callable[[], str | None]) -> None:
+    """Fail a test of :data:`REAL_NODE_MODULES` at once when its plane started without the real
+    node, with the machine's reason (``why_not``): its replicas would wait for a node that is not
+    there until the command's timeout, ten minutes each, and the tier would never end in CI's time."""
+    if nodeid.split("::", 1)[0] in REAL_NODE_MODULES and not has_node:
+        why = why_not() or "it did not start; see the plane's logs"
+        pytest.fail(f"the real node's tests need the plane's real node, which this machine cannot run: {why}", pytrace=False)
 
 
 class PlaneScheduling(LoadScopeScheduling):

@@ -8,6 +8,7 @@ tests never share objects). The deploying identity is the restricted
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,12 +24,13 @@ from lightkube import ApiError, Client
 
 from infercrane.engine.workspace import Engine
 from infercrane.local import host, node_teardown
+from infercrane.local import node as real_node
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
 from infercrane.project.tools import find_tool
 from tests.postgres import PostgresMissing
 from tests.postgres import throwaway as throwaway_postgres
-from tests.workers import runs_the_real_node
+from tests.workers import REAL_NODE_MODULES, fail_without_the_real_node, runs_the_real_node
 
 ROOT = Path(__file__).resolve().parents[2]
 DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
@@ -61,6 +63,15 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         assert {k: while_running[k] for k in host.KUBELET_TUNABLES} == host.KUBELET_TUNABLES, while_running
     else:
         assert not (p.state / "host.json").exists(), "a plane without the real node changed the host"
+
+
+@pytest.fixture(autouse=True)
+def _the_real_node_is_there(request: pytest.FixtureRequest) -> None:
+    """A test of the real node's modules fails at once, saying why, on a plane without the node."""
+    if request.node.nodeid.split("::", 1)[0] in REAL_NODE_MODULES:
+        plane: Plane = request.getfixturevalue("plane")
+        has_node = bool(json.loads((plane.state / "plane.json").read_text()).get("realNode"))
+        fail_without_the_real_node(request.node.nodeid, has_node, lambda: real_node.why_not(plane.state))
 
 
 @pytest.fixture(scope="session")

@@ -260,11 +260,13 @@ def test_strict_dry_run_refuses_an_inference_service_field_an_older_crd_lacks(pr
     for k in ("managedFields", "resourceVersion", "uid", "creationTimestamp", "generation"):
         older["metadata"].pop(k, None)
     older.pop("status", None)
-    # An older schema: the predictor knows its pod fields, containers and rollout, not volumes.
+    # An older schema: the predictor knows its pod fields, containers and rollout, not volumes (the
+    # one field it lacks: the server names only one unknown field, and which one of several varies).
     predictor = {
         "type": "object",
         "properties": {
-            f: {"type": "object", "x-kubernetes-preserve-unknown-fields": True} for f in ("nodeSelector", "deploymentStrategy")
+            f: {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+            for f in ("nodeSelector", "deploymentStrategy", "securityContext")
         }
         | {
             "minReplicas": {"type": "integer"},

@@ -89,3 +89,20 @@ def test_a_replica_for_the_real_node_from_an_unlisted_module_fails_and_names_the
     monkeypatch.setenv("PYTEST_CURRENT_TEST", "tests/integration/test_dra.py::test_1 (call)")
     with pytest.raises(pytest.fail.Exception, match="add it to REAL_NODE_MODULES in tests/workers.py"):
         workers.require_the_real_node()
+
+
+def test_a_real_node_test_on_a_plane_without_the_node_fails_at_once_with_the_machines_reason() -> None:
+    why = "runc is not installed (/usr/sbin/runc); fix: `apt-get install runc containernetworking-plugins` as root"
+    with pytest.raises(pytest.fail.Exception) as failed:
+        workers.fail_without_the_real_node("tests/integration/test_canary.py::test_1", False, lambda: why)
+    assert str(failed.value) == f"the real node's tests need the plane's real node, which this machine cannot run: {why}"
+    with pytest.raises(pytest.fail.Exception, match="it did not start; see the plane's logs"):
+        workers.fail_without_the_real_node("tests/integration/test_serving.py::test_1", False, lambda: None)
+
+
+def test_a_real_node_test_with_the_node_and_any_other_test_without_it_go_on() -> None:
+    def never() -> str:
+        raise AssertionError("the reason is asked for only when a test fails for it")
+
+    workers.fail_without_the_real_node("tests/integration/test_canary.py::test_1", True, never)
+    workers.fail_without_the_real_node("tests/integration/test_dra.py::test_1", False, never)
