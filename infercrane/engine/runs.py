@@ -133,6 +133,17 @@ def _ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
     return None if stat is None else stat[1]
 
 
+def _runs(pid: int, ticks: int, proc: Path = Path("/proc")) -> bool:
+    """Whether the process ``pid`` started at ``ticks`` still runs: a zombie (state ``Z``, killed
+    and not yet reaped -- in a container whose first process reaps nobody, it stays one) does not."""
+    try:
+        text = (proc / str(pid) / "stat").read_text()
+        fields = text[text.rindex(")") + 1 :].split()
+        return int(fields[19]) == ticks and fields[0] != "Z"
+    except (OSError, ValueError, IndexError):
+        return False
+
+
 def scratch_prefix() -> str:
     """How this process's run directories are named first: :data:`SCRATCH_PREFIX`, this machine,
     this process's pid and start (``infercrane-run-<machine>-<pid>-<ticks>-``)."""
@@ -161,7 +172,7 @@ def sweep_scratch(tmp: Path, proc: Path = Path("/proc")) -> list[str]:
             continue
         if not modes.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
             continue
-        if _ticks(int(made_by[1]), proc) == int(made_by[2]):
+        if _runs(int(made_by[1]), int(made_by[2]), proc):
             continue  # its process still runs
         shutil.rmtree(entry, ignore_errors=True)
         removed.append(entry.name)

@@ -48,18 +48,23 @@ def _scratch(env: dict[str, str]) -> Iterator[None]:
     temporary file each time its provider is configured (for Helm) and never removes it: a copy
     of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md).
     A run killed with SIGKILL leaves its directory: the next run of this machine removes it
-    (:func:`~infercrane.engine.runs.sweep_scratch`)."""
+    (:func:`~infercrane.engine.runs.sweep_scratch`), at its start and again at its end -- a
+    removal at the start can race with the killed run's last process, still writing there."""
     before = env.get("TMPDIR")
-    runs.sweep_scratch(Path(tempfile.gettempdir()))  # what killed runs of this machine left there
-    with tempfile.TemporaryDirectory(prefix=runs.scratch_prefix(), ignore_cleanup_errors=True) as scratch:
-        env["TMPDIR"] = scratch
-        try:
-            yield
-        finally:
-            if before is None:
-                env.pop("TMPDIR", None)
-            else:
-                env["TMPDIR"] = before
+    tmp = Path(tempfile.gettempdir())
+    runs.sweep_scratch(tmp)  # what killed runs of this machine left there
+    try:
+        with tempfile.TemporaryDirectory(prefix=runs.scratch_prefix(), ignore_cleanup_errors=True) as scratch:
+            env["TMPDIR"] = scratch
+            try:
+                yield
+            finally:
+                if before is None:
+                    env.pop("TMPDIR", None)
+                else:
+                    env["TMPDIR"] = before
+    finally:
+        runs.sweep_scratch(tmp)
 
 
 @cache

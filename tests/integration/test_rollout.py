@@ -725,7 +725,9 @@ def test_retrying_a_failed_rollout_never_takes_another_serving_replica_down_and_
         for attempt in range(3):
             r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-{attempt}")
             assert r.returncode == 1, r.stderr[-3000:]
-            assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, (attempt, r.stderr[-3000:])
+            assert f"replica {keys[0]} (" in r.stderr and "FailedScheduling" in r.stderr, (
+                f"attempt {attempt}:\n{r.stderr[-3000:]}"
+            )
             assert "old replicas that its rollout had not reached keep serving" in r.stderr, r.stderr[-3000:]
             if attempt:  # in place its pod is gone; with a surge its old pod still serves beside the Pending one
                 first = "bring back " if not rollout else "let "

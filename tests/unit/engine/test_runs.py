@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 from pathlib import Path
 
-from infercrane.engine import runs
+import pytest
+
+from infercrane.engine import runs, workspace
 
 
 def test_a_run_directory_is_named_by_this_machine_and_the_process_that_made_it() -> None:
@@ -50,3 +53,28 @@ def test_the_process_start_tells_a_reused_pid_from_the_run_that_made_the_directo
     running.mkdir()
     assert runs.sweep_scratch(scratch, proc) == [reused.name]
     assert [p.name for p in scratch.iterdir()] == [running.name]
+
+
+def test_a_killed_runs_directory_is_removed_while_its_process_is_an_unreaped_zombie(tmp_path: Path) -> None:
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "stat").write_text("4242 (python) Z 1 " + " ".join(["0"] * 17) + " 555 0 0\n")  # killed, not reaped
+    scratch = tmp_path / "tmp"
+    left = scratch / f"infercrane-run-{runs.machine()}-4242-555-x"
+    left.mkdir(parents=True)
+    assert runs.sweep_scratch(scratch, proc) == [left.name]
+
+
+def test_a_killed_runs_directory_that_outlives_a_runs_start_is_gone_when_that_run_ends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    env: dict[str, str] = {}
+    with workspace._scratch(env):
+        own = Path(env["TMPDIR"])
+        late = tmp_path / f"infercrane-run-{runs.machine()}-{gone.pid}-1-late"  # its removal at the start raced with a writer
+        (late / "sub").mkdir(parents=True)
+    assert not own.exists() and not late.exists() and "TMPDIR" not in env
+    assert list(tmp_path.iterdir()) == []
