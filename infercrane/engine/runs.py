@@ -33,7 +33,7 @@ import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
-from typing import Final
+from typing import Final, NamedTuple
 
 #: How often the watcher looks for the call's ``pulumi`` process (it writes its lock after
 #: starting its engine: hundreds of milliseconds later).
@@ -105,12 +105,20 @@ def _children(tid: int, proc: Path = Path("/proc")) -> set[int]:
     return out
 
 
-def _stat(pid: int, proc: Path = Path("/proc")) -> tuple[str, int] | None:
-    """``pid``'s command name and when it started, in clock ticks after boot (fields 2 and 22 of
-    its ``stat``; the start, with the pid, names one process of this boot). None: no such process."""
+class _Stat(NamedTuple):
+    """What this module reads of a process's ``stat``: fields 2, 3 and 22."""
+
+    name: str  # its command name
+    state: str  # "Z": a zombie, killed and not yet reaped
+    ticks: int  # when it started, in clock ticks after boot: with the pid, one process of this boot
+
+
+def _stat(pid: int, proc: Path = Path("/proc")) -> _Stat | None:
+    """``pid``'s :class:`_Stat`; None: no such process."""
     try:
         text = (proc / str(pid) / "stat").read_text()
-        return text[text.index("(") + 1 : text.rindex(")")], int(text[text.rindex(")") + 1 :].split()[19])
+        fields = text[text.rindex(")") + 1 :].split()
+        return _Stat(text[text.index("(") + 1 : text.rindex(")")], fields[0], int(fields[19]))
     except (OSError, ValueError, IndexError):
         return None
 
@@ -118,30 +126,26 @@ def _stat(pid: int, proc: Path = Path("/proc")) -> tuple[str, int] | None:
 def _start_time(pid: int) -> float | None:
     """When ``pid`` started (epoch seconds), if it is a ``pulumi`` process."""
     stat = _stat(pid)
-    if stat is None or "pulumi" not in stat[0]:
+    if stat is None or "pulumi" not in stat.name:
         return None
     try:
         boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
     except (OSError, StopIteration):
         return None
-    return int(boot.split()[1]) + stat[1] / os.sysconf("SC_CLK_TCK")
+    return int(boot.split()[1]) + stat.ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _ticks(pid: int, proc: Path = Path("/proc")) -> int | None:
     """When ``pid`` started, in clock ticks after boot; None: no such process."""
     stat = _stat(pid, proc)
-    return None if stat is None else stat[1]
+    return None if stat is None else stat.ticks
 
 
 def _runs(pid: int, ticks: int, proc: Path = Path("/proc")) -> bool:
-    """Whether the process ``pid`` started at ``ticks`` still runs: a zombie (state ``Z``, killed
-    and not yet reaped -- in a container whose first process reaps nobody, it stays one) does not."""
-    try:
-        text = (proc / str(pid) / "stat").read_text()
-        fields = text[text.rindex(")") + 1 :].split()
-        return int(fields[19]) == ticks and fields[0] != "Z"
-    except (OSError, ValueError, IndexError):
-        return False
+    """Whether the process ``pid`` started at ``ticks`` still runs: a zombie (killed and not yet
+    reaped -- in a container whose first process reaps nobody, it stays one) does not."""
+    stat = _stat(pid, proc)
+    return stat is not None and stat.ticks == ticks and stat.state != "Z"
 
 
 def scratch_prefix() -> str:

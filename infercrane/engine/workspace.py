@@ -56,14 +56,12 @@ def _scratch(env: dict[str, str]) -> Iterator[None]:
     try:
         with tempfile.TemporaryDirectory(prefix=runs.scratch_prefix(), ignore_cleanup_errors=True) as scratch:
             env["TMPDIR"] = scratch
-            try:
-                yield
-            finally:
-                if before is None:
-                    env.pop("TMPDIR", None)
-                else:
-                    env["TMPDIR"] = before
+            yield
     finally:
+        if before is None:
+            env.pop("TMPDIR", None)
+        else:
+            env["TMPDIR"] = before
         runs.sweep_scratch(tmp)
 
 

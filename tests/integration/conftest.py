@@ -8,7 +8,6 @@ tests never share objects). The deploying identity is the restricted
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
@@ -65,12 +64,17 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         assert not (p.state / "host.json").exists(), "a plane without the real node changed the host"
 
 
+@pytest.fixture(scope="session")
+def plane_has_the_real_node(plane: Plane) -> bool:
+    return bool(plane.status()["realNode"])
+
+
 @pytest.fixture(autouse=True)
 def _the_real_node_is_there(request: pytest.FixtureRequest) -> None:
     """A test of the real node's modules fails at once, saying why, on a plane without the node."""
     if request.node.nodeid.split("::", 1)[0] in REAL_NODE_MODULES:
         plane: Plane = request.getfixturevalue("plane")
-        has_node = bool(json.loads((plane.state / "plane.json").read_text()).get("realNode"))
+        has_node: bool = request.getfixturevalue("plane_has_the_real_node")
         fail_without_the_real_node(request.node.nodeid, has_node, lambda: real_node.why_not(plane.state))
 
 
