@@ -26,10 +26,12 @@ from infercrane.core.errors import (
     IdempotencyConflict,
     InferCraneError,
     PreflightRefused,
+    RolloutStopped,
 )
 from infercrane.core.events import Note, Sink, discard, warning_notes
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
+from infercrane.core.plan.marks import REJECTED_TAG
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.state import urns
@@ -37,7 +39,7 @@ from infercrane.engine.changes import EventCollector, ReplicaAction, applied_eve
 from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, foreign_deletions
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
-from infercrane.engine.rejections import REJECTED_TAG, rejected_before, remember_rejections, roll_back
+from infercrane.engine.rejections import begin_judging, end_judging, judged, remember_rejections, roll_back
 from infercrane.engine.workspace import Engine
 from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel, Prepared
@@ -210,13 +212,20 @@ def _deploy(
             seen = looked or Observed(ctx, state, rendered, ctx.preflight(rendered, defer_refusal=True))
             for note in seen.report.notes(ctx.config) if seen.report else []:
                 sink(Note(note))
-            rollout = seen.rollout
-            rejected = rejected_before(engine, rollout)
+            marked = judged(engine, seen, retry_rejected=retry_rejected)
+            rollout, rejected = marked.rollout, marked.rejected
             if rejected and not retry_rejected:
                 raise CanaryRetryRefused(engine.stack_name, [(e, said) for e, (_, said) in rejected.items()])
             if rejected:  # retried: planned again, the rejected release's replicas proving nothing
-                rollout = ctx.rollout(rendered, seen.report, state, frozenset(r for r, _ in rejected.values()))
                 sink(Note(f"note: retrying the release a canary rejected for {', '.join(rejected)} (--retry-rejected)"))
+            if marked.unjudged:
+                sink(
+                    Note(
+                        f"note: the canary of {', '.join(marked.unjudged)} was never judged (a deploy ended during its bake, "
+                        "or is still baking): its replicas on that release are judged again before it goes further"
+                    )
+                )
+            judging = begin_judging(engine, rollout, at)  # a run that ends without a verdict leaves this mark
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -262,13 +271,18 @@ def _deploy(
             else:
                 run(refresh=seen.needs_refresh(), channel=_channel(ctx, state, sink, late, delete=delete, recheck=recheck))
         except InferCraneError as exc:
-            remember_rejections(engine, rollout, exc, at, sink)
+            judged_now = remember_rejections(engine, rollout, exc, at, sink)  # a rejection is the verdict's mark now
+            if isinstance(exc, RolloutStopped):  # an endpoint that finished, or whose canary was accepted, is judged
+                stopped = {endpoint for endpoint, _, _ in exc.stopped}
+                judged_now += [e for e in judging if e not in stopped or e in exc.accepted]
+            end_judging(engine, judged_now)
             ended = roll_back(ctx, state, rollout, Prepared(rendered, seen.report), exc, run, sink, set(deleted.values()))
             if ended is exc:
                 raise
             raise ended from exc
         for endpoint in rejected:  # retried, and deployed: no longer refused
             engine.remove_tag(REJECTED_TAG + endpoint)
+        end_judging(engine, {*judging, *marked.unjudged})  # every lane done: every canary accepted
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
         if unknown:
             sink(Note(f"note: deleted {', '.join(sorted(set(unknown.values())))} (not in the state) as the rollout planned"))

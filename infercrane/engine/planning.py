@@ -18,7 +18,7 @@ from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
 from infercrane.engine.observed import Observed
 from infercrane.engine.recovery import vouch_for
-from infercrane.engine.rejections import rejected_before
+from infercrane.engine.rejections import judged
 from infercrane.engine.workspace import Engine
 from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel, Prepared
@@ -72,8 +72,9 @@ def plan(
     if policy_packs:
         why.append("--policy-pack")  # the policies run in the engine, on the preview
     why += seen.no_op_doubts()
-    rollout = seen.rollout
-    rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
+    marked = judged(engine, seen)
+    rollout = marked.rollout
+    rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
     if not why:
         return PlanResult(summarize(ctx.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
     collector = EventCollector()
@@ -138,8 +139,9 @@ def plan_read_only(
     actions += [
         ReplicaAction(naming.object_name(k), Action.DELETE, key=k) for k in sorted(urns.recorded_objects(state)) if k not in keys
     ]
-    rollout = seen.rollout
-    rejected = {endpoint: said for endpoint, (_, said) in rejected_before(engine, rollout).items()}
+    marked = judged(engine, seen)
+    rollout = marked.rollout
+    rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
     if policy_packs:
         channel = Channel(
             context=ctx,

@@ -8,7 +8,8 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any
 
 from infercrane.core.errors import (
     CanaryRejected,
@@ -19,34 +20,47 @@ from infercrane.core.errors import (
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.plan.marks import JUDGING_TAG, REJECTED_TAG, Marks, judging_value, moves, rejected_value
 from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.core.plan.workload import release_of
 from infercrane.core.state import urns
 from infercrane.engine.deletions import delete_keys
+from infercrane.engine.observed import Observed
 from infercrane.engine.workspace import Engine
 from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel, Pinned, Prepared
 
-#: A stack tag per endpoint whose release a canary rejected: ``<release> <outcome> at <time>, record
-#: <digest>``. Kept in the stack's backend (not the stack file, not the CI job): a rerun, a re-run
-#: job or another machine finds it; deploying that release again needs ``--retry-rejected``.
-REJECTED_TAG: Final = "infercrane:rejected:"
+
+def marks(engine: Engine, rollout: Rollout | None) -> Marks:
+    """The stack's canary marks (:mod:`infercrane.core.plan.marks`) when ``rollout`` moves a release
+    (one Pulumi CLI call), else none. A backend that cannot say its tags fails the command
+    (:meth:`Engine.tags` fails closed): a rejection or an unjudged canary is never taken as absent."""
+    return Marks.of(engine.tags()) if moves(rollout) else Marks()
 
 
-def rejected_before(engine: Engine, rollout: Rollout | None) -> dict[str, tuple[str, str]]:
-    """endpoint -> (its release, the rejection in words), for each endpoint ``rollout`` moves to a
-    release a canary rejected before (the tags are read only when it moves one: one Pulumi CLI call)."""
-    moving = {e.endpoint: e.release for e in rollout.endpoints if e.release} if rollout is not None else {}
-    if not moving:
-        return {}
-    out = {}
-    for name, value in engine.tags().items():
-        endpoint = name.removeprefix(REJECTED_TAG)
-        release, _, said = value.partition(" ")
-        if name.startswith(REJECTED_TAG) and moving.get(endpoint) == release:
-            out[endpoint] = (release, said)
-    return out
+@dataclass(frozen=True)
+class Judged:
+    """A stack's rollout as its canary marks make it: the releases a canary rejected that it moves
+    to, and those a run began to judge and never finished judging -- their replicas prove nothing
+    by running, so the rollout judges them again (``unproven``)."""
+
+    rollout: Rollout | None
+    rejected: dict[str, tuple[str, str]]  # endpoint -> (release, the rejection in words)
+    unjudged: dict[str, str]  # endpoint -> release
+
+
+def judged(engine: Engine, seen: Observed, *, retry_rejected: bool = False) -> Judged:
+    """``seen``'s rollout planned with the stack's marks (one Pulumi CLI call when it moves a
+    release): a release whose judging never ended is unproven; with ``retry_rejected``, so is a
+    release a canary rejected (its replicas still on it prove nothing)."""
+    rollout = seen.rollout
+    found = marks(engine, rollout)
+    rejected, unjudged = found.rejected_in(rollout), found.unjudged_in(rollout)
+    unproven = frozenset(unjudged.values()) | (frozenset(r for r, _ in rejected.values()) if retry_rejected else frozenset())
+    if unproven:
+        rollout = seen.ctx.rollout(seen.rendered, seen.report, seen.state, unproven)
+    return Judged(rollout, rejected, unjudged)
 
 
 def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
@@ -58,24 +72,53 @@ def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
         if endpoint in endpoints and isinstance(v, dict):
             at = str(v.get("at") or "")
             seen[endpoint] = (at, f"{v.get('outcome')} at {at or 'an earlier deploy'}, record {v.get('digest')}")
-    for name, value in engine.tags().items():
-        endpoint = name.removeprefix(REJECTED_TAG)
-        if name.startswith(REJECTED_TAG) and endpoint in endpoints:
-            said = value.partition(" ")[2]  # <outcome> at <time>, record <digest>
+    found = Marks.of(engine.tags())
+    for endpoint, (_, said) in found.rejected.items():  # said: <outcome> at <time>, record <digest>
+        if endpoint in endpoints:
             at = said.partition(" at ")[2].partition(",")[0]
             if at >= seen.get(endpoint, ("", ""))[0]:  # ISO times, UTC: their order is the text's
                 seen[endpoint] = (at, f"{said}; that release is refused unless deploy --retry-rejected")
+    for endpoint, release in found.judging.items():
+        if endpoint in endpoints:
+            seen[endpoint] = (
+                "",
+                f"none yet for release {release}: a deploy began judging it and has no verdict (still baking, or it ended "
+                "without one); the next deploy judges it again before it goes further",
+            )
     return {endpoint: words for endpoint, (_, words) in sorted(seen.items())}
 
 
-def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str, sink: Sink = discard) -> None:
-    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag. A tag
-    the backend refuses is said as a warning, never raised: the rollback comes first."""
+def begin_judging(engine: Engine, rollout: Rollout | None, at: str) -> list[str]:
+    """Before a run whose canaries bake: each such endpoint's release marked as being judged, so a
+    command after a run that ends without a verdict (killed, lost) judges it again. Returns the
+    endpoints marked. A mark the backend refuses fails the deploy before anything is applied."""
+    marked = []
+    for e in rollout.endpoints if rollout is not None else ():
+        if e.canary and e.release and e.canary_policy is not None:
+            engine.set_tag(JUDGING_TAG + e.endpoint, judging_value(e.release, at))
+            marked.append(e.endpoint)
+    return marked
+
+
+def end_judging(engine: Engine, endpoints: Iterable[str]) -> None:
+    """The runs that judged these endpoints' canaries ended with a verdict: their marks removed."""
+    for endpoint in endpoints:
+        engine.remove_tag(JUDGING_TAG + endpoint)
+
+
+def remember_rejections(
+    engine: Engine, rollout: Rollout | None, exc: InferCraneError, at: str, sink: Sink = discard
+) -> list[str]:
+    """A rollout stopped by canary verdicts: each rejected release remembered as a stack tag.
+    Returns the endpoints remembered. A tag the backend refuses is said as a warning, never raised:
+    the rollback comes first (the judging mark stays: a later command judges the release again)."""
     releases = {e.endpoint: e.release for e in rollout.endpoints} if rollout is not None else {}
+    remembered = []
     for endpoint, _, cause in exc.stopped if isinstance(exc, RolloutStopped) else []:
         if isinstance(cause, CanaryRejected) and releases.get(endpoint):
             try:
-                engine.set_tag(REJECTED_TAG + endpoint, f"{releases[endpoint]} {cause.outcome} at {at}, record {cause.digest}")
+                engine.set_tag(REJECTED_TAG + endpoint, rejected_value(releases[endpoint], cause.outcome, at, cause.digest))
+                remembered.append(endpoint)
             except InferCraneError as err:
                 sink(
                     Note(
@@ -83,6 +126,7 @@ def remember_rejections(engine: Engine, rollout: Rollout | None, exc: InferCrane
                         "a rerun of the same config would give it another canary; the rollback goes on"
                     )
                 )
+    return remembered
 
 
 def roll_back(
@@ -170,8 +214,9 @@ def _after_rollback(cause: CanaryRejected, back: Rollback, failed: str, seconds:
     the lanes to every rolled-back replica ready and serving, or gone)."""
     if back.left:
         return cause.after_rollback(
-            f"not rolled back: {', '.join(back.left)} ran the rejected release (or another workload API) before this "
-            "deploy too; the state records nothing else to return to",
+            f"not rolled back: {', '.join(back.left)} ran before this deploy with nothing in the state to return to "
+            "(the rejected release, another workload API, or no record at all: after takeover or a lost state); it is "
+            "left as it runs, never deleted",
             failed=True,
         )
     if not back.lane.stages:

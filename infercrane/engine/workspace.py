@@ -337,13 +337,19 @@ class Engine:
         return done
 
     def tags(self) -> dict[str, str]:
-        """The stack's tags (``pulumi stack tag ls``): {} when there are none or none can be read."""
-        done = self._cli("stack", "tag", "ls", "--output", "json", check=False)
+        """The stack's tags (``pulumi stack tag ls``); {} when it has none. Fails closed: a backend
+        that cannot say them raises (EngineError) -- a canary's rejection is never taken as absent."""
+        done = self._cli("stack", "tag", "ls", "--output", "json")
         try:
-            found = json.loads(done.stdout or "{}") if done.returncode == 0 else {}
+            found = json.loads(done.stdout or "{}")
         except ValueError:
-            return {}
-        return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+            found = None
+        if not isinstance(found, dict):
+            raise EngineError(
+                f"stack {self.stack_name}: `pulumi stack tag ls` answered what is not a JSON object: {done.stdout[:200]!r}",
+                fix="check the backend the stack lives in (`pulumi stack tag ls --stack NAME`), then run the command again",
+            )
+        return {str(k): str(v) for k, v in found.items()}
 
     def set_tag(self, name: str, value: str) -> None:
         self._cli("stack", "tag", "set", name, value)

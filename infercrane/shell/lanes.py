@@ -19,7 +19,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from infercrane.core.errors import CanaryRejected, InferCraneError, StillDraining
+from infercrane.core.errors import CanaryRejected, InferCraneError, RolloutStopped, StillDraining
 from infercrane.core.plan.ledger import Gpus, Ledger, in_words
 from infercrane.core.plan.waves import EndpointRollout, Lane
 from infercrane.shell.awaiting import Waits, not_ready
@@ -41,9 +41,14 @@ class LanesOutcome:
     components: list[ReplicaComponent] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
     stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
-    crashed: list[BaseException] = field(default_factory=list)  # what the engine failed (it stops the whole run)
+    crashed: list[tuple[str, str, BaseException]] = field(default_factory=list)  # endpoint, where, what the engine failed
     ended: dict[str, str] = field(default_factory=dict)  # endpoint -> where it ended, in words
     verdicts: dict[str, canary.CanaryVerdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
+
+    @property
+    def accepted(self) -> list[str]:
+        """The endpoints whose canary was accepted."""
+        return [endpoint for endpoint, v in self.verdicts.items() if v.outcome == "ACCEPT"]
 
     def summary(self) -> str:
         """Each endpoint's end, one clause each: ``qwen finished; llama halted before wave 2/3``."""
@@ -185,7 +190,7 @@ async def roll(
                 outcome.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
                 return
             except Exception as exc:  # noqa: BLE001 - an apply the engine failed: the engine's own error, raised below
-                outcome.crashed.append(exc)
+                outcome.crashed.append((lane.endpoint, where, exc))
                 halted.set()
                 outcome.ended[lane.endpoint] = f"failed by the engine at {where}"
                 return
@@ -229,9 +234,14 @@ async def roll(
     if outcome.crashed:
         # The engine failed an apply (the API server gone, an object it refused): it ends the whole
         # update itself, and its own words say why -- raised as they came, never renamed; where
-        # each endpoint ended is said beside them.
+        # each endpoint ended is said beside them. A canary's verdict that stopped its release
+        # meanwhile is never dropped for it: then the stop is raised with the engine's failure
+        # beside it, so the command remembers the rejection and rolls the canary back.
         note(f"rollout: halted by the engine's failure: {outcome.summary()}")
-        raise outcome.crashed[0]
+        if any(isinstance(cause, CanaryRejected) for _, _, cause in outcome.stopped):
+            failed = [(endpoint, where, InferCraneError(f"the engine failed: {exc}")) for endpoint, where, exc in outcome.crashed]
+            raise RolloutStopped([*outcome.stopped, *failed], len(lanes), accepted=outcome.accepted)
+        raise outcome.crashed[0][2]
     pairs = sorted(
         zip(outcome.components, outcome.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order))
     )

@@ -30,13 +30,11 @@ from infercrane.core.errors import (
     NotReady,
     ReadOnlyUpdate,
     RolledBack,
-    RolloutRefused,
     RolloutStopped,
 )
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
-from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots
@@ -46,6 +44,7 @@ from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, run
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.outputs import export, summary_of
+from infercrane.shell.plain import judged, own_state, refuse_beyond_policy
 from infercrane.shell.provider import make_provider
 
 
@@ -64,56 +63,6 @@ def stack_values() -> dict[str, Any]:
             except (TypeError, ValueError):
                 values[key] = raw
     return values
-
-
-def own_state(stack: str) -> dict[str, Any]:
-    """The stack's own state, read with ``pulumi stack export`` -- under plain ``pulumi``, where no
-    caller hands over what it says: the slot names of components still named by slot (never
-    computed from the current config: removing, reordering or moving a replica changes the slots
-    a config gives, and an alias to another key's slot would delete that key's objects), and the
-    namespaces its replicas run in (a ``namespace`` switch counts them)."""
-    import json
-    import shutil
-    import subprocess
-
-    pulumi_cli = shutil.which("pulumi") or "pulumi"
-    done = subprocess.run(
-        [pulumi_cli, "stack", "export", "--stack", stack, "--non-interactive"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    if done.returncode != 0:
-        raise InferCraneError(
-            f"could not read the state of stack {stack!r} to find how its replicas are named; nothing was applied: "
-            + (done.stderr.strip().splitlines() or ["pulumi stack export failed"])[-1],
-            fix=f"run `infercrane deploy --stack {stack}`, which reads the state itself",
-        )
-    return dict(json.loads(done.stdout or "{}").get("deployment") or {})
-
-
-def refuse_beyond_policy(stack: str, plan: Rollout) -> None:
-    """Plain ``pulumi up`` does a change in one run: refuse one that would breach an endpoint's
-    rollout policy (preview only warns), naming the command that rolls it in waves."""
-    breaches = [
-        f"endpoint {e.endpoint} rolls in {len(e.waves)} wave(s) under maxUnavailable {e.max_unavailable}, "
-        f"maxSurge {e.max_surge}; at once {e.all_at_once()}"
-        for e in plan.beyond_one_step()
-    ]
-    cap = plan.max_extra_gpus
-    breaches += [
-        f"the endpoints' surges would borrow {n} GPU(s) of {product or 'their GPU product'} at once; "
-        f"rollout.maxExtraGpus {cap} lends them in turns"
-        for product, n in sorted(plan.borrowed_at_once().items())
-        if cap is not None and n > cap
-    ]
-    if breaches:
-        refusal = RolloutRefused(stack, breaches)
-        if pulumi.runtime.is_dry_run():
-            pulumi.log.warn(f"`pulumi up` will refuse: {refusal}")
-        else:
-            raise refusal
 
 
 def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel: Channel | None = None) -> list[ReplicaComponent]:
@@ -179,6 +128,7 @@ def check(
     if not channel.driven:
         plan = ctx.rollout(rendered, report, state)
         assert plan is not None  # planned from a report
+        plan = judged(stack, plan, lambda unproven: ctx.rollout(rendered, report, state, unproven))
         refuse_beyond_policy(stack, plan)
     legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
     return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)
@@ -290,6 +240,8 @@ async def _in_lanes(
             max_extra_gpus=plan.max_extra_gpus,
             restarts=plan.restarts,
         )
+    except RolloutStopped as exc:  # a canary's verdict and the engine's failure together
+        _fail(channel, exc)
     finally:
         waits.close()
     if outcome.stopped:
@@ -304,7 +256,7 @@ async def _in_lanes(
         elif len(lost) == len(outcome.stopped):
             failure = lost[0]  # one cause for all: said once, with how to resume
         else:
-            failure = RolloutStopped(outcome.stopped, len(plan.lanes))
+            failure = RolloutStopped(outcome.stopped, len(plan.lanes), accepted=outcome.accepted)
         _fail(channel, failure)
     if channel.rollback is not None:  # done: ended failed on purpose, so Pulumi deletes nothing
         _fail(channel, RolledBack())

@@ -53,6 +53,7 @@ class CanaryPolicy(Frozen):
     max_e2e_p95_ratio: StrictFloat | StrictInt = Field(
         1.5,
         ge=1,
+        alias="maxE2eP95Ratio",  # as the docs and the verdict spell it (the generator would say maxE2EP95Ratio)
         description="The canary's end-to-end request latency p95 over the baseline's, at most (vLLM's "
         "e2e_request_latency_seconds; not judged where an engine counts none).",
     )

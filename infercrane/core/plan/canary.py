@@ -6,9 +6,13 @@ the old release), what its engine counted over the bake window -- requests answe
 (5xx), its time-to-first-token histogram -- and the golden requests' answers as hashes. The rules,
 in order (:func:`judge`):
 
-1. a golden answer that differs from the baseline's (or misses its pattern), or a golden request
-   the canary failed to answer at all: REJECT, at once;
-2. a replica whose figures could not be read, a golden request the baseline could not answer, or
+1. a canary whose engine restarted or stopped serving during the bake (its counters went back, its
+   process start time changed, its ready address left its EndpointSlices): REJECT, at once -- the
+   requests a crash failed are counted by no engine, so no count can clear it; a golden answer
+   that differs from the baseline's (or misses its pattern), or a golden request the canary
+   failed to answer at all: REJECT, at once;
+2. a replica whose figures could not be read (a baseline replica that restarted among them), a
+   golden request the baseline could not answer, or
    fewer than ``minRequests`` answered by the canary or by the baseline: WAIT -- a missing
    measurement is never a pass;
 3. the canary's error ratio above the baseline's by more than ``maxErrorRatioIncrease``: REJECT;
@@ -46,6 +50,7 @@ class Measured:
     ttft: tuple[tuple[float, int], ...] = ()  # cumulative bucket counts (upper bound, count), +Inf last
     unreadable: str = ""  # why it has no figures ("" it has)
     e2e: tuple[tuple[float, int], ...] = ()  # its request latency histogram, as ttft ((): its engine has none)
+    restarted: str = ""  # how its engine was seen to restart or stop serving during the bake ("" it was not)
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,8 @@ class Record:
             m["e2e"] = [["+Inf" if le == INF else le, n] for le, n in m["e2e"]]
             if not m["e2e"]:  # left out when empty: a record from before it re-judges byte for byte
                 del m["e2e"]
+            if not m["restarted"]:  # likewise
+                del m["restarted"]
         if doc["thresholds"]["max_e2e_p95_ratio"] is None:
             del doc["thresholds"]["max_e2e_p95_ratio"]
         return dict(_numbers(doc))
@@ -112,6 +119,7 @@ class Record:
                 ttft=tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m["ttft"]),
                 unreadable=m["unreadable"],
                 e2e=tuple((INF if le == "+Inf" else float(le), int(n)) for le, n in m.get("e2e") or ()),
+                restarted=str(m.get("restarted") or ""),
             )
             for m in doc["measured"]
         )
@@ -257,6 +265,9 @@ def judge(record: Record) -> CanaryVerdict:
 
     changed = [g for g in record.golden if g.differs]
     unanswered = [g for g in record.golden if not g.canary]
+    crashed = [m for m in record.measured if m.side == "canary" and m.restarted]
+    if crashed:  # the requests a crash failed are counted by no engine: its counts cannot clear it
+        return verdict("REJECT", [f"canary replica {m.replica}: {m.restarted}" for m in crashed])
     if changed or unanswered:
         said = [
             f"golden request {g.index}: the canary's answer "
@@ -267,6 +278,7 @@ def judge(record: Record) -> CanaryVerdict:
         return verdict("REJECT", said)
 
     waits = [f"no figures from {m.side} replica {m.replica}: {m.unreadable}" for m in record.measured if m.unreadable]
+    waits += [f"no figures from baseline replica {m.replica}: {m.restarted}" for m in record.measured if m.restarted]
     waits += [
         f"golden request {g.index}: the baseline did not answer ({g.why})"
         for g in record.golden

@@ -7,10 +7,12 @@ canary moved. Of the canary (:attr:`~infercrane.core.plan.waves.EndpointRollout.
 - a key the state recorded before the deploy on another release is **restored**: registered again
   with exactly the manifests recorded then (its Deployment restarts its pod on the old release);
 - an old key the canary replaced in place (deleted before the canary started) is restored too;
-- a key the deploy brought (a surge's successor, a new replica) is **removed**: deleted by exact
-  ownership and waited for until gone;
-- a key that already ran the rejected release before the deploy, or moved to another workload API
-  in place, has nothing recorded to return to: it is **left**, said, for the previous config.
+- a key the deploy brought (a surge's successor, a new replica: one that did not run when the
+  rollout was planned) is **removed**: deleted by exact ownership and waited for until gone;
+- a key that already ran the rejected release before the deploy, moved to another workload API in
+  place, or ran before the deploy without a record of it in the state (the first deploy after
+  ``takeover``, a lost state) has nothing recorded to return to: it is **left**, said, for the
+  previous config -- never deleted.
 
 In place the removals go first (their GPUs free), then the restored keys start; with a surge the
 restored keys start first (borrowing what the canary's stage borrowed) and the removals go once they
@@ -63,8 +65,11 @@ def plan_rollback(e: EndpointRollout, lane: Lane, before: Mapping[str, str]) -> 
     deleted = {k for s in lane.stages[:bake] for k in s.delete}
     replaced = set(e.waves[e.canary_wave].down) - set(e.canary) if e.canary_wave is not None else set()
     moved = {k for k in e.canary if k in deleted}  # its old form went before its new one: in place, another workload API
-    left = sorted(k for k in e.canary if k in moved or (k in before and before[k] == e.release))
+    # A key that ran when the rollout was planned served before the deploy: with no record to
+    # return to (the first deploy after takeover, a lost state), it is left as it is -- never deleted.
+    unrecorded = {k for k in e.canary if k not in before and k in e.running}
+    left = sorted(k for k in e.canary if k in moved or k in unrecorded or (k in before and before[k] == e.release))
     restore = [k for k in e.canary if k in before and k not in left] + sorted(replaced & deleted & before.keys())
-    remove = sorted(k for k in e.canary if k not in before)
+    remove = sorted(k for k in e.canary if k not in before and k not in unrecorded)
     borrow = lane.stages[bake].borrow if bake < len(lane.stages) else ()
     return Rollback(e.endpoint, e.mode, tuple(sorted(restore)), tuple(remove), tuple(left), borrow)

@@ -242,17 +242,23 @@ def _endpoint(
     already = _already_available(release, moving, [m for m in running if m.release not in unproven])
     new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
     retried = [m.key for m in running if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
+    # What starts on the release before the available replicas' units: the first step's replicas
+    # and, with a surge, the down replicas' restarts -- part of the canary, never unjudged.
+    firsts = _chunks([(k, None) for k in down_restarts], per_wave)
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, running, targets, release, moving, [*not_available, *new_keys, *retried])
+        _canary(units, mode, policy, running, targets, release, moving, [*not_available, *new_keys, *retried], down_restarts)
         if not already
         else ((), (), False)
     )
-    firsts = _chunks([(k, None) for k in down_restarts], per_wave)
-    canary_wave = len(firsts) if canary and not in_flight else None
+    if canary and in_flight and firsts:  # judged once the down replicas' restarts serve: the last of their waves
+        canary_wave: int | None = len(firsts) - 1
+        in_flight = False
+    else:
+        canary_wave = len(firsts) if canary and not in_flight else None
     sched.canary_wave, sched.canary_first = canary_wave, in_flight
     chunks = firsts + (
         _chunks(units[: len(canary)], len(canary)) + _chunks(units[len(canary) :], per_wave)
-        if canary_wave is not None
+        if canary_wave == len(firsts)
         else _chunks(units, per_wave)
     )
     if chunks:
@@ -332,6 +338,7 @@ def _endpoint(
             release=release,
             canary_policy=policy.canary if units else None,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
+            running=tuple(m.key for m in running),
         ),
         sched,
     )
@@ -362,17 +369,19 @@ def _canary(
     release: str,
     moving: Collection[str],
     first_step: Sequence[str],
+    down_restarts: Sequence[str] = (),
 ) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
-    """The canary's keys, its baseline's, and whether the canary is what the first step starts --
-    the keys of ``first_step`` on ``release`` -- or none when the policy asks for no canary,
-    nothing available changes, or no replica would stay on the old release to compare with. The
-    baseline: later units' old replicas; with a surge, the old replicas the canary replaces (they
-    go once it is judged); and the endpoint's available replicas that do not move, on a release of
-    their own."""
+    """The canary's keys, its baseline's, and whether the canary is what starts before the units --
+    the keys of ``first_step`` and ``down_restarts`` that will run ``release`` (applied with the
+    config's manifests: a replica left down on another release and then the config changed moves
+    to it too) -- or none when the policy asks for no canary, nothing available changes, or no
+    replica would stay on the old release to compare with. The baseline: later units' old
+    replicas; with a surge, the old replicas the canary replaces (they go once it is judged); and
+    the endpoint's available replicas that do not move, on a release of their own."""
     if policy.canary is None or not units:
         return (), (), False
-    runs = {**{t.key: t.release for t in targets}, **{m.key: m.release for m in running}}  # live, else as it will run
-    in_flight = [k for k in first_step if release and runs.get(k) == release]
+    runs = {t.key: t.release for t in targets}  # as each will run once applied
+    in_flight = [k for k in [*first_step, *down_restarts] if release and runs.get(k) == release]
     size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
     baseline = [old if old is not None else up for up, old in rest]

@@ -71,6 +71,7 @@ class EndpointRollout:
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
+    running: tuple[str, ...] = ()  # the keys that ran when it was planned: a rollback never deletes one (core.plan.rollback)
 
     @property
     def no_canary(self) -> str:

@@ -16,6 +16,7 @@ no figures: the verdict waits, it never passes.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -39,6 +40,9 @@ GOLDEN_TIMEOUT_SECONDS: Final = 60.0  # an answer of max_tokens tokens
 GOLDEN_TRIES: Final = 3  # a golden request that fails is asked again: one failure of a healthy engine is no verdict
 GOLDEN_SEED: Final = 0
 COMPLETIONS: Final = ("/v1/completions", "/v1/chat/completions")
+#: prometheus_client's process collector: the engine process's start, where its page serves it
+#: (vLLM's API server does; a multiprocess registry -- SGLang's -- does not).
+START_TIME: Final = "process_start_time_seconds"
 
 Address = tuple[str, int]
 
@@ -84,6 +88,16 @@ class Page:
     errors: int
     ttft: tuple[tuple[float, int], ...]  # cumulative (upper bound, count), +Inf last
     e2e: tuple[tuple[float, int], ...] = ()  # its request latency histogram, as ttft (() none on its page)
+    started: float | None = None  # its process's start (``process_start_time_seconds``; None: its page has none)
+
+    def went_back_from(self, earlier: Page) -> str:
+        """How this page shows its engine restarted since ``earlier`` ("" it does not)."""
+        if self.started is not None and earlier.started is not None and self.started != earlier.started:
+            return "its engine restarted during the bake: its process start time changed"
+        old = dict(earlier.ttft)
+        if self.requests < earlier.requests or self.errors < earlier.errors or any(n < old.get(b, 0) for b, n in self.ttft):
+            return "its engine restarted during the bake: its counters went back"
+        return ""
 
 
 def parse(text: str, engine: str) -> Page:
@@ -102,8 +116,11 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
     buckets: dict[float, int] = {}
     latency: dict[float, int] = {}
     counted = False
+    started: float | None = None
     for name, labels, value in samples:
-        if name == names.requests and (names.errors is not None or labels.get("handler") in COMPLETIONS):
+        if name == START_TIME:
+            started = value
+        elif name == names.requests and (names.errors is not None or labels.get("handler") in COMPLETIONS):
             counted = True
             requests += int(value)
             if names.errors is None and str(labels.get("status", "")).startswith("5"):
@@ -120,7 +137,7 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
         raise ValueError(f"{where} has no {names.ttft}")
     if not counted and buckets.get(canary.INF, 0) > 0:  # it answered, but its requests are not counted
         raise ValueError(f"{where} has no {names.missing()}")
-    return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())))
+    return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())), started)
 
 
 def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT_SECONDS) -> Page:
@@ -187,6 +204,8 @@ class Bake:
         self._addresses, self._key = addresses, key
         self.started = clock()
         self.at_start: dict[str, dict[Address, Page] | str] = {r.key: self._pages(r) for _, r in self.sides}
+        self.last = dict(self.at_start)  # each replica's previous read: a restart between two reads is seen
+        self.restarted: dict[str, str] = {}  # replica key -> how its engine was seen to restart (kept once seen)
         self.golden = self._golden()
 
     def _pages(self, replica: Replica) -> dict[Address, Page] | str:
@@ -253,7 +272,9 @@ class Bake:
                 # that did not answer): its window begins at its first read that is.
                 self.at_start[replica.key] = now
                 before = f"{before} when the bake began; its window begins now"
-            measured.append(_window(replica.key, side, before, now))
+            self._watch(replica.key, now)
+            window = _window(replica.key, side, before, now)
+            measured.append(dataclasses.replace(window, restarted=self.restarted.get(replica.key, "")))
         t = canary.Thresholds(
             min_requests=self.policy.min_requests,
             max_ttft_p95_ratio=float(self.policy.max_ttft_p95_ratio),
@@ -263,6 +284,21 @@ class Bake:
         )
         baked = int(self._clock() - self.started)
         return canary.Record(self.endpoint, t, tuple(measured), self.golden, baked, final)
+
+    def _watch(self, key: str, now: dict[Address, Page] | str) -> None:
+        """Compare ``key``'s read with its previous one: an engine that restarted between two reads
+        (counters that went back, a new process start time) or a replica that lost its ready
+        address is remembered for the rest of the bake -- a later read that climbed past the old
+        counts does not clear it."""
+        last = self.last.get(key)
+        if isinstance(last, dict) and isinstance(now, str):
+            self.restarted.setdefault(key, f"it stopped serving during the bake ({now})")
+        elif isinstance(last, dict) and isinstance(now, dict):
+            for address, page in now.items():
+                if address in last and (why := page.went_back_from(last[address])):
+                    self.restarted.setdefault(key, f"{why} ({address[0]})")
+        if isinstance(now, dict):
+            self.last[key] = now
 
 
 def _window(
@@ -280,8 +316,8 @@ def _window(
     for address, page in now.items():
         old = before[address]
         old_buckets, old_e2e = dict(old.ttft), dict(old.e2e)
-        if page.requests < old.requests or page.errors < old.errors or any(n < old_buckets.get(b, 0) for b, n in page.ttft):
-            return canary.Measured(key, side, unreadable=f"its engine's counters restarted during the bake ({address[0]})")
+        if why := page.went_back_from(old):
+            return canary.Measured(key, side, unreadable=f"{why} ({address[0]})")
         requests += page.requests - old.requests
         errors += page.errors - old.errors
         for bound, n in page.ttft:

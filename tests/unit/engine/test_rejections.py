@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercrane.cli import output
+from infercrane.core.plan.marks import JUDGING_TAG, REJECTED_TAG
 from infercrane.core.plan.waves import EndpointRollout, Rollout
-from infercrane.engine.rejections import REJECTED_TAG, last_verdicts, rejected_before
+from infercrane.engine.rejections import Judged, judged, last_verdicts, marks
 
 
 @dataclass
@@ -47,10 +48,11 @@ def test_the_last_verdict_is_the_later_of_the_recorded_accept_and_the_remembered
 
 def test_a_rejection_refuses_only_the_release_it_rejected() -> None:
     engine = EngineDouble(tag_values={REJECTED_TAG + "qwen": "rel-b REJECT at 2026-12-05T04:00:00Z, record sha256:bb"})
-    assert rejected_before(engine, moving("qwen", "rel-b")) == {  # type: ignore[arg-type]
+    b, c = moving("qwen", "rel-b"), moving("qwen", "rel-c")
+    assert marks(engine, b).rejected_in(b) == {  # type: ignore[arg-type]
         "qwen": ("rel-b", "REJECT at 2026-12-05T04:00:00Z, record sha256:bb")
     }
-    assert rejected_before(engine, moving("qwen", "rel-c")) == {}  # type: ignore[arg-type]
+    assert marks(engine, c).rejected_in(c) == {}  # type: ignore[arg-type]
 
 
 def test_inspect_says_each_endpoints_last_canary_verdict_in_text_and_json() -> None:
@@ -77,3 +79,49 @@ def test_a_rejection_the_backend_cannot_remember_is_a_warning_and_never_stops_th
     (note,) = said
     assert note.text.startswith("warning: the rejection of endpoint qwen's release could not be remembered (")
     assert "the backend refused the write" in note.text and note.text.endswith("the rollback goes on")
+
+
+@dataclass
+class ContextDouble:
+    """Stands in for live.stack.context.StackContext: its rollout planned again with ``unproven`` (recorded)."""
+
+    asked: list[frozenset[str]] = field(default_factory=list)
+
+    def rollout(self, rendered: Any, report: Any, state: Any, unproven: frozenset[str]) -> Rollout:
+        self.asked.append(unproven)
+        return moving("qwen", "replanned")
+
+
+@dataclass
+class ObservedDouble:
+    """Stands in for engine.observed.Observed: its rollout and its context."""
+
+    rollout: Rollout
+    ctx: ContextDouble = field(default_factory=ContextDouble)
+    rendered: Any = None
+    report: Any = None
+    state: Any = None
+
+
+def test_a_release_whose_judging_never_ended_is_planned_again_as_unproven() -> None:
+    engine = EngineDouble(tag_values={JUDGING_TAG + "qwen": "rel-b since 2026-12-06T10:00:00Z"})
+    seen = ObservedDouble(moving("qwen", "rel-b"))
+    got = judged(engine, seen)  # type: ignore[arg-type]
+    assert seen.ctx.asked == [frozenset({"rel-b"})] and got.unjudged == {"qwen": "rel-b"}
+    assert got.rollout == moving("qwen", "replanned")
+
+
+def test_a_retried_rejection_is_unproven_too_and_no_mark_plans_nothing_again() -> None:
+    engine = EngineDouble(tag_values={REJECTED_TAG + "qwen": "rel-b REJECT at 2026-12-05T04:00:00Z, record sha256:bb"})
+    seen = ObservedDouble(moving("qwen", "rel-b"))
+    assert judged(engine, seen).rollout == moving("qwen", "rel-b") and seen.ctx.asked == []  # type: ignore[arg-type]
+    assert isinstance(judged(engine, seen, retry_rejected=True), Judged)  # type: ignore[arg-type]
+    assert seen.ctx.asked == [frozenset({"rel-b"})]
+
+
+def test_inspect_says_a_canary_being_judged_has_no_verdict_yet() -> None:
+    engine = EngineDouble(tag_values={JUDGING_TAG + "qwen": "rel-b since 2026-12-06T10:00:00Z"})
+    assert last_verdicts(engine, ["qwen"]) == {  # type: ignore[arg-type]
+        "qwen": "none yet for release rel-b: a deploy began judging it and has no verdict (still baking, or it ended "
+        "without one); the next deploy judges it again before it goes further"
+    }

@@ -173,7 +173,7 @@ def test_a_window_is_each_pod_now_minus_at_the_start_and_a_restart_has_no_figure
     got = evidence._window("c0", "canary", {a: start}, {a: now})
     assert (got.requests, got.errors, got.ttft, got.unreadable) == (20, 1, ((0.1, 16), (INF, 19)), "")
     restarted = evidence._window("c0", "canary", {a: now}, {a: start})
-    assert restarted.unreadable == "its engine's counters restarted during the bake (10.88.0.4)"
+    assert restarted.unreadable == "its engine restarted during the bake: its counters went back (10.88.0.4)"
     moved = evidence._window("c0", "canary", {a: start}, {("10.88.0.5", 8000): now})
     assert moved.unreadable == "its pods changed during the bake"
 

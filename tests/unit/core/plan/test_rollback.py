@@ -111,4 +111,25 @@ def test_a_rejection_says_how_its_rollback_ended_and_the_fix_that_fits() -> None
     assert not stopped.rolled_back and "the rollback stopped: a0 not ready within" in str(stopped)
     assert "deploying the stack's previous config" in str(stopped)
     left = _after_rollback(rejected, Rollback("e", "in place", (), (), ("a0",)), "")
-    assert not left.rolled_back and "not rolled back: a0 ran the rejected release" in str(left)
+    assert not left.rolled_back and "not rolled back: a0 ran before this deploy with nothing in the state to return to" in str(
+        left
+    )
+
+
+def test_a_canary_that_ran_before_the_deploy_without_a_record_is_left_never_deleted() -> None:
+    """The first deploy after ``takeover`` (or a lost state): a0 and a1 serve, the state records
+    nothing. The canary a0 was running when the rollout was planned: it served before this deploy,
+    so the rollback leaves it (said), never deletes it. (Before, "not recorded" was taken as
+    "brought by this deploy" and its Deployment and Service were deleted: issue #64, 3.)"""
+    r = rolled([m("a0"), m("a1")], [t("a0", True), t("a1", True)], IN_PLACE)
+    (e,), (lane,) = r.endpoints, r.lanes
+    assert e.canary == ("a0",) and e.running == ("a0", "a1")
+    back = plan_rollback(e, lane, {})  # nothing recorded
+    assert (back.remove, back.restore, back.left) == ((), (), ("a0",))
+
+
+def test_a_canary_the_deploy_created_is_removed_though_an_unrecorded_replica_beside_it_is_kept() -> None:
+    r = rolled([m("a0"), m("a1")], [t("b0"), t("b1")], SURGE)
+    (e,), (lane,) = r.endpoints, r.lanes
+    back = plan_rollback(e, lane, {})  # a lost state: nothing recorded, a0 and a1 ran before
+    assert (back.remove, back.restore) == (("b0",), ()), "b0 did not run when the rollout was planned"

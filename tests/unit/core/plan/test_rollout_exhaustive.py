@@ -125,8 +125,8 @@ def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monk
     monkeypatch.setattr(
         rollout,
         "_canary",
-        lambda units, mode, policy, members, targets, release, moving, first: real(
-            units, mode, policy, members, targets, release, moving, []
+        lambda units, mode, policy, members, targets, release, moving, first, down=(): real(
+            units, mode, policy, members, targets, release, moving, [], down
         ),
     )
     (world,) = [w for w in model.canary_worlds(range(2, 4)) if w.endpoints[0].after[0][0] == "an0" and len(w.endpoints[0].before) == 2

@@ -235,6 +235,9 @@ func (h *histogram) write(w *strings.Builder, name, labels string) {
 	fmt.Fprintf(w, "%s_bucket{%s,le=\"+Inf\"} %d\n%s_sum{%s} %g\n%s_count{%s} %d\n", name, labels, h.n, name, labels, h.sum, name, labels, h.n)
 }
 
+// processStart is this process's start (seconds since the epoch), as prometheus_client reports it.
+var processStart = float64(time.Now().UnixNano()) / 1e9
+
 // stats are the engine's counts of what this process answered, served at /metrics.
 type stats struct {
 	mu        sync.Mutex
@@ -299,6 +302,8 @@ func (s *stats) text(prefix, model string) string {
 		}
 		return w.String()
 	}
+	// vLLM's API server serves prometheus_client's process collector: its process's start time.
+	fmt.Fprintf(&w, "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds %.2f\n", processStart)
 	fmt.Fprintf(&w, "# TYPE %srequest_success_total counter\n%srequest_success_total{finished_reason=\"stop\",%s} %d\n",
 		prefix, prefix, labels, s.success)
 	w.WriteString("# TYPE http_requests_total counter\n")
