@@ -3,9 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 from infercrane.shell.components import Ahead
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """On a loop of its own, never set as the thread's: ``asyncio.run`` leaves the thread with no
+    loop, and the program tier's Pulumi mocks, run later in the same process, ask for one."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)
+    finally:
+        loop.close()
 
 
 @dataclass
@@ -42,7 +56,7 @@ def test_a_component_beyond_the_limit_is_built_only_once_an_earlier_one_is_answe
         await third
         return log
 
-    assert asyncio.run(scenario()) == ["built a", "built b", "answer a", "built c"]
+    assert run(scenario()) == ["built a", "built b", "answer a", "built c"]
 
 
 def test_a_failed_registration_frees_its_place_and_is_left_to_the_engine_to_report() -> None:
@@ -53,7 +67,7 @@ def test_a_failed_registration_frees_its_place_and_is_left_to_the_engine_to_repo
         second = await asyncio.wait_for(ahead.register(lambda: ComponentDouble("b")), timeout=1)
         return second.key
 
-    assert asyncio.run(scenario()) == "b"
+    assert run(scenario()) == "b"
 
 
 def test_a_build_that_raises_frees_its_place() -> None:
@@ -69,7 +83,7 @@ def test_a_build_that_raises_frees_its_place() -> None:
             pass
         return (await asyncio.wait_for(ahead.register(lambda: ComponentDouble("b")), timeout=1)).key
 
-    assert asyncio.run(scenario()) == "b"
+    assert run(scenario()) == "b"
 
 
 def test_a_registration_first_takes_the_next_free_place_before_the_ones_waiting_without_it() -> None:
@@ -91,7 +105,7 @@ def test_a_registration_first_takes_the_next_free_place_before_the_ones_waiting_
         await asyncio.gather(*later, *changed)
         return [c.key for c in built]
 
-    assert asyncio.run(scenario()) == ["held", "new-1", "new-2", "same-1", "same-2"]
+    assert run(scenario()) == ["held", "new-1", "new-2", "same-1", "same-2"]
 
 
 def test_a_wait_cancelled_before_its_turn_gives_the_place_to_the_next() -> None:
@@ -105,4 +119,4 @@ def test_a_wait_cancelled_before_its_turn_gives_the_place_to_the_next() -> None:
         held.urn.done.set_result("urn")
         return (await asyncio.wait_for(nxt, timeout=1)).key
 
-    assert asyncio.run(scenario()) == "next"
+    assert run(scenario()) == "next"
