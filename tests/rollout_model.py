@@ -63,6 +63,10 @@ from infercrane.live.status import verdicts
 PENDING, STARTING, AVAILABLE, TERMINATING = "pending", "starting", "available", "terminating"
 #: The lanes apply a key only once none of its pods is terminating (shell.lanes); False: the rule reverted.
 DRAINED_FIRST = True
+#: A rerun plans a release whose judging mark a run left as unproven (engine.rejections.judged); False: reverted.
+JUDGING_MARKS = True
+#: A canary's REJECT survives another lane's engine failure (shell.lanes.roll); False: reverted (the engine's error alone).
+VERDICTS_SURVIVE_ENGINE_FAILURE = True
 
 
 class Pod(NamedTuple):
@@ -101,6 +105,12 @@ class Run(NamedTuple):
     rejected: tuple[int, ...] = ()  # lanes whose canary was rejected: rolled back once every lane has ended
     rollback: bool = False  # this run is the rollback the rejecting command runs
     restarts: frozenset[str] | None = None  # the plan's keys whose template changes: only they wait for a drain (None: all)
+    releases: tuple[str, ...] = ()  # per lane: the release its endpoint moves to ("" none)
+    judging: frozenset[str] = frozenset()  # endpoints whose canary this run marked as being judged
+    accepted: frozenset[str] = frozenset()  # endpoints whose canary this run accepted
+    served: frozenset[str] = frozenset()  # keys with an available pod when the run began (a rollback never deletes one)
+    halted: bool = False  # the engine failed an apply: no lane applies or deletes anything more
+    canary_keys: frozenset[str] = frozenset()  # the keys its plan made canaries
 
 
 class State(NamedTuple):
@@ -112,6 +122,13 @@ class State(NamedTuple):
     scaled: tuple[str, ...]  # endpoints an autoscaler scaled up
     rejected: bool = False  # a canary was rejected: the previous config may be deployed (a rollback)
     back: bool = False  # the previous config was deployed: the config is now every key's revision 0
+    # The release marks (core.plan.marks): (endpoint, release) a run began to judge and never ended.
+    judging: frozenset[tuple[str, str]] = frozenset()
+    accepted: frozenset[tuple[str, str]] = frozenset()  # (endpoint, release) some canary verdict accepted
+    canaries: frozenset[str] = frozenset()  # keys some run planned as a canary
+    # What the Pulumi state records, key -> revision: written when a run ends (a killed one writes
+    # nothing: its checkpoints are skipped), lost with the state. None: as at the change's start.
+    recorded: tuple[tuple[str, int], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -141,6 +158,8 @@ class World:
     max_adversities: int = 2
     autoscaler: bool = True
     max_extra: int | None = None  # rollout.maxExtraGpus: the surges of all endpoints borrow from one ledger
+    lost_state: bool = False  # the Pulumi state may be lost (or never had the replicas: takeover) between runs
+    engine_failures: bool = False  # the engine may fail an apply while other lanes go on (their verdicts kept)
 
     def endpoint_of(self, key: str) -> Endpoint:
         return self._endpoints[key]
@@ -272,7 +291,9 @@ class Planner:
     rested: dict[Any, tuple[tuple[Obj, ...], tuple[Pod, ...]]] = field(default_factory=dict)
     findings: list[str] = field(default_factory=list)
 
-    def plan(self, objs: tuple[Obj, ...], pods: tuple[Pod, ...], back: bool = False) -> rollout.Rollout:
+    def plan(
+        self, objs: tuple[Obj, ...], pods: tuple[Pod, ...], back: bool = False, unproven: frozenset[str] = frozenset()
+    ) -> rollout.Rollout:
         # A release is what a revision's pods run: the same for every key at that revision.
         members = [
             rollout.LiveReplica(
@@ -291,10 +312,12 @@ class Planner:
             for e in self.world.endpoints
             for k in ([*e.before] if back else [k for k, _ in e.after])
         ]
-        cache_key = (tuple(members), tuple(targets))
+        cache_key = (tuple(members), tuple(targets), unproven)
         if cache_key not in self.plans:
             policies = {e.name: e.policy for e in self.world.endpoints}
-            r = rollout.plan(members, targets, lambda name: policies[name], max_extra_gpus=self.world.max_extra)
+            r = rollout.plan(
+                members, targets, lambda name: policies[name], max_extra_gpus=self.world.max_extra, unproven=unproven
+            )
             why = [
                 f"plan deletes available replica {k} as not available"
                 for e in r.endpoints
@@ -374,10 +397,26 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 break
         if run is not None:
             run = _low(world, run, objs, pods)
-            if all(lane.phase in ("done", "stopped") for lane in run.lanes) and run.rejected and not run.rollback:
-                # The command that rejected a canary rolls it back, once every lane has ended.
-                return settle(objs, pods, _rollback(world, run), **kw)
-            if all(lane.phase in ("done", "stopped") for lane in run.lanes):
+            ended = all(lane.phase in ("done", "stopped") for lane in run.lanes)
+            if ended:  # a run that ends (not killed) writes the state: what it registered, as it runs now
+                kw["recorded"] = tuple(sorted((o.key, o.rev) for o in objs if not o.deleting))
+            if ended and not run.rollback:
+                kw["judging"] = _judged(run, kw.get("judging", s.judging))
+            dropped = run.halted and not VERDICTS_SURVIVE_ENGINE_FAILURE  # the engine's error alone: the verdicts lost
+            if ended and run.rejected and not run.rollback and dropped:
+                planner.findings.append(
+                    f"a REJECT of {', '.join(run.endpoints[i] for i in run.rejected)} ended with neither its canary "
+                    "rolled back nor its rejection remembered (another lane's engine failure)"
+                )
+            elif ended and run.rejected and not run.rollback:
+                # The command that rejected a canary remembers it (its tag), then rolls it back once
+                # every lane has ended -- a rollback that never deletes a replica that served before.
+                back = _rollback(world, run)
+                for stage in back.plan if back is not None else ():
+                    if stage_deletes := [k for st in stage for k in st.delete if k in run.served]:
+                        planner.findings.append(f"the rollback deletes {sorted(stage_deletes)}, which served before the deploy")
+                return settle(objs, pods, back, **kw, rejected=True)
+            if ended:
                 if all(lane.phase == "done" for lane in run.lanes) and run.steady and not run.adverse:
                     for e, promised in run.promised:
                         if dict(run.low)[e] != promised:
@@ -395,7 +434,11 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         """A run of the same command towards ``back``'s config: planned now, by the real planner;
         None when the command refuses it -- a required canary with no baseline, as
         ``live.running.plan_rollout`` refuses it before anything is applied."""
-        r = planner.plan(s.objs, s.pods, back)
+        # A release whose judging a run left unfinished proves nothing by running (its judging
+        # mark); after a rejection, the same config again is its retry (--retry-rejected).
+        unproven = frozenset(r for _, r in s.judging) if JUDGING_MARKS else frozenset()
+        unproven |= frozenset({"rev1"}) if s.rejected and not back else frozenset()
+        r = planner.plan(s.objs, s.pods, back, unproven)
         if any(e.no_canary and e.canary_policy is not None and e.canary_policy.required for e in r.endpoints):
             return None
         ends = [lane.endpoint for lane in r.lanes]
@@ -421,7 +464,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             if dict(lows)[e] < p:
                 planner.findings.append(f"plan printed lowest ready {p} for {e} with only {dict(lows)[e]} available")
         target = tuple(sorted(world.config(back).items()))
-        revs = {o.key: o.rev for o in s.objs if not o.deleting}
+        revs = dict(s.recorded or ())  # what the state recorded before the run: the rollback's "before"
         backs = tuple(
             _back(world, plan_rollback(e, lane, {k: f"rev{rev}" for k, rev in revs.items()}), revs) if e.canary else None
             for e, lane in zip(r.endpoints, r.lanes, strict=True)
@@ -439,7 +482,19 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             target,
             backs,
             restarts=r.restarts,
+            releases=tuple(e.release for e in r.endpoints),
+            judging=frozenset(e.endpoint for e in r.endpoints if e.canary and e.release and e.canary_policy is not None),
+            served=frozenset(p.key for p in s.pods if p.phase == AVAILABLE),
+            canary_keys=frozenset(k for e in r.endpoints for k in e.canary),
         )
+
+    def begun(run: Run) -> dict[str, Any]:
+        """What a run's start writes: its judging marks (before anything is applied), its canaries."""
+        marks = {(e, rel) for e, rel in zip(run.endpoints, run.releases, strict=True) if e in run.judging}
+        return {
+            "judging": frozenset({(e, rel) for e, rel in s.judging if e not in run.judging} | marks),
+            "canaries": s.canaries | run.canary_keys,
+        }
 
     # The cluster moves.
     free = world.pool - sum(p.phase != PENDING for p in s.pods)
@@ -474,14 +529,20 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
     # The command: the same one again, or after a rejected canary the previous config (a rollback).
     if s.run is None:
         if not at_target(world, s) and (again := begin(s.back)) is not None:
-            yield Step("rerun", settle(s.objs, s.pods, again), True)
+            yield Step("rerun", settle(s.objs, s.pods, again, **begun(again)), True)
         if s.rejected and not s.back and (back := begin(True)) is not None:
             # the operator's choice, not a rerun: convergence is judged per config
-            yield Step("rollback: the previous config deployed", settle(s.objs, s.pods, back)._replace(back=True), False)
+            yield Step(
+                "rollback: the previous config deployed", settle(s.objs, s.pods, back, **begun(back))._replace(back=True), False
+            )
+        if world.lost_state and adverse_left and s.recorded:  # a lost state, or the first deploy after takeover
+            yield Step("the state is lost", adverse(s._replace(recorded=())), False)
         return
     run = s.run
     if adverse_left:
         yield Step("killed", adverse(s._replace(run=None)), False)
+        if world.engine_failures and not run.halted and len(run.lanes) > 1:
+            yield Step("the engine fails an apply", adverse(settle(s.objs, s.pods, run._replace(halted=True))), False)
     for i, lane in enumerate(run.lanes):
         name = run.endpoints[i]
         stage = run.plan[i][lane.stage] if lane.stage < len(run.plan[i]) else waves.Stage(frozenset())
@@ -489,12 +550,25 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         stopped, following = lane._replace(phase="stopped"), LaneAt(lane.stage + 1, "enter")
 
         def step(
-            event: str, to: LaneAt, objs: tuple[Obj, ...] = s.objs, *, good: bool = True, i: int = i, keep: ledger.Gpus = ()
+            event: str,
+            to: LaneAt,
+            objs: tuple[Obj, ...] = s.objs,
+            *,
+            good: bool = True,
+            i: int = i,
+            keep: ledger.Gpus = (),
+            accept: bool = False,
         ) -> Step:
-            at = _at(run, i, to)
+            base, kw = run, {}
+            if accept:  # the canary's verdict accepted its release: the lane goes on
+                base = run._replace(accepted=run.accepted | {run.endpoints[i]})
+                kw = {"accepted": s.accepted | {(run.endpoints[i], run.releases[i])}}
+            if run.halted and to.phase in ("enter", "gone"):  # the engine failed: no lane goes further
+                to = to._replace(phase="stopped")
+            at = _at(base, i, to)
             if to.phase == "enter":  # its deletions are gone: it gives back what it no longer holds
                 at = at._replace(ledger=at.ledger.keep(run.endpoints[i], keep))
-            nxt = settle(objs, s.pods, at)
+            nxt = settle(objs, s.pods, at, **kw)
             return Step(event, nxt if good else adverse(nxt), good)
 
         if lane.phase == "wait":
@@ -504,12 +578,18 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             else:
                 if stage.bake:  # the canary's verdict: rejected, the lane stops before its deletions; accepted, it goes on
                     at = _at(run, i, stopped)._replace(rejected=(*run.rejected, i))
-                    yield Step(f"lane {name} canary rejected", settle(s.objs, s.pods, at)._replace(rejected=True), True)
+                    yield Step(f"lane {name} canary rejected", settle(s.objs, s.pods, at), True)
+                accept = stage.bake
                 if not delete:
-                    yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep)
+                    yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep, accept=accept)
+                elif run.halted:  # ready, but the engine failed: it deletes nothing
+                    yield step(f"lane {name} stage {lane.stage} ready, halted", stopped, accept=accept)
                 else:
                     yield step(
-                        f"lane {name} deletes {sorted(delete)}", lane._replace(phase="gone"), _delete(s.objs, frozenset(delete))
+                        f"lane {name} deletes {sorted(delete)}",
+                        lane._replace(phase="gone"),
+                        _delete(s.objs, frozenset(delete)),
+                        accept=accept,
                     )
                     if adverse_left:
                         yield step(f"lane {name}'s deletion refused", stopped, good=False)
@@ -518,6 +598,20 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 yield step(f"lane {name} deletions gone", following, keep=stage.keep)
             elif adverse_left:
                 yield step(f"lane {name}'s deletion not gone in time", stopped, good=False)
+
+
+def _judged(run: Run, marks: frozenset[tuple[str, str]]) -> frozenset[tuple[str, str]]:
+    """The judging marks once ``run`` ended (not killed), as ``infercrane deploy`` leaves them: all
+    of its endpoints' gone when every lane finished; else those of the endpoints it rejected (their
+    rejection is the mark now), accepted or finished -- unless the engine's error alone ended it
+    (then no verdict reaches the command, and every mark stays)."""
+    if all(lane.phase == "done" for lane in run.lanes):
+        return frozenset(m for m in marks if m[0] not in run.endpoints)
+    if run.halted and not (run.rejected and VERDICTS_SURVIVE_ENGINE_FAILURE):
+        return marks
+    done = {e for e, lane in zip(run.endpoints, run.lanes, strict=True) if lane.phase == "done"}
+    judged = {run.endpoints[i] for i in run.rejected} | run.accepted | done
+    return frozenset(m for m in marks if m[0] not in judged)
 
 
 def _back(world: World, back: Rollback, revs: dict[str, int]) -> tuple[tuple[waves.Stage, ...], tuple[tuple[str, int], ...]]:
@@ -555,6 +649,10 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
     """Lanes entering a stage apply its keys and wait; a lane past its last stage is done."""
     changed = False
     for i, lane in enumerate(run.lanes):
+        if lane.phase == "enter" and run.halted:  # the engine failed: nothing more is applied
+            run = _at(run, i, lane._replace(phase="stopped"))
+            changed = True
+            continue
         if lane.phase == "enter":
             if lane.stage >= len(run.plan[i]):
                 run = _at(run, i, LaneAt(lane.stage, "done"))
@@ -597,7 +695,7 @@ class Result:
 def start(world: World) -> State:
     objs = tuple(sorted(Obj(k, 0, 1, False) for e in world.endpoints for k in e.before))
     pods = tuple(sorted(Pod(k, 0, AVAILABLE) for e in world.endpoints for k in e.before))
-    return State(objs, pods, None, 0, (), ())
+    return State(objs, pods, None, 0, (), (), recorded=tuple((o.key, o.rev) for o in objs))
 
 
 def invariants(world: World, s: State) -> list[str]:
@@ -617,6 +715,18 @@ def invariants(world: World, s: State) -> list[str]:
                 out.append(
                     f"endpoint {e.name}: {up} available, below the lowest ready {dict(s.run.promised)[e.name]} its plan printed"
                 )
+    for e in world.endpoints:
+        if e.policy.canary is None:
+            continue
+        # (a) no replica beyond a canary is available on a release no canary accepted (every one
+        # begins on revision 0, the release that ran before the deploy)
+        unjudged = {
+            p.key
+            for p in s.pods
+            if p.phase == AVAILABLE and p.rev != 0 and world.endpoint_of(p.key) is e and (e.name, f"rev{p.rev}") not in s.accepted
+        }
+        if beyond := sorted(unjudged - s.canaries):
+            out.append(f"endpoint {e.name}: {beyond} available on a release no canary accepted, beyond its canaries")
     if world.max_extra is not None and s.run is not None and s.run.steady:
         # The ledger: the run's pods never hold more than the endpoints' own plus maxExtraGpus
         # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget).
@@ -716,6 +826,35 @@ def canary_worlds(sizes: range, slack: int = 0) -> list[World]:
     return out
 
 
+def release_worlds() -> list[World]:
+    """The release invariants' own actions: a lost state (or the first deploy after ``takeover``)
+    between runs under a required canary, in place and with a surge; and another endpoint's lane
+    whose apply the engine fails while the canary bakes."""
+    required = CanaryPolicy(required=True)
+    out = [
+        World(
+            (change("a", kind, 2, RolloutPolicy(max_unavailable=mu, max_surge=ms, canary=required)),),
+            pool=2 + ms,
+            lost_state=True,
+        )
+        for kind, (mu, ms) in itertools.product(["update", "cutover"], [(1, 0), (0, 1)])
+    ]
+    out += [
+        World(
+            (
+                change("a", "update", 2, RolloutPolicy(max_unavailable=1, canary=required)),
+                change("b", kind, 2, RolloutPolicy(max_unavailable=1)),
+            ),
+            pool=4,
+            max_adversities=1,
+            autoscaler=False,
+            engine_failures=True,
+        )
+        for kind in ("update", "cutover")
+    ]
+    return out
+
+
 def check(ws: Iterator[World], report: Callable[[Result], None] = lambda r: None) -> tuple[int, list[Result]]:
     total, failed = 0, []
     for w in ws:
@@ -742,6 +881,8 @@ def main(argv: list[str]) -> int:
         )
         cap = "" if r.world.max_extra is None else f", maxExtraGpus {r.world.max_extra}"
         canary = ", canary" if r.world.canary else ""
+        canary += ", lost state" if r.world.lost_state else ""
+        canary += ", engine failures" if r.world.engine_failures else ""
         print(f"{'ok  ' if r else 'FAIL'} {shape}, pool {r.world.pool}{cap}{canary}: {r.states} states", flush=True)
         for v in r.violations:
             print("     " + v.replace("\n", "\n     "), flush=True)
@@ -750,7 +891,9 @@ def main(argv: list[str]) -> int:
         *(worlds(range(n, n + 1), policies, ["update", "cutover", "shrink", "grow"], range(3), pairs=False) for n in sizes)
     )
     canaries = canary_worlds(range(min(sizes), min(max(sizes), 3) + 1))  # a required canary, its rejection, the rollback
-    total, failed = check(itertools.chain(ws, worlds(range(0), policies, [], range(3), pairs=True), canaries), report)
+    total, failed = check(
+        itertools.chain(ws, worlds(range(0), policies, [], range(3), pairs=True), canaries, release_worlds()), report
+    )
     print(f"{total} states in {time.perf_counter() - began:.0f} s; {len(failed)} world(s) with violations")
     return 1 if failed else 0
 

@@ -237,10 +237,17 @@ def _endpoint(
     # first step starts on the new release: replicas a killed run left down on it, new keys that
     # replace nothing, or (``unproven``: a release a canary rejected, retried) the replicas still on
     # it, which prove nothing by running. A release already serving elsewhere needs none.
-    release = _release(units, targets)
+    # An endpoint none of whose replicas serves now (every one restarting, say) while they run another
+    # release: what the first step starts runs the config's unjudged. A required canary has no
+    # baseline for it -- the plan says so (refused) rather than start it unjudged.
+    new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
+    releases = {t.key: t.release for t in targets}
+    down_elsewhere = [m.key for m in running if not m.available and m.release and m.release != releases.get(m.key)]
+    starts = [(k, None) for k in [*not_available, *down_restarts, *new_keys] if releases.get(k)]
+    judged_alone = not units and bool(down_elsewhere and starts) and policy.canary is not None and policy.canary.required
+    release = _release(units or (starts if judged_alone else []), targets)
     moving = {up for up, _ in units} | {old for _, old in units if old is not None}
     already = _already_available(release, moving, [m for m in running if m.release not in unproven])
-    new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
     retried = [m.key for m in running if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
     # What starts on the release before the available replicas' units: the first step's replicas
     # and, with a surge, the down replicas' restarts -- part of the canary, never unjudged.
@@ -336,7 +343,7 @@ def _endpoint(
             canary_wave=canary_wave,
             canary_first=sched.canary_first,
             release=release,
-            canary_policy=policy.canary if units else None,
+            canary_policy=policy.canary if units or judged_alone else None,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
             running=tuple(m.key for m in running),
         ),

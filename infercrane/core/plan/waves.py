@@ -79,6 +79,8 @@ class EndpointRollout:
         needs none, or none is asked)."""
         if self.canary_policy is None or self.canary or self.canary_unneeded:
             return ""
+        if not self.ready_before:
+            return "none of its replicas serves now, so none is left on the old release to compare the canary with"
         return "no replica would stay on the old release to compare the canary with"
 
     @property

@@ -148,10 +148,13 @@ def plan_rollout(
                     f"{KEY_ENDPOINTS}.{e.endpoint}.rollout.canary.required"
                     if e.endpoint in config.endpoints and config.endpoints[e.endpoint].rollout.canary is not None
                     else f"{KEY_TARGET}.rollout.canary.required",
-                    f"is true, and endpoint {e.endpoint}'s release has no canary: {e.no_canary} "
-                    f"(its {len(e.waves)} wave(s) change every replica serving now)",
+                    f"is true, and endpoint {e.endpoint}'s release has no canary: {e.no_canary}"
+                    + (f" (its {len(e.waves)} wave(s) change every replica serving now)" if e.ready_before else ""),
                     "give the endpoint more replicas than canary.replicas (the others stay on the old release as "
-                    "the baseline while the canary bakes), or set required: false for this change",
+                    "the baseline while the canary bakes), or set required: false for this change"
+                    if e.ready_before
+                    else "wait until its replicas serve the old release again (or deploy the previous config), then "
+                    "deploy this one; or set required: false for this change",
                 )
                 for e in required
             ],

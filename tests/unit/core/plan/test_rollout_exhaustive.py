@@ -151,3 +151,61 @@ def test_a_key_flipped_back_to_a_template_whose_pod_still_drains_holds_no_gpu_mo
     )
     found = _violations(world)
     assert any("3 GPUs held, above its budget 2" in v and "lane a canary rejected" in v for v in found), found
+
+
+# ---------------------------------------------------------------------------------------------
+# The release invariants (issue #64): under a required canary no replica beyond a canary is ever
+# available on a release no canary accepted; a REJECT ends rolled back or remembered, whatever else
+# ends the run; a rollback never deletes a replica that served before the deploy.
+
+
+def _required(kind: str = "update", mu: int = 1, ms: int = 0, n: int = 2, **kw: object) -> model.World:
+    policy = RolloutPolicy(max_unavailable=mu, max_surge=ms, canary=CanaryPolicy(required=True))
+    return model.World((model.change("a", kind, n, policy),), pool=n + ms, **kw)  # type: ignore[arg-type]
+
+
+def test_a_lost_state_and_another_lanes_engine_failure_keep_every_release_judged() -> None:
+    lost = [w for w in model.release_worlds() if w.lost_state]
+    failing = [w for w in model.release_worlds() if w.engine_failures and w.endpoints[1].after[0][0] == "bo0"]
+    explored, failed = model.check(iter([*lost, *failing]))
+    assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
+    assert explored > 500_000
+
+
+def test_a_rerun_after_a_kill_during_the_bake_that_ignores_the_judging_mark_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The judging mark reverted: the rerun sees the canary's release "already serving" and rolls it on.
+    monkeypatch.setattr(model, "JUDGING_MARKS", False)
+    found = _violations(_required(max_adversities=1, autoscaler=False))
+    assert any("available on a release no canary accepted" in v and "-> killed -> rerun" in v for v in found), found
+
+
+def test_a_reject_dropped_by_another_lanes_engine_failure_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(model, "VERDICTS_SURVIVE_ENGINE_FAILURE", False)
+    (world,) = [w for w in model.release_worlds() if w.engine_failures and w.endpoints[1].after[0][0] == "bo0"]
+    found = _violations(world)
+    assert any("ended with neither its canary rolled back nor its rejection remembered" in v for v in found), found
+
+
+def test_a_rollback_that_deletes_an_unrecorded_replica_that_served_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Not recorded" taken as "brought by this deploy" again: the rollback forgets what ran.
+    import dataclasses
+
+    real = model.plan_rollback
+    monkeypatch.setattr(model, "plan_rollback", lambda e, lane, before: real(dataclasses.replace(e, running=()), lane, before))
+    found = _violations(_required(max_adversities=1, autoscaler=False, lost_state=True))
+    assert any("the rollback deletes ['ao0'], which served before the deploy" in v for v in found), found
+
+
+def test_a_replica_moved_before_the_waves_and_left_out_of_the_canary_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The first step's canary reverted to what runs the release already: a replica restarted out of
+    # band on the old release is moved by the first step, neither canary nor baseline.
+    real = rollout._canary
+
+    def as_before(units, mode, policy, members, targets, release, moving, first, down=()):  # type: ignore[no-untyped-def]
+        live = {m.key: m.release for m in members}
+        kept = [k for k in first if live.get(k, release) == release]
+        return real(units, mode, policy, members, targets, release, moving, kept, ())
+
+    monkeypatch.setattr(rollout, "_canary", as_before)
+    found = _violations(_required(n=3, max_adversities=1, autoscaler=False))  # a0 down, a1 the canary, a2 the baseline
+    assert any("available on a release no canary accepted" in v and "restarted out of band" in v for v in found), found
