@@ -7,9 +7,9 @@ from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-T = TypeVar("T")
-
 from infercrane.shell.components import Ahead
+
+T = TypeVar("T")
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
