@@ -324,14 +324,14 @@ def cli(project: Project, *args: str, env: dict[str, str] | None = None) -> subp
     )
 
 
-def start_cli(project: Project, *args: str, capture: bool = False) -> subprocess.Popen[str]:
+def start_cli(project: Project, *args: str, capture: bool = False, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     """``python -m infercrane ARGS`` started in its own process group (to be killed as a CI
     runner kills a job: ``os.killpg``); output captured as text, or discarded."""
     stream = subprocess.PIPE if capture else subprocess.DEVNULL
     return subprocess.Popen(
         [sys.executable, "-m", "infercrane", *args],
         cwd=project.root,
-        env=_cli_env(project),
+        env=_cli_env(project) | (env or {}),
         stdout=stream,
         stderr=stream,
         text=True,

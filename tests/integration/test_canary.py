@@ -11,7 +11,8 @@ the baseline untouched, no request dropped by the rollback), and the same config
 (the stack remembers the rejection); the previous config then has nothing left to do; with too
 few requests a required verdict is not verifiable at the end of the bake, and rejects; retried
 explicitly (`--retry-rejected`), the same release gets another canary and, accepted, is no longer
-refused."""
+refused. A deploy killed during its canary's bake leaves the release unjudged: neither plain
+`pulumi up` nor the rerun takes the canary's serving for a verdict -- the rerun bakes it again."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from infercrane.core import naming
 from infercrane.core.plan import canary
 from infercrane.local import node
 from infercrane.local.plane import Plane
-from tests.integration.conftest import Project, cli, wait_for
+from tests.integration.conftest import Project, cli, kill_as_ci, plain_pulumi, start_cli, wait_for
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import Gateway, key_file, namespace_with_evidence, next_double, pods
 
@@ -285,3 +286,53 @@ def test_an_sglang_canary_surging_beside_its_two_replicas_is_judged_by_sglangs_o
     assert all(": HTTP 500" in f for f in gateway.failures), gateway.failures[:5]
     assert len(failed_at) <= 1 and gateway.results["200"] > 300, (failed_at, gateway.results)
     assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_deploy_killed_during_its_canarys_bake_leaves_the_release_unjudged_and_the_rerun_bakes_it_again(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """Killed (SIGKILL to its process group, as a CI runner's timeout) while r0 bakes on the new
+    release: r0 serves it, r1 the old one. Before the judging mark, the rerun saw the release
+    "already serving" on r0 and rolled it to r1 with no verdict (issue #64); now plain `pulumi up`
+    refuses (the canary needs a bake of its own) and the rerun bakes r0 again, in the pod it
+    already runs (no restart), before r1 moves."""
+    e = Endpoint(project, admin, tmp_path, "canarykill")
+    e.release(double())
+    assert e.deploy().returncode == 0
+    with e.gateway() as gateway:
+        time.sleep(2)
+        e.release(next_double())
+        run = start_cli(project, "deploy", "--stack", e.stack, capture=True, env=e.env)
+        assert run.stderr is not None
+        for line in run.stderr:
+            if f"the canary {e.keys[0]} bakes 15 s" in line:
+                break
+        else:
+            raise AssertionError("the deploy ended before its canary baked")
+        time.sleep(4)
+        assert kill_as_ci(run), "the deploy was still baking"
+        canary_pod, old = e.pod(0), e.pod(1)
+        assert canary_pod.spec.containers[0].image == next_double() and old.spec.containers[0].image == double()
+        shown = cli(project, "inspect", "--stack", e.stack, env=e.env)
+        assert "last canary verdict: none yet for release sha256:" in shown.stdout, shown.stdout
+
+        pulumi = plain_pulumi(project, e.stack, env=e.env)
+        assert pulumi("cancel", "--yes").returncode == 0  # the killed run's lock, as a person clears it for plain pulumi
+        plain = pulumi("up", "--yes", "--skip-preview")
+        text = plain.stdout + plain.stderr
+        assert plain.returncode != 0, text[-2000:]
+        assert f"the canary {e.keys[0]} would not bake nor be judged before the rest" in text, text[-3000:]
+        assert e.pod(1).metadata.uid == old.metadata.uid, "plain pulumi up moved nothing"
+
+        rerun = e.deploy()
+        assert rerun.returncode == 0, rerun.stderr
+        assert "note: the canary of qwen-small was never judged" in rerun.stderr, rerun.stderr
+        assert f"the canary {e.keys[0]} bakes 15 s beside the baseline {e.keys[1]}" in rerun.stderr, rerun.stderr
+        assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s" in rerun.stderr
+        assert e.pod(0).metadata.uid == canary_pod.metadata.uid, "judged in the pod it ran: no second load"
+        assert e.pod(1).spec.containers[0].image == next_double(), "the rest rolled once the canary was accepted"
+        time.sleep(2)
+    shown = cli(project, "inspect", "--stack", e.stack, env=e.env)
+    assert "last canary verdict: ACCEPT at " in shown.stdout, shown.stdout  # the judging mark is gone
+    assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0
