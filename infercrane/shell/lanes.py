@@ -197,6 +197,19 @@ async def roll(
             outcome.components += components
             outcome.results += results
             failure = not_ready(components, results)
+            if failure is not None and stage.bake and e is not None and e.canary_policy is not None:
+                # A canary that never became ready is judged by it: rejected, so the same command
+                # remembers it and rolls it back -- never left down on a release nobody judged.
+                never = CanaryRejected(
+                    f"canary {lane.endpoint}: REJECT -- its replicas did not become ready: {failure.message}",
+                    e.canary_policy.required,
+                    not_verifiable=False,
+                    outcome="REJECT",
+                    digest="none (never ready)",
+                )
+                outcome.stopped.append((lane.endpoint, f"{where} (the canary)", never))
+                outcome.ended[lane.endpoint] = f"stopped at {where}: the canary never became ready"
+                return
             if failure is not None:
                 outcome.stopped.append((lane.endpoint, where, failure))
                 outcome.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"

@@ -14,7 +14,9 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from infercrane.core.errors import NotReady
+import pytest
+
+from infercrane.core.errors import CanaryRejected, NotReady, RolloutStopped
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
@@ -428,6 +430,41 @@ def test_a_rejected_canary_stops_its_lane_before_the_replica_it_replaces_is_dele
     assert "no other replica of the endpoint was moved to it" in why.message
     assert rolled.ended["e"] == "stopped at wave 1/3: the canary's verdict is REJECT"
     assert any(n.startswith("rollout: canary e: REJECT") for n in notes)
+
+
+def test_a_canary_that_never_becomes_ready_is_rejected_so_the_command_rolls_it_back() -> None:
+    waits, journal = JudgingWaitsDouble(fails={"b0"}), Journal()
+    rolled = roll(canary_cutover(), waits, journal)
+    ((endpoint, where, why),) = rolled.stopped
+    assert (endpoint, where) == ("e", "wave 1/3 (the canary)") and waits.baked == []
+    assert isinstance(why, CanaryRejected) and why.outcome == "REJECT"
+    assert why.message.startswith("canary e: REJECT -- its replicas did not become ready: ")
+    assert journal.deleted == {}, "the replica the canary replaces still serves"
+
+
+def test_a_reject_is_raised_with_another_lanes_engine_failure_never_dropped_for_it() -> None:
+    """Issue #64, 2: another endpoint's apply failed by the engine while the canary baked; the lanes
+    halt, and the rejection comes back beside the engine's failure -- so the command remembers it
+    and rolls the canary back -- where the engine's error alone was raised before."""
+    from infercrane.core.model.endpoints import CanaryPolicy
+
+    members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in ("c", "f") for i in range(2)]
+    targets = [Target(f"{e}{i}", e, 1, restarts=True) for e in ("c", "f") for i in range(2)]
+    policies = {"c": RolloutPolicy(max_unavailable=1, canary=CanaryPolicy()), "f": RolloutPolicy(max_unavailable=1)}
+    rollout = plan(members, targets, lambda name: policies[name])
+
+    @dataclass
+    class BakeThenFail(JudgingWaitsDouble):
+        async def bake(self, e: Any, note: Any) -> Any:
+            await asyncio.sleep(0.2)  # f's second wave fails in the engine meanwhile
+            return await super().bake(e, note)
+
+    waits = BakeThenFail(outcome="REJECT", engine_fails="f1")
+    with pytest.raises(RolloutStopped) as caught:
+        roll(rollout, waits, Journal())
+    stopped = {endpoint: why for endpoint, _, why in caught.value.stopped}
+    assert isinstance(stopped["c"], CanaryRejected) and stopped["c"].outcome == "REJECT"
+    assert stopped["f"].message == "the engine failed: Resource monitor has terminated, shutting down"
 
 
 def test_a_key_whose_old_pod_still_drains_past_its_drain_is_never_given_its_new_template() -> None:
