@@ -67,6 +67,8 @@ DRAINED_FIRST = True
 JUDGING_MARKS = True
 #: A canary's REJECT survives another lane's engine failure (shell.lanes.roll); False: reverted (the engine's error alone).
 VERDICTS_SURVIVE_ENGINE_FAILURE = True
+#: The GPU ceiling checked on reruns too (issue #64, d: open -- the ledger restarts from what runs).
+LEDGER_ON_RERUNS = False
 
 
 class Pod(NamedTuple):
@@ -727,11 +729,13 @@ def invariants(world: World, s: State) -> list[str]:
         }
         if beyond := sorted(unjudged - s.canaries):
             out.append(f"endpoint {e.name}: {beyond} available on a release no canary accepted, beyond its canaries")
-    if world.max_extra is not None and s.run is not None and s.run.steady:
+    if world.max_extra is not None and s.run is not None and (s.run.steady or LEDGER_ON_RERUNS):
         # The ledger: the run's pods never hold more than the endpoints' own plus maxExtraGpus
-        # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget).
+        # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget) --
+        # on a rerun too: the endpoints' own counted from the change's start, not from what runs.
         gpus = sum(held(world, s.pods, e) for e in world.endpoints)
-        ceiling = s.run.ceiling + sum(1 + e.policy.max_surge for e in world.endpoints if e.name in s.scaled)
+        own = s.run.ceiling if s.run.steady else sum(e.budget - e.policy.max_surge for e in world.endpoints) + world.max_extra
+        ceiling = own + sum(1 + e.policy.max_surge for e in world.endpoints if e.name in s.scaled)
         if gpus > ceiling:
             out.append(f"the stack: {gpus} GPUs held, above its ceiling {ceiling} (maxExtraGpus {world.max_extra})")
     return out

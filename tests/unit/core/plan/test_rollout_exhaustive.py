@@ -209,3 +209,13 @@ def test_a_replica_moved_before_the_waves_and_left_out_of_the_canary_is_found(mo
     monkeypatch.setattr(rollout, "_canary", as_before)
     found = _violations(_required(n=3, max_adversities=1, autoscaler=False))  # a0 down, a1 the canary, a2 the baseline
     assert any("available on a release no canary accepted" in v and "restarted out of band" in v for v in found), found
+
+
+def test_the_ledger_restarting_from_what_runs_after_a_killed_surge_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Open (issue #64, d): a rerun after a surge cut short counts the leftover pod as the
+    endpoint's own, and another endpoint borrows all of maxExtraGpus again -- own 4 + 1 held as 6.
+    The ceiling is checked on reruns only with LEDGER_ON_RERUNS; this test pins that the check sees
+    it, so a fix flips the switch on for every world."""
+    monkeypatch.setattr(model, "LEDGER_ON_RERUNS", True)
+    found = _violations(capped(6))
+    assert any("6 GPUs held, above its ceiling 5" in v and "-> rerun -> schedule bo0" in v for v in found), found
