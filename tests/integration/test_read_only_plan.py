@@ -19,7 +19,7 @@ from lightkube import Client
 from lightkube.models.authentication_v1 import TokenRequestSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apps_v1 import Deployment
-from lightkube.resources.core_v1 import ServiceAccount
+from lightkube.resources.core_v1 import Service, ServiceAccount
 
 from infercrane.core import naming
 from infercrane.local.components import AUDIT_LOG
@@ -179,6 +179,30 @@ def test_the_read_only_plan_answers_as_the_full_plan_and_the_audit_log_shows_no_
     assert attempts and all("dryRun=All" in e["requestURI"] and e["responseStatus"]["code"] == 403 for e in attempts), [
         (e["verb"], e["requestURI"], e["responseStatus"]) for e in attempts
     ]
+    assert cli(project, "destroy", "--stack", stack).returncode == 0
+
+
+def test_a_key_added_to_a_services_selector_out_of_band_is_refused_by_both_plans_and_the_deploy(
+    project: Project, admin: Client, plane: Plane, tmp_path: Path
+) -> None:
+    """Issue #65, 1: the selector is an atomic map; `kubectl patch` adding a key to it makes the
+    apply replace the map, against the patch's manager, who owns it whole. Both plans said no
+    changes and the deploy proved the Service unchanged by its live form, leaving it routing
+    elsewhere; now both plans and the deploy refuse the conflict, naming it."""
+    stack, key = "itselector", "it-sel-r0"
+    project.stack(stack, [replica(key)])
+    assert cli(project, "deploy", "--stack", stack).returncode == 0
+    name = naming.object_name(key)
+    admin.patch(Service, name, {"spec": {"selector": {"team": "other"}}}, namespace=NS, field_manager="kubectl-patch")
+    said = f'Service {NS}/{name}: conflict with "kubectl-patch" (Update): .spec.selector'
+    read_only = cli(project, "plan", "--stack", stack, "--read-only", env=viewer_env(plane, admin, tmp_path))
+    assert read_only.returncode == 1 and said in read_only.stdout + read_only.stderr, read_only.stdout + read_only.stderr
+    full = cli(project, "plan", "--stack", stack)
+    assert full.returncode == 1 and "kubectl-patch" in full.stdout + full.stderr and ".spec.selector" in full.stderr, full.stderr
+    deployed = cli(project, "deploy", "--stack", stack)
+    assert deployed.returncode == 1 and "kubectl-patch" in deployed.stderr and "nothing was applied" in deployed.stderr
+    assert admin.get(Service, name, namespace=NS).spec.selector["team"] == "other", "refused: nothing applied"
+    admin.patch(Service, name, {"spec": {"selector": {"team": None}}}, namespace=NS, field_manager="kubectl-patch")
     assert cli(project, "destroy", "--stack", stack).returncode == 0
 
 

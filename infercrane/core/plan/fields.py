@@ -36,6 +36,16 @@ POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor
 NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
 _MISSING: Final = object()
 Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
+# The fields InferCrane renders that server-side apply treats whole (Kubernetes' OpenAPI:
+# ``x-kubernetes-map-type: atomic``, ``x-kubernetes-list-type: atomic`` and the default of a list
+# of scalars), per kind, as dotted paths with ``[]`` for any element: an apply replaces each whole
+# -- a key or an element another manager added is changed (and, owned by it, a conflict). A
+# hand-written table of the paths we render, not yet the schema (issue #65).
+_POD = ("nodeSelector", "tolerations", "containers[].args", "containers[].command", "imagePullSecrets")
+ATOMIC: Final = {
+    "Service": frozenset({".spec.selector"}),
+    "Deployment": frozenset({".spec.selector", *(f".spec.template.spec.{p}" for p in _POD)}),
+}
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,12 @@ def at(obj: Any, path: Path) -> Any:
     return obj
 
 
+def _prefixes(path: Path) -> Iterator[Path]:
+    """``path`` and each path above it, shortest first."""
+    for i in range(1, len(path) + 1):
+        yield path[:i]
+
+
 def _dotted(path: Path) -> str:
     out = ""
     for step in path:
@@ -88,20 +104,38 @@ def _dotted(path: Path) -> str:
     return out or "."
 
 
-def differences(rendered: Any, live: Any, where: str = "") -> Iterator[str]:
-    """Where ``live`` does not hold what ``rendered`` renders (fields the server added are fine)."""
+def _pattern(where: str) -> str:
+    """A dotted path with every element as ``[]``: ``.spec.x[0].args`` -> ``.spec.x[].args``."""
+    out, depth = "", 0
+    for ch in where:
+        depth += ch == "["
+        if depth == 0:
+            out += ch
+        depth -= ch == "]" and depth > 0
+        if ch == "]" and depth == 0:
+            out += "[]"
+    return out
+
+
+def differences(rendered: Any, live: Any, where: str = "", atomic: frozenset[str] = frozenset()) -> Iterator[str]:
+    """Where ``live`` does not hold what ``rendered`` renders (fields the server added are fine,
+    except within an ``atomic`` field: applied whole, it must be whole)."""
+    if where and _pattern(where) in atomic:
+        if live is _MISSING or not _whole(rendered, live):
+            yield where
+        return
     if isinstance(rendered, Mapping):
         if not isinstance(live, Mapping):
             yield where or "."
             return
         for k, v in rendered.items():
-            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}")
+            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}", atomic)
     elif isinstance(rendered, list):
         if not isinstance(live, list) or len(live) != len(rendered):
             yield where
             return
         for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
-            yield from differences(mine, theirs, f"{where}[{i}]")
+            yield from differences(mine, theirs, f"{where}[{i}]", atomic)
     elif live is _MISSING or not _equal(rendered, live):
         yield where
 
@@ -112,6 +146,15 @@ def _aligned(rendered: Sequence[Any], live: Sequence[Any]) -> list[Any]:
     if named and all(isinstance(e, Mapping) and "name" in e for e in rendered):
         return [named.get(e["name"], _MISSING) for e in rendered]
     return list(live)
+
+
+def _whole(rendered: Any, live: Any) -> bool:
+    """An atomic field's rendered value against its live one, as a whole (scalars as :func:`_equal`)."""
+    if isinstance(rendered, Mapping):
+        return isinstance(live, Mapping) and rendered.keys() == live.keys() and all(_whole(v, live[k]) for k, v in rendered.items())
+    if isinstance(rendered, list):
+        return isinstance(live, list) and len(rendered) == len(live) and all(_whole(a, b) for a, b in zip(rendered, live, strict=True))
+    return _equal(rendered, live)
 
 
 def _equal(rendered: Any, live: Any) -> bool:
@@ -133,7 +176,8 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     if live is None:
         return Compared(Action.CREATE)
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    differ = list(differences(body, live))
+    atomic = ATOMIC.get(str(manifest.get("kind")), frozenset())
+    differ = list(differences(body, live, atomic=atomic))
     entries = (live.get("metadata") or {}).get("managedFields") or []
     dropped = [
         _dotted(p)
@@ -147,6 +191,12 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
         if e.get("manager") == manager and e.get("operation") == "Apply" or e.get("subresource"):
             continue
         for p in owned(e.get("fieldsV1") or {}):
+            whole = next((q for q in _prefixes(p) if _pattern(_dotted(q)) in atomic), None)
+            if whole is not None:  # an atomic field, or a part of one: owned whole, applied whole
+                mine = at(manifest, whole)
+                if mine is not _MISSING and not _whole(mine, at(live, whole)):
+                    conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(whole)}')
+                continue
             mine = at(manifest, p)
             if mine is not _MISSING and not isinstance(mine, (Mapping, list)) and not _equal(mine, at(live, p)):
                 conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')

@@ -110,3 +110,45 @@ def test_fields_v1_names_each_leaf_and_an_element_itself() -> None:
     paths = set(owned(MINE))
     assert ("f:spec", "f:replicas") in paths
     assert ("f:spec", "f:template", "f:spec", "f:containers", 'k:{"name":"engine"}') in paths  # its "."
+
+
+SERVICE: dict[str, Any] = {
+    "apiVersion": "v1",
+    "kind": "Service",
+    "metadata": {"name": "s", "namespace": "ns"},
+    "spec": {"selector": {"app": "a", "infercrane.dev/key": "k"}, "ports": [{"name": "http", "port": 8000}]},
+}
+
+
+def test_a_key_another_manager_added_to_an_atomic_selector_is_a_change_and_a_conflict() -> None:
+    """Issue #65, 1: a Service's selector is an atomic map. `kubectl patch` adding a key makes the
+    apply replace the whole map -- a change, and a conflict with the patch's manager, who owns it
+    whole -- where the granular comparison said unchanged (and the deploy proved it so)."""
+    patched = copy.deepcopy(SERVICE)
+    patched["spec"]["selector"]["team"] = "other"
+    patched["metadata"]["managedFields"] = [
+        {"manager": ME, "operation": "Apply", "fieldsV1": {"f:spec": {"f:selector": {}, "f:ports": {}}}},
+        {"manager": "kubectl-patch", "operation": "Update", "fieldsV1": {"f:spec": {"f:selector": {}}}},
+    ]
+    got = compare(SERVICE, patched, ME)
+    assert got.action is Action.UPDATE and got.why == (".spec.selector",)
+    assert got.conflicts == ('conflict with "kubectl-patch" (Update): .spec.selector',)
+    untouched = copy.deepcopy(SERVICE)
+    untouched["metadata"]["managedFields"] = patched["metadata"]["managedFields"][:1]
+    assert compare(SERVICE, untouched, ME).action is Action.SAME
+
+
+def test_another_managers_args_are_an_atomic_list_owned_whole() -> None:
+    rendered = copy.deepcopy(RENDERED)
+    rendered["spec"]["template"]["spec"]["containers"][0]["args"] = ["--port", "8000"]
+    theirs = live(**{"spec.template.spec.containers.0.args": ["--port", "8000", "--debug"]})
+    theirs["metadata"]["managedFields"].append(
+        {
+            "manager": "kubectl-edit",
+            "operation": "Update",
+            "fieldsV1": {"f:spec": {"f:template": {"f:spec": {"f:containers": {'k:{"name":"engine"}': {"f:args": {}}}}}}},
+        }
+    )
+    got = compare(rendered, theirs, ME)
+    assert got.action is Action.UPDATE and got.restarts
+    assert got.conflicts == ('conflict with "kubectl-edit" (Update): .spec.template.spec.containers[{"name":"engine"}].args',)
