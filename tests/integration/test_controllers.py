@@ -13,9 +13,10 @@ the scheduler's and the kubelet's to tell apart, not the controllers'."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -31,6 +32,7 @@ from tests.integration.test_serving import namespace_with_evidence, ready
 KEY = "it-ctl-r0"
 STABLE_SECONDS = 1.5  # a state held this long is one the controllers rest in
 Observed = tuple[tuple[int, str], ...]  # (revision, phase) per pod, sorted
+Make = Callable[[str, bool], "Cluster"]
 
 
 def rendered(ns: str, surge: bool) -> dict[str, Any]:
@@ -105,16 +107,31 @@ class Cluster:
         raise AssertionError(f"no end within 90 s; states the controllers rested in: {rested}")
 
 
-def cluster(admin: Client, ns: str, surge: bool) -> Cluster:
-    namespace_with_evidence(admin, ns)
-    c = Cluster(admin, ns, rendered(ns, surge), surge)
-    c.apply(0)
-    c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
-    return c
+@pytest.fixture
+def cluster(admin: Client) -> Iterator[Callable[[str, bool], Cluster]]:
+    """A Deployment on the real node, available on revision 0; removed with its pods after the
+    test (the node's GPUs are the next test's)."""
+    made: list[Cluster] = []
+
+    def make(ns: str, surge: bool) -> Cluster:
+        namespace_with_evidence(admin, ns)
+        c = Cluster(admin, ns, rendered(ns, surge), surge)
+        made.append(c)
+        c.apply(0)
+        c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
+        return c
+
+    yield make
+    for c in made:
+        if c.exists():
+            admin.delete(Deployment, c.name, namespace=c.ns)
+        deadline = time.monotonic() + 60
+        while (c.exists() or c.pods()) and time.monotonic() < deadline:
+            time.sleep(0.5)
 
 
-def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(admin: Client) -> None:
-    c = cluster(admin, "it-ctl-recreate", surge=False)
+def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(cluster: Make) -> None:
+    c = cluster("it-ctl-recreate", False)
     c.apply(1)
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.TERMINATING),) in seen, seen  # the old pod drains alone: no new pod beside it
@@ -123,22 +140,24 @@ def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(
 
 
 def test_a_rolling_update_of_one_key_keeps_the_old_pod_until_the_new_one_is_available_as_the_model_says(
-    admin: Client,
+    cluster: Make,
 ) -> None:
     """The same-key surge: the new pod starts beside the old one, and the old one goes as soon as the
     new one is available -- before any bake (what docs/canary.md says of a same-key surge canary)."""
-    c = cluster(admin, "it-ctl-rolling", surge=True)
+    c = cluster("it-ctl-rolling", True)
     c.apply(1)
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
     assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
 
 
-def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_as_the_model_says(admin: Client) -> None:
+def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_as_the_model_says(
+    cluster: Make, admin: Client
+) -> None:
     from lightkube.types import CascadeType
 
     assert model.waves.STAGE_DELETION == "Foreground"
-    c = cluster(admin, "it-ctl-delete", surge=False)
+    c = cluster("it-ctl-delete", False)
     admin.delete(Deployment, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
     held: list[bool] = []
 
