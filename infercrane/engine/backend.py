@@ -40,6 +40,13 @@ from infercrane.engine.stores import BackendStore, FileBackend, Lock, store_for
 CHECKPOINT_VERSION: Final = 3
 
 
+def has_stack(store: BackendStore, project: str, stack: str) -> bool:
+    """Whether the backend holds the stack's checkpoint in either layout (read, never written --
+    where the Pulumi CLI would first initialise an empty backend's metadata)."""
+    base, legacy = f".pulumi/stacks/{project}/{stack}.json", f".pulumi/stacks/{stack}.json"
+    return any(blob is not None for blob in store.read_many([base, base + ".gz", legacy, legacy + ".gz"]).values())
+
+
 def checkpoint(store: BackendStore, project: str, stack: str) -> dict[str, Any] | None:
     """The stack's latest deployment, read from the backend; ``{}`` when the stack has no
     checkpoint blob in either form; None when it cannot be read here (unknown layout or

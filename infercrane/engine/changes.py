@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 from infercrane.core.events import Applied, Sink
 from infercrane.core.model import config as cfg
-from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
-from infercrane.core.plan.actions import Action
+from infercrane.core.plan.actions import Action, replica_action
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state.urns import component_of, kind_of
 
@@ -77,13 +76,12 @@ class EventCollector:
                 self.created.setdefault(name, set()).add(kind_of(pre.metadata.urn) or "")
 
     def action(self, name: str) -> Action:
-        """The replica's one action. A claim template created beside a workload that stays (a
-        switch to gpuAllocation dra) configures the replica; it creates none. (Any other object
-        created, a deleted Service repaired among them, is the replica's create.)"""
+        """The replica's one action (:func:`~infercrane.core.plan.actions.replica_action`)."""
         ops = self.ops.get(name, set())
-        if self.created.get(name) == {RESOURCE_CLAIM_TEMPLATE.name}:
-            ops = (ops - {Action.CREATE}) | {Action.UPDATE}
-        return Action.strongest(ops)
+        created = self.created.get(name, set())
+        by_kind: dict[str, set[Action]] = {kind: {Action.CREATE} for kind in created}
+        by_kind["*"] = ops - {Action.CREATE} if created else ops  # the other objects' steps
+        return replica_action(by_kind)
 
 
 def summarize(

@@ -5,14 +5,15 @@ identity that may only get and list can make. Engine layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.events import Note, Sink, discard, warning_notes
 from infercrane.core.model import config as cfg
-from infercrane.core.plan.actions import Action
+from infercrane.core.plan.actions import Action, replica_action
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
@@ -127,7 +128,7 @@ def plan_read_only(
     actions = [
         ReplicaAction(
             r.name,
-            _replica_action([report.actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME) for m in r.manifests]),
+            _replica_action(r.manifests, report.actions),
             key=r.replica.key,
             gpu=r.replica.gpu,
             image=ctx.config.image_for(r.replica),
@@ -143,6 +144,7 @@ def plan_read_only(
     rollout = marked.rollout
     rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
     if policy_packs:
+        engine.existing()  # never created by a plan that may not write
         channel = Channel(
             context=ctx,
             driven=True,
@@ -154,12 +156,10 @@ def plan_read_only(
     return PlanResult(actions, "read-only", ["--policy-pack"] if policy_packs else [], rollout=rollout, rejected=rejected)
 
 
-def _replica_action(objects: Sequence[Action]) -> Action:
-    """A replica's action from its objects': replaced when one is, created when all are, unchanged when all are."""
-    if Action.REPLACE in objects:
-        return Action.REPLACE
-    if objects and all(a is Action.CREATE for a in objects):
-        return Action.CREATE
-    if all(a is Action.SAME for a in objects):
-        return Action.SAME
-    return Action.UPDATE
+def _replica_action(manifests: Sequence[Mapping[str, Any]], actions: Mapping[str, Action]) -> Action:
+    """A replica's action from its objects' (:func:`~infercrane.core.plan.actions.replica_action`,
+    the full plan's rule: a Service deleted out of band is the replica's create in both)."""
+    by_kind: dict[str, set[Action]] = {}
+    for m in manifests:
+        by_kind.setdefault(str(m["kind"]), set()).add(actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME))
+    return replica_action(by_kind)

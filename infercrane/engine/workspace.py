@@ -140,6 +140,29 @@ class Engine:
     @property
     def stack(self) -> auto.Stack:
         """The stack, selected (created if new) with the program attached: for engine operations."""
+        return self._select(create=True)
+
+    def existing(self) -> auto.Stack:
+        """The stack, selected -- never created: for a command that may not write to the backend
+        (a read-only plan's policy packs). A stack that does not exist is an error with a fix, told
+        from the backend itself where it is a directory or PostgreSQL (before the CLI, which would
+        initialise an empty backend's metadata)."""
+        from infercrane.engine import backend, stores
+
+        store = stores.store_for(self.backend_url())
+        if store is not None and not backend.has_stack(store, "infercrane", self.stack_name):
+            raise self._missing()
+        return self._select(create=False)
+
+    def _missing(self) -> EngineError:
+        return EngineError(
+            f"stack {self.stack_name} does not exist in the backend; a read-only command creates none, and nothing "
+            "was written",
+            fix="check --stack and the backend (PULUMI_BACKEND_URL); a stack is created by its first "
+            f"`infercrane deploy --stack {self.stack_name}`",
+        )
+
+    def _select(self, *, create: bool) -> auto.Stack:
         if self._stack is None:
             from infercrane.shell import program
 
@@ -154,6 +177,8 @@ class Engine:
                 try:
                     self._stack = auto.select_stack(**chosen)
                 except auto.StackNotFoundError:
+                    if not create:
+                        raise self._missing() from None
                     self._stack = auto.create_stack(**chosen)
                     self._created = True
             except auto.CommandError as exc:

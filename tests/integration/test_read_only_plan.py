@@ -206,6 +206,22 @@ def test_a_key_added_to_a_services_selector_out_of_band_is_refused_by_both_plans
     assert cli(project, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_read_only_plan_with_policy_packs_refuses_a_stack_that_does_not_exist_and_writes_nothing(
+    project: Project, admin: Client, plane: Plane, tmp_path: Path
+) -> None:
+    """Issue #65, 6: its preview selected the stack, creating it -- a backend write."""
+    stack = "itnostack"
+    project.stack(stack, [replica("it-nostack-r0")])
+    backend = project.root / ".infercrane" / "pulumi-state"
+    backend.mkdir(parents=True, exist_ok=True)
+    before = files(backend)
+    env = viewer_env(plane, admin, tmp_path)
+    refused = cli(project, "plan", "--stack", stack, "--read-only", "--policy-pack", str(ROOT / "policy"), env=env)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"stack {stack} does not exist in the backend; a read-only command creates none" in refused.stderr, refused.stderr
+    assert files(backend) == before, "the read-only plan wrote to the backend"
+
+
 def test_every_golden_case_applied_as_infercrane_compares_as_unchanged_and_a_changed_field_as_configure(admin: Client) -> None:
     """The render corpus (every shipped stack and edge case of tests/golden) applied by server-side
     apply as InferCrane's field manager: read back -- defaulted by the API server, its quantities

@@ -13,6 +13,35 @@ UNITS: Final = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 10**3, 
 BINARY: Final = ("Ti", "Gi", "Mi", "Ki")
 
 
+QUANTITY_RE: Final = re.compile(
+    r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?$"
+)
+SUFFIXES: Final = {
+    **{k: Decimal(v) for k, v in UNITS.items()},
+    "Pi": Decimal(2**50),
+    "Ei": Decimal(2**60),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "P": Decimal(10**15),
+    "E": Decimal(10**18),
+}
+
+
+def value(q: object) -> Decimal | None:
+    """Any Kubernetes quantity's exact value (``16Gi`` and ``16384Mi`` alike, ``0.5Gi``, ``500M``,
+    ``1e3``, a bare number); None for what is not one."""
+    if isinstance(q, bool) or not isinstance(q, (str, int, float)):
+        return None
+    m = QUANTITY_RE.match(str(q).strip())
+    if not m:
+        return None
+    number, suffix = Decimal(m.group(1)), m.group(2) or ""
+    if suffix[:1] in ("e", "E"):
+        return number.scaleb(int(suffix[1:]))
+    return number * SUFFIXES.get(suffix, Decimal(1))
+
+
 def memory_bytes(q: str) -> int:
     """``32Gi`` -> 34359738368. Raises ValueError for what is not a memory quantity."""
     m = MEMORY_RE.match(q)

@@ -46,6 +46,19 @@ class Action(StrEnum):
         return next((a for a in PRECEDENCE if a in actions), cls.SAME)
 
 
+def replica_action(objects: Mapping[str, set[Action]]) -> Action:
+    """A replica's one action from its objects' (kind -> the actions on objects of that kind), the
+    same rule for the full plan (the engine's steps) and the read-only plan (the live objects): the
+    strongest -- a replace outweighs a create, any object created (a Service deleted out of band and
+    made again among them) is the replica's create -- except that a claim template created beside a
+    workload that stays (a switch to gpuAllocation dra) configures the replica."""
+    ops = {a for actions in objects.values() for a in actions}
+    created = {kind for kind, actions in objects.items() if Action.CREATE in actions}
+    if created == {"ResourceClaimTemplate"} and len(objects) > 1:
+        ops = (ops - {Action.CREATE}) | {Action.UPDATE}
+    return Action.strongest(ops)
+
+
 # (planned, done), and the order a person reads them in.
 WORDS: Final[Mapping[Action, tuple[str, str]]] = {
     Action.CREATE: ("create", "created"),

@@ -19,10 +19,12 @@ Pod Security -- is the read-only plan's declared blind spot (:data:`NOT_CHECKABL
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from infercrane.core.model import quantity
 from infercrane.core.plan.actions import Action
 
 NOT_CHECKABLE: Final = (
@@ -41,6 +43,9 @@ Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
 # of scalars), per kind, as dotted paths with ``[]`` for any element: an apply replaces each whole
 # -- a key or an element another manager added is changed (and, owned by it, a conflict). A
 # hand-written table of the paths we render, not yet the schema (issue #65).
+# The quantities we render: the API server stores each in its canonical form (16384Mi as 16Gi,
+# 500M as 500M, 0.5Gi as 512Mi), so they compare by value.
+_QUANTITY: Final = re.compile(r"\.resources\.(?:limits|requests)\.[^.]+$|\.sizeLimit$")
 _POD = ("nodeSelector", "tolerations", "containers[].args", "containers[].command", "imagePullSecrets")
 ATOMIC: Final = {
     "Service": frozenset({".spec.selector"}),
@@ -97,10 +102,20 @@ def _prefixes(path: Path) -> Iterator[Path]:
 
 
 def _dotted(path: Path) -> str:
+    """A path as the API server prints a conflict's: ``.spec.containers[name="runtime"].args``
+    (structured-merge-diff's form: a key's fields ``k=v``, a set's value ``[=v]``, an index ``[3]``)."""
     out = ""
     for step in path:
         kind, _, name = step.partition(":")
-        out += f".{name}" if kind == "f" else f"[{name}]"
+        if kind == "f":
+            out += f".{name}"
+        elif kind == "k":
+            keys = json.loads(name)
+            out += "[" + ",".join(f"{k}={json.dumps(v)}" for k, v in keys.items()) + "]"
+        elif kind == "v":
+            out += f"[={name}]"
+        else:
+            out += f"[{name}]"
     return out or "."
 
 
@@ -108,12 +123,14 @@ def _pattern(where: str) -> str:
     """A dotted path with every element as ``[]``: ``.spec.x[0].args`` -> ``.spec.x[].args``."""
     out, depth = "", 0
     for ch in where:
-        depth += ch == "["
-        if depth == 0:
+        if ch == "[":
+            depth += 1
+        elif ch == "]" and depth:
+            depth -= 1
+            if not depth:
+                out += "[]"
+        elif not depth:
             out += ch
-        depth -= ch == "]" and depth > 0
-        if ch == "]" and depth == 0:
-            out += "[]"
     return out
 
 
@@ -136,7 +153,7 @@ def differences(rendered: Any, live: Any, where: str = "", atomic: frozenset[str
             return
         for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
             yield from differences(mine, theirs, f"{where}[{i}]", atomic)
-    elif live is _MISSING or not _equal(rendered, live):
+    elif live is _MISSING or not _equal(rendered, live, _QUANTITY.search(where) is not None):
         yield where
 
 
@@ -151,16 +168,25 @@ def _aligned(rendered: Sequence[Any], live: Sequence[Any]) -> list[Any]:
 def _whole(rendered: Any, live: Any) -> bool:
     """An atomic field's rendered value against its live one, as a whole (scalars as :func:`_equal`)."""
     if isinstance(rendered, Mapping):
-        return isinstance(live, Mapping) and rendered.keys() == live.keys() and all(_whole(v, live[k]) for k, v in rendered.items())
+        return (
+            isinstance(live, Mapping) and rendered.keys() == live.keys() and all(_whole(v, live[k]) for k, v in rendered.items())
+        )
     if isinstance(rendered, list):
-        return isinstance(live, list) and len(rendered) == len(live) and all(_whole(a, b) for a, b in zip(rendered, live, strict=True))
+        return (
+            isinstance(live, list)
+            and len(rendered) == len(live)
+            and all(_whole(a, b) for a, b in zip(rendered, live, strict=True))
+        )
     return _equal(rendered, live)
 
 
-def _equal(rendered: Any, live: Any) -> bool:
-    """Scalars as the API server returns them: a quantity or a number may come back as its canonical form."""
+def _equal(rendered: Any, live: Any, as_quantity: bool = False) -> bool:
+    """Scalars as the API server returns them: a quantity (``as_quantity``) by its value, a number
+    as its text."""
     if rendered == live:
         return True
+    if as_quantity and (mine := quantity.value(rendered)) is not None:
+        return mine == quantity.value(live)
     if (
         isinstance(rendered, (int, float))
         and isinstance(live, str)
@@ -198,7 +224,8 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
                     conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(whole)}')
                 continue
             mine = at(manifest, p)
-            if mine is not _MISSING and not isinstance(mine, (Mapping, list)) and not _equal(mine, at(live, p)):
+            as_quantity = _QUANTITY.search(_dotted(p)) is not None
+            if mine is not _MISSING and not isinstance(mine, (Mapping, list)) and not _equal(mine, at(live, p), as_quantity):
                 conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
     part = POD_SPEC_PATH.get(str(manifest.get("kind")))
     pods = f".spec.{part}"

@@ -74,3 +74,14 @@ def test_a_replica_with_several_steps_takes_the_strongest() -> None:
 )
 def test_change_summaries_read_in_the_same_words_as_plan_and_deploy(counts: dict[str, int], done: bool, text: str) -> None:
     assert count_words(counts, done=done) == text
+
+
+def test_a_replica_has_one_action_by_one_rule_for_both_plans() -> None:
+    """Issue #65, 4: a Service deleted out of band was the replica's update in the read-only plan
+    and its create in the full plan; both now take the one rule."""
+    from infercrane.core.plan.actions import replica_action
+
+    assert replica_action({"Deployment": {Action.SAME}, "Service": {Action.CREATE}}) is Action.CREATE
+    assert replica_action({"Deployment": {Action.UPDATE}, "ResourceClaimTemplate": {Action.CREATE}}) is Action.UPDATE
+    assert replica_action({"Deployment": {Action.REPLACE}, "Service": {Action.CREATE}}) is Action.REPLACE
+    assert replica_action({"Deployment": {Action.SAME}, "Service": {Action.SAME}}) is Action.SAME

@@ -84,7 +84,7 @@ def test_a_field_we_owned_and_no_longer_render_is_an_update_the_apply_would_remo
     del fewer["spec"]["template"]["spec"]["containers"][0]["resources"]
     got = compare(fewer, live(), ME)
     assert got.action is Action.UPDATE
-    assert '.spec.template.spec.containers[{"name":"engine"}].resources.limits.nvidia.com/gpu' in got.why
+    assert '.spec.template.spec.containers[name="engine"].resources.limits.nvidia.com/gpu' in got.why
 
 
 def test_another_manager_owning_a_rendered_field_with_another_value_is_a_conflict() -> None:
@@ -151,4 +151,26 @@ def test_another_managers_args_are_an_atomic_list_owned_whole() -> None:
     )
     got = compare(rendered, theirs, ME)
     assert got.action is Action.UPDATE and got.restarts
-    assert got.conflicts == ('conflict with "kubectl-edit" (Update): .spec.template.spec.containers[{"name":"engine"}].args',)
+    assert got.conflicts == ('conflict with "kubectl-edit" (Update): .spec.template.spec.containers[name="engine"].args',)
+
+
+def test_a_quantity_the_server_stored_in_another_exact_unit_is_unchanged_and_another_value_is_an_update() -> None:
+    """Issue #65, 3: `shmSize: 16384Mi` is stored as 16Gi, 0.5Gi as 512Mi, a memory of 500M as
+    500M: compared as text, every pull request's read-only plan showed restarts that never come."""
+    rendered = copy.deepcopy(RENDERED)
+    spec = rendered["spec"]["template"]["spec"]
+    spec["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16384Mi"}}]
+    spec["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": 1, "memory": "0.5Gi"}, "requests": {"cpu": "1500m"}}
+    stored = live(
+        **{
+            "spec.template.spec.volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+            "spec.template.spec.containers.0.resources": {
+                "limits": {"nvidia.com/gpu": "1", "memory": "512Mi"},
+                "requests": {"cpu": "1500m"},
+            },
+        }
+    )
+    assert compare(rendered, stored, ME).action is Action.SAME
+    bigger = copy.deepcopy(stored)
+    bigger["spec"]["template"]["spec"]["volumes"][0]["emptyDir"]["sizeLimit"] = "32Gi"
+    assert compare(rendered, bigger, ME).why == (".spec.template.spec.volumes[0].emptyDir.sizeLimit",)
