@@ -156,8 +156,7 @@ class Engine:
 
     def _missing(self) -> EngineError:
         return EngineError(
-            f"stack {self.stack_name} does not exist in the backend; a read-only command creates none, and nothing "
-            "was written",
+            f"stack {self.stack_name} does not exist in the backend; a read-only command creates none, and nothing was written",
             fix="check --stack and the backend (PULUMI_BACKEND_URL); a stack is created by its first "
             f"`infercrane deploy --stack {self.stack_name}`",
         )
