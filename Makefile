@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo test test-fast check-rollout test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
+.PHONY: venv tools demo-tools demo test test-fast check-rollout test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -19,10 +19,15 @@ venv: $(VENV_STAMP)
 tools:
 	tools/build.sh
 
+## demo-tools: only what the demo runs (not Prometheus nor actionlint, which only tests use)
+DEMO_TOOLS := pulumi kubernetes-provider kube etcd kwok kserve gateway-api node node-images
+demo-tools:
+	tools/build.sh $(DEMO_TOOLS)
+
 ## demo: the main job -- local control plane, pulumi preview + up on stack "local", evidence
 ##       (`make demo STACK=local-kserve`: the same in KServe mode, on the KServe manager of the plane)
 STACK ?= local
-demo: venv tools
+demo: venv demo-tools
 	$(PY) -m infercrane demo --stack $(STACK)
 
 ## lint: layering contracts, ruff, mypy --strict

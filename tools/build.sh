@@ -274,21 +274,44 @@ ensure() {
   esac
   rm -rf "$tmp/bin"
   start=$SECONDS
-  log "$tool: building $(basename "$dest") (first build takes minutes; later runs reuse the cache)"
+  local logfile="$cache/logs/${tool//@/-}.log" expected
+  expected="$(estimate "$tool")"
+  mkdir -p "$cache/logs"
+  log "$tool: building $(basename "$dest") (about ${expected}s; its go output: $logfile)"
   local build=("build_${tool//-/_}" "$tmp")
   [[ "$tool" == kube@* ]] && build=(build_kube "$tmp" "$(kube_patch "${tool#kube@}")")
-  if ! "${build[@]}"; then
+  if ! "${build[@]}" >"$logfile" 2>&1; then
     rm -rf "$tmp"
-    log "$tool: BUILD FAILED (see the go output above); nothing was installed"
+    tail -n 25 "$logfile" >&2
+    log "$tool: BUILD FAILED after $((SECONDS - start))s -- the last lines of its go output are above (all of it: $logfile); nothing was installed, the cache holds no half-built entry"
     return 1
   fi
   mv "$tmp" "$dest"
-  log "$tool: built in $((SECONDS - start))s"
+  echo "${tool%@*} $((SECONDS - start))" >>"$cache/build-times"
+  left=$((left - expected))
+  log "$tool: built in $((SECONDS - start))s$([[ $left -gt 0 ]] && echo "; about $(( (left + 59) / 60 )) min left")"
+}
+
+# estimate TOOL: seconds its build took here last (the cache's build-times), else a typical time on
+# 2 cores with the downloads (measured 2026-12-06).
+estimate() {
+  local last
+  last="$(awk -v t="${1%@*}" '$1 == t { s = $2 } END { if (s) print s }' "$cache/build-times" 2>/dev/null || true)"
+  if [[ -n "$last" ]]; then echo "$last"; return; fi
+  case "${1%@*}" in
+    pulumi) echo 300 ;; kubernetes-provider) echo 600 ;; kube) echo 410 ;; etcd) echo 35 ;; kwok) echo 100 ;;
+    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; *) echo 5 ;;
+  esac
 }
 
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=("${all_tools[@]}")
 for t in "${tools[@]}"; do entry "$t" >/dev/null; done
+missing=() left=0
+for t in "${tools[@]}"; do
+  [[ -d "$(entry "$t")/bin" ]] || { missing+=("$t"); left=$((left + $(estimate "$t"))); }
+done
+[[ ${#missing[@]} -eq 0 ]] || log "to build: ${missing[*]} -- about $(( (left + 59) / 60 )) min on this machine (once; later runs reuse the cache)"
 for t in "${tools[@]}"; do ensure "$t"; done
 # An entry made before stages were assembled (or a kwok taken from PATH) gets them now.
 for t in "${tools[@]}"; do [[ "$t" != kwok ]] || kwok_stages "$(entry kwok)"; done
