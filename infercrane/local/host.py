@@ -5,7 +5,10 @@ The kubelet insists on six kernel tunables (``vm.overcommit_memory=1``, ``kernel
 with ``protectKernelDefaults`` (it changes none, and refuses to start when one differs), and the
 plane writes them itself just before the kubelet starts, after recording what they were, and puts
 each back when the node stops -- ``local stop``, ``local reset``, or the next start cleaning up after
-a killed plane. The kubelet also makes ``/var/log/containers`` (a directory of links to its pods'
+a killed plane. The record is the machine's, not a plane's (:data:`RECORD`, under /run: gone at a
+reboot, as the tunables' values are): a plane killed and its state directory removed leaves it,
+and the next plane restores the values the first one found, never the kubelet's as "found". The
+kubelet also makes ``/var/log/containers`` (a directory of links to its pods'
 logs, which live in the plane's state): its links go with the node, and the directory too when the
 node made it. Nothing else of the host changes: the node's bridge forwards nothing (no gateway, so
 ``net.ipv4.ip_forward`` stays as it is), its cgroups, mounts and network namespaces are the node's
@@ -33,7 +36,8 @@ KUBELET_TUNABLES: Final = {
 WATCHED: Final = ("net.ipv4.ip_forward",)
 #: The directory of links the kubelet makes whatever its configuration says.
 LOG_LINKS: Final = Path("/var/log/containers")
-RECORD: Final = "host.json"
+RECORD: Final = Path("/run/infercrane-host.json")  # the host as found, one per machine
+LEGACY_RECORD: Final = "host.json"  # where a plane kept it before (its state directory): read, then moved
 PROC_SYS: Final = Path("/proc/sys")
 
 
@@ -50,10 +54,19 @@ def settings() -> dict[str, str]:
     return {name: read(name) for name in (*KUBELET_TUNABLES, *WATCHED)}
 
 
+def _record(state: Path) -> Path:
+    """The machine's record, a plane's older one moved to it first."""
+    legacy = state / LEGACY_RECORD
+    if legacy.is_file() and not RECORD.is_file():
+        RECORD.write_text(legacy.read_text())
+    legacy.unlink(missing_ok=True)
+    return RECORD
+
+
 def take_over(state: Path, links: Path = LOG_LINKS) -> None:
-    """Record the host as found (once: a start after a killed plane keeps the first record), then
-    set the kubelet's tunables."""
-    record = state / RECORD
+    """Record the host as found (once per machine: a start after a killed plane, its state
+    directory removed or not, keeps the first record), then set the kubelet's tunables."""
+    record = _record(state)
     if not record.is_file():
         found = {"settings": settings(), "linksDirMade": not links.exists()}
         record.write_text(json.dumps(found, indent=1))
@@ -75,7 +88,7 @@ def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
     done = [f"removed the link {link.name}" for link in _links_into(logs, links)]
     for link in _links_into(logs, links):
         link.unlink(missing_ok=True)
-    record = state / RECORD
+    record = _record(state)
     if not record.is_file():
         return done
     found = json.loads(record.read_text())
@@ -93,7 +106,7 @@ def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
 def changed(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
     """What the node changed that is not back (empty after a clean stop)."""
     left = [f"link {link}" for link in _links_into(logs, links)]
-    record = state / RECORD
+    record = RECORD if RECORD.is_file() else state / LEGACY_RECORD
     if record.is_file():
         found = json.loads(record.read_text())
         left += [f"{name} is {read(name)}, was {v}" for name, v in found["settings"].items() if read(name) != v]

@@ -116,6 +116,25 @@ def claim(state: Path, lock: Path = LOCK) -> int | str:
     return fd
 
 
+def clean_up_if_free(state: Path, lock: Path = LOCK) -> list[str] | None:
+    """What the plane at ``state``'s node left, cleaned (:func:`clean_up`) -- only while no other
+    plane's node runs: under the node lock, taken without waiting. None when another plane holds
+    it (its node runs now: its pods, its bridge and the host's settings are its own, never ours
+    to touch)."""
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return None
+        owner = _owner()
+        if owner is not None and owner != state and _kubelet_runs(owner):  # a plane from before the lock
+            return None
+        return clean_up(state)
+    finally:
+        os.close(fd)
+
+
 def _owner() -> Path | None:
     """The state directory of the plane whose node made the bridge (its alias), if there is one."""
     shown = ip("-o", "link", "show", BRIDGE, check=False)

@@ -28,7 +28,7 @@ from typing import Any, cast
 import yaml
 
 from infercrane.core.errors import PlaneError, ToolNotFound
-from infercrane.local import node, node_files, node_teardown, pki, private
+from infercrane.local import node, node_files, pki, private
 from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE, Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
@@ -365,8 +365,13 @@ class Plane:
     def stop(self, quiet: bool = False, progress: Any = print) -> list[str]:
         """End the plane's own processes (verified by pid and executable). Returns what was stopped."""
         stopped = stop_recorded(self._record, reversed(NAMES))
+        left: list[str] | None = []
         if node_files.home(self.state).is_dir():
-            left = node_teardown.clean_up(self.state)
+            left = node.clean_up_if_free(self.state)
+        if left is None:  # the node is another plane's now: nothing of the machine is ours to clean
+            if not quiet:
+                progress("note: the real node is another plane's now; its pods, bridge and the host's settings are left to it")
+        elif left:
             put_back = [x.removeprefix("host: ") for x in left if x.startswith("host: ")]
             if stopped and put_back and not quiet:  # the host as the start found it
                 progress(f"the host as the plane found it: {', '.join(put_back)}")

@@ -30,6 +30,8 @@ def proc_sys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(value + "\n")
     monkeypatch.setattr(host, "PROC_SYS", root)
+    (tmp_path / "run").mkdir()
+    monkeypatch.setattr(host, "RECORD", tmp_path / "run" / "infercrane-host.json")  # the machine's record
     return root
 
 
@@ -60,7 +62,7 @@ def test_a_start_after_a_killed_plane_keeps_the_host_as_first_found_and_the_dire
     links.mkdir()
     host.take_over(state, links)  # killed, started again: the kubelet's values are not what was found
     assert host.give_back(state, tmp_path / "logs", links)[-1] == f"removed the directory {links}"
-    assert host.read("kernel.panic") == "0" and not links.exists() and not (state / host.RECORD).exists()
+    assert host.read("kernel.panic") == "0" and not links.exists() and not host.RECORD.exists()
 
 
 def test_left_changed_the_host_is_named_setting_by_setting(proc_sys: Path, tmp_path: Path) -> None:
@@ -89,4 +91,31 @@ def test_a_host_whose_settings_cannot_be_written_refuses_the_node_and_changes_no
         host.take_over(state, tmp_path / "links")
     assert "needs kernel setting kernel.panic_on_oops=1, which cannot be written: Read-only file system." in err.value.message
     assert "--no-real-node" in (err.value.fix or "")
-    assert host.settings() == DISTRIBUTION and not (state / host.RECORD).exists()
+    assert host.settings() == DISTRIBUTION and not host.RECORD.exists()
+
+
+def test_a_plane_killed_and_its_state_removed_leaves_the_host_as_found_for_the_next_plane_to_restore(
+    proc_sys: Path, tmp_path: Path
+) -> None:
+    """Issue #66: the record lived in the plane's state; with it removed after a crash, the next
+    plane recorded the kubelet's values as "the host as found" and never restored the real ones."""
+    first, second, links = tmp_path / "plane-a", tmp_path / "plane-b", tmp_path / "links"
+    first.mkdir()
+    second.mkdir()
+    host.take_over(first, links)  # the first plane's node runs, then it is killed and its state removed
+    import shutil
+
+    shutil.rmtree(first)
+    host.take_over(second, links)
+    assert host.read("kernel.panic_on_oops") == "1"
+    host.give_back(second, tmp_path / "logs", links)
+    assert host.settings() == DISTRIBUTION, "the values the first plane found, not the kubelet's"
+
+
+def test_a_record_an_older_plane_kept_in_its_state_is_moved_to_the_machines(proc_sys: Path, tmp_path: Path) -> None:
+    state = tmp_path / "plane"
+    state.mkdir()
+    (state / host.LEGACY_RECORD).write_text('{"settings": {"kernel.panic": "0"}, "linksDirMade": false}')
+    (proc_sys / "kernel" / "panic").write_text("10\n")
+    assert host.give_back(state, tmp_path / "logs", tmp_path / "links") == ["kernel.panic=0"]
+    assert not (state / host.LEGACY_RECORD).exists() and not host.RECORD.exists()

@@ -1,0 +1,41 @@
+"""The real node's cleanup never reaches another plane's node (issue #66): ``local stop`` and
+``reset`` of a plane that once ran the node clean what it left only under the node lock. On a
+stand-in lock file and a recording double of the machine-wide cleanup (named so)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+import pytest
+
+from infercrane.local import node
+
+
+@pytest.fixture
+def cleaned(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The states :func:`node.clean_up` was asked to clean (a double: it kills and deletes nothing)."""
+    asked: list[Path] = []
+    monkeypatch.setattr(node, "clean_up", lambda state: asked.append(state) or [f"interface {node.BRIDGE}"])
+    monkeypatch.setattr(node, "_owner", lambda: None)
+    return asked
+
+
+def test_a_stopped_plane_cleans_what_its_node_left_when_no_other_plane_holds_the_node(
+    cleaned: list[Path], tmp_path: Path
+) -> None:
+    assert node.clean_up_if_free(tmp_path / "plane", tmp_path / "node.lock") == [f"interface {node.BRIDGE}"]
+    assert cleaned == [tmp_path / "plane"]
+
+
+def test_a_stopped_plane_touches_nothing_while_another_planes_node_holds_the_lock(cleaned: list[Path], tmp_path: Path) -> None:
+    lock = tmp_path / "node.lock"
+    other = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)  # another plane's node processes hold it
+    fcntl.flock(other, fcntl.LOCK_EX)
+    try:
+        assert node.clean_up_if_free(tmp_path / "plane", lock) is None
+        assert cleaned == [], "another plane's pods, bridge and host settings were never touched"
+    finally:
+        os.close(other)
+    assert node.clean_up_if_free(tmp_path / "plane", lock) is not None  # released: its own leftovers are its to clean
