@@ -118,15 +118,18 @@ def claim(state: Path, lock: Path = LOCK) -> int | str:
 
 def clean_up_if_free(state: Path, lock: Path = LOCK) -> list[str] | None:
     """What the plane at ``state``'s node left, cleaned (:func:`clean_up`) -- only while no other
-    plane's node runs: under the node lock, taken without waiting. None when another plane holds
-    it (its node runs now: its pods, its bridge and the host's settings are its own, never ours
-    to touch)."""
+    plane's node runs: under the node lock, taken without waiting, or held in this plane's name
+    (its own pods' shims hold it until they are killed). None when another plane holds it (its
+    node runs now: its pods, its bridge and the host's settings are its own, never ours to touch)."""
     fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            return None
+            # Held: by another plane's node, or by what this plane's own node left running (its
+            # pods' runtime shims inherit the descriptor) -- the holder's name tells them apart.
+            if os.pread(fd, 4096, 0).decode(errors="replace").strip() != str(state):
+                return None
         owner = _owner()
         if owner is not None and owner != state and _kubelet_runs(owner):  # a plane from before the lock
             return None

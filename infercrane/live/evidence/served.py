@@ -1,5 +1,6 @@
-"""Serving evidence: a replica counts as serving only when its own engine, asked ``GET /v1/models``
-with the worker key, names the models its intent renders (:func:`~infercrane.core.render.command.served_names`).
+"""Serving evidence: a replica counts as serving only when its own engine answers ``GET /health``
+200 and, asked ``GET /v1/models`` with the worker key, names the models its intent renders
+(:func:`~infercrane.core.render.command.served_names`); the evidence says which of the two failed.
 
 The question goes to the replica directly, at the ready addresses of its Service's EndpointSlices
 (what a gateway routes by): the API server's service proxy cannot carry the key -- kube-apiserver
@@ -81,12 +82,29 @@ class Served:
     status: int  # the HTTP status (0: no answer)
     names: tuple[str, ...] = ()  # the model ids it serves, when it answered 200 with a model list
     error: str = ""  # why there is no answer, or why the answer is no model list
+    health: int = 200  # what its /health answered (0: no answer): an engine warming up answers 503
 
 
 def url(address: str, port: int, path: str) -> str:
     """``http://<address>:<port><path>``, an IPv6 address in brackets: a pod asked directly."""
     host = f"[{address}]" if ":" in address else address
     return f"http://{host}:{port}{path}"
+
+
+def engine(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
+    """``GET /health``, then ``GET /v1/models`` (with the worker key or without): both must answer
+    for an engine to serve -- SGLang answers /v1/models 200 while /health says 503 until its
+    warm-up ends."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        with NO_REDIRECTS.open(urllib.request.Request(url(address, port, "/health"), headers=headers), timeout=timeout) as a:
+            health = a.status
+    except urllib.error.HTTPError as exc:
+        health = exc.code
+    except OSError:
+        health = 0
+    answer = models(address, port, key, timeout=timeout)
+    return Served(answer.status, answer.names, answer.error, health)
 
 
 def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
@@ -223,7 +241,7 @@ class Checker:
         key: str | None,
         why_no_key: str = "",
         *,
-        ask: Callable[[str, int, str | None], Served] = models,
+        ask: Callable[[str, int, str | None], Served] = engine,
         address_wait: float = ADDRESS_WAIT_SECONDS,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.monotonic,
@@ -281,6 +299,10 @@ class Checker:
         if not addresses:
             return unverifiable(why, "" if why.startswith("this identity") else "see `infercrane inspect`")
         verdicts = [(address, port, self._ask(address, port, self._key)) for address, port in addresses]
+        deadline = self._clock() + self._address_wait  # a /health that is not 200 yet: asked again a while
+        while any(v.health != 200 and v.status == 200 for _, _, v in verdicts) and self._clock() < deadline:
+            self._sleep(1.0)
+            verdicts = [(address, port, self._ask(address, port, self._key)) for address, port in addresses]
         asked = tuple(addresses)
         route = ", ".join(f"{a}:{p}" for a, p in asked)
         route = f"EndpointSlice address{'es' if len(asked) > 1 else ''} {route}"
@@ -321,6 +343,19 @@ class Checker:
                 checked_at=now,
                 reason=f"{at}did not answer /v1/models as an engine ({said})",
                 fix="run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
+                asked=asked,
+            )
+        if answer.health != 200:
+            return Evidence(
+                "not serving",
+                expected,
+                answer.names,
+                route,
+                now,
+                reason=f"{at}its /health answered {answer.health or 'nothing'} though /v1/models answered: the engine is "
+                "not ready to serve (still warming up, or unhealthy)",
+                fix="give the replica a longer startupBudgetSeconds if it is warming up, else see its logs; the old "
+                "replicas keep serving",
                 asked=asked,
             )
         if [n for n in expected if n not in answer.names]:

@@ -33,9 +33,23 @@ def test_a_stopped_plane_touches_nothing_while_another_planes_node_holds_the_loc
     lock = tmp_path / "node.lock"
     other = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)  # another plane's node processes hold it
     fcntl.flock(other, fcntl.LOCK_EX)
+    os.pwrite(other, str(tmp_path / "other-plane").encode(), 0)
     try:
         assert node.clean_up_if_free(tmp_path / "plane", lock) is None
         assert cleaned == [], "another plane's pods, bridge and host settings were never touched"
     finally:
         os.close(other)
     assert node.clean_up_if_free(tmp_path / "plane", lock) is not None  # released: its own leftovers are its to clean
+
+
+def test_a_stopped_plane_cleans_its_own_pods_that_still_hold_the_lock_in_its_name(cleaned: list[Path], tmp_path: Path) -> None:
+    """Its pods' runtime shims inherit the lock's descriptor: held in this plane's own name, it is
+    this plane's to clean (they are killed), never taken for another plane's."""
+    lock, plane = tmp_path / "node.lock", tmp_path / "plane"
+    shim = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(shim, fcntl.LOCK_EX)
+    os.pwrite(shim, str(plane).encode(), 0)
+    try:
+        assert node.clean_up_if_free(plane, lock) is not None and cleaned == [plane]
+    finally:
+        os.close(shim)

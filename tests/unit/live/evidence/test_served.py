@@ -342,3 +342,32 @@ def test_the_cli_takes_the_worker_key_out_of_its_environment_so_no_child_process
     assert child.stdout.split() == ["None", "/a/path"]
     monkeypatch.delenv(served.KEY_FILE_ENV)
     assert served.worker_key() == ("the-worker-key", "")  # the CLI's own checks still have it
+
+
+def test_a_replica_that_lists_its_models_while_its_health_says_503_is_not_serving_and_says_which(
+    values: dict[str, Any],
+) -> None:
+    """Issue #67: SGLang answers /v1/models 200 before its warm-up ends, while /health answers 503;
+    /v1/models alone counted it serving. /health is asked again for a while, then it decides."""
+    c = config(values)
+    clock = Clock()
+    healths = iter([503, 503, 200])
+
+    def warming(address: str, port: int, key: str | None) -> served.Served:
+        return served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=next(healths, 200))
+
+    checker = served.Checker(Slices([endpoint_slice("10.88.0.4")]), c, KEY, ask=warming, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
+    assert checker.check(c.replicas[0]).state == "serving" and clock.now == 2.0  # warmed up within the wait
+
+    never = served.Checker(
+        Slices([endpoint_slice("10.88.0.4")]),
+        c,
+        KEY,
+        ask=lambda a, p, k: served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=503),
+        address_wait=0,
+    )  # type: ignore[arg-type]
+    evidence = never.check(c.replicas[0])
+    assert evidence.state == "not serving"
+    assert evidence.reason == (
+        "its /health answered 503 though /v1/models answered: the engine is not ready to serve (still warming up, or unhealthy)"
+    )

@@ -8,8 +8,9 @@
 // -- and behaves as those servers do at their edges: it parses the arguments the engine takes and
 // refuses unknown ones (argparse's words, exit 2), reads the key the way the engine does
 // (VLLM_API_KEY or --api-key; SGLang's --api-key), reads the weights' snapshot from HF_HUB_CACHE
-// when HF_HUB_OFFLINE=1 and fails as the engine does when it is missing, listens only once
-// "loaded" (INFERCRANE_DOUBLE_LOAD_SECONDS, default 3), serves /health, /v1/models (401 without
+// when HF_HUB_OFFLINE=1 and fails as the engine does when it is missing, "loads" for
+// INFERCRANE_DOUBLE_LOAD_SECONDS (default 3) -- as vLLM, listening only then; as SGLang, listening at
+// once, /v1/models answering while /health answers 503 until then --, serves /health, /v1/models (401 without
 // the key) and deterministic /v1/completions and /v1/chat/completions, and on SIGTERM stops
 // accepting, finishes what is in flight (vLLM: for up to --shutdown-timeout seconds, aborting it at
 // once with 0, its default; SGLang: all of it), then exits 0.
@@ -371,7 +372,15 @@ func main() {
 		}
 		fmt.Printf("weights: %s\n", dir)
 	}
-	time.Sleep(seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3))
+	// vLLM's API server listens once its engine is loaded; SGLang's listens first and lists its
+	// models (/v1/models 200) while /health answers 503 until its warm-up ends.
+	loadFor := seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3)
+	listensWarmingUp := e.metrics == "sglang:"
+	var loaded atomic.Bool
+	if !listensWarmingUp {
+		time.Sleep(loadFor)
+		loaded.Store(true)
+	}
 
 	var inFlight, completions atomic.Int64
 	counts := newStats(e)
@@ -389,7 +398,13 @@ func main() {
 		return false
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	mux.HandleFunc("/health", func(w http.ResponseWriter, r *http.Request) {
+		if !loaded.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusOK)
+	})
 	_, sglangMetrics := got["--enable-metrics"]
 	mux.HandleFunc("/metrics", func(w http.ResponseWriter, r *http.Request) {
 		if e.metrics == "sglang:" && !sglangMetrics { // SGLang mounts /metrics only with --enable-metrics
@@ -414,6 +429,10 @@ func main() {
 			}
 			writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 		case "/v1/completions", "/v1/chat/completions":
+			if !loaded.Load() {
+				writeJSON(w, http.StatusServiceUnavailable, map[string]string{"detail": "the engine is warming up"})
+				return
+			}
 			var req struct {
 				Model string `json:"model"`
 			}
@@ -455,6 +474,13 @@ func main() {
 	done := make(chan error, 1)
 	go func() { done <- srv.ListenAndServe() }()
 	fmt.Printf("serving on %s\n", addr)
+	if listensWarmingUp {
+		go func() {
+			time.Sleep(loadFor)
+			loaded.Store(true)
+			fmt.Println("warm-up done: /health answers 200")
+		}()
+	}
 	select {
 	case err := <-done:
 		fmt.Fprintln(os.Stderr, err)
