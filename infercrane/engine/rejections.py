@@ -92,12 +92,12 @@ def begin_judging(engine: Engine, rollout: Rollout | None, at: str) -> list[str]
     """Before a run whose canaries bake: each such endpoint's release marked as being judged, so a
     command after a run that ends without a verdict (killed, lost) judges it again. Returns the
     endpoints marked. A mark the backend refuses fails the deploy before anything is applied."""
-    marked = []
-    for e in rollout.endpoints if rollout is not None else ():
-        if e.canary and e.release and e.canary_policy is not None:
-            engine.set_tag(JUDGING_TAG + e.endpoint, judging_value(e.release, at))
-            marked.append(e.endpoint)
-    return marked
+    baking = [e for e in (rollout.endpoints if rollout is not None else ()) if e.canary and e.release and e.canary_policy]
+    if baking:
+        _ = engine.stack  # a stack the deploy creates (a first deploy, a lost state) exists before its tags
+    for e in baking:
+        engine.set_tag(JUDGING_TAG + e.endpoint, judging_value(e.release, at))
+    return [e.endpoint for e in baking]
 
 
 def end_judging(engine: Engine, endpoints: Iterable[str]) -> None:

@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cache
@@ -103,6 +104,7 @@ class Engine:
     _channel: Channel = field(default_factory=Channel)  # what the program of the current run gets
     _repaired: bool = False
     _created: bool = False  # selecting the stack created it (this engine's start wrote it)
+    _selecting: threading.Lock = field(default_factory=threading.Lock)  # a run started early selects it too
 
     @property
     def created(self) -> bool:
@@ -162,6 +164,10 @@ class Engine:
         )
 
     def _select(self, *, create: bool) -> auto.Stack:
+        with self._selecting:
+            return self._select_once(create=create)
+
+    def _select_once(self, *, create: bool) -> auto.Stack:
         if self._stack is None:
             from infercrane.shell import program
 
@@ -361,9 +367,19 @@ class Engine:
         return done
 
     def tags(self) -> dict[str, str]:
-        """The stack's tags (``pulumi stack tag ls``); {} when it has none. Fails closed: a backend
-        that cannot say them raises (EngineError) -- a canary's rejection is never taken as absent."""
-        done = self._cli("stack", "tag", "ls", "--output", "json")
+        """The stack's tags (``pulumi stack tag ls``); {} when it has none or does not exist yet
+        (a first deploy, a lost state). Fails closed: a backend that cannot say them raises
+        (EngineError) -- a canary's rejection is never taken as absent."""
+        from infercrane.engine import backend, stores
+
+        store = stores.store_for(self.backend_url())
+        if self._stack is None and store is not None and not backend.has_stack(store, "infercrane", self.stack_name):
+            return {}
+        done = self._cli("stack", "tag", "ls", "--output", "json", check=False)
+        if done.returncode != 0:
+            if f"no stack named '{self.stack_name}' found" in done.stdout + done.stderr:
+                return {}  # not created yet: no tags (a backend the CLI alone reads)
+            raise translate_text(f"{done.stdout}\n{done.stderr}", self.stack_name)
         try:
             found = json.loads(done.stdout or "{}")
         except ValueError:

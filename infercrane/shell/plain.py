@@ -50,7 +50,7 @@ def own_tags(stack: str) -> dict[str, str]:
     import shutil
     import subprocess
 
-    pulumi_cli = shutil.which("pulumi") or "pulumi"
+    pulumi_cli = shutil.which("pulumi") or "pulumi"  # plain `pulumi` runs the program: it is on PATH
     done = subprocess.run(
         [pulumi_cli, "stack", "tag", "ls", "--output", "json", "--stack", stack, "--non-interactive"],
         capture_output=True,

@@ -128,7 +128,8 @@ def check(
     if not channel.driven:
         plan = ctx.rollout(rendered, report, state)
         assert plan is not None  # planned from a report
-        plan = judged(stack, plan, lambda unproven: ctx.rollout(rendered, report, state, unproven))
+        if channel.legacy is None:  # plain `pulumi`: the canary marks read here (a caller applied them already)
+            plan = judged(stack, plan, lambda unproven: ctx.rollout(rendered, report, state, unproven))
         refuse_beyond_policy(stack, plan)
     legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
     return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)

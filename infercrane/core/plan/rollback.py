@@ -14,9 +14,9 @@ canary moved. Of the canary (:attr:`~infercrane.core.plan.waves.EndpointRollout.
   ``takeover``, a lost state) has nothing recorded to return to: it is **left**, said, for the
   previous config -- never deleted.
 
-In place the removals go first (their GPUs free), then the restored keys start; with a surge the
-restored keys start first (borrowing what the canary's stage borrowed) and the removals go once they
-are ready. Pure core.
+In place the removals go first (their GPUs free), then the restored keys start, ``maxUnavailable``
+at a time; with a surge the restored keys start first, ``maxSurge`` at a time (borrowing what the
+canary's stage borrowed), and the removals go once they are ready. Pure core.
 """
 
 from __future__ import annotations
@@ -37,16 +37,24 @@ class Rollback:
     remove: tuple[str, ...]  # brought by the deploy: deleted
     left: tuple[str, ...]  # nothing recorded to return to (they ran the rejected release before, or moved)
     borrow: tuple[tuple[str, int], ...] = ()  # a surge: what the canary's stage borrowed, borrowed again
+    per_wave: int = 1  # restored at a time: the policy's maxUnavailable in place, its maxSurge with a surge
 
     @property
     def lane(self) -> Lane:
-        """The rollback as a lane of stages (:mod:`infercrane.shell.lanes` carries it out)."""
-        restore, remove = frozenset(self.restore), frozenset(self.remove)
+        """The rollback as a lane of stages (:mod:`infercrane.shell.lanes` carries it out): the
+        restored keys ``per_wave`` at a time -- a canary of several replicas (a rerun judging again
+        the replicas a killed run left on the release) never goes back all at once."""
+        remove = frozenset(self.remove)
+        size = max(1, self.per_wave)
+        waves = [frozenset(self.restore[i : i + size]) for i in range(0, len(self.restore), size)]
         if self.mode == IN_PLACE:
             stages = [Stage(apply=frozenset(), delete=remove)] if remove else []
-            stages += [Stage(apply=restore)] if restore else []
+            stages += [Stage(apply=wave) for wave in waves]
+        elif waves:
+            stages = [Stage(apply=wave, borrow=self.borrow) for wave in waves]
+            stages[-1] = Stage(apply=waves[-1], delete=remove, borrow=self.borrow)
         else:
-            stages = [Stage(apply=restore, delete=remove, borrow=self.borrow if restore else ())] if restore or remove else []
+            stages = [Stage(apply=frozenset(), delete=remove)] if remove else []
         return Lane(self.endpoint, tuple(stages))
 
     def describe(self) -> str:
@@ -72,4 +80,5 @@ def plan_rollback(e: EndpointRollout, lane: Lane, before: Mapping[str, str]) -> 
     restore = [k for k in e.canary if k in before and k not in left] + sorted(replaced & deleted & before.keys())
     remove = sorted(k for k in e.canary if k not in before and k not in unrecorded)
     borrow = lane.stages[bake].borrow if bake < len(lane.stages) else ()
-    return Rollback(e.endpoint, e.mode, tuple(sorted(restore)), tuple(remove), tuple(left), borrow)
+    per_wave = e.max_unavailable if e.mode == IN_PLACE else e.max_surge
+    return Rollback(e.endpoint, e.mode, tuple(sorted(restore)), tuple(remove), tuple(left), borrow, per_wave)

@@ -113,7 +113,13 @@ def test_a_counterexample_prints_as_the_events_that_lead_to_it(monkeypatch: pyte
 def test_a_canary_its_rejection_and_the_rollback_keep_the_floor_the_budget_and_a_way_to_each_config() -> None:
     """The canary's step, its verdict either way, a rollback after a rejection (the previous config,
     reached by its own reruns), kills and out-of-band restarts, on pools of exactly the budget."""
-    explored, failed = model.check(iter(model.canary_worlds(range(2, 4))))
+
+    # every kind at 2 replicas, the updates at 3 (the other kinds at 3: `make check-rollout`)
+    def update(e: model.Endpoint) -> bool:
+        return e.after == tuple((k, 1) for k in e.before)
+
+    worlds = [w for w in model.canary_worlds(range(2, 4)) if len(w.endpoints[0].before) == 2 or update(w.endpoints[0])]
+    explored, failed = model.check(iter(worlds))
     assert not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
     assert explored > 100_000
 
