@@ -44,7 +44,7 @@ test: venv tools lint
 	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-## test-fast: the tiers that need no tools (seconds)
+## test-fast: the tiers that need no tools (minutes: the exhaustive check's fast bound is most of it)
 test-fast: venv
 	$(PY) -m pytest tests/unit tests/golden tests/program tests/cli
 
