@@ -6,6 +6,9 @@ Pulumi shell.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 from collections.abc import Callable
 from typing import Any
 
@@ -16,24 +19,22 @@ from infercrane.core.plan.marks import Marks, moves
 from infercrane.core.plan.waves import Rollout
 
 
+def _pulumi(stack: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """One Pulumi CLI command on ``stack`` from inside the program (plain ``pulumi`` runs it: the
+    CLI is on PATH), its output captured."""
+    cli = shutil.which("pulumi") or "pulumi"
+    return subprocess.run(
+        [cli, *args, "--stack", stack, "--non-interactive"], capture_output=True, text=True, check=False, timeout=120
+    )
+
+
 def own_state(stack: str) -> dict[str, Any]:
     """The stack's own state, read with ``pulumi stack export`` -- under plain ``pulumi``, where no
     caller hands over what it says: the slot names of components still named by slot (never
     computed from the current config: removing, reordering or moving a replica changes the slots
     a config gives, and an alias to another key's slot would delete that key's objects), and the
     namespaces its replicas run in (a ``namespace`` switch counts them)."""
-    import json
-    import shutil
-    import subprocess
-
-    pulumi_cli = shutil.which("pulumi") or "pulumi"
-    done = subprocess.run(
-        [pulumi_cli, "stack", "export", "--stack", stack, "--non-interactive"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    done = _pulumi(stack, "stack", "export")
     if done.returncode != 0:
         raise InferCraneError(
             f"could not read the state of stack {stack!r} to find how its replicas are named; nothing was applied: "
@@ -46,18 +47,7 @@ def own_state(stack: str) -> dict[str, Any]:
 def own_tags(stack: str) -> dict[str, str]:
     """The stack's tags, read with ``pulumi stack tag ls`` -- under plain ``pulumi``. Fails closed:
     a backend that cannot say them refuses the run (a rejection is never taken as absent)."""
-    import json
-    import shutil
-    import subprocess
-
-    pulumi_cli = shutil.which("pulumi") or "pulumi"  # plain `pulumi` runs the program: it is on PATH
-    done = subprocess.run(
-        [pulumi_cli, "stack", "tag", "ls", "--output", "json", "--stack", stack, "--non-interactive"],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
+    done = _pulumi(stack, "stack", "tag", "ls", "--output", "json")
     try:
         found = json.loads(done.stdout or "{}") if done.returncode == 0 else None
     except ValueError:

@@ -345,31 +345,28 @@ class Checker:
                 fix="run the deploy where the pod addresses are reachable (in-cluster, or a routed pod network)",
                 asked=asked,
             )
+        missing = [n for n in expected if n not in answer.names]
         if answer.health != 200:
-            return Evidence(
-                "not serving",
-                expected,
-                answer.names,
-                route,
-                now,
-                reason=f"{at}its /health answered {answer.health or 'nothing'} though /v1/models answered: the engine is "
-                "not ready to serve (still warming up, or unhealthy)",
-                fix="give the replica a longer startupBudgetSeconds if it is warming up, else see its logs; the old "
-                "replicas keep serving",
-                asked=asked,
+            reason = (
+                f"{at}its /health answered {answer.health or 'nothing'} though /v1/models answered: the engine is "
+                "not ready to serve (still warming up, or unhealthy)"
             )
-        if [n for n in expected if n not in answer.names]:
-            return Evidence(
-                "not serving",
-                expected,
-                answer.names,
-                route,
-                now,
-                reason=f"{at}serves {list(answer.names)}, expected {list(expected)}",
-                fix="check the replica's image and args (what the engine loads), or the model and name in the "
-                "stack file; the old replicas keep serving",
-                asked=asked,
-            )
+            fix = "give the replica a longer startupBudgetSeconds if it is warming up, else see its logs"
+        elif missing:
+            reason = f"{at}serves {list(answer.names)}, expected {list(expected)}"
+            fix = "check the replica's image and args (what the engine loads), or the model and name in the stack file"
+        else:
+            return None
+        return Evidence(
+            "not serving",
+            expected,
+            answer.names,
+            route,
+            now,
+            reason=reason,
+            fix=f"{fix}; the old replicas keep serving",
+            asked=asked,
+        )
         return None
 
     @property
