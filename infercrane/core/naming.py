@@ -13,6 +13,9 @@ import re
 from typing import Any, Final
 
 FIELD_MANAGER: Final = "infercrane-provider-v1"
+#: The field manager of a surge canary's hold (its Deployment's ``spec.minReadySeconds`` during the
+#: bake, :mod:`infercrane.live.status.hold`): a field of its own, never the provider's.
+HOLD_FIELD_MANAGER: Final = "infercrane-canary-hold"
 PROVIDER_CONTRACT: Final = "infercrane.provider/v1"
 NAME_PREFIX: Final = "infercrane-"
 KEY_HASH_HEX_CHARS: Final = 24  # 12 bytes of sha256: the seed's scheme

@@ -70,7 +70,9 @@ class Waits:
         self.channel, self.policy = channel, t.serving_evidence
         self.publish = readiness_progress(channel)
         live = context.live if context is not None else Live.connect(t)
-        self.waiter = readiness.FleetWaiter(live, t.object_kinds[0], report=functools.partial(publish_snapshot, self.publish))
+        self.live, self.kind = live, t.object_kinds[0]
+        self.waiter = readiness.FleetWaiter(live, self.kind, report=functools.partial(publish_snapshot, self.publish))
+        self.held: set[str] = set()  # surge canaries whose old pods are held beside them (live.status.hold)
         self.checker = served.Checker.from_env(live, config)
         self.config, self.replicas = config, {r.key: r for r in config.replicas}
         self.budgets = budgets(config, channel.rollout)
@@ -80,7 +82,7 @@ class Waits:
         the evidence of a ready one; its verdict fails when the evidence is against it."""
         key = c.summary["key"]
         zero_ok = self.replicas[key].scaling == "external"  # the count is an autoscaler's, which may be 0
-        verdict = await self.waiter.wait(c.name, generation, self.budgets[key], zero_ok=zero_ok)
+        verdict = await self.waiter.wait(c.name, generation, self.budgets[key], zero_ok=zero_ok, held=key in self.held)
         if verdict.state != "ready":
             return verdict, None
         evidence = await self.checker.check_soon(self.replicas[key])
@@ -90,6 +92,35 @@ class Waits:
         """:meth:`ready_and_serving`, from when ``c``'s workload is applied (its output resolves)."""
         meta = await c.workload.metadata.future()  # type: ignore[attr-defined]
         return await self.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
+
+    def holdable(self, e: EndpointRollout, keys: Collection[str]) -> set[str]:
+        """Of a canary stage's ``keys``, those waited as held: every canary key of a surge endpoint
+        whose workload is a Deployment (a rerun's canary keeps the hold a killed run placed)."""
+        if self.kind != "Deployment" or e.mode != "surge" or e.canary_policy is None:
+            return set()
+        return set(keys) & set(e.canary)
+
+    async def hold(self, e: EndpointRollout, note: Callable[[str], None]) -> None:
+        """Hold the old pod of each of ``e``'s same-key surge canaries (:attr:`EndpointRollout.held`)
+        before its template is applied; one that cannot be held rolls unheld, said so."""
+        from infercrane.core import naming
+        from infercrane.live.status import hold
+
+        assert e.canary_policy is not None
+        for key in e.held:
+            why = await asyncio.to_thread(hold.hold, self.live, naming.object_name(key), e.canary_policy.bake_seconds)
+            note(
+                f"rollout: {e.endpoint}: {key}'s old pod is held serving beside its canary until the verdict"
+                if not why
+                else f"rollout: {e.endpoint}: {key}'s old pod is not held ({why}): it goes once the canary is available"
+            )
+
+    async def unheld(self, c: ReplicaComponent) -> tuple[verdicts.Verdict, served.Evidence | None]:
+        """``c``, held until now, waited for as every replica is: its hold released
+        (:meth:`~infercrane.live.status.readiness.FleetWaiter.wait`), its old pods gone."""
+        key = c.summary["key"]
+        self.held.discard(key)
+        return await self.ready_and_serving(c, 0)
 
     async def drained(self, keys: Collection[str]) -> str:
         """Until none of ``keys`` has a pod still terminating (:meth:`FleetWaiter.drained`), within
@@ -103,7 +134,13 @@ class Waits:
 
     async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.CanaryVerdict:
         """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""
-        return await asyncio.get_running_loop().run_in_executor(None, bake, self.config, e, self.checker, note)
+        from infercrane.live.evidence import held as holding
+
+        current = functools.partial(holding.current_replica_set, self.live)
+        held = self.held & set(e.canary)
+        return await asyncio.get_running_loop().run_in_executor(
+            None, functools.partial(bake, self.config, e, self.checker, note, held=held, current=current)
+        )
 
     def close(self) -> None:
         self.checker.close()
@@ -118,20 +155,30 @@ def bake(
     checker: served.Checker,
     note: Callable[[str], None],
     *,
+    held: Collection[str] = (),
+    current: Callable[[str], str | None] = lambda key: None,
     sleep: Callable[[float], None] = time.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> canary.CanaryVerdict:
     """Bake ``e``'s canary for its policy's ``bakeSeconds``, reading the engines' counts every
-    :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end."""
+    :data:`SAMPLE_SECONDS`: REJECT ends it at once; otherwise the verdict is the one at its end.
+    ``held``: canary keys whose old pods are held beside them (``current`` names each one's
+    current ReplicaSet): their old pods bake as baseline (:func:`held_addresses`)."""
     from infercrane.core.plan import canary as judging
     from infercrane.live.evidence import canary as evidence
     from infercrane.live.evidence import prometheus
 
     policy = e.canary_policy
     assert policy is not None  # a stage bakes only under a canary policy
+    from infercrane.live.evidence import held as holding
+
+    addresses, olds = (
+        holding.addresses(checker, {r.key: r for r in config.replicas}, held, current) if held else (checker.addresses, [])
+    )
+    baseline = [*e.baseline, *olds]
     note(
         f"rollout: {e.endpoint}: the canary {', '.join(e.canary)} bakes {policy.bake_seconds} s beside the baseline "
-        f"{', '.join(e.baseline)} (at least {policy.min_requests} requests each"
+        f"{', '.join(baseline)} (at least {policy.min_requests} requests each"
         + (f", {len(policy.golden)} golden request(s)" if policy.golden else "")
         + (
             f"; counts from Prometheus at {config.kubernetes.canary_metrics.prometheus}"
@@ -142,9 +189,7 @@ def bake(
     )
     source = config.kubernetes.canary_metrics.prometheus
     read = prometheus.reader(source) if source else evidence.read_page  # where the engines' counts come from
-    baking = evidence.Bake(
-        config, e.endpoint, policy, e.canary, e.baseline, checker.addresses, checker.key, read=read, clock=clock
-    )
+    baking = evidence.Bake(config, e.endpoint, policy, e.canary, baseline, addresses, checker.key, read=read, clock=clock)
     end = baking.started + policy.bake_seconds
     while True:
         final = clock() >= end

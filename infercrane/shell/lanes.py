@@ -180,7 +180,11 @@ async def roll(
                 outcome.ended[lane.endpoint] = f"stopped before {where}: {draining}"
                 return
             components = []
+            held = waits.holdable(e, stage.apply) if stage.bake and e is not None else set()
             try:
+                if held and e is not None:
+                    await waits.hold(e, note)  # before the canary's template: the old pods stay
+                    waits.held |= held
                 for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
                     first = stage.wave is not None or key in changing  # its pod is new: ahead of those carried over
                     components.append(await ahead.register(functools.partial(register, key), first=first))
@@ -228,6 +232,26 @@ async def roll(
                     )
                     outcome.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
                     outcome.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"
+                    return
+            if held:
+                # Accepted: the held canaries' holds end, their old pods drain -- waited for as
+                # every wave is, before anything the stage deletes and before the next stage.
+                unheld = [c for c in components if c.summary["key"] in held]
+                try:
+                    settled = list(await asyncio.gather(*(waits.unheld(c) for c in unheld)))
+                except InferCraneError as exc:
+                    outcome.stopped.append((lane.endpoint, where, exc))
+                    outcome.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
+                    return
+                except Exception as exc:  # noqa: BLE001 - the engine's own error, raised below
+                    outcome.crashed.append((lane.endpoint, where, exc))
+                    halted.set()
+                    outcome.ended[lane.endpoint] = f"failed by the engine at {where}"
+                    return
+                failure = not_ready(unheld, settled)
+                if failure is not None:
+                    outcome.stopped.append((lane.endpoint, where, failure))
+                    outcome.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
                     return
             if stage.delete:
                 if halted.is_set():

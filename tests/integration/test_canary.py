@@ -51,11 +51,12 @@ class Endpoint:
         self.env = key_file(tmp_path)
         namespace_with_evidence(admin, self.ns)
 
-    def release(self, image: str, seconds: float = 0.03, **knobs: str) -> None:
+    def release(self, image: str, seconds: float = 0.03, *, surge: bool = False, **knobs: str) -> None:
         env = [{"name": "INFERCRANE_DOUBLE_RESPONSE_SECONDS", "value": str(seconds)}]
         env += [{"name": f"INFERCRANE_DOUBLE_{k.upper()}", "value": v} for k, v in knobs.items()]
         replicas = [on_node(k, pod={"env": env}) for k in self.keys]
-        rollout = {"maxUnavailable": 1, "maxSurge": 0, "canary": POLICY}
+        rollout = {"maxUnavailable": 0, "maxSurge": 1} if surge else {"maxUnavailable": 1, "maxSurge": 0}
+        rollout |= {"canary": POLICY}
         self.pulumi = self.project.stack(self.stack, replicas, imageDigest=image, namespace=self.ns, drain=DRAIN, rollout=rollout)
 
     def deploy(self, *flags: str) -> Any:
@@ -334,5 +335,51 @@ def test_a_deploy_killed_during_its_canarys_bake_leaves_the_release_unjudged_and
         time.sleep(2)
     shown = cli(project, "inspect", "--stack", e.stack, env=e.env)
     assert "last canary verdict: ACCEPT at " in shown.stdout, shown.stdout  # the judging mark is gone
+    assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0
+
+
+def test_a_same_key_surge_canary_keeps_its_old_pod_serving_until_the_verdict_so_a_reject_restarts_nothing(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """Issue #64: under maxUnavailable 0 / maxSurge 1 the canary is r0's own rolling update. Its old
+    pod is held serving beside it (the Deployment's minReadySeconds, by a field manager of its own)
+    and bakes as baseline; a slower release is rejected and rolled back without a model load (the
+    old pod is the one that ran before: same uid, never restarted) and the canary's pod is gone; a
+    healthy release is accepted with the old pod's own figures in its record, and the release
+    costs N loads -- each replica's pod started once."""
+    e = Endpoint(project, admin, tmp_path, "canaryhold")
+    wait_for(lambda: not draining_on_node(admin), "the real node's draining pods gone", timeout=120)
+    e.release(double(), surge=True)
+    assert e.deploy().returncode == 0
+    before = [e.pod(i).metadata.uid for i in (0, 1)]
+    with e.gateway() as gateway:
+        time.sleep(2)
+        e.release(double(), seconds=0.07, surge=True)  # the same engine, answering more than twice as slowly
+        rejected = e.deploy()
+        assert rejected.returncode == 1, rejected.stderr
+        said = rejected.stderr
+        assert f"rollout: qwen-small: {e.keys[0]}'s old pod is held serving beside its canary until the verdict" in said, said
+        assert f"the canary {e.keys[0]} bakes 15 s beside the baseline {e.keys[1]}, {e.keys[0]} (old pod)" in said, said
+        assert "canary qwen-small: REJECT -- ttft p95 " in said, said
+        assert f"rolled back: qwen-small: {e.keys[0]} back to the release recorded before this deploy" in said, said
+        assert [e.pod(i).metadata.uid for i in (0, 1)] == before, "the old pods never restarted: no second load"
+        assert all(c.restartCount == 0 for c in e.pod(0).status.containerStatuses or [])
+        wait_for(lambda: len(pods(admin, e.ns, e.keys[0])) == 1, "the rejected canary's pod gone", timeout=60)
+
+        e.release(next_double(), surge=True)
+        accepted = e.deploy()
+        assert accepted.returncode == 0, accepted.stderr
+        assert "rollout: canary qwen-small: ACCEPT -- within every threshold after 15 s" in accepted.stderr, accepted.stderr
+        time.sleep(2)
+    record = dict(e.stack_outputs()["canaries"]["qwen-small"])["record"]
+    (old_side,) = [m for m in record["measured"] if m["replica"] == f"{e.keys[0]} (old pod)"]
+    assert old_side["side"] == "baseline" and not old_side["unreadable"] and old_side["requests"] > 0, old_side
+    # N loads: one pod of the release per replica, the canary's first, neither restarted.
+    canary_pod, rest = e.pod(0), e.pod(1)
+    assert [len(pods(admin, e.ns, k)) for k in e.keys] == [1, 1]
+    assert canary_pod.spec.containers[0].image == next_double() == rest.spec.containers[0].image
+    assert canary_pod.metadata.creationTimestamp < rest.metadata.creationTimestamp
+    assert all(c.restartCount == 0 for p in (canary_pod, rest) for c in p.status.containerStatuses or [])
     assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0

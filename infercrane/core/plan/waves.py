@@ -74,6 +74,17 @@ class EndpointRollout:
     running: tuple[str, ...] = ()  # the keys that ran when it was planned: a rollback never deletes one (core.plan.rollback)
 
     @property
+    def held(self) -> tuple[str, ...]:
+        """The canary's keys its own Deployment's rolling update moves -- a same-key update under a
+        surge: their old pod is held serving beside the canary until the verdict
+        (:mod:`infercrane.live.status.hold`), so a REJECT restarts nothing and an ACCEPT costs no
+        load more than the release's own."""
+        if self.mode != SURGE or self.canary_wave is None or self.canary_first:
+            return ()
+        wave = self.waves[self.canary_wave]
+        return tuple(k for k in self.canary if k in wave.up and k in wave.down)
+
+    @property
     def no_canary(self) -> str:
         """Why a release under a canary policy has no canary though it needs one ("" it has one,
         needs none, or none is asked)."""

@@ -378,8 +378,17 @@ class Checker:
         """The replica's ready pod addresses, as serving evidence asks them ([] none, or no right)."""
         return self._addresses(service_name(self._config, replica))[0]
 
+    def pods(self, replica: Replica) -> list[tuple[str, int, str]]:
+        """The replica's ready pod addresses with each one's pod name ([] none, or no right): a
+        surge canary's pods are told from its held old pods by their ReplicaSet's name."""
+        return self._endpoints(service_name(self._config, replica))[0]
+
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
-        """The ready (address, port) pairs of ``service``'s EndpointSlices, waited for a moment:
+        found, why = self._endpoints(service)
+        return [(address, port) for address, port, _ in found], why
+
+    def _endpoints(self, service: str) -> tuple[list[tuple[str, int, str]], str]:
+        """The ready (address, port, pod name) triples of ``service``'s EndpointSlices, waited for a moment:
         the endpoint controller follows a pod's Ready condition within about a second. Only the
         controller's own slices count, and in them only endpoints whose ``targetRef`` is one of
         this replica's pods (``<workload>-…``, the Service's own name): a slice anyone else made
@@ -402,7 +411,7 @@ class Checker:
             except failures.LiveError as exc:
                 return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
             found = [
-                (str(address), int(port.get("port")))
+                (str(address), int(port.get("port")), str((e.get("targetRef") or {}).get("name")))
                 for s in slices
                 if (s.get("metadata", {}).get("labels") or {}).get(SLICE_MANAGER_LABEL) == SLICE_MANAGER
                 for port in (s.get("ports") or [])[:1]

@@ -30,6 +30,7 @@ from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
+from infercrane.live.status import hold
 from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name
 from infercrane.live.status.warnings import current_replica_set, pod_warnings
 
@@ -59,6 +60,7 @@ class _Waited:
     since: datetime  # when the wait began (UTC, whole seconds): a Warning Event older than that cannot fail it at once
     current: str | None = None  # its current ReplicaSet, as last seen: other ReplicaSets' pods' Events are history
     zero_ok: bool = False  # its count is an autoscaler's: scaled to zero, it awaits no pod
+    held: bool = False  # a surge canary, its old pods held beside it until the verdict (live.status.hold)
     last: Verdict = field(default_factory=lambda: Verdict("waiting", "not observed yet"))
 
 
@@ -134,12 +136,19 @@ class FleetWaiter:
         self._task: asyncio.Task[None] | None = None
         self._began = clock()
 
-    async def wait(self, name: str, generation: int, budget_seconds: float, *, zero_ok: bool = False) -> Verdict:
+    async def wait(
+        self, name: str, generation: int, budget_seconds: float, *, zero_ok: bool = False, held: bool = False
+    ) -> Verdict:
         """``name``'s verdict at ``generation`` within ``budget_seconds``; ``zero_ok``: its count is an
-        autoscaler's (``scaling: external``), which may ask for no pod."""
+        autoscaler's (``scaling: external``), which may ask for no pod; ``held``: a surge canary
+        whose old pods are held beside it (:mod:`~infercrane.live.status.hold`). A wait that is not
+        held releases a hold it finds on its object once the object is at ``generation`` (a rollback
+        that put the old template back, a rerun, a revert): the rollout then completes."""
         future: asyncio.Future[Verdict] = asyncio.get_running_loop().create_future()
         since = self._wall().replace(microsecond=0)
-        self._waited[name] = _Waited(generation, self._clock() + budget_seconds, future, self._ticks, since, zero_ok=zero_ok)
+        self._waited[name] = _Waited(
+            generation, self._clock() + budget_seconds, future, self._ticks, since, zero_ok=zero_ok, held=held
+        )
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._guarded())
         return await future
@@ -207,8 +216,18 @@ class FleetWaiter:
             return obj
         return self._predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name")))) or {}
 
-    def _judge(self, obj: Mapping[str, Any], generation: int, zero_ok: bool = False) -> Verdict:
-        return judged(self._kind, obj, generation, self._predictors, zero_ok=zero_ok)
+    def _judge(self, obj: Mapping[str, Any], waited: _Waited) -> Verdict:
+        return judged(self._kind, obj, waited.generation, self._predictors, zero_ok=waited.zero_ok, held=waited.held)
+
+    def _unheld(self, name: str, obj: Mapping[str, Any], waited: _Waited) -> bool:
+        """Release the hold ``obj`` carries when its wait did not place it and its object is at the
+        generation waited for; the wait then waits for the generation the release made. Whether
+        it released one."""
+        generation = int((obj.get("metadata") or {}).get("generation") or 0)
+        if self._kind != "Deployment" or waited.held or generation < waited.generation or not hold.holds(obj):
+            return False
+        waited.generation = max(waited.generation, hold.release(self._live, name))
+        return True
 
     def _resolve(self, name: str, verdict: Verdict) -> None:
         waited = self._waited.pop(name)
@@ -265,10 +284,13 @@ class FleetWaiter:
                 obj = live.get(name)
                 if obj is not None:
                     waited.current = current_replica_set(self._workload_of(obj))
+                    try:
+                        if await asyncio.to_thread(self._unheld, name, obj, waited):
+                            continue  # judged on a later tick, at the generation the release made
+                    except (failures.Unreachable, failures.Unavailable):
+                        continue  # asked again on the next tick, within its budget
                 verdict = (
-                    Verdict("failed", "the object was deleted while waiting for it")
-                    if obj is None
-                    else self._judge(obj, waited.generation, waited.zero_ok)
+                    Verdict("failed", "the object was deleted while waiting for it") if obj is None else self._judge(obj, waited)
                 )
                 if verdict.state == "waiting" and now >= waited.deadline:
                     verdict = Verdict("failed", f"not ready within its startup budget + margin; last seen: {verdict.reason}")

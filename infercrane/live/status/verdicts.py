@@ -73,12 +73,20 @@ def _timed_out(meta: Mapping[str, Any], progressing: Mapping[str, Any]) -> bool:
 
 
 def deployment_verdict(
-    obj: Mapping[str, Any], applied_generation: int, applied: Mapping[str, Any] | None = None, *, zero_ok: bool = False
+    obj: Mapping[str, Any],
+    applied_generation: int,
+    applied: Mapping[str, Any] | None = None,
+    *,
+    zero_ok: bool = False,
+    held: bool = False,
 ) -> Verdict:
     """The rollout rule of ``kubectl rollout status`` plus the seed's generation guard. ``applied``:
     the metadata whose managedFields date our apply (default: the object's own; a KServe predictor's
     are its InferenceService's). ``zero_ok``: its count is an autoscaler's (``scaling: external``),
-    which may scale it to zero -- then no pod is awaited; a count of ours is one pod, always."""
+    which may scale it to zero -- then no pod is awaited; a count of ours is one pod, always.
+    ``held``: a surge canary whose old pods are held beside it (:mod:`infercrane.live.status.hold`):
+    ready once a pod of its current template is, and every pod it runs is ready -- its rollout
+    completes only after the verdict."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
     ours = meta if applied is None else applied
     generation = int(meta.get("generation") or 0)
@@ -103,6 +111,13 @@ def deployment_verdict(
         # after a rejected one keeps the old condition: reported at the budget, same words.)
         return Verdict("failed", with_fix(f"ReplicaFailure: {failure.get('message')}", POD_SECURITY_FIX, indent=6))
     suffix = f" (ReplicaFailure: {failure.get('message')})" if failure.get("status") == "True" else ""
+    if held:
+        ready = int(status.get("readyReplicas") or 0)
+        if updated < min(want, 1):
+            return Verdict("waiting", f"no replica updated yet (its old pod held){suffix}")
+        if ready < total:
+            return Verdict("waiting", f"{ready} of {total} pod(s) ready (the canary's beside its held old pod){suffix}")
+        return Verdict("ready")
     if updated < want:
         return Verdict("waiting", f"{updated} of {want} replica(s) updated{suffix}")
     if total > updated:
@@ -196,18 +211,25 @@ Predictors = Mapping[str, Mapping[str, Any]] | None
 
 
 def judged(
-    kind: str, obj: Mapping[str, Any], applied_generation: int, predictors: Predictors = None, *, zero_ok: bool = False
+    kind: str,
+    obj: Mapping[str, Any],
+    applied_generation: int,
+    predictors: Predictors = None,
+    *,
+    zero_ok: bool = False,
+    held: bool = False,
 ) -> Verdict:
     """The one readiness rule of a workload object, for every reader (the wait, membership,
     ``inspect``, the promotion gate): a Deployment by the rollout rule; an InferenceService by its
     predictor Deployment (:func:`inference_service_by_predictor`) whenever ``predictors`` could be
     read, else by its own status -- the weaker rule, used only where the predictors cannot be read.
-    ``zero_ok``: a Deployment whose count is an autoscaler's (:func:`deployment_verdict`)."""
+    ``zero_ok``: a Deployment whose count is an autoscaler's; ``held``: a surge canary's, its old
+    pods held (:func:`deployment_verdict`)."""
     if kind == "InferenceService" and predictors is not None:
         name = predictor_name(str((obj.get("metadata") or {}).get("name")))
         return inference_service_by_predictor(obj, applied_generation, predictors.get(name))
     if kind == "Deployment":
-        return deployment_verdict(obj, applied_generation, zero_ok=zero_ok)
+        return deployment_verdict(obj, applied_generation, zero_ok=zero_ok, held=held)
     return VERDICTS[kind](obj, applied_generation)
 
 

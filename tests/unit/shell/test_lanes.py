@@ -75,6 +75,20 @@ class WaitsDouble:
     asked_drained: list[frozenset[str]] = field(default_factory=list)
 
     list_seconds: float = 0.0  # the real check LISTs the Deployments in a thread: the lane yields meanwhile
+    held: set[str] = field(default_factory=set)  # keys waited as held canaries (none: the double holds nothing)
+    holding: bool = False  # whether a surge canary's old pods are held (the real rule: shell.awaiting.Waits.holdable)
+    said: list[str] = field(default_factory=list)  # what the double did, in order: "hold e", "wait a0 held", "unheld a0"
+
+    def holdable(self, e: Any, keys: frozenset[str]) -> set[str]:
+        return set(keys) & set(e.canary) if self.holding and e.mode == "surge" else set()
+
+    async def hold(self, e: Any, note: Any) -> None:
+        self.said.append(f"hold {','.join(e.held)}")
+
+    async def unheld(self, c: ComponentDouble) -> tuple[Verdict, None]:
+        self.held.discard(c.key)
+        self.said.append(f"unheld {c.key}")
+        return await self.of(c)
 
     async def drained(self, keys: frozenset[str]) -> str:
         self.asked_drained.append(frozenset(keys))
@@ -82,6 +96,7 @@ class WaitsDouble:
         return "; ".join(self.draining[k] for k in sorted(keys) if k in self.draining)
 
     async def of(self, c: ComponentDouble) -> tuple[Verdict, None]:
+        self.said.append(f"wait {c.key}" + (" held" if c.key in self.held else ""))
         if c.key == self.engine_fails:
             await asyncio.sleep(0.05)
             raise EngineGone("Resource monitor has terminated, shutting down")
@@ -570,3 +585,46 @@ def test_a_replica_the_rollout_restarts_is_registered_ahead_of_the_replicas_carr
     # The first AHEAD carried over took the free places during its LIST, and the engine answered
     # about two of them meanwhile; it took the next free place then -- not the 100th.
     assert AHEAD <= order.index("e0") < AHEAD + 10, order.index("e0")
+
+
+def same_key_surge_canary() -> Any:
+    from infercrane.core.model.endpoints import CanaryPolicy
+
+    members = [LiveReplica(f"a{i}", "e", ReplicaState.SETTLED, 1) for i in range(3)]
+    targets = [Target(f"a{i}", "e", 1, restarts=True) for i in range(3)]
+    return plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1, canary=CanaryPolicy()))
+
+
+def test_a_same_key_surge_canary_is_held_before_its_template_and_released_only_once_accepted() -> None:
+    """Issue #64: the canary's old pod is held (its Deployment's minReadySeconds) before its new
+    template is applied, its wait is the held one, and the hold ends after the ACCEPT, before the
+    next wave registers anything."""
+    rollout = same_key_surge_canary()
+    (e,) = rollout.endpoints
+    assert e.held == ("a0",) and e.canary == ("a0",)
+    waits, journal = JudgingWaitsDouble(holding=True), Journal()
+    rolled = roll(rollout, waits, journal)
+    assert rolled.ended == {"e": "finished"}
+    assert waits.said[:4] == ["hold a0", "wait a0 held", "unheld a0", "wait a0"], waits.said
+    assert waits.said[4:] == ["wait a1", "wait a2"] and waits.held == set()
+
+
+def test_a_rejected_held_canary_keeps_its_hold_for_the_rollback_to_end() -> None:
+    """A REJECT ends the lane with the hold in place: released before the rollback put the old
+    template back, the canary's pod would become available and the old pod be deleted."""
+    waits, journal = JudgingWaitsDouble(outcome="REJECT", holding=True), Journal()
+    rolled = roll(same_key_surge_canary(), waits, journal)
+    assert rolled.ended["e"] == "stopped at wave 1/3: the canary's verdict is REJECT"
+    assert waits.said == ["hold a0", "wait a0 held"] and waits.held == {"a0"}
+
+
+def test_an_in_place_canary_is_never_held() -> None:
+    from infercrane.core.model.endpoints import CanaryPolicy
+
+    members = [LiveReplica(f"a{i}", "e", ReplicaState.SETTLED, 1) for i in range(3)]
+    targets = [Target(f"a{i}", "e", 1, restarts=True) for i in range(3)]
+    rollout = plan(members, targets, lambda name: RolloutPolicy(max_unavailable=1, canary=CanaryPolicy()))
+    assert rollout.endpoints[0].held == ()
+    waits, journal = JudgingWaitsDouble(holding=True), Journal()
+    roll(rollout, waits, journal)
+    assert not any(s.startswith(("hold", "unheld")) or s.endswith("held") for s in waits.said), waits.said

@@ -97,3 +97,48 @@ def test_a_page_gives_its_process_start_time_where_it_serves_one() -> None:
         'vllm:time_to_first_token_seconds_bucket{le="+Inf"} 0\n'
     )
     assert evidence.parse(text, "vllm").started == 1.7e9
+
+
+class HeldServiceDouble:
+    """Stands in for the checker: k0's Service routes to the canary's pod (ReplicaSet
+    ``infercrane-k0-new``) and its held old pod (``infercrane-k0-old``); k1's to its one pod."""
+
+    OLD = ("10.0.0.3", 8000)
+
+    def pods(self, replica: object) -> list[tuple[str, int, str]]:
+        if getattr(replica, "key", "") == "k0":
+            return [(*CANARY, "infercrane-k0-new-abcde"), (*self.OLD, "infercrane-k0-old-fghij")]
+        return [(*BASELINE, "infercrane-k1-x-klmno")]
+
+    def addresses(self, replica: object) -> list[tuple[str, int]]:
+        return [(a, p) for a, p, _ in self.pods(replica)]
+
+    key = None
+
+
+def test_a_held_canarys_old_pod_bakes_as_baseline_and_its_new_pod_alone_as_the_canary() -> None:
+    """Issue #64: under a surge the same Service routes to the canary's pod and its held old pod;
+    the canary's side is only the pod of its Deployment's current ReplicaSet."""
+    from infercrane.live.evidence.held import addresses as held_addresses
+
+    cfg = config()
+    replicas = {r.key: r for r in cfg.replicas}
+    addresses, olds = held_addresses(HeldServiceDouble(), replicas, {"k0"}, {"k0": "infercrane-k0-new"}.get)  # type: ignore[arg-type]
+    assert olds == ["k0 (old pod)"]
+    assert addresses(replicas["k0"]) == [CANARY]
+    assert addresses(replicas["k0"].model_copy(update={"key": "k0 (old pod)"})) == [HeldServiceDouble.OLD]
+    assert addresses(replicas["k1"]) == [BASELINE]
+    pages = {CANARY: page(0), HeldServiceDouble.OLD: page(0), BASELINE: page(0)}
+    baking = evidence.Bake(cfg, "qwen", CanaryPolicy(min_requests=1), ["k0"], ["k1", *olds], addresses, None,
+                           read=lambda a, e: pages[a])  # fmt: skip
+    pages.update({CANARY: page(40), HeldServiceDouble.OLD: page(30), BASELINE: page(20)})
+    measured = {m.replica: (m.side, m.requests) for m in baking.record(final=True).measured}
+    assert measured == {"k0": ("canary", 40), "k1": ("baseline", 20), "k0 (old pod)": ("baseline", 30)}
+
+
+def test_a_held_canary_whose_current_replica_set_is_not_named_has_no_figures_never_the_old_pods() -> None:
+    from infercrane.live.evidence.held import addresses as held_addresses
+
+    replicas = {r.key: r for r in config().replicas}
+    addresses, olds = held_addresses(HeldServiceDouble(), replicas, {"k0"}, lambda key: None)  # type: ignore[arg-type]
+    assert addresses(replicas["k0"]) == [] and olds == []
