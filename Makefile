@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo-tools demo test test-fast check-rollout test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
+.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -54,6 +54,18 @@ test-fast: venv
 SIZES ?= 2,3,4
 check-rollout: venv
 	$(PY) -m tests.rollout_model $(SIZES)
+
+## check-fields: the read-only plan's comparison against Kubernetes' own server-side apply field
+##               manager (tools/go/ssa-oracle) over 10^5 generated cases (`make test`: 10^4)
+check-fields: venv
+	tools/build.sh ssa-oracle
+	INFERCRANE_FIELDS_CASES=100000 $(PY) -m pytest -q tests/integration/test_fields_oracle.py
+
+## ssa-schema: write infercrane/core/plan/ssa_schema.py from the field manager's schema (after a pin change)
+ssa-schema: venv
+	tools/build.sh ssa-oracle
+	$(PY) tools/ssa_schema.py "$$(tools/build.sh --print-path | grep /ssa-oracle-)/ssa-oracle"
+	.venv/bin/ruff format infercrane/core/plan/ssa_schema.py
 
 ## test-kubernetes-manifests: the seed's target -- the shipped manifests' checks (deploy/kubernetes: no
 ##                  wildcard, Secret, Pod or cluster-wide right; every rule commented; bindings; optional reads)

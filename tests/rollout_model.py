@@ -20,7 +20,10 @@ rerun (the same command) when no run is under way; an autoscaler adds a pod and 
 it; an available pod restarts out of band; under a canary policy, the canary's verdict (accepted:
 its lane goes on; rejected: its lane stops before the stage's deletions and, once every lane has
 ended, the same command rolls the canary back: the real rollback planner's lane,
-``core.plan.rollback``, each restored key back to its revision at the run's start), and after a
+``core.plan.rollback``, each restored key back to its revision at the run's start; a same-key
+surge canary is *held* -- its Deployment keeps the old pod beside the ready canary
+(``live.status.hold``) until an ACCEPT releases it, or the rollback's wait does once the old
+template is back; a hold a killed run left may expire between runs), and after a
 rejection the previous config deployed (a rollback: the config becomes every key's revision 0, reached by
 reruns of it). A release is what a revision's pods run; a command refuses a run whose required
 canary has no baseline, as the CLI does. Killed runs, refused deletions, autoscaler scale-ups
@@ -39,6 +42,10 @@ template):
   reached exactly that minimum (from a state with pods in flight, a pod that becomes available on
   its own may keep the run above it);
 - **idle**: no plan deletes an available replica among the ones "not available";
+- **release** (a) no replica beyond a canary is available on a release no canary accepted; (b) a
+  REJECT ends rolled back or remembered; (c) a rollback never deletes a replica that served
+  before the deploy; (g) a held canary's REJECT restarts nothing: its rollback, when nothing
+  adverse happened, starts no pod of a key that was settled on the release it goes back to;
 - **convergence**: from every reachable state, reruns alone (no adversity; waits may still run
   out) reach the config -- every replica of the target settled on its template, nothing else
   left -- whenever the pool holds every endpoint's budget at once; after a rollback, its config.
@@ -69,6 +76,10 @@ JUDGING_MARKS = True
 VERDICTS_SURVIVE_ENGINE_FAILURE = True
 #: The GPU ceiling checked on reruns too (issue #64, d: open -- the ledger restarts from what runs).
 LEDGER_ON_RERUNS = False
+#: A same-key surge canary's old pod is held beside it until the verdict (live.status.hold); False: reverted.
+HOLDS = True
+#: A REJECT's hold is released only by the rollback's wait, once the old template is back; False: at the REJECT.
+RELEASE_AFTER_REVERT = True
 
 
 class Pod(NamedTuple):
@@ -82,6 +93,7 @@ class Obj(NamedTuple):
     rev: int
     replicas: int
     deleting: bool
+    held: bool = False  # a canary's hold: its Deployment's minReadySeconds keeps its old pods (live.status.hold)
 
 
 class LaneAt(NamedTuple):
@@ -113,6 +125,10 @@ class Run(NamedTuple):
     served: frozenset[str] = frozenset()  # keys with an available pod when the run began (a rollback never deletes one)
     halted: bool = False  # the engine failed an apply: no lane applies or deletes anything more
     canary_keys: frozenset[str] = frozenset()  # the keys its plan made canaries
+    holds: frozenset[str] = frozenset()  # keys its canary stages wait for as held (shell.awaiting.Waits.holdable)
+    places: frozenset[str] = frozenset()  # keys it holds before their canary template (waves.EndpointRollout.held)
+    noload: frozenset[str] = frozenset()  # a rollback's held canaries: restored without starting a pod
+    settled_at_start: tuple[tuple[str, int], ...] = ()  # key -> revision, of the keys settled when it began
 
 
 class State(NamedTuple):
@@ -215,6 +231,8 @@ def deployment(o: Obj, pods: tuple[Pod, ...]) -> dict[str, Any]:
     """The Deployment object a LIST would return for ``o`` and its pods."""
     mine = [p for p in pods if p.key == o.key]
     live = [p for p in mine if p.phase != TERMINATING]
+    # Held, the current template's pods are ready but not available (minReadySeconds); the old ones are.
+    counted = [p for p in live if p.phase == AVAILABLE and not (o.held and p.rev == o.rev)]
     meta: dict[str, Any] = {"name": o.key, "generation": 1}
     if o.deleting:
         meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
@@ -226,14 +244,16 @@ def deployment(o: Obj, pods: tuple[Pod, ...]) -> dict[str, Any]:
             "observedGeneration": 1,
             "replicas": len(live),
             "updatedReplicas": sum(p.rev == o.rev for p in live),
-            "availableReplicas": sum(p.phase == AVAILABLE for p in live),
+            "availableReplicas": len(counted),
+            "readyReplicas": sum(p.phase == AVAILABLE for p in live),
             "terminatingReplicas": len(mine) - len(live),
         },
     }
 
 
-def settled(o: Obj, pods: tuple[Pod, ...]) -> bool:
-    return not o.deleting and verdicts.deployment_verdict(deployment(o, pods), 0).state == "ready"
+def settled(o: Obj, pods: tuple[Pod, ...], *, held: bool = False) -> bool:
+    """Ready by the lanes' rule; ``held``: by a held canary's (its old pods beside it)."""
+    return not o.deleting and verdicts.deployment_verdict(deployment(o, pods), 0, held=held).state == "ready"
 
 
 def _stop(pods: list[Pod], pod: Pod) -> None:
@@ -262,8 +282,8 @@ def controllers(world: World, objs: tuple[Obj, ...], pods: tuple[Pod, ...]) -> t
                 _stop(out, p)
             if any(p.key == o.key and p.rev != o.rev for p in out):
                 continue
-        else:  # RollingUpdate maxSurge 1, maxUnavailable 0
-            available = sum(p.phase == AVAILABLE for p in mine)
+        else:  # RollingUpdate maxSurge 1, maxUnavailable 0 (held: the new pods never count as available)
+            available = sum(p.phase == AVAILABLE for p in (old if o.held else mine))
             for p in sorted(old, key=lambda p: p.phase == AVAILABLE):
                 if p.phase != AVAILABLE or available - 1 >= o.replicas:
                     _stop(out, p)
@@ -488,6 +508,9 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             judging=frozenset(e.endpoint for e in r.endpoints if e.canary and e.release and e.canary_policy is not None),
             served=frozenset(p.key for p in s.pods if p.phase == AVAILABLE),
             canary_keys=frozenset(k for e in r.endpoints for k in e.canary),
+            holds=frozenset(k for e in r.endpoints if e.mode == waves.SURGE and e.canary_policy is not None for k in e.canary),
+            places=frozenset(k for e in r.endpoints for k in e.held),
+            settled_at_start=tuple(sorted((o.key, o.rev) for o in s.objs if settled(o, s.pods))),
         )
 
     def begun(run: Run) -> dict[str, Any]:
@@ -527,6 +550,13 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             elif o.replicas == 2:
                 objs = tuple(sorted(x._replace(replicas=1) if x == o else x for x in s.objs))
                 yield Step(f"autoscaler scales {o.key} back to 1", settle(objs, s.pods, s.run), True)
+
+    # A hold a killed run left ends by itself (its minReadySeconds pass: the bake and 10 minutes --
+    # a run under way releases it long before): the rollout completes.
+    for o in s.objs:
+        if o.held and s.run is None:
+            objs = tuple(sorted(x._replace(held=False) if x == o else x for x in s.objs))
+            yield Step(f"the hold on {o.key} expires", settle(objs, s.pods, s.run), True)
 
     # The command: the same one again, or after a rejected canary the previous config (a rollback).
     if s.run is None:
@@ -575,13 +605,29 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
 
         if lane.phase == "wait":
             live = {o.key: o for o in s.objs}
-            if not all(k in live and settled(live[k], s.pods) for k in apply):
+            judged = name in run.accepted
+            if not all(k in live and settled(live[k], s.pods, held=live[k].held and not judged) for k in apply):
                 yield step(f"lane {name} wave runs out of budget", stopped)
+            elif stage.bake and not judged and any(live[k].held for k in apply):
+                # A held canary's verdict: rejected, the lane stops with the hold in place (the
+                # rollback's wait releases it once the old template is back); accepted, the hold
+                # ends and the lane waits for the old pods to go before it goes on.
+                at = _at(run, i, stopped)._replace(rejected=(*run.rejected, i))
+                objs = (
+                    s.objs
+                    if RELEASE_AFTER_REVERT
+                    else tuple(sorted(o._replace(held=o.held and o.key not in apply) for o in s.objs))
+                )
+                yield Step(f"lane {name} canary rejected", settle(objs, s.pods, at), True)
+                released = tuple(sorted(o._replace(held=False) if o.key in apply else o for o in s.objs))
+                yield step(f"lane {name} canary accepted, its hold released", lane, released, accept=True)
             else:
-                if stage.bake:  # the canary's verdict: rejected, the lane stops before its deletions; accepted, it goes on
+                if (
+                    stage.bake and not judged
+                ):  # the canary's verdict: rejected, the lane stops before its deletions; accepted, it goes on
                     at = _at(run, i, stopped)._replace(rejected=(*run.rejected, i))
                     yield Step(f"lane {name} canary rejected", settle(s.objs, s.pods, at), True)
-                accept = stage.bake
+                accept = stage.bake and not judged
                 if not delete:
                     yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep, accept=accept)
                 elif run.halted:  # ready, but the engine failed: it deletes nothing
@@ -640,6 +686,15 @@ def _rollback(world: World, run: Run) -> Run | None:
         run.ceiling,
         tuple(sorted(kv for _, (_, revs) in backs for kv in revs)),
         rollback=True,
+        # A same-key surge canary that served before the deploy goes back without a model load:
+        # its old pod was held serving through the bake (unless something adverse happened).
+        noload=frozenset(
+            k
+            for i in run.rejected
+            for st in run.plan[i]
+            for k in st.apply & run.places
+            if (k, dict(kv for _, (_, revs) in backs for kv in revs).get(k)) in run.settled_at_start
+        ),
     )
 
 
@@ -674,9 +729,19 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                         changed = True
                     continue  # it waits for a lane to give back
                 run = run._replace(ledger=taken)
+            if stage.bake and HOLDS:  # the hold comes before the canary's template (shell.lanes)
+                objs = tuple(sorted(o._replace(held=True) if o.key in stage.apply & run.places else o for o in objs))
             objs = _apply(world, run, objs, stage.apply)
             run = _at(run, i, lane._replace(phase="wait"))
             changed = True
+        elif lane.phase == "wait":
+            # A wait that did not place a hold (or whose canary is accepted) releases the one it
+            # finds once its template is applied (live.status.readiness.FleetWaiter).
+            keep = run.holds if run.endpoints[i] not in run.accepted else frozenset()
+            apply = run.plan[i][lane.stage].apply
+            if any(o.held and o.key in apply and o.key not in keep for o in objs):
+                objs = tuple(sorted(o._replace(held=False) if o.key in apply and o.key not in keep else o for o in objs))
+                changed = True
     return run, objs, changed
 
 
@@ -729,6 +794,10 @@ def invariants(world: World, s: State) -> list[str]:
         }
         if beyond := sorted(unjudged - s.canaries):
             out.append(f"endpoint {e.name}: {beyond} available on a release no canary accepted, beyond its canaries")
+    if s.run is not None and s.run.rollback and not s.run.adverse:
+        # (g) a REJECT of a held canary restarts nothing: its rollback starts no pod of it
+        if loads := sorted({p.key for p in s.pods if p.key in s.run.noload and p.phase in (PENDING, STARTING)}):
+            out.append(f"the rollback starts a pod of {loads}, whose old pod was held through the bake (one more model load)")
     if world.max_extra is not None and s.run is not None and (s.run.steady or LEDGER_ON_RERUNS):
         # The ledger: the run's pods never hold more than the endpoints' own plus maxExtraGpus
         # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget) --

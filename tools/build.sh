@@ -2,7 +2,8 @@
 # Build the pinned real tools (Pulumi CLI, pulumi-resource-kubernetes, kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, the KServe manager with its official
 # CRDs and default configuration, and the local plane's real node: the kubelet, containerd with its
-# runc shim, and the node's own images' binaries -- pause and the engine double -- and Prometheus)
+# runc shim, and the node's own images' binaries -- pause and the engine double -- Prometheus, and
+# the ssa-oracle: Kubernetes' own server-side apply field manager, the read-only plan's referee)
 # from the Go module proxy.
 #
 # Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
@@ -13,7 +14,8 @@
 # already on PATH at the pinned version is linked into the entry instead of being built.
 #
 # Usage: tools/build.sh [--print-path | --print-kube-path MINOR] [TOOL ...]
-#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus, or kube@MINOR
+#   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus
+#         ssa-oracle, or kube@MINOR
 #         (another Kubernetes of KUBERNETES_VERSIONS, e.g. kube@1.34; `kube` is KUBERNETES_VERSION)
 #   --print-path        print the PATH entries for the built tools (one per line) and exit
 #   --print-kube-path   print the bin directory of that Kubernetes minor's entry and exit
@@ -23,11 +25,16 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus ssa-oracle)
 
 # node-images is keyed by its sources (the engine double changes with the tests that use it).
 node_images_key() {
   (cd "$here/go/node-images" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
+}
+
+# ssa-oracle is keyed by its sources too (its go.mod pins the apimachinery it runs).
+ssa_oracle_key() {
+  (cd "$here/go/ssa-oracle" && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-12)
 }
 
 # kube_patch MINOR: the pinned patch release of a Kubernetes minor (1.34 -> 1.34.4), or fail.
@@ -52,6 +59,7 @@ entry() {
     node) echo "$cache/node-$KUBERNETES_VERSION-containerd-$CONTAINERD_VERSION" ;;
     node-images) echo "$cache/node-images-$(node_images_key)" ;;
     prometheus) echo "$cache/prometheus-$PROMETHEUS_VERSION" ;;
+    ssa-oracle) echo "$cache/ssa-oracle-$(ssa_oracle_key)" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
@@ -232,6 +240,12 @@ build_prometheus() {
   (cd "$here/go/prometheus" && go build -o "$1/bin/prometheus" -ldflags "-s -w" github.com/prometheus/prometheus/cmd/prometheus)
 }
 
+# The read-only plan's referee (tests/integration/test_fields_oracle.py): the field manager the
+# API server runs (k8s.io/apimachinery managedfields) with client-go's schema of the built-in types.
+build_ssa_oracle() {
+  (cd "$here/go/ssa-oracle" && go build -o "$1/bin/ssa-oracle" -ldflags "-s -w" .)
+}
+
 build_actionlint() {
   (cd "$here/go/actionlint" && go build -o "$1/bin/actionlint" \
     -ldflags "-s -w -X github.com/rhysd/actionlint.version=v$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint)
@@ -300,7 +314,7 @@ estimate() {
   if [[ -n "$last" ]]; then echo "$last"; return; fi
   case "${1%@*}" in
     pulumi) echo 300 ;; kubernetes-provider) echo 600 ;; kube) echo 410 ;; etcd) echo 35 ;; kwok) echo 100 ;;
-    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; *) echo 5 ;;
+    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 70 ;; *) echo 5 ;;
   esac
 }
 

@@ -78,18 +78,31 @@ class Cluster:
             out.append((rev, phase))
         return tuple(sorted(out))
 
+    def live(self) -> Any:
+        """Our own connection to the namespace, as a deploy's (the hold is ours to place and release)."""
+        from infercrane.core.model.config import KubernetesTarget
+        from infercrane.live.client.api import Live
+
+        target = KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": self.ns, "imageDigest": double()})
+        return Live(self.admin, target)
+
+    def uids(self) -> list[str]:
+        return sorted(str(p.metadata.uid) for p in self.admin.list(Pod, namespace=self.ns, labels=dict(naming.selector(KEY))))
+
     def exists(self) -> bool:
         return any(d.metadata.name == self.name for d in self.admin.list(Deployment, namespace=self.ns))
 
-    def predicted(self, revision: int, replicas: int, seen: Observed, deleting: bool = False) -> Observed:
+    def predicted(self, revision: int, replicas: int, seen: Observed, deleting: bool = False, held: bool = False) -> Observed:
         """Where the model's controllers rest from ``seen`` (its starting pods as the model's)."""
-        obj = model.Obj(KEY, revision, replicas, deleting)
+        obj = model.Obj(KEY, revision, replicas, deleting, held)
         pods = tuple(sorted(model.Pod(KEY, rev, phase) for rev, phase in seen))
         _, rest = model.controllers(self.world, (obj,), pods)
         coarse = [(p.rev, model.STARTING if p.phase == model.PENDING else p.phase) for p in rest]
         return tuple(sorted(coarse))
 
-    def replay(self, revision: int, replicas: int, until: Callable[[Observed], bool], deleting: bool = False) -> list[Observed]:
+    def replay(
+        self, revision: int, replicas: int, until: Callable[[Observed], bool], deleting: bool = False, held: bool = False
+    ) -> list[Observed]:
         """Every state held for STABLE_SECONDS until ``until``; each must be the model's rest."""
         rested: list[Observed] = []
         last, since, deadline = None, time.monotonic(), time.monotonic() + 90
@@ -98,7 +111,7 @@ class Cluster:
             if now != last:
                 last, since = now, time.monotonic()
             elif time.monotonic() - since >= STABLE_SECONDS and (not rested or rested[-1] != now):
-                want = self.predicted(revision, replicas, now, deleting)
+                want = self.predicted(revision, replicas, now, deleting, held)
                 assert now == want, f"the controllers rest in {now}; the model's controllers in {want} (seen: {rested})"
                 rested.append(now)
                 if until(now):
@@ -171,3 +184,44 @@ def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_a
     while c.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not c.exists(), "the object is gone once its pods are"
+
+
+def test_a_held_rolling_update_keeps_the_old_pod_beside_the_ready_canary_until_released_as_the_model_says(
+    cluster: Make,
+) -> None:
+    """The surge canary's hold (live.status.hold: minReadySeconds by a manager of its own): the new
+    pod becomes ready beside the old one and both stay; released, the old one goes -- the model's
+    held Deployment. And a REJECT's order: the old template back first, then the release -- the
+    canary's pod goes and the old pod, never restarted, is the one that served before."""
+    from infercrane.live.status import hold
+
+    c = cluster("it-ctl-held", True)
+    (old,) = c.uids()
+    assert hold.hold(c.live(), c.name, 15) == ""
+    c.apply(1)
+    seen = c.replay(1, 1, lambda s: s == ((0, model.AVAILABLE), (1, model.AVAILABLE)), held=True)
+    assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
+    time.sleep(3 * STABLE_SECONDS)  # held: neither pod goes
+    assert c.pods() == ((0, model.AVAILABLE), (1, model.AVAILABLE)) and old in c.uids()
+
+    c.apply(0)  # the rollback's revert, the hold still in place
+    assert c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE), (1, model.AVAILABLE)), held=True)
+    assert hold.release(c.live(), c.name) > 0
+    seen = c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
+    assert ((0, model.AVAILABLE), (1, model.TERMINATING)) in seen, seen
+    assert c.uids() == [old], "the old pod never restarted: the REJECT cost no model load"
+
+
+def test_a_held_canary_released_as_accepted_lets_its_old_pod_go_as_the_model_says(cluster: Make) -> None:
+    from infercrane.live.status import hold
+
+    c = cluster("it-ctl-accept", True)
+    (old,) = c.uids()
+    assert hold.hold(c.live(), c.name, 15) == ""
+    c.apply(1)
+    c.replay(1, 1, lambda s: s == ((0, model.AVAILABLE), (1, model.AVAILABLE)), held=True)
+    (canary,) = [u for u in c.uids() if u != old]
+    assert hold.release(c.live(), c.name) > 0
+    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
+    assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
+    assert c.uids() == [canary], "accepted: the canary's pod is the release's, no load more"

@@ -72,3 +72,78 @@ def memory_text(n: int) -> str:
 def cpu_text(millis: int) -> str:
     """Millicores as Kubernetes writes them: ``8`` for whole cores, else ``8500m``."""
     return str(millis // 1000) if millis % 1000 == 0 else f"{millis}m"
+
+
+_DECIMAL_SUFFIX: Final = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_BINARY_SUFFIX: Final = {0: "", 10: "Ki", 20: "Mi", 30: "Gi", 40: "Ti", 50: "Pi", 60: "Ei"}
+
+
+def canonical(q: object) -> str | None:
+    """A quantity as the API server stores it (``resource.Quantity``'s canonical form, which keeps
+    its format): ``16384Mi`` -> ``16Gi``, ``0.5Gi`` -> ``512Mi``, ``1500M`` -> ``1500M``,
+    ``0.5`` -> ``500m``, ``17179869184`` stays (a decimal number of bytes is not ``16Gi``: the two
+    are equal but stored apart); None for what is not one."""
+    v = value(q)
+    if v is None:
+        return None
+    text = str(q).strip()
+    return text if _kept(text) else _canonical(text, v)
+
+
+_BINARY_EXPONENT: Final = {"Ki": 10, "Mi": 20, "Gi": 30, "Ti": 40, "Pi": 50, "Ei": 60}
+_DECIMAL_EXPONENT: Final = {suffix: exponent for exponent, suffix in _DECIMAL_SUFFIX.items()}
+_INT64: Final = 2**63
+
+
+def _kept(text: str) -> bool:
+    """Whether the API server keeps ``text`` as it was sent: ``resource.ParseQuantity``'s fast path
+    reuses the string it parsed when its digits look canonical ("1023Ki", "100m", "1024.125G",
+    "+5", "1E3"), whatever the canonical form would print."""
+    if text == "0":
+        return True
+    m = re.match(r"^[+-]?0*([0-9]*)(?:\.([0-9]*))?(.*)$", text)
+    if not m:
+        return False
+    num, denom, suffix = m.group(1) or "0", m.group(2) or "", m.group(3)
+    if suffix in _BINARY_EXPONENT:
+        exponent = _BINARY_EXPONENT[suffix]
+        if denom:
+            return False
+        mantissa, precision, scale = 1 << exponent, 15 - len(num) - int(exponent * 3 / 10) - 1, 0
+    elif suffix in _DECIMAL_EXPONENT or re.fullmatch(r"[eE][+-]?[0-9]+", suffix):
+        exponent = _DECIMAL_EXPONENT[suffix] if suffix in _DECIMAL_EXPONENT else int(suffix[1:])
+        mantissa, precision, scale = 1, 18 - len(num) - len(denom), exponent
+    else:
+        return False
+    scale -= len(denom)
+    if precision < 0 or scale < -9:
+        return False
+    shifted = num + denom
+    digits = int(shifted)
+    if digits >= _INT64 or digits * mantissa >= _INT64:
+        return False
+    if suffix in _BINARY_EXPONENT:
+        return exponent % 10 == 0 and digits & 7 != 0
+    return scale % 3 == 0 and not shifted.endswith("000") and shifted[0] != "0"
+
+
+def _canonical(text: str, v: Decimal) -> str:
+    if v == 0:
+        return "0"
+    m = QUANTITY_RE.match(text)
+    suffix = (m.group(2) if m else "") or ""
+    exponent_form = suffix[:1] in ("e", "E")
+    if suffix in _BINARY_SUFFIX.values() and suffix and not (-1024 < v < 1024) and v == v.to_integral_value():
+        n, shift = int(v), 0
+        while n % 1024 == 0 and shift < 60:
+            n, shift = n // 1024, shift + 10
+        return f"{n}{_BINARY_SUFFIX[shift]}"
+    # Decimal: the largest exponent, a multiple of 3, that leaves a whole mantissa (nano at least;
+    # finer is rounded away from zero, as the API server rounds).
+    exponent = 18
+    while exponent > -9 and v.scaleb(-exponent) != v.scaleb(-exponent).to_integral_value():
+        exponent -= 3
+    mantissa = int(v.scaleb(-exponent).to_integral_value(rounding="ROUND_UP"))
+    if exponent_form:
+        return f"{mantissa}" + (f"e{exponent}" if exponent else "")
+    return f"{mantissa}{_DECIMAL_SUFFIX[exponent]}"

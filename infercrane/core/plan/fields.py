@@ -9,9 +9,13 @@ preflight asks the API server for a strict dry run (which needs ``patch``).
 - **Conflict**: another manager owns a field the manifest renders, with another value live: the
   apply would be refused (InferCrane never forces).
 
-A list of objects is matched element by element by its keys (``name``, else the element's own
-scalar fields a manager's ``k:`` entry names); a defaulted field the API server added is not ours
-and changes nothing. What cannot be known without the API server -- an admission webhook's
+Each list and map is compared as server-side apply treats it, by Kubernetes' own schema of the
+kind (:mod:`infercrane.core.plan.ssa_schema`, generated from it): an atomic list or map is applied
+whole (an element or key someone else added is a change, and owned by them a conflict); a list
+that is a map is matched element by element by its keys (``name``; a Service port by ``port`` and
+``protocol``), a set by value, and the elements others added are theirs; a defaulted field the
+API server added is not ours and changes nothing. A kind the table does not know (KServe's
+InferenceService) is compared as before: a list of named objects by name, else by position. What cannot be known without the API server -- an admission webhook's
 mutation or refusal, defaulting that rewrites a field the manifest renders, strict validation,
 Pod Security -- is the read-only plan's declared blind spot (:data:`NOT_CHECKABLE`). Pure core.
 """
@@ -25,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infercrane.core.model import quantity
+from infercrane.core.plan import ssa_schema
 from infercrane.core.plan.actions import Action
 
 NOT_CHECKABLE: Final = (
@@ -38,18 +43,16 @@ POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor
 NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
 _MISSING: Final = object()
 Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
-# The fields InferCrane renders that server-side apply treats whole (Kubernetes' OpenAPI:
-# ``x-kubernetes-map-type: atomic``, ``x-kubernetes-list-type: atomic`` and the default of a list
-# of scalars), per kind, as dotted paths with ``[]`` for any element: an apply replaces each whole
-# -- a key or an element another manager added is changed (and, owned by it, a conflict). A
-# hand-written table of the paths we render, not yet the schema (issue #65).
-# The quantities we render: the API server stores each in its canonical form (16384Mi as 16Gi,
-# 500M as 500M, 0.5Gi as 512Mi), so they compare by value.
+# The quantities we render: the API server stores each in its canonical form, which keeps its
+# format (16384Mi as 16Gi, 0.5Gi as 512Mi, but 17179869184 as it is, though it is 16Gi), so they
+# compare by that form (core.model.quantity.canonical).
 _QUANTITY: Final = re.compile(r"\.resources\.(?:limits|requests)\.[^.]+$|\.sizeLimit$")
-_POD = ("nodeSelector", "tolerations", "containers[].args", "containers[].command", "imagePullSecrets")
+#: Per kind, the dotted paths (``[]`` any element) server-side apply replaces whole: an atomic
+#: list or map of Kubernetes' schema (``x-kubernetes-list-type: atomic``, ``x-kubernetes-map-type:
+#: atomic``, a list of scalars by default).
 ATOMIC: Final = {
-    "Service": frozenset({".spec.selector"}),
-    "Deployment": frozenset({".spec.selector", *(f".spec.template.spec.{p}" for p in _POD)}),
+    kind: frozenset(path for path, rule in rules.items() if "atomic" in (rule.get("list"), rule.get("map")))
+    for kind, rules in ssa_schema.RULES.items()
 }
 
 
@@ -134,10 +137,13 @@ def _pattern(where: str) -> str:
     return out
 
 
-def differences(rendered: Any, live: Any, where: str = "", atomic: frozenset[str] = frozenset()) -> Iterator[str]:
-    """Where ``live`` does not hold what ``rendered`` renders (fields the server added are fine,
-    except within an ``atomic`` field: applied whole, it must be whole)."""
-    if where and _pattern(where) in atomic:
+def differences(rendered: Any, live: Any, where: str = "", rules: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[str]:
+    """Where ``live`` does not hold what ``rendered`` renders, by the kind's server-side apply
+    ``rules`` (:data:`~infercrane.core.plan.ssa_schema.RULES`; None: a kind it does not know):
+    fields and elements the server or others added are fine, except within an atomic field --
+    applied whole, it must be whole."""
+    rule = (rules or {}).get(_pattern(where), {}) if where else {}
+    if "atomic" in (rule.get("list"), rule.get("map")):
         if live is _MISSING or not _whole(rendered, live):
             yield where
         return
@@ -146,19 +152,38 @@ def differences(rendered: Any, live: Any, where: str = "", atomic: frozenset[str
             yield where or "."
             return
         for k, v in rendered.items():
-            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}", atomic)
+            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}", rules)
     elif isinstance(rendered, list):
-        if not isinstance(live, list) or len(live) != len(rendered):
+        if not isinstance(live, list):
             yield where
-            return
-        for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
-            yield from differences(mine, theirs, f"{where}[{i}]", atomic)
+        elif rule.get("list") == "set":
+            if any(not any(_equal(e, x) for x in live) for e in rendered):
+                yield where
+        elif rule.get("list") == "map":
+            for mine in rendered:
+                theirs = _element(live, {k: mine.get(k) for k in rule["keys"]})
+                label = ",".join(f"{k}={json.dumps(mine.get(k))}" for k in rule["keys"])
+                yield from differences(mine, theirs, f"{where}[{label}]", rules)
+        elif rules and rendered and not _whole(rendered, live):  # a list of the schema not named: atomic
+            yield where
+        elif not rules:
+            if len(live) != len(rendered):
+                yield where
+                return
+            for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
+                yield from differences(mine, theirs, f"{where}[{i}]", rules)
     elif live is _MISSING or not _equal(rendered, live, _QUANTITY.search(where) is not None):
         yield where
 
 
+def _element(live: Sequence[Any], keys: Mapping[str, Any]) -> Any:
+    """The element of an associative list whose key fields are ``keys`` (:data:`_MISSING`: none)."""
+    return next((e for e in live if isinstance(e, Mapping) and all(e.get(k) == v for k, v in keys.items())), _MISSING)
+
+
 def _aligned(rendered: Sequence[Any], live: Sequence[Any]) -> list[Any]:
-    """``live``'s elements in ``rendered``'s order: objects with a ``name`` matched by it, the rest by position."""
+    """``live``'s elements in ``rendered``'s order: objects with a ``name`` matched by it, the rest
+    by position (a kind the schema table does not know)."""
     named = {e.get("name"): e for e in live if isinstance(e, Mapping) and "name" in e}
     if named and all(isinstance(e, Mapping) and "name" in e for e in rendered):
         return [named.get(e["name"], _MISSING) for e in rendered]
@@ -181,12 +206,12 @@ def _whole(rendered: Any, live: Any) -> bool:
 
 
 def _equal(rendered: Any, live: Any, as_quantity: bool = False) -> bool:
-    """Scalars as the API server returns them: a quantity (``as_quantity``) by its value, a number
+    """Scalars as the API server returns them: a quantity (``as_quantity``) by its stored form, a number
     as its text."""
     if rendered == live:
         return True
-    if as_quantity and (mine := quantity.value(rendered)) is not None:
-        return mine == quantity.value(live)
+    if as_quantity and (mine := quantity.canonical(rendered)) is not None:
+        return bool(mine == live)  # stored as the API server writes it (16384Mi as 16Gi; 17179869184 as it is)
     if (
         isinstance(rendered, (int, float))
         and isinstance(live, str)
@@ -202,8 +227,9 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     if live is None:
         return Compared(Action.CREATE)
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
-    atomic = ATOMIC.get(str(manifest.get("kind")), frozenset())
-    differ = list(differences(body, live, atomic=atomic))
+    kind = str(manifest.get("kind"))
+    atomic = ATOMIC.get(kind, frozenset())
+    differ = list(differences(body, live, rules=ssa_schema.RULES.get(kind)))
     entries = (live.get("metadata") or {}).get("managedFields") or []
     dropped = [
         _dotted(p)
@@ -223,9 +249,16 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
                 if mine is not _MISSING and not _whole(mine, at(live, whole)):
                     conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(whole)}')
                 continue
-            mine = at(manifest, p)
-            as_quantity = _QUANTITY.search(_dotted(p)) is not None
-            if mine is not _MISSING and not isinstance(mine, (Mapping, list)) and not _equal(mine, at(live, p), as_quantity):
+            mine, theirs = at(manifest, p), at(live, p)
+            if mine is _MISSING:
+                continue
+            if isinstance(mine, (Mapping, list)):
+                # Theirs as a leaf (an empty list or map they made, gone since): ours would add it.
+                if mine and theirs is _MISSING:
+                    conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
+            elif not _equal(mine, theirs):
+                # By its text, not its value: the field manager compares what we send with what is
+                # stored (16384Mi against a stored 16Gi is a conflict, though it changes nothing).
                 conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
     part = POD_SPEC_PATH.get(str(manifest.get("kind")))
     pods = f".spec.{part}"

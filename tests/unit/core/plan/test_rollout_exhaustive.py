@@ -225,3 +225,25 @@ def test_the_ledger_restarting_from_what_runs_after_a_killed_surge_is_found(monk
     monkeypatch.setattr(model, "LEDGER_ON_RERUNS", True)
     found = _violations(capped(6))
     assert any("6 GPUs held, above its ceiling 5" in v and "-> rerun -> schedule bo0" in v for v in found), found
+
+
+@pytest.mark.parametrize(
+    ("switch", "path"),
+    [
+        ("HOLDS", "rerun -> schedule ao0 -> ao0 available -> ao0 drained -> lane a canary rejected"),
+        ("RELEASE_AFTER_REVERT", "rerun -> schedule ao0 -> ao0 available -> lane a canary rejected -> ao0 drained"),
+    ],
+)
+def test_a_same_key_surge_canary_whose_reject_starts_its_old_release_again_is_found(
+    monkeypatch: pytest.MonkeyPatch, switch: str, path: str
+) -> None:
+    """Issue #64: a same-key surge canary's old pod is held serving beside it until the verdict, so
+    its REJECT restarts nothing. Without the hold, the old pod goes as soon as the canary is
+    available; with the hold released at the REJECT (before the rollback put the old template back),
+    the canary becomes available and the old pod goes then -- either way the rollback starts the
+    old release in a new pod, one more model load, which the check finds."""
+    world = _required(mu=0, ms=1, max_adversities=1, autoscaler=False)
+    assert not _violations(world)
+    monkeypatch.setattr(model, switch, False)
+    found = _violations(world)
+    assert any("the rollback starts a pod of ['ao0'], whose old pod was held" in v and path in v for v in found), found
