@@ -288,3 +288,92 @@ def test_doctor_read_only_passes_the_plan_viewer_and_fails_an_identity_that_may_
     assert deployer.returncode == 1
     assert "a read-only plan's identity holds no write right (a pull request's code runs with it)" in deployer.stdout
     assert "give the job an identity bound only to deploy/kubernetes/base/plan-viewer-rbac.yaml" in deployer.stdout
+
+
+def test_the_field_manager_referee_answers_as_the_plane_api_server_does(admin: Client) -> None:
+    """The referee of the read-only comparison (tools/go/ssa-oracle: the API server's own field
+    manager run as a program, tests/integration/test_fields_oracle.py) against the real API server:
+    generated histories replayed on the plane -- applies (forced where the referee forces them),
+    updates (a PUT of the whole object) -- then our apply as a server-side dry run. The conflicts
+    it refuses and whether it changes the object are the referee's. A history the API server's
+    validation refuses (a selector its template does not match: the referee does not validate) is
+    counted apart, never judged."""
+    from lightkube import codecs
+    from lightkube.core.exceptions import ApiError
+    from lightkube.types import PatchType
+
+    from infercrane.project.tools import find_tool
+    from tests import fields_cases
+    from tests.integration.test_serving import namespace_with_evidence
+
+    ns = "it-referee"
+    namespace_with_evidence(admin, ns)
+    generated = list(fields_cases.cases(60, seed=7))
+    for i, c in enumerate(generated):  # each case on an object of its own, in the plane's namespace
+        for o in [*(h["object"] for h in c["history"]), c["final"]["object"]]:
+            o["metadata"] = {**o["metadata"], "name": f"referee-{i}", "namespace": ns}
+    answers = fields_cases.ask(find_tool("ssa-oracle"), generated)
+    refused, disagree, judged = [], [], 0
+
+    def content(obj: dict[str, Any]) -> Any:
+        meta = obj.get("metadata") or {}
+        return (meta.get("labels"), meta.get("annotations"), obj.get("spec"))
+
+    for i, (c, answer) in enumerate(zip(generated, answers, strict=True)):
+        res = Deployment if c["kind"] == "Deployment" else Service
+        name = f"referee-{i}"
+        try:
+            for n, h in enumerate(c["history"]):
+                if h["op"] == "apply":  # a partial object: sent as it is
+                    admin.patch(res, name, h["object"], namespace=ns, patch_type=PatchType.APPLY, field_manager=h["manager"],
+                                force=bool(h.get("force")))  # fmt: skip
+                    continue
+                obj = codecs.from_dict(h["object"])
+                if n == 0:
+                    admin.create(obj, field_manager=h["manager"])
+                else:
+                    for _ in range(10):  # the controllers write its status meanwhile: a PUT of an old version is refused
+                        obj.metadata.resourceVersion = admin.get(res, name, namespace=ns).metadata.resourceVersion
+                        try:
+                            admin.replace(obj, field_manager=h["manager"])
+                            break
+                        except ApiError as exc:
+                            if exc.status.code != 409:
+                                raise
+        except ApiError as exc:
+            if exc.status.code == 422:
+                refused.append(i)
+                continue
+            raise
+        before = admin.get(res, name, namespace=ns).to_dict()
+        try:
+            after = admin.patch(
+                res,
+                name,
+                c["final"]["object"],
+                namespace=ns,
+                patch_type=PatchType.APPLY,
+                field_manager=fields_cases.OURS,
+                dry_run=True,
+            ).to_dict()
+            conflicts: frozenset[tuple[str, str]] = frozenset()
+            changed = content(after) != content(before)
+        except ApiError as exc:
+            if exc.status.code == 422:  # the merged object fails validation (two ports named http)
+                refused.append(i)
+                continue
+            assert exc.status.code == 409, exc.status.message
+            conflicts = frozenset(
+                (str(cause.message).removeprefix("conflict with ").split(" using ")[0].strip('"'), str(cause.field))
+                for cause in exc.status.details.causes
+            )
+            changed = False
+        judged += 1
+        if conflicts != answer.conflicts or (not conflicts and changed != answer.changed):
+            disagree.append(
+                f"case {i} ({c['kind']}): the API server {sorted(conflicts)} changed={changed}; "
+                f"the referee {sorted(answer.conflicts)} changed={answer.changed}"
+            )
+    print(f"referee on the plane: {judged} of {len(generated)} judged, {len(refused)} refused by validation")
+    assert judged >= 40, f"only {judged} of {len(generated)} judged ({len(refused)} refused by validation)"
+    assert not disagree, "\n".join(disagree)
