@@ -118,7 +118,7 @@ def _theirs_deployment(rng: random.Random) -> Patch:
 
 
 def _theirs_service(rng: random.Random) -> Patch:
-    choice = rng.randrange(5)
+    choice = rng.randrange(6)
     if choice == 0:
         return {"metadata": {"labels": {"team": rng.choice(["a", "b"])}}}
     if choice == 1:
@@ -127,12 +127,18 @@ def _theirs_service(rng: random.Random) -> Patch:
         return {"spec": {"ports": [{"name": "metrics", "port": 9090, "targetPort": 9090, "protocol": "TCP"}]}}
     if choice == 3:
         return {"spec": {"ports": [{"name": "http", "port": rng.choice([8000, 8080]), "targetPort": "http", "protocol": "TCP"}]}}
+    if choice == 4:
+        return {
+            "spec": {
+                "ports": [{"name": "http", "port": 8000, "targetPort": rng.choice([8000, "8000", "http"]), "protocol": "TCP"}]
+            }
+        }
     return {"metadata": {"annotations": {"note": rng.choice(["x", "y"])}}}
 
 
 # What our next release changes (applied whole: our manifest with it merged in).
 def _ours_deployment(rng: random.Random) -> Patch:
-    choice = rng.randrange(11)
+    choice = rng.randrange(12)
     if choice <= 1:
         return {}
     if choice == 2:
@@ -156,6 +162,8 @@ def _ours_deployment(rng: random.Random) -> Patch:
                 {"key": "spot", "operator": "Exists"},
             ]
         )
+    if choice == 10:  # a count of GPUs written as a number, or as text
+        return _container(resources={"limits": {"nvidia.com/gpu": rng.choice([1, "1", 2, "2"])}})
     return {"spec": {"template": {"metadata": {"annotations": {"infercrane.dev/intent-hash": "sha256:" + "c" * 64}}}}}
 
 
@@ -165,12 +173,18 @@ def _ours_service(rng: random.Random) -> Patch:
         return {}
     if choice == 2:
         return {"metadata": {"labels": {"infercrane.dev/endpoint": "qwen2"}}}
-    return {"spec": {"ports": [{"name": "http", "port": 8000, "targetPort": 8000, "protocol": "TCP"}]}}
+    return {"spec": {"ports": [{"name": "http", "port": 8000, "targetPort": rng.choice([8000, "8000"]), "protocol": "TCP"}]}}
 
 
 THEIRS: dict[str, Callable[[random.Random], Patch]] = {"Deployment": _theirs_deployment, "Service": _theirs_service}
 MINE: dict[str, Callable[[random.Random], Patch]] = {"Deployment": _ours_deployment, "Service": _ours_service}
-OTHERS = [("kubectl-edit", "update"), ("hpa-controller", "update"), ("platform-apply", "apply"), ("mutator", "update")]
+OTHERS = [
+    ("kubectl-edit", "update"),
+    ("hpa-controller", "update"),
+    ("platform-apply", "apply"),
+    ("mutator", "update"),
+    ("kubectl-scale", "scale"),
+]
 
 
 def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -188,7 +202,12 @@ def case(rng: random.Random, base: Mapping[str, dict[str, Any]]) -> dict[str, An
     for _ in range(rng.choice([0, 1, 1, 2, 3])):
         manager, op = rng.choice(OTHERS)
         patch = THEIRS[kind](rng)
-        if op == "apply":
+        if op == "scale":  # `kubectl scale`: the replicas through the /scale subresource
+            if kind != "Deployment":
+                continue
+            whole = merged(whole, {"spec": {"replicas": rng.choice([1, 2, 3])}})
+            history.append({"op": "update", "manager": manager, "object": whole, "subresource": "scale"})
+        elif op == "apply":
             # another team applying its own part, taking what it changes (`--force-conflicts`)
             history.append({"op": "apply", "manager": manager, "object": merged(_identity(ours), patch), "force": True})
         else:
@@ -244,7 +263,7 @@ def ask(oracle: Path, batch: list[dict[str, Any]]) -> list[Answer]:
     for line in out:
         doc = json.loads(line)
         conflicts = frozenset(
-            (c["manager"].removeprefix("conflict with ").split(" using ")[0].strip('"'), c["field"])
+            (c["manager"].removeprefix('conflict with "').split('"')[0], c["field"])  # 'conflict with "m" using apps/v1'
             for c in doc["conflicts"] or []
         )
         answers.append(Answer(doc.get("live") or {}, conflicts, bool(doc.get("changed")), doc.get("error") or ""))

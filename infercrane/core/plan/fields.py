@@ -46,7 +46,7 @@ Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
 # The quantities we render: the API server stores each in its canonical form, which keeps its
 # format (16384Mi as 16Gi, 0.5Gi as 512Mi, but 17179869184 as it is, though it is 16Gi), so they
 # compare by that form (core.model.quantity.canonical).
-_QUANTITY: Final = re.compile(r"\.resources\.(?:limits|requests)\.[^.]+$|\.sizeLimit$")
+_QUANTITY: Final = re.compile(r"\.resources\.(?:limits|requests)\..+$|\.sizeLimit$")  # a resource name may hold dots (nvidia.com/gpu)
 #: Per kind, the dotted paths (``[]`` any element) server-side apply replaces whole: an atomic
 #: list or map of Kubernetes' schema (``x-kubernetes-list-type: atomic``, ``x-kubernetes-map-type:
 #: atomic``, a list of scalars by default).
@@ -206,20 +206,24 @@ def _whole(rendered: Any, live: Any) -> bool:
 
 
 def _equal(rendered: Any, live: Any, as_quantity: bool = False) -> bool:
-    """Scalars as the API server returns them: a quantity (``as_quantity``) by its stored form, a number
-    as its text."""
-    if rendered == live:
-        return True
+    """Scalars as the API server returns them: a quantity (``as_quantity``) by its stored form;
+    anything else as it is -- a number is not its text (an int-or-string ``targetPort: 8000`` is
+    not ``"8000"``: an apply of the one over the other changes the object)."""
     if as_quantity and (mine := quantity.canonical(rendered)) is not None:
         return bool(mine == live)  # stored as the API server writes it (16384Mi as 16Gi; 17179869184 as it is)
-    if (
-        isinstance(rendered, (int, float))
-        and isinstance(live, str)
-        or isinstance(live, (int, float))
-        and isinstance(rendered, str)
-    ):
-        return str(rendered) == str(live)
-    return False
+    return bool(rendered == live) and type(rendered) is type(live) or _same_number(rendered, live)
+
+
+def _same_number(rendered: Any, live: Any) -> bool:
+    """An int and a float of one value (JSON has one number: 2 and 2.0 are one)."""
+    numbers = (int, float)
+    return (
+        isinstance(rendered, numbers)
+        and isinstance(live, numbers)
+        and not isinstance(rendered, bool)
+        and not isinstance(live, bool)
+        and rendered == live
+    )
 
 
 def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager: str) -> Compared:
@@ -240,14 +244,17 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     ]
     conflicts = []
     for e in entries:
-        if e.get("manager") == manager and e.get("operation") == "Apply" or e.get("subresource"):
+        if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource"):
             continue
+        # Owned through a subresource (`kubectl scale` and an autoscaler own .spec.replicas through
+        # /scale) is owned all the same: the apply conflicts with it.
+        how = f"{e.get('operation')}, subresource {e['subresource']}" if e.get("subresource") else e.get("operation")
         for p in owned(e.get("fieldsV1") or {}):
             whole = next((q for q in _prefixes(p) if _pattern(_dotted(q)) in atomic), None)
             if whole is not None:  # an atomic field, or a part of one: owned whole, applied whole
                 mine = at(manifest, whole)
                 if mine is not _MISSING and not _whole(mine, at(live, whole)):
-                    conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(whole)}')
+                    conflicts.append(f'conflict with "{e.get("manager")}" ({how}): {_dotted(whole)}')
                 continue
             mine, theirs = at(manifest, p), at(live, p)
             if mine is _MISSING:
@@ -255,11 +262,11 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
             if isinstance(mine, (Mapping, list)):
                 # Theirs as a leaf (an empty list or map they made, gone since): ours would add it.
                 if mine and theirs is _MISSING:
-                    conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
+                    conflicts.append(f'conflict with "{e.get("manager")}" ({how}): {_dotted(p)}')
             elif not _equal(mine, theirs):
                 # By its text, not its value: the field manager compares what we send with what is
                 # stored (16384Mi against a stored 16Gi is a conflict, though it changes nothing).
-                conflicts.append(f'conflict with "{e.get("manager")}" ({e.get("operation")}): {_dotted(p)}')
+                conflicts.append(f'conflict with "{e.get("manager")}" ({how}): {_dotted(p)}')
     part = POD_SPEC_PATH.get(str(manifest.get("kind")))
     pods = f".spec.{part}"
     restarts = part is not None and any(

@@ -53,6 +53,9 @@ type op struct {
 	Manager string                 `json:"manager"`
 	Object  map[string]interface{} `json:"object"`
 	Force   bool                   `json:"force,omitempty"` // an apply that takes what others own (--force-conflicts)
+	// An update through a subresource ("scale": `kubectl scale`, an autoscaler): its manager's
+	// entry records the subresource, as the API server's does.
+	Subresource string `json:"subresource,omitempty"`
 }
 
 type testCase struct {
@@ -128,17 +131,22 @@ func judge(tc typeConverter, c testCase) answer {
 	if !ok {
 		return answer{Error: fmt.Sprintf("unknown kind %q", c.Kind)}
 	}
-	fm, err := managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), "", nil)
-	if err != nil {
-		return answer{Error: err.Error()}
+	managers := map[string]*managedfields.FieldManager{}
+	for _, sub := range []string{"", "scale"} {
+		fm, err := managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), sub, nil)
+		if err != nil {
+			return answer{Error: err.Error()}
+		}
+		managers[sub] = fm
 	}
+	fm := managers[""]
 	live, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return answer{Error: err.Error()}
 	}
 	live.GetObjectKind().SetGroupVersionKind(gvk)
 	for i, o := range c.History {
-		next, err := step(fm, gvk, live, o)
+		next, err := step(managers[o.Subresource], gvk, live, o)
 		if err != nil {
 			return answer{Error: fmt.Sprintf("history %d (%s by %s): %v", i, o.Op, o.Manager, err)}
 		}

@@ -219,3 +219,30 @@ def test_a_quantity_another_manager_owns_conflicts_unless_sent_as_it_is_stored()
     )
     rendered["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"memory": "16Gi"}}
     assert compare(rendered, stored, ME).conflicts == ()
+
+
+def test_replicas_owned_through_the_scale_subresource_conflict_with_our_apply() -> None:
+    """`kubectl scale` and an autoscaler own .spec.replicas through /scale: owned all the same, and
+    an apply of another count is refused (found by the field manager's referee; the comparison
+    skipped every entry of a subresource)."""
+    scaled = live(**{"spec.replicas": 3})
+    scaled["metadata"]["managedFields"].append(
+        {"manager": "kubectl-scale", "operation": "Update", "subresource": "scale", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    )
+    assert compare(RENDERED, scaled, ME).conflicts == (
+        'conflict with "kubectl-scale" (Update, subresource scale): .spec.replicas',
+    )
+
+
+def test_an_int_or_string_is_not_its_text() -> None:
+    """A Service's targetPort 8000 is not "8000": applying the one over the other changes the object."""
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "s", "namespace": "ns"},
+        "spec": {"ports": [{"name": "http", "port": 8000, "targetPort": "8000", "protocol": "TCP"}]},
+    }
+    stored = copy.deepcopy(service)
+    stored["spec"]["ports"][0]["targetPort"] = 8000
+    assert compare(service, stored, ME).action is Action.UPDATE
+    assert compare(stored, stored, ME).action is Action.SAME
