@@ -44,9 +44,10 @@ test: venv tools lint
 	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
-## test-fast: the tiers that need no tools (minutes: the exhaustive check's fast bound is most of it)
+## test-fast: the tiers that need no tools, the exhaustive check at its fast bound (>= 10^5 states
+##            within a minute; `make test` adds its larger worlds, marked `exhaustive`)
 test-fast: venv
-	$(PY) -m pytest tests/unit tests/golden tests/program tests/cli
+	$(PY) -m pytest -m "not exhaustive" tests/unit tests/golden tests/program tests/cli
 
 ## check-rollout: the exhaustive check of the real rollout planner at its larger bound (every state of
 ##                worlds of 2-4 replicas per endpoint and two endpoints sharing a pool; `make test` runs

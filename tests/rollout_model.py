@@ -33,7 +33,8 @@ Invariants at every state, counted from the change's start (every replica settle
 template):
 
 - **floor**: per endpoint, replicas with an available pod >= min(before, after) - maxUnavailable,
-  less one per out-of-band restart so far;
+  less the replicas an out-of-band restart holds down now (a restart is over once its replica
+  serves again, or, deleted meanwhile, once a replica that was not down serves in its place);
 - **budget**: per endpoint, GPUs held by its pods, terminating ones included, <= max(before,
   after) + maxSurge; once an autoscaler scaled one of its replicas to two pods, that pod and a
   second surge pod more (a Deployment's own rolling update does not count its terminating pods);
@@ -76,6 +77,8 @@ JUDGING_MARKS = True
 VERDICTS_SURVIVE_ENGINE_FAILURE = True
 #: The GPU ceiling checked on reruns too (issue #64, d: open -- the ledger restarts from what runs).
 LEDGER_ON_RERUNS = False
+#: A stage stops when a key its plan counted as down serves again (shell.lanes.serving_again); False: reverted.
+SERVING_AGAIN_STOPS = True
 #: A same-key surge canary's old pod is held beside it until the verdict (live.status.hold); False: reverted.
 HOLDS = True
 #: A REJECT's hold is released only by the rollback's wait, once the old template is back; False: at the REJECT.
@@ -129,6 +132,7 @@ class Run(NamedTuple):
     places: frozenset[str] = frozenset()  # keys it holds before their canary template (waves.EndpointRollout.held)
     noload: frozenset[str] = frozenset()  # a rollback's held canaries: restored without starting a pod
     settled_at_start: tuple[tuple[str, int], ...] = ()  # key -> revision, of the keys settled when it began
+    down: frozenset[str] = frozenset()  # keys its plan counted as not available (waves.EndpointRollout.down)
 
 
 class State(NamedTuple):
@@ -136,7 +140,7 @@ class State(NamedTuple):
     pods: tuple[Pod, ...]
     run: Run | None
     adversities: int
-    restarts: tuple[tuple[str, int], ...]  # endpoint -> out-of-band restarts so far
+    restarts: tuple[str, ...]  # the keys an out-of-band restart took down that have not served since
     scaled: tuple[str, ...]  # endpoints an autoscaler scaled up
     rejected: bool = False  # a canary was rejected: the previous config may be deployed (a rollback)
     back: bool = False  # the previous config was deployed: the config is now every key's revision 0
@@ -511,6 +515,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             holds=frozenset(k for e in r.endpoints if e.mode == waves.SURGE and e.canary_policy is not None for k in e.canary),
             places=frozenset(k for e in r.endpoints for k in e.held),
             settled_at_start=tuple(sorted((o.key, o.rev) for o in s.objs if settled(o, s.pods))),
+            down=frozenset(k for e in r.endpoints for k in e.down) if SERVING_AGAIN_STOPS else frozenset(),
         )
 
     def begun(run: Run) -> dict[str, Any]:
@@ -529,16 +534,20 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         if pod.phase == PENDING and free > 0:
             yield Step(f"schedule {pod.key}", settle(s.objs, tuple(sorted([*rest, pod._replace(phase=STARTING)])), s.run), True)
         elif pod.phase == STARTING:
-            yield Step(f"{pod.key} available", settle(s.objs, tuple(sorted([*rest, pod._replace(phase=AVAILABLE)])), s.run), True)
+            # A restart is over once its key serves again -- or, its key deleted meanwhile, once a
+            # pod of its endpoint that was not itself down by a restart serves in its place.
+            live = {o.key for o in s.objs}
+            stand_in = pod.key not in s.restarts and not any(p.key == pod.key and p.phase == AVAILABLE for p in rest)
+            gone = [k for k in s.restarts if k not in live and world.endpoint_of(k) is world.endpoint_of(pod.key)]
+            replaced = gone[:1] if stand_in else []  # one pod stands in for one replica
+            healed = tuple(k for k in s.restarts if k != pod.key and k not in replaced)
+            nxt = settle(s.objs, tuple(sorted([*rest, pod._replace(phase=AVAILABLE)])), s.run, restarts=healed)
+            yield Step(f"{pod.key} available", nxt, True)
         elif pod.phase == TERMINATING:
             yield Step(f"{pod.key} drained", settle(s.objs, tuple(rest), s.run), True)
         elif pod.phase == AVAILABLE and adverse_left:
-            e = world.endpoint_of(pod.key).name
-            restarts = dict(s.restarts)
-            restarts[e] = restarts.get(e, 0) + 1
-            nxt = settle(
-                s.objs, tuple(sorted([*rest, pod._replace(phase=STARTING)])), s.run, restarts=tuple(sorted(restarts.items()))
-            )
+            restarts = tuple(sorted({*s.restarts, pod.key}))
+            nxt = settle(s.objs, tuple(sorted([*rest, pod._replace(phase=STARTING)])), s.run, restarts=restarts)
             yield Step(f"{pod.key} restarted out of band", adverse(nxt), False)
     if world.autoscaler:
         for o in s.objs:
@@ -632,6 +641,8 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                     yield step(f"lane {name} stage {lane.stage} ready", following, keep=stage.keep, accept=accept)
                 elif run.halted:  # ready, but the engine failed: it deletes nothing
                     yield step(f"lane {name} stage {lane.stage} ready, halted", stopped, accept=accept)
+                elif _serving_again(run, delete, s.pods):  # one it planned as down serves again: the lane stops
+                    yield step(f"lane {name}: {sorted(delete & run.down)} serves again, stops", stopped, accept=accept)
                 else:
                     yield step(
                         f"lane {name} deletes {sorted(delete)}",
@@ -646,6 +657,11 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 yield step(f"lane {name} deletions gone", following, keep=stage.keep)
             elif adverse_left:
                 yield step(f"lane {name}'s deletion not gone in time", stopped, good=False)
+
+
+def _serving_again(run: Run, keys: frozenset[str], pods: tuple[Pod, ...]) -> bool:
+    """Whether a key the run's plan counted as not available has an available pod now."""
+    return any(p.key in keys & run.down and p.phase == AVAILABLE for p in pods)
 
 
 def _judged(run: Run, marks: frozenset[tuple[str, str]]) -> frozenset[tuple[str, str]]:
@@ -716,6 +732,10 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                 changed = True
                 continue
             stage = run.plan[i][lane.stage]
+            if _serving_again(run, stage.apply | stage.delete, pods):  # the lane stops (shell.lanes.serving_again)
+                run = _at(run, i, lane._replace(phase="stopped"))
+                changed = True
+                continue
             changing = stage.apply if run.restarts is None else stage.apply & run.restarts
             if DRAINED_FIRST and any(p.key in changing and p.phase == TERMINATING for p in pods):
                 continue  # a key whose pod still drains gets its new template once it is gone (shell.lanes)
@@ -767,11 +787,13 @@ def start(world: World) -> State:
 
 def invariants(world: World, s: State) -> list[str]:
     out = []
-    restarts = dict(s.restarts)
     for e in world.endpoints:
         up = available(world, s.pods, s.objs, e)
-        if up < e.floor - restarts.get(e.name, 0):
-            out.append(f"endpoint {e.name}: {up} available, below its floor {e.floor - restarts.get(e.name, 0)}")
+        # (e) The floor is the endpoint's own: it allows only the replicas an out-of-band restart
+        # holds down now, never one that restarted and serves again (nor its successor).
+        down = {k for k in s.restarts if world.endpoint_of(k) is e}
+        if up < e.floor - len(down):
+            out.append(f"endpoint {e.name}: {up} available, below its floor {e.floor - len(down)}")
         gpus = held(world, s.pods, e)
         # An autoscaled replica's worth is two pods: its own surge is two, and the autoscaler's pod one more.
         budget = e.budget + (1 + e.policy.max_surge if e.name in s.scaled else 0)

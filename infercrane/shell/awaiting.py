@@ -122,6 +122,13 @@ class Waits:
         self.held.discard(key)
         return await self.ready_and_serving(c, 0)
 
+    async def serving(self, keys: Collection[str]) -> set[str]:
+        """Of ``keys``, those with a pod available now."""
+        from infercrane.core import naming
+
+        names = {naming.object_name(k): k for k in keys}
+        return {names[n] for n in await self.waiter.serving(names)}
+
     async def drained(self, keys: Collection[str]) -> str:
         """Until none of ``keys`` has a pod still terminating (:meth:`FleetWaiter.drained`), within
         the longest of their drains plus the margin: "" then, else what still drains."""

@@ -119,6 +119,21 @@ class Lender:
             self.changed.notify_all()
 
 
+async def serving_again(e: EndpointRollout | None, keys: Collection[str], waits: Waits) -> InferCraneError | None:
+    """Why a stage must not touch ``keys``: one the plan counted as not available serves again
+    (a restart out of band that came back). The plan spent no unavailability on it, so restarted or
+    deleted now it would take the endpoint below its floor; a rerun plans with it serving."""
+    planned_down = set(keys) & set(e.down) if e is not None else set()
+    back = sorted(await waits.serving(planned_down)) if planned_down else []
+    if not back:
+        return None
+    return InferCraneError(
+        f"{', '.join(back)} of endpoint {e.endpoint if e else ''} serves again since this deploy planned it as not "
+        "available: restarted or deleted now, it would take the endpoint below its floor",
+        fix="rerun the same command: it plans from what runs now",
+    )
+
+
 async def roll(
     lanes: Sequence[Lane],
     endpoints: Mapping[str, EndpointRollout],
@@ -171,6 +186,10 @@ async def roll(
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             outcome.ended[lane.endpoint] = f"stopped in {where}"
+            if back := await serving_again(e, stage.apply | stage.delete, waits):
+                outcome.stopped.append((lane.endpoint, where, back))
+                outcome.ended[lane.endpoint] = f"stopped before {where}: {back.message}"
+                return
             changing = stage.apply if restarts is None else stage.apply & restarts
             draining = (
                 await waits.drained(changing) if changing else ""
@@ -256,6 +275,10 @@ async def roll(
             if stage.delete:
                 if halted.is_set():
                     outcome.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"
+                    return
+                if back := await serving_again(e, stage.delete, waits):
+                    outcome.stopped.append((lane.endpoint, f"the deletions after {where}", back))
+                    outcome.ended[lane.endpoint] = f"stopped at the deletions after {where}: {back.message}"
                     return
                 try:
                     await loop.run_in_executor(None, delete, stage.delete)

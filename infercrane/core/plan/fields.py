@@ -235,13 +235,11 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     atomic = ATOMIC.get(kind, frozenset())
     differ = list(differences(body, live, rules=ssa_schema.RULES.get(kind)))
     entries = (live.get("metadata") or {}).get("managedFields") or []
-    dropped = [
-        _dotted(p)
-        for e in entries
-        if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")
-        for p in owned(e.get("fieldsV1") or {})
-        if at(manifest, p) is _MISSING
-    ]
+    ours = [e for e in entries if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")]
+    # A field we no longer render goes with our apply -- unless another manager owns it too (one
+    # that set the same value): then only our ownership goes, and the object does not change.
+    shared = {p for e in entries if not any(e is o for o in ours) for p in owned(e.get("fieldsV1") or {})}
+    dropped = [_dotted(p) for e in ours for p in owned(e.get("fieldsV1") or {}) if at(manifest, p) is _MISSING and p not in shared]
     conflicts = []
     for e in entries:
         if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource"):

@@ -72,6 +72,10 @@ class EndpointRollout:
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
     running: tuple[str, ...] = ()  # the keys that ran when it was planned: a rollback never deletes one (core.plan.rollback)
+    #: The keys not available when it was planned: the plan spends no unavailability on them. One
+    #: that serves again before its stage applies or deletes it stops the lane (shell.lanes): taken
+    #: down then, it would take the endpoint below its floor; a rerun plans with it serving.
+    down: tuple[str, ...] = ()
 
     @property
     def held(self) -> tuple[str, ...]:

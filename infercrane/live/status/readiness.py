@@ -31,7 +31,7 @@ from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 from infercrane.live.status import hold
-from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name
+from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name, replica_state
 from infercrane.live.status.warnings import current_replica_set, pod_warnings
 
 POLL_SECONDS: Final = 0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave)
@@ -193,6 +193,17 @@ class FleetWaiter:
                 )
                 return f"still terminating after {budget_seconds:.0f} s: {seen}"
             await asyncio.sleep(self._poll)
+
+    async def serving(self, names: Collection[str]) -> set[str]:
+        """Of ``names``, those with a pod available now (:func:`~infercrane.live.status.verdicts.replica_state`)
+        -- one LIST; none when the API server does not answer (the apply that follows fails then)."""
+        if not names:
+            return set()
+        try:
+            listed = await asyncio.to_thread(self._list, list(names))
+        except (failures.Unreachable, failures.Unavailable):
+            return set()
+        return {n for n, obj in listed.items() if n in names and replica_state(self._kind, obj, self._predictors).available}
 
     def _list(self, names: Collection[str]) -> dict[str, dict[str, Any]]:
         """The objects of ``names`` (by their instance label), or, past :data:`NAMED_LIST_LIMIT`

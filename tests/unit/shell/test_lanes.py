@@ -79,6 +79,11 @@ class WaitsDouble:
     holding: bool = False  # whether a surge canary's old pods are held (the real rule: shell.awaiting.Waits.holdable)
     said: list[str] = field(default_factory=list)  # what the double did, in order: "hold e", "wait a0 held", "unheld a0"
 
+    back: set[str] = field(default_factory=set)  # keys that serve again (the real check: Waits.serving)
+
+    async def serving(self, keys: Any) -> set[str]:
+        return set(keys) & self.back
+
     def holdable(self, e: Any, keys: frozenset[str]) -> set[str]:
         return set(keys) & set(e.canary) if self.holding and e.mode == "surge" else set()
 
@@ -628,3 +633,21 @@ def test_an_in_place_canary_is_never_held() -> None:
     waits, journal = JudgingWaitsDouble(holding=True), Journal()
     roll(rollout, waits, journal)
     assert not any(s.startswith(("hold", "unheld")) or s.endswith("held") for s in waits.said), waits.said
+
+
+def test_a_stage_stops_when_a_replica_its_plan_counted_as_down_serves_again() -> None:
+    """A replica restarted out of band when the deploy planned comes back before its stage: taken
+    down then it would take the endpoint below its floor (the plan spent no unavailability on it)."""
+    members = [LiveReplica("a0", "e", ReplicaState.STARTING, 1), LiveReplica("a1", "e", ReplicaState.SETTLED, 1)]
+    targets = [Target(f"b{i}", "e", 1) for i in range(2)]
+    rollout = plan(members, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1))
+    assert rollout.endpoints[0].down == ("a0",)
+    waits, journal = WaitsDouble(back={"a0"}), Journal()
+    rolled = roll(rollout, waits, journal)
+    ((endpoint, where, why),) = rolled.stopped
+    assert why.message == (
+        "a0 of endpoint e serves again since this deploy planned it as not available: restarted or deleted now, "
+        "it would take the endpoint below its floor"
+    )
+    assert why.fix == "rerun the same command: it plans from what runs now"
+    assert "a0" not in journal.deleted

@@ -246,3 +246,24 @@ def test_an_int_or_string_is_not_its_text() -> None:
     stored["spec"]["ports"][0]["targetPort"] = 8000
     assert compare(service, stored, ME).action is Action.UPDATE
     assert compare(stored, stored, ME).action is Action.SAME
+
+
+def test_a_field_we_stop_rendering_that_another_manager_also_owns_stays_and_changes_nothing() -> None:
+    """Found in 10^5 generated cases (tests/integration/test_fields_oracle.py, case 81259): a platform
+    team applied the memory limit we rendered, with the same value -- both own it. Our next release
+    no longer renders it: only our ownership goes; the field, theirs too, stays."""
+    stored = live(**{"spec.template.spec.containers.0.resources": {"limits": {"nvidia.com/gpu": "1", "memory": "16Gi"}}})
+    memory = {
+        "f:spec": {
+            "f:template": {"f:spec": {"f:containers": {'k:{"name":"engine"}': {"f:resources": {"f:limits": {"f:memory": {}}}}}}}
+        }
+    }
+    ours = copy.deepcopy(MINE)
+    ours["f:spec"]["f:template"]["f:spec"]["f:containers"]['k:{"name":"engine"}']["f:resources"]["f:limits"]["f:memory"] = {}
+    stored["metadata"]["managedFields"] = [
+        {"manager": ME, "operation": "Apply", "fieldsV1": ours},
+        {"manager": "platform-apply", "operation": "Apply", "fieldsV1": memory},
+    ]
+    assert compare(RENDERED, stored, ME).action is Action.SAME
+    stored["metadata"]["managedFields"].pop()  # ours alone: the apply removes it
+    assert compare(RENDERED, stored, ME).why == ('.spec.template.spec.containers[name="engine"].resources.limits.memory',)

@@ -15,10 +15,16 @@ from tests import rollout_model as model
 POLICIES = [(1, 0), (2, 0), (0, 1), (1, 1)]
 
 
-def test_every_reachable_state_keeps_the_floor_the_gpu_budget_the_printed_lowest_and_a_way_to_the_config() -> None:
+@pytest.mark.parametrize(
+    "pools",
+    [pytest.param(range(2), id="fast bound"), pytest.param(range(2, 3), id="pools of two more", marks=pytest.mark.exhaustive)],
+)
+def test_every_reachable_state_keeps_the_floor_the_gpu_budget_the_printed_lowest_and_a_way_to_the_config(pools: range) -> None:
+    """Every change kind at 2 replicas under each policy, on pools of the budget and one more (the
+    fast tier's bound: >= 10^5 states), and two more (`make test`)."""
     began = time.perf_counter()
     explored, failed = model.check(
-        model.worlds(range(2, 3), POLICIES, ["update", "cutover", "shrink", "grow"], range(3), pairs=False)
+        model.worlds(range(2, 3), POLICIES, ["update", "cutover", "shrink", "grow"], pools, pairs=False)
     )
     seconds = time.perf_counter() - began
     print(f"exhaustive rollout check: {explored} states in {seconds:.1f} s")
@@ -26,6 +32,7 @@ def test_every_reachable_state_keeps_the_floor_the_gpu_budget_the_printed_lowest
     assert explored >= 100_000
 
 
+@pytest.mark.exhaustive
 def test_two_endpoints_sharing_one_pool_keep_their_promises() -> None:
     worlds = [
         model.World(
@@ -54,6 +61,7 @@ def capped(pool: int, cap: int = 1, adversities: int = 1) -> model.World:
     )
 
 
+@pytest.mark.exhaustive
 def test_surges_sharing_a_ledger_never_hold_more_than_it_lends_and_always_finish() -> None:
     # pool 5: exactly the endpoints' own and the one GPU the ledger lends (the surges take turns);
     # pool 6: room for both surges at once, yet the run never holds more than the ledger lends.
@@ -110,6 +118,7 @@ def test_a_counterexample_prints_as_the_events_that_lead_to_it(monkeypatch: pyte
     assert "after: rerun -> lane a deletes ['ao0'] -> lane a deletions gone -> schedule an0" in first, first
 
 
+@pytest.mark.exhaustive
 def test_a_canary_its_rejection_and_the_rollback_keep_the_floor_the_budget_and_a_way_to_each_config() -> None:
     """The canary's step, its verdict either way, a rollback after a rejection (the previous config,
     reached by its own reruns), kills and out-of-band restarts, on pools of exactly the budget."""
@@ -141,6 +150,7 @@ def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monk
     assert any("never reach the config" in v and "lane a deletes ['ao0'] -> killed" in v for v in found), found
 
 
+@pytest.mark.exhaustive
 def test_a_key_flipped_back_to_a_template_whose_pod_still_drains_holds_no_gpu_more(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by this check (issue #48): in place (Recreate), a key flipped back to the revision whose
     pod is still terminating -- a rerun of the rejected release right after its rollback restarted
@@ -170,6 +180,7 @@ def _required(kind: str = "update", mu: int = 1, ms: int = 0, n: int = 2, **kw: 
     return model.World((model.change("a", kind, n, policy),), pool=n + ms, **kw)  # type: ignore[arg-type]
 
 
+@pytest.mark.exhaustive
 def test_a_lost_state_and_another_lanes_engine_failure_keep_every_release_judged() -> None:
     lost = [w for w in model.release_worlds() if w.lost_state]
     failing = [w for w in model.release_worlds() if w.engine_failures and w.endpoints[1].after[0][0] == "bo0"]
@@ -185,6 +196,7 @@ def test_a_rerun_after_a_kill_during_the_bake_that_ignores_the_judging_mark_is_f
     assert any("available on a release no canary accepted" in v and "-> killed -> rerun" in v for v in found), found
 
 
+@pytest.mark.exhaustive
 def test_a_reject_dropped_by_another_lanes_engine_failure_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(model, "VERDICTS_SURVIVE_ENGINE_FAILURE", False)
     (world,) = [w for w in model.release_worlds() if w.engine_failures and w.endpoints[1].after[0][0] == "bo0"]
@@ -217,6 +229,7 @@ def test_a_replica_moved_before_the_waves_and_left_out_of_the_canary_is_found(mo
     assert any("available on a release no canary accepted" in v and "restarted out of band" in v for v in found), found
 
 
+@pytest.mark.exhaustive
 def test_the_ledger_restarting_from_what_runs_after_a_killed_surge_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """Open (issue #64, d): a rerun after a surge cut short counts the leftover pod as the
     endpoint's own, and another endpoint borrows all of maxExtraGpus again -- own 4 + 1 held as 6.
@@ -247,3 +260,22 @@ def test_a_same_key_surge_canary_whose_reject_starts_its_old_release_again_is_fo
     monkeypatch.setattr(model, switch, False)
     found = _violations(world)
     assert any("the rollback starts a pod of ['ao0'], whose old pod was held" in v and path in v for v in found), found
+
+
+def test_a_stage_that_takes_down_a_replica_that_serves_again_since_its_plan_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue #64, e: the floor is the endpoint's own -- it allows only the replicas an out-of-band
+    restart holds down now, no longer every restart so far (which let a planner take two down after
+    one restart that had healed). With it the check found a stage deleting (or restarting) a replica
+    its plan counted as down that had come back meanwhile: below the floor. Fixed: such a stage
+    stops its lane (shell.lanes.serving_again) and a rerun plans with it serving."""
+    world = model.World(
+        (model.change("a", "cutover", 2, RolloutPolicy(max_unavailable=0, max_surge=1)),), pool=2, autoscaler=False
+    )
+    assert not _violations(world)
+    monkeypatch.setattr(model, "SERVING_AGAIN_STOPS", False)
+    found = _violations(world)
+    assert any(
+        "1 available, below its floor 2" in v
+        and "ao0 restarted out of band -> rerun -> ao0 available -> lane a deletes ['ao0']" in v
+        for v in found
+    ), found
