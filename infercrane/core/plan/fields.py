@@ -46,7 +46,9 @@ Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
 # The quantities we render: the API server stores each in its canonical form, which keeps its
 # format (16384Mi as 16Gi, 0.5Gi as 512Mi, but 17179869184 as it is, though it is 16Gi), so they
 # compare by that form (core.model.quantity.canonical).
-_QUANTITY: Final = re.compile(r"\.resources\.(?:limits|requests)\..+$|\.sizeLimit$")  # a resource name may hold dots (nvidia.com/gpu)
+_QUANTITY: Final = re.compile(
+    r"\.resources\.(?:limits|requests)\..+$|\.sizeLimit$"
+)  # a resource name may hold dots (nvidia.com/gpu)
 #: Per kind, the dotted paths (``[]`` any element) server-side apply replaces whole: an atomic
 #: list or map of Kubernetes' schema (``x-kubernetes-list-type: atomic``, ``x-kubernetes-map-type:
 #: atomic``, a list of scalars by default).
@@ -239,7 +241,9 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     # A field we no longer render goes with our apply -- unless another manager owns it too (one
     # that set the same value): then only our ownership goes, and the object does not change.
     shared = {p for e in entries if not any(e is o for o in ours) for p in owned(e.get("fieldsV1") or {})}
-    dropped = [_dotted(p) for e in ours for p in owned(e.get("fieldsV1") or {}) if at(manifest, p) is _MISSING and p not in shared]
+    dropped = [
+        _dotted(p) for e in ours for p in owned(e.get("fieldsV1") or {}) if at(manifest, p) is _MISSING and p not in shared
+    ]
     conflicts = []
     for e in entries:
         if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource"):
