@@ -148,6 +148,9 @@ class State(NamedTuple):
     judging: frozenset[tuple[str, str]] = frozenset()
     accepted: frozenset[tuple[str, str]] = frozenset()  # (endpoint, release) some canary verdict accepted
     canaries: frozenset[str] = frozenset()  # keys some run planned as a canary
+    # A restarted key deleted while down, and the key that serves in its place (the floor allows it
+    # again while that one does not serve: a rollback that removes the stand-in is back where it began).
+    stood_in: tuple[tuple[str, str], ...] = ()
     # What the Pulumi state records, key -> revision: written when a run ends (a killed one writes
     # nothing: its checkpoints are skipped), lost with the state. None: as at the change's start.
     recorded: tuple[tuple[str, int], ...] | None = None
@@ -541,7 +544,8 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             gone = [k for k in s.restarts if k not in live and world.endpoint_of(k) is world.endpoint_of(pod.key)]
             replaced = gone[:1] if stand_in else []  # one pod stands in for one replica
             healed = tuple(k for k in s.restarts if k != pod.key and k not in replaced)
-            nxt = settle(s.objs, tuple(sorted([*rest, pod._replace(phase=AVAILABLE)])), s.run, restarts=healed)
+            stood = tuple(sorted({*s.stood_in, *((k, pod.key) for k in replaced)}))
+            nxt = settle(s.objs, tuple(sorted([*rest, pod._replace(phase=AVAILABLE)])), s.run, restarts=healed, stood_in=stood)
             yield Step(f"{pod.key} available", nxt, True)
         elif pod.phase == TERMINATING:
             yield Step(f"{pod.key} drained", settle(s.objs, tuple(rest), s.run), True)
@@ -792,6 +796,8 @@ def invariants(world: World, s: State) -> list[str]:
         # (e) The floor is the endpoint's own: it allows only the replicas an out-of-band restart
         # holds down now, never one that restarted and serves again (nor its successor).
         down = {k for k in s.restarts if world.endpoint_of(k) is e}
+        serving = {p.key for p in s.pods if p.phase == AVAILABLE}
+        down |= {k for k, by in s.stood_in if world.endpoint_of(k) is e and by not in serving}
         if up < e.floor - len(down):
             out.append(f"endpoint {e.name}: {up} available, below its floor {e.floor - len(down)}")
         gpus = held(world, s.pods, e)
