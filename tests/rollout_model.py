@@ -736,11 +736,11 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                 changed = True
                 continue
             stage = run.plan[i][lane.stage]
-            if _serving_again(run, stage.apply | stage.delete, pods):  # the lane stops (shell.lanes.serving_again)
+            changing = stage.apply if run.restarts is None else stage.apply & run.restarts
+            if _serving_again(run, changing | stage.delete, pods):  # the lane stops (shell.lanes.serving_again)
                 run = _at(run, i, lane._replace(phase="stopped"))
                 changed = True
                 continue
-            changing = stage.apply if run.restarts is None else stage.apply & run.restarts
             if DRAINED_FIRST and any(p.key in changing and p.phase == TERMINATING for p in pods):
                 continue  # a key whose pod still drains gets its new template once it is gone (shell.lanes)
             if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lanes.Lender does

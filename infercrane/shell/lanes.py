@@ -186,11 +186,12 @@ async def roll(
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             outcome.ended[lane.endpoint] = f"stopped in {where}"
-            if back := await serving_again(e, stage.apply | stage.delete, waits):
+            changing = stage.apply if restarts is None else stage.apply & restarts
+            # A key it restarts or deletes (one applied with the template it runs changes nothing).
+            if back := await serving_again(e, changing | stage.delete, waits):
                 outcome.stopped.append((lane.endpoint, where, back))
                 outcome.ended[lane.endpoint] = f"stopped before {where}: {back.message}"
                 return
-            changing = stage.apply if restarts is None else stage.apply & restarts
             draining = (
                 await waits.drained(changing) if changing else ""
             )  # a key whose old pod drains gets its template once it is gone

@@ -230,12 +230,16 @@ class FleetWaiter:
     def _judge(self, obj: Mapping[str, Any], waited: _Waited) -> Verdict:
         return judged(self._kind, obj, waited.generation, self._predictors, zero_ok=waited.zero_ok, held=waited.held)
 
-    def _unheld(self, name: str, obj: Mapping[str, Any], waited: _Waited) -> bool:
-        """Release the hold ``obj`` carries when its wait did not place it and its object is at the
-        generation waited for; the wait then waits for the generation the release made. Whether
-        it released one."""
+    def _holding(self, obj: Mapping[str, Any], waited: _Waited) -> bool:
+        """Whether ``obj`` carries a hold its wait did not place, at the generation waited for
+        (in memory: no request, no thread, for the fleet's objects that carry none)."""
         generation = int((obj.get("metadata") or {}).get("generation") or 0)
-        if self._kind != "Deployment" or waited.held or generation < waited.generation or not hold.holds(obj):
+        return self._kind == "Deployment" and not waited.held and generation >= waited.generation and hold.holds(obj)
+
+    def _unheld(self, name: str, obj: Mapping[str, Any], waited: _Waited) -> bool:
+        """Release the hold ``obj`` carries (:meth:`_holding`); the wait then waits for the
+        generation the release made. Whether it released one."""
+        if not self._holding(obj, waited):
             return False
         waited.generation = max(waited.generation, hold.release(self._live, name))
         return True
@@ -296,7 +300,7 @@ class FleetWaiter:
                 if obj is not None:
                     waited.current = current_replica_set(self._workload_of(obj))
                     try:
-                        if await asyncio.to_thread(self._unheld, name, obj, waited):
+                        if self._holding(obj, waited) and await asyncio.to_thread(self._unheld, name, obj, waited):
                             continue  # judged on a later tick, at the generation the release made
                     except (failures.Unreachable, failures.Unavailable):
                         continue  # asked again on the next tick, within its budget
