@@ -75,8 +75,10 @@ DRAINED_FIRST = True
 JUDGING_MARKS = True
 #: A canary's REJECT survives another lane's engine failure (shell.lanes.roll); False: reverted (the engine's error alone).
 VERDICTS_SURVIVE_ENGINE_FAILURE = True
-#: The GPU ceiling checked on reruns too (issue #64, d: open -- the ledger restarts from what runs).
-LEDGER_ON_RERUNS = False
+#: A rerun counts each endpoint's own GPUs from the stack's record of the change's start, and what
+#: a run cut short left beyond it as lent already (core.plan.marks' gpus mark, waves.Rollout.lent);
+#: False: reverted (from what runs -- a surge's leftover pod counted as the endpoint's own).
+GPU_RECORD = True
 #: A stage stops when a key its plan counted as down serves again (shell.lanes.serving_again); False: reverted.
 SERVING_AGAIN_STOPS = True
 #: A same-key surge canary's old pod is held beside it until the verdict (live.status.hold); False: reverted.
@@ -114,6 +116,7 @@ class Run(NamedTuple):
     steady: bool  # it began with every replica settled and no pod in flight: its path is the plan's own
     ledger: ledger.Ledger  # what the lanes borrowed (core.plan.ledger), against the world's maxExtraGpus
     ceiling: int  # with maxExtraGpus: the endpoints' own GPUs (the plan's) plus it -- the most the run may hold
+    borrowing: tuple[tuple[str, int], ...] = ()  # endpoint -> its GPUs at the change's start: the gpus marks its start writes
     target: tuple[tuple[str, int], ...] = ()  # the config this run rolls to: key -> revision
     # Per lane with a canary, its rollback should the canary be rejected (core.plan.rollback,
     # planned from the objects at the run's start: what the state recorded before it): its stages
@@ -154,6 +157,9 @@ class State(NamedTuple):
     # What the Pulumi state records, key -> revision: written when a run ends (a killed one writes
     # nothing: its checkpoints are skipped), lost with the state. None: as at the change's start.
     recorded: tuple[tuple[str, int], ...] | None = None
+    # The stack's gpus marks (core.plan.marks): endpoint -> its GPUs when the change began, written
+    # before a run whose lanes borrow, removed when a run ends with that endpoint's lane done.
+    started: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -321,7 +327,12 @@ class Planner:
     findings: list[str] = field(default_factory=list)
 
     def plan(
-        self, objs: tuple[Obj, ...], pods: tuple[Pod, ...], back: bool = False, unproven: frozenset[str] = frozenset()
+        self,
+        objs: tuple[Obj, ...],
+        pods: tuple[Pod, ...],
+        back: bool = False,
+        unproven: frozenset[str] = frozenset(),
+        started: tuple[tuple[str, int], ...] = (),
     ) -> rollout.Rollout:
         # A release is what a revision's pods run: the same for every key at that revision.
         members = [
@@ -341,11 +352,16 @@ class Planner:
             for e in self.world.endpoints
             for k in ([*e.before] if back else [k for k, _ in e.after])
         ]
-        cache_key = (tuple(members), tuple(targets), unproven)
+        cache_key = (tuple(members), tuple(targets), unproven, started)
         if cache_key not in self.plans:
             policies = {e.name: e.policy for e in self.world.endpoints}
             r = rollout.plan(
-                members, targets, lambda name: policies[name], max_extra_gpus=self.world.max_extra, unproven=unproven
+                members,
+                targets,
+                lambda name: policies[name],
+                max_extra_gpus=self.world.max_extra,
+                unproven=unproven,
+                started={e: ledger.gpus({"": n}) for e, n in started},
             )
             why = [
                 f"plan deletes available replica {k} as not available"
@@ -431,6 +447,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
                 kw["recorded"] = tuple(sorted((o.key, o.rev) for o in objs if not o.deleting))
             if ended and not run.rollback:
                 kw["judging"] = _judged(run, kw.get("judging", s.judging))
+                kw["started"] = _borrowed(run, kw.get("started", s.started))
             dropped = run.halted and not VERDICTS_SURVIVE_ENGINE_FAILURE  # the engine's error alone: the verdicts lost
             if ended and run.rejected and not run.rollback and dropped:
                 planner.findings.append(
@@ -467,7 +484,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         # mark); after a rejection, the same config again is its retry (--retry-rejected).
         unproven = frozenset(r for _, r in s.judging) if JUDGING_MARKS else frozenset()
         unproven |= frozenset({"rev1"}) if s.rejected and not back else frozenset()
-        r = planner.plan(s.objs, s.pods, back, unproven)
+        r = planner.plan(s.objs, s.pods, back, unproven, s.started if GPU_RECORD else ())
         if any(e.no_canary and e.canary_policy is not None and e.canary_policy.required for e in r.endpoints):
             return None
         ends = [lane.endpoint for lane in r.lanes]
@@ -506,8 +523,9 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
             lows,
             False,
             steady,
-            ledger.Ledger(world.max_extra),
+            ledger.Ledger(world.max_extra, r.lent),
             ceiling,
+            tuple(sorted((e, sum(n for _, n in held)) for e, held in r.started().items())) if GPU_RECORD else (),
             target,
             backs,
             restarts=r.restarts,
@@ -527,6 +545,7 @@ def successors(world: World, planner: Planner, s: State) -> Iterator[Step]:
         return {
             "judging": frozenset({(e, rel) for e, rel in s.judging if e not in run.judging} | marks),
             "canaries": s.canaries | run.canary_keys,
+            "started": tuple(sorted({**dict(run.borrowing), **dict(s.started)}.items())),
         }
 
     # The cluster moves.
@@ -682,6 +701,16 @@ def _judged(run: Run, marks: frozenset[tuple[str, str]]) -> frozenset[tuple[str,
     return frozenset(m for m in marks if m[0] not in judged)
 
 
+def _borrowed(run: Run, marks: tuple[tuple[str, int], ...]) -> tuple[tuple[str, int], ...]:
+    """The gpus marks once ``run`` ended (not killed), as ``infercrane deploy`` leaves them: those of
+    the endpoints whose lane ran to its end removed -- unless the engine's error alone ended it
+    (then the command knows no lane's end, and every mark stays)."""
+    if run.halted and not run.rejected:
+        return marks
+    done = {e for e, lane in zip(run.endpoints, run.lanes, strict=True) if lane.phase == "done"}
+    return tuple((e, n) for e, n in marks if e not in done)
+
+
 def _back(world: World, back: Rollback, revs: dict[str, int]) -> tuple[tuple[waves.Stage, ...], tuple[tuple[str, int], ...]]:
     """A lane's rollback as the model carries it out: its stages, and its restored keys' revisions."""
     stages = tuple(st if world.max_extra is not None else waves.Stage(st.apply, st.delete) for st in back.lane.stages)
@@ -704,6 +733,7 @@ def _rollback(world: World, run: Run) -> Run | None:
         False,
         ledger.Ledger(world.max_extra),
         run.ceiling,
+        (),
         tuple(sorted(kv for _, (_, revs) in backs for kv in revs)),
         rollback=True,
         # A same-key surge canary that served before the deploy goes back without a model load:
@@ -826,7 +856,7 @@ def invariants(world: World, s: State) -> list[str]:
         # (g) a REJECT of a held canary restarts nothing: its rollback starts no pod of it
         if loads := sorted({p.key for p in s.pods if p.key in s.run.noload and p.phase in (PENDING, STARTING)}):
             out.append(f"the rollback starts a pod of {loads}, whose old pod was held through the bake (one more model load)")
-    if world.max_extra is not None and s.run is not None and (s.run.steady or LEDGER_ON_RERUNS):
+    if world.max_extra is not None and s.run is not None:
         # The ledger: the run's pods never hold more than the endpoints' own plus maxExtraGpus
         # (an autoscaled replica's pod and its own surge on top, as for each endpoint's budget) --
         # on a rerun too: the endpoints' own counted from the change's start, not from what runs.

@@ -94,10 +94,16 @@ class RolloutStopped(InferCraneError):
     applied_nothing = False
 
     def __init__(
-        self, stopped: Sequence[tuple[str, str, InferCraneError]], endpoints: int, *, accepted: Sequence[str] = ()
+        self,
+        stopped: Sequence[tuple[str, str, InferCraneError]],
+        endpoints: int,
+        *,
+        accepted: Sequence[str] = (),
+        finished: Sequence[str] = (),
     ) -> None:
         self.stopped = list(stopped)
         self.accepted = tuple(accepted)  # endpoints whose canary was accepted before they stopped (or finished)
+        self.finished = tuple(finished)  # endpoints whose lane ran to its end (a halted one did not)
         rolled = endpoints - len(self.stopped)
         back = all(isinstance(c, CanaryRejected) and c.rolled_back for _, _, c in self.stopped)
         lines = [

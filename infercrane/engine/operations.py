@@ -39,7 +39,15 @@ from infercrane.engine.changes import EventCollector, ReplicaAction, applied_eve
 from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, foreign_deletions
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
-from infercrane.engine.rejections import begin_judging, end_judging, judged, remember_rejections, roll_back
+from infercrane.engine.rejections import (
+    begin_borrowing,
+    begin_judging,
+    end_borrowing,
+    end_judging,
+    judged,
+    remember_rejections,
+    roll_back,
+)
 from infercrane.engine.workspace import Engine
 from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel, Prepared
@@ -226,6 +234,7 @@ def _deploy(
                     )
                 )
             judging = begin_judging(engine, rollout, at)  # a run that ends without a verdict leaves this mark
+            borrowing = begin_borrowing(engine, rollout, marked.started, at)  # a run cut short leaves what its lanes own
         except BaseException as exc:
             if gate is not None:
                 gate.call_off(exc if isinstance(exc, InferCraneError) else InferCraneError("the deploy was interrupted"))
@@ -275,6 +284,7 @@ def _deploy(
             if isinstance(exc, RolloutStopped):  # an endpoint that finished, or whose canary was accepted, is judged
                 stopped = {endpoint for endpoint, _, _ in exc.stopped}
                 judged_now += [e for e in judging if e not in stopped or e in exc.accepted]
+                end_borrowing(engine, [e for e in borrowing if e in exc.finished])  # its lane ran to its end
             end_judging(engine, judged_now)
             ended = roll_back(ctx, state, rollout, Prepared(rendered, seen.report), exc, run, sink, set(deleted.values()))
             if ended is exc:
@@ -283,6 +293,7 @@ def _deploy(
         for endpoint in rejected:  # retried, and deployed: no longer refused
             engine.remove_tag(REJECTED_TAG + endpoint)
         end_judging(engine, {*judging, *marked.unjudged})  # every lane done: every canary accepted
+        end_borrowing(engine, borrowing)  # every lane done: each endpoint holds its own
         unknown = {n: k for n, k in deleted.items() if k not in recorded}
         if unknown:
             sink(Note(f"note: deleted {', '.join(sorted(set(unknown.values())))} (not in the state) as the rollout planned"))

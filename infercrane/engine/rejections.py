@@ -20,7 +20,17 @@ from infercrane.core.errors import (
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
-from infercrane.core.plan.marks import JUDGING_TAG, REJECTED_TAG, Marks, judging_value, moves, rejected_value
+from infercrane.core.plan.ledger import Gpus
+from infercrane.core.plan.marks import (
+    GPUS_TAG,
+    JUDGING_TAG,
+    REJECTED_TAG,
+    Marks,
+    gpus_value,
+    judging_value,
+    moves,
+    rejected_value,
+)
 from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.core.plan.workload import release_of
@@ -36,7 +46,8 @@ def marks(engine: Engine, rollout: Rollout | None) -> Marks:
     """The stack's canary marks (:mod:`infercrane.core.plan.marks`) when ``rollout`` moves a release
     (one Pulumi CLI call), else none. A backend that cannot say its tags fails the command
     (:meth:`Engine.tags` fails closed): a rejection or an unjudged canary is never taken as absent."""
-    return Marks.of(engine.tags()) if moves(rollout) else Marks()
+    borrows = rollout is not None and rollout.max_extra_gpus is not None  # its GPUs at the change's start
+    return Marks.of(engine.tags()) if moves(rollout) or borrows else Marks()
 
 
 @dataclass(frozen=True)
@@ -48,19 +59,23 @@ class Judged:
     rollout: Rollout | None
     rejected: dict[str, tuple[str, str]]  # endpoint -> (release, the rejection in words)
     unjudged: dict[str, str]  # endpoint -> release
+    started: dict[str, Gpus] = dataclasses.field(default_factory=dict)  # endpoint -> its GPUs at the change's start, marked
 
 
 def judged(engine: Engine, seen: Observed, *, retry_rejected: bool = False) -> Judged:
     """``seen``'s rollout planned with the stack's marks (one Pulumi CLI call when it moves a
     release): a release whose judging never ended is unproven; with ``retry_rejected``, so is a
-    release a canary rejected (its replicas still on it prove nothing)."""
+    release a canary rejected (its replicas still on it prove nothing). An endpoint whose GPUs at
+    the change's start a run cut short left marked counts its own from them."""
     rollout = seen.rollout
     found = marks(engine, rollout)
     rejected, unjudged = found.rejected_in(rollout), found.unjudged_in(rollout)
     unproven = frozenset(unjudged.values()) | (frozenset(r for r, _ in rejected.values()) if retry_rejected else frozenset())
-    if unproven:
-        rollout = seen.ctx.rollout(seen.rendered, seen.report, seen.state, unproven)
-    return Judged(rollout, rejected, unjudged)
+    planned = {e.endpoint for e in rollout.endpoints} if rollout is not None else set()
+    started = {e: held for e, held in found.started.items() if e in planned}
+    if unproven or started:
+        rollout = seen.ctx.rollout(seen.rendered, seen.report, seen.state, unproven, started)
+    return Judged(rollout, rejected, unjudged, started)
 
 
 def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
@@ -98,6 +113,28 @@ def begin_judging(engine: Engine, rollout: Rollout | None, at: str) -> list[str]
     for e in baking:
         engine.set_tag(JUDGING_TAG + e.endpoint, judging_value(e.release, at))
     return [e.endpoint for e in baking]
+
+
+def begin_borrowing(engine: Engine, rollout: Rollout | None, marked: Mapping[str, Gpus], at: str) -> list[str]:
+    """Before a run whose lanes borrow GPUs under ``rollout.maxExtraGpus``: each such endpoint's
+    GPUs at the change's start marked, unless ``marked`` has them already (a run cut short wrote
+    them), so a rerun after this one is cut short counts the same own. Returns every endpoint
+    marked now. A mark the backend refuses fails the deploy before anything is applied."""
+    if rollout is None or rollout.max_extra_gpus is None:
+        return []
+    started = rollout.started()
+    new = {e: held for e, held in started.items() if e not in marked}
+    if new:
+        _ = engine.stack  # a stack the deploy creates exists before its tags
+    for endpoint, held in new.items():
+        engine.set_tag(GPUS_TAG + endpoint, gpus_value(held, at))
+    return sorted({*started, *(e for e in marked if e in {x.endpoint for x in rollout.endpoints})})
+
+
+def end_borrowing(engine: Engine, endpoints: Iterable[str]) -> None:
+    """These endpoints' lanes finished: what they hold is their own again, their marks removed."""
+    for endpoint in endpoints:
+        engine.remove_tag(GPUS_TAG + endpoint)
 
 
 def end_judging(engine: Engine, endpoints: Iterable[str]) -> None:

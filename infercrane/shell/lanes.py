@@ -46,6 +46,11 @@ class LanesOutcome:
     verdicts: dict[str, canary.CanaryVerdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
 
     @property
+    def finished(self) -> list[str]:
+        """The endpoints whose lane ran to its end."""
+        return [endpoint for endpoint, where in self.ended.items() if where == "finished"]
+
+    @property
     def accepted(self) -> list[str]:
         """The endpoints whose canary was accepted."""
         return [endpoint for endpoint, v in self.verdicts.items() if v.outcome == "ACCEPT"]
@@ -62,8 +67,10 @@ class Lender:
     behind later ones); a lane whose need can never be met -- every other lane holding GPUs of the
     ledger has stopped, keeping what its replicas may still hold -- stops, saying so."""
 
-    def __init__(self, cap: int | None, lanes: Collection[str], halted: asyncio.Event) -> None:
-        self.ledger = Ledger(cap)
+    def __init__(
+        self, cap: int | None, lanes: Collection[str], halted: asyncio.Event, lent: tuple[tuple[str, Gpus], ...] = ()
+    ) -> None:
+        self.ledger = Ledger(cap, lent)  # what a run cut short left lent: never lent again
         self.running = set(lanes)
         self.queue: deque[str] = deque()
         self.changed = asyncio.Condition()
@@ -72,6 +79,8 @@ class Lender:
     async def take(self, endpoint: str, need: Gpus, where: str, note: Callable[[str], None]) -> bool:
         """Whether ``endpoint`` now holds ``need``: False when the engine failed meanwhile."""
         async with self.changed:
+            if self.ledger.holds(endpoint, need):  # it takes nothing new: never queued behind a lane that waits for it
+                return not self.halted.is_set()
             self.queue.append(endpoint)
             try:
                 said = False
@@ -92,7 +101,7 @@ class Lender:
                                 f"{self.ledger.cap} is held by {', '.join(holders) or 'no endpoint'}, which "
                                 + ("stopped with it" if stopped else "cannot give it back before this lane goes on")
                                 + " (their replicas may still hold those GPUs)",
-                                fix="fix what stopped them, then rerun the same command: the ledger starts again from what runs",
+                                fix="fix what stopped them, then rerun the same command: it lends again only what their surges no longer hold",
                             )
                     if not said:
                         lent = ", ".join(f"{e} {in_words(h)}" for e, h in self.ledger.lent)
@@ -145,19 +154,21 @@ async def roll(
     *,
     max_extra_gpus: int | None = None,
     restarts: frozenset[str] | None = None,
+    lent: tuple[tuple[str, Gpus], ...] = (),
 ) -> LanesOutcome:
     """Run every lane to its end or its first failure, side by side. A failure of the engine
     itself (an apply it failed, a registration that raised) halts every lane: none deletes or
     registers anything more, and the engine's error is raised once all have stopped, with where
     each endpoint ended. With ``max_extra_gpus``, each stage borrows what it holds beyond its
-    endpoint's own GPUs from one :class:`Lender`. A stage's keys of ``restarts`` (None: all) wait
+    endpoint's own GPUs from one :class:`Lender`, which starts with ``lent`` (what a run cut short
+    left the endpoints holding beyond their own: :attr:`~infercrane.core.plan.waves.Rollout.lent`). A stage's keys of ``restarts`` (None: all) wait
     until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`);
     a wave's keys and those that restart then go ahead of the keys carried over as they are, at the
     program's pace (:class:`~infercrane.shell.components.Ahead`): their pods are the run's long pole."""
     outcome = LanesOutcome(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
-    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted)
+    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted, lent)
     ahead = Ahead()  # one pace for every lane: a wave of all endpoints at once is one burst
 
     async def lane(lane: Lane) -> None:
@@ -301,7 +312,7 @@ async def roll(
         note(f"rollout: halted by the engine's failure: {outcome.summary()}")
         if any(isinstance(cause, CanaryRejected) for _, _, cause in outcome.stopped):
             failed = [(endpoint, where, InferCraneError(f"the engine failed: {exc}")) for endpoint, where, exc in outcome.crashed]
-            raise RolloutStopped([*outcome.stopped, *failed], len(lanes), accepted=outcome.accepted)
+            raise RolloutStopped([*outcome.stopped, *failed], len(lanes), accepted=outcome.accepted, finished=outcome.finished)
         raise outcome.crashed[0][2]
     pairs = sorted(
         zip(outcome.components, outcome.results, strict=True), key=lambda p: order.get(p[0].summary["key"], len(order))

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pulumi
 
 from infercrane.core.errors import CanaryRetryRefused, InferCraneError, RolloutRefused
+from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.marks import Marks, moves
 from infercrane.core.plan.waves import Rollout
 
@@ -61,13 +62,16 @@ def own_tags(stack: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in found.items()}
 
 
-def judged(stack: str, plan: Rollout, replan: Callable[[frozenset[str]], Rollout | None]) -> Rollout:
+def judged(stack: str, plan: Rollout, replan: Callable[[frozenset[str], Mapping[str, Gpus]], Rollout | None]) -> Rollout:
     """Plain ``pulumi up`` and the stack's canary marks (:mod:`infercrane.core.plan.marks`), read
     only when the plan moves a release: a release a canary rejected is refused (``pulumi preview``
     warns), and one whose judging a deploy began and never ended is planned as unproven -- its
     replicas on it prove nothing, so it needs a canary again, which plain ``pulumi up`` refuses as
-    it refuses any canary (``infercrane deploy`` bakes it)."""
-    if not moves(plan):
+    it refuses any canary (``infercrane deploy`` bakes it). Under ``rollout.maxExtraGpus`` the marks
+    are read too for each endpoint's GPUs at the change's start (a run cut short left them): its own
+    is counted from them, never from what a cut surge left running (plain ``pulumi up`` reads these
+    marks; only ``infercrane deploy`` writes them)."""
+    if not moves(plan) and plan.max_extra_gpus is None:
         return plan
     found = Marks.of(own_tags(stack))
     rejected = found.rejected_in(plan)
@@ -77,7 +81,8 @@ def judged(stack: str, plan: Rollout, replan: Callable[[frozenset[str]], Rollout
             raise refusal
         pulumi.log.warn(f"`pulumi up` will refuse: {refusal}")
     unjudged = found.unjudged_in(plan)
-    return (replan(frozenset(unjudged.values())) or plan) if unjudged else plan
+    started = {e.endpoint: found.started[e.endpoint] for e in plan.endpoints if e.endpoint in found.started}
+    return (replan(frozenset(unjudged.values()), started) or plan) if unjudged or started else plan
 
 
 def refuse_beyond_policy(stack: str, plan: Rollout) -> None:

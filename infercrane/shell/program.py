@@ -129,7 +129,7 @@ def check(
         plan = ctx.rollout(rendered, report, state)
         assert plan is not None  # planned from a report
         if channel.legacy is None:  # plain `pulumi`: the canary marks read here (a caller applied them already)
-            plan = judged(stack, plan, lambda unproven: ctx.rollout(rendered, report, state, unproven))
+            plan = judged(stack, plan, lambda unproven, started: ctx.rollout(rendered, report, state, unproven, started))
         refuse_beyond_policy(stack, plan)
     legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
     return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)
@@ -240,6 +240,7 @@ async def _in_lanes(
             order,
             max_extra_gpus=plan.max_extra_gpus,
             restarts=plan.restarts,
+            lent=plan.lent,
         )
     except RolloutStopped as exc:  # a canary's verdict and the engine's failure together
         _fail(channel, exc)
@@ -257,7 +258,7 @@ async def _in_lanes(
         elif len(lost) == len(outcome.stopped):
             failure = lost[0]  # one cause for all: said once, with how to resume
         else:
-            failure = RolloutStopped(outcome.stopped, len(plan.lanes), accepted=outcome.accepted)
+            failure = RolloutStopped(outcome.stopped, len(plan.lanes), accepted=outcome.accepted, finished=outcome.finished)
         _fail(channel, failure)
     if channel.rollback is not None:  # done: ended failed on purpose, so Pulumi deletes nothing
         _fail(channel, RolledBack())

@@ -357,6 +357,44 @@ def test_two_endpoints_surging_on_one_product_take_turns_for_the_extra_gpus_the_
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_rerun_after_a_surge_killed_mid_wave_never_lends_the_extra_gpu_twice(slow: Project, slow_admin: Client) -> None:
+    """Issue #64, d: endpoint a's surge cutover (a0,a1 -> n0,n1) and b's surge update share one
+    extra GPU (maxExtraGpus 1). The deploy is SIGKILLed once n0 is applied: a now holds 3 GPUs, its
+    own 2. The stack's gpus mark says so; the rerun counts a's third GPU as lent already, so b's
+    surge waits for a's deletions -- never own 4 + 1 held + 1 lent again."""
+    from tests.integration.conftest import kill_as_ci, plain_pulumi, start_cli, wait_for
+
+    stack = "rolledgerkill"
+    gpu = "NVIDIA-A100-SXM4-80GB"
+    policy = {"maxUnavailable": 0, "maxSurge": 1, "maxExtraGpus": 1}
+    old = [rep(f"{stack}-a{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
+    new = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
+    b = [rep(f"{stack}-b{i}", name=f"{stack}-b", gpu=gpu) for i in range(2)]
+    slow.stack(stack, old + b, rollout=policy)
+    deploy(slow, stack)
+    slow.stack(stack, new + b, rollout=policy, imageDigest=NEW_DIGEST)
+    proc = start_cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1")
+    try:
+        first = naming.object_name(f"{stack}-n0")
+        wait_for(lambda: get_or_none(slow_admin, Deployment, first), "n0 to be applied", timeout=240)
+    finally:
+        kill_as_ci(proc)
+    tags = plain_pulumi(slow, stack)("stack", "tag", "ls", "--json")
+    assert tags.returncode == 0, tags.stderr
+    marks = {k: v for k, v in json.loads(tags.stdout).items() if k.startswith("infercrane:gpus:")}
+    assert marks.get(f"infercrane:gpus:{stack}-a", "").startswith(f"{gpu}=2 since "), marks
+    keys = [r["key"] for r in old + new + b]
+    with Watcher(slow_admin, keys) as w:
+        r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert w.samples and w.peak_gpus <= 5, w.samples  # the endpoints' own 4 and the one extra, never more
+    tags = plain_pulumi(slow, stack)("stack", "tag", "ls", "--json")
+    assert not [k for k in json.loads(tags.stdout or "{}") if k.startswith("infercrane:gpus:")], tags.stdout
+    for k in [f"{stack}-a0", f"{stack}-a1"]:
+        assert get_or_none(slow_admin, Deployment, naming.object_name(k)) is None
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_a_rerun_finishes(
     slow: Project, slow_admin: Client
 ) -> None:

@@ -31,7 +31,9 @@ class Ledger:
     """What each lane has borrowed, per product, against ``cap`` GPUs per product (None: no cap)."""
 
     cap: int | None
-    lent: tuple[tuple[str, Gpus], ...] = ()  # endpoint -> what it holds borrowed
+    #: endpoint -> what it holds borrowed; at a run's start, what a run cut short left it holding
+    #: beyond its own (:attr:`~infercrane.core.plan.waves.Rollout.lent`): it may be over the cap then.
+    lent: tuple[tuple[str, Gpus], ...] = ()
 
     def of(self, endpoint: str) -> dict[str, int]:
         return dict(dict(self.lent).get(endpoint, ()))
@@ -43,12 +45,19 @@ class Ledger:
     def take(self, endpoint: str, need: Gpus) -> Ledger | None:
         """The ledger once ``endpoint`` holds ``need`` (what it holds already counts toward it);
         None when the cap cannot lend the rest now. All or nothing, so no lane holds part of a
-        stage's need while it waits for the rest."""
+        stage's need while it waits for the rest. A need within what it holds takes nothing new:
+        never refused, whatever the others hold."""
         mine = self.of(endpoint)
         grown = {**mine, **{p: max(n, mine.get(p, 0)) for p, n in need}}
-        if self.cap is not None and any(self.out(p) - mine.get(p, 0) + n > self.cap for p, n in grown.items()):
+        more = {p: n for p, n in grown.items() if n > mine.get(p, 0)}  # beyond what it holds: only that is lent
+        if self.cap is not None and any(self.out(p) - mine.get(p, 0) + n > self.cap for p, n in more.items()):
             return None
         return self._with(endpoint, grown)
+
+    def holds(self, endpoint: str, need: Gpus) -> bool:
+        """Whether ``endpoint`` holds ``need`` already: taking it takes nothing new."""
+        mine = self.of(endpoint)
+        return all(n <= mine.get(p, 0) for p, n in need)
 
     def keep(self, endpoint: str, kept: Gpus) -> Ledger:
         """The ledger once ``endpoint``'s deletions are gone and it holds only ``kept`` borrowed."""

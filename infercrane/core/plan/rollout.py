@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from infercrane.core.model.endpoints import RolloutPolicy
@@ -204,7 +204,12 @@ def _over_budget(
 
 
 def _endpoint(
-    name: str, running: list[LiveReplica], targets: list[Target], policy: RolloutPolicy, unproven: frozenset[str] = frozenset()
+    name: str,
+    running: list[LiveReplica],
+    targets: list[Target],
+    policy: RolloutPolicy,
+    unproven: frozenset[str] = frozenset(),
+    started: Gpus | None = None,
 ) -> tuple[EndpointRollout, _Schedule]:
     by_key = {m.key: m for m in running}
     target_keys = {t.key for t in targets}
@@ -304,8 +309,15 @@ def _endpoint(
         sched.retire_first, sched.delete_last = surplus, []
         walked = _walk(sched, chunks, mode, running, new_gpus)
     lowest, peak = walked.lowest, walked.peak
-    # What each stage borrows beyond the endpoint's own GPUs (before or after, whichever is more).
-    own = before | after
+    # What each stage borrows beyond the endpoint's own GPUs: what it held when the change began
+    # (``started``: the stack's record, after a run cut short; else what it holds now) or the
+    # config's, whichever is more. A surge cut short holds more than its own: that is borrowed
+    # already (``lent``), never counted as its own -- or another lane would borrow it again.
+    at_start = Counter(dict(started)) if started is not None else before
+    own = at_start | after
+    # A replica available but not settled may hold a pod more than its own (a surge under way, a
+    # pod still terminating): lent already too, until its lane's first stage has waited it settled.
+    unsettled = _by_product((m.product, m.gpus) for m in running if m.state == ReplicaState.AVAILABLE)
     sched.borrowed = [
         (gpus({p: n - own[p] for p, n in during.items()}), gpus({p: n - own[p] for p, n in held.items()}))
         for during, held in walked.stages
@@ -325,7 +337,7 @@ def _endpoint(
             gpus_after=sum(n for _, n in new_gpus.values()),
             peak_gpus=sum(peak.values()),
             peak_by_product=tuple(sorted(peak.items())) if len(peak) > 1 else (),
-            extra_gpus=sum(max(0, n - max(before[p], after[p])) for p, n in peak.items()),
+            extra_gpus=sum(max(0, n - own[p]) for p, n in peak.items()),
             updates=len(updates),
             replacements=len(pairs),
             moves=len(moved),
@@ -347,6 +359,8 @@ def _endpoint(
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
             running=tuple(m.key for m in running),
             down=tuple(m.key for m in running if not m.available),
+            started=gpus(at_start),
+            lent=gpus({p: n + unsettled[p] - own[p] for p, n in before.items()}),
         ),
         sched,
     )
@@ -409,8 +423,12 @@ def plan(
     *,
     max_extra_gpus: int | None = None,
     unproven: frozenset[str] = frozenset(),
+    started: Mapping[str, Gpus] | None = None,
 ) -> Rollout:
     """The rollout from ``running`` (what runs) to ``targets`` (the config, in its order).
+    ``started``: endpoint -> the GPUs it held when the change began, as the stack recorded them
+    before a run that was cut short (:mod:`infercrane.core.plan.marks`); an endpoint without one
+    held what it holds now.
 
     A kept key counts for the endpoint the config puts it in; a leaving key for the endpoint it
     served. Each endpoint is a lane of its own: its next stage begins when its own previous one is
@@ -426,7 +444,7 @@ def plan(
         if not ts and not ms:
             continue
         policy = policy_for(name) if ts else RolloutPolicy.model_validate({})
-        r, s = _endpoint(name, ms, ts, policy, unproven)
+        r, s = _endpoint(name, ms, ts, policy, unproven, (started or {}).get(name))
         rollouts.append(r)
         schedules.append(s)
 

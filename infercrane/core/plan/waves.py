@@ -10,6 +10,7 @@ from typing import Final, Literal
 
 from infercrane.core.model.endpoints import CanaryPolicy
 from infercrane.core.plan import ledger
+from infercrane.core.plan.ledger import Gpus
 
 Mode = Literal["in place", "surge"]
 
@@ -76,6 +77,11 @@ class EndpointRollout:
     #: that serves again before its stage applies or deletes it stops the lane (shell.lanes): taken
     #: down then, it would take the endpoint below its floor; a rerun plans with it serving.
     down: tuple[str, ...] = ()
+    #: Per GPU product, what it held when the change began: what it holds now, or, after a run cut
+    #: short, the stack's record of the change's start (core.plan.marks). Its own is this or the
+    #: config's, whichever is more; a run cut short may have left it holding more (``lent``).
+    started: Gpus = ()
+    lent: Gpus = ()  # per GPU product, what it holds now beyond its own: borrowed already when the run begins
 
     @property
     def held(self) -> tuple[str, ...]:
@@ -204,13 +210,25 @@ class Rollout:
 
     def never_lent(self) -> list[str]:
         """Each stage that borrows more of a GPU product at once than ``max_extra_gpus`` can ever
-        lend: its lane could never start it."""
+        lend -- beyond what its endpoint holds borrowed already (``lent``): its lane could never start it."""
         stages = {
-            f"endpoint {e.endpoint} {e.where(s)}": s.borrow
+            f"endpoint {e.endpoint} {e.where(s)}": tuple((p, n) for p, n in s.borrow if n > dict(e.lent).get(p, 0))
             for e, lane in zip(self.endpoints, self.lanes, strict=True)
             for s in lane.stages
         }
         return ledger.too_large(self.max_extra_gpus, stages)
+
+    @property
+    def lent(self) -> tuple[tuple[str, Gpus], ...]:
+        """endpoint -> what it holds beyond its own when the run begins (a run cut short left it):
+        the ledger's start, so no lane borrows it again."""
+        return tuple((e.endpoint, e.lent) for e in self.endpoints if e.lent)
+
+    def started(self) -> dict[str, Gpus]:
+        """endpoint -> what it held when the change began, for each endpoint whose lane borrows:
+        what the stack records before the run (core.plan.marks), so a rerun counts the same own."""
+        borrowing = {lane.endpoint for lane in self.lanes if any(s.borrow for s in lane.stages)}
+        return {e.endpoint: e.started for e in self.endpoints if e.endpoint in borrowing or e.lent}
 
     def borrowed_at_once(self) -> dict[str, int]:
         """Per GPU product, what every lane's most borrowing stage takes together: what one engine

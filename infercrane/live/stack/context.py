@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from infercrane.core import naming
 from infercrane.core.errors import CacheRefused, PreflightRefused
 from infercrane.core.model import config as cfg
+from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import guarded
@@ -106,13 +107,15 @@ class StackContext:
         report: Report | None,
         state: Mapping[str, Any],
         unproven: frozenset[str] = frozenset(),
+        started: Mapping[str, Gpus] | None = None,
     ) -> Rollout | None:
         """The waves from what runs (``report``) to ``rendered`` -- None when the preflight
         refused: nothing rolls -- counting the replicas the state records in another namespace
-        (a ``namespace`` switch)."""
+        (a ``namespace`` switch); ``started``: the GPUs the stack recorded per endpoint at the
+        change's start (:mod:`infercrane.core.plan.marks`)."""
         if report is None:
             return None
         from infercrane.live.stack import running
 
         elsewhere = running.recorded_elsewhere(self.config, urns.recorded_namespaces(state), self.live)
-        return running.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere, unproven)
+        return running.plan_rollout(self.config, rendered, report, self.stack_id, elsewhere, unproven, started)

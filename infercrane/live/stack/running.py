@@ -17,6 +17,7 @@ from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.model.config import KEY_ENDPOINTS, KEY_TARGET, InferCraneConfig
 from infercrane.core.model.kinds import DRA_ALLOCATION, RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import rollout
+from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of, release_of
 from infercrane.core.render import RenderedReplica
@@ -104,9 +105,11 @@ def plan_rollout(
     stack_id: str,
     elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
     unproven: frozenset[str] = frozenset(),
+    started: Mapping[str, Gpus] | None = None,
 ) -> Rollout:
     """The rollout from what runs (the preflight's view, and ``elsewhere``) to ``rendered``;
-    ``unproven``: releases a canary rejected that are retried (their replicas prove nothing)."""
+    ``unproven``: releases a canary rejected that are retried (their replicas prove nothing);
+    ``started``: each endpoint's GPUs at the change's start, as the stack recorded them."""
     moving = moved(config, report.live, stack_id, elsewhere)
     targets = [
         rollout.Target(
@@ -126,6 +129,7 @@ def plan_rollout(
         config.rollout_for,
         max_extra_gpus=config.kubernetes.rollout.max_extra_gpus,
         unproven=unproven,
+        started=started,
     )
     never = planned.never_lent()
     if never:

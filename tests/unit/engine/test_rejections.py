@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercrane.cli import output
-from infercrane.core.plan.marks import JUDGING_TAG, REJECTED_TAG
-from infercrane.core.plan.waves import EndpointRollout, Rollout
+from infercrane.core.plan.marks import GPUS_TAG, JUDGING_TAG, REJECTED_TAG
+from infercrane.core.plan.waves import EndpointRollout, Lane, Rollout, Stage
 from infercrane.engine.rejections import Judged, judged, last_verdicts, marks
 
 
@@ -86,9 +86,11 @@ class ContextDouble:
     """Stands in for live.stack.context.StackContext: its rollout planned again with ``unproven`` (recorded)."""
 
     asked: list[frozenset[str]] = field(default_factory=list)
+    started: list[Any] = field(default_factory=list)
 
-    def rollout(self, rendered: Any, report: Any, state: Any, unproven: frozenset[str]) -> Rollout:
+    def rollout(self, rendered: Any, report: Any, state: Any, unproven: frozenset[str], started: Any = None) -> Rollout:
         self.asked.append(unproven)
+        self.started.append(started)
         return moving("qwen", "replanned")
 
 
@@ -125,3 +127,48 @@ def test_inspect_says_a_canary_being_judged_has_no_verdict_yet() -> None:
         "qwen": "none yet for release rel-b: a deploy began judging it and has no verdict (still baking, or it ended "
         "without one); the next deploy judges it again before it goes further"
     }
+
+
+@dataclass
+class TaggingEngine(EngineDouble):
+    """An engine double whose tags can be written and removed (``pulumi stack tag set``/``rm``)."""
+
+    stack: str = "dev"
+
+    def set_tag(self, name: str, value: str) -> None:
+        self.tag_values[name] = value
+
+    def remove_tag(self, name: str) -> None:
+        self.tag_values.pop(name, None)
+
+
+def _borrowing(endpoint: str, started: Any, lent: Any = ()) -> Rollout:
+    e = EndpointRollout(endpoint, 0, 1, "surge", (), 2, 2, 2, 2, 2, 3, started=started, lent=lent)
+    lane = Lane(endpoint, (Stage(frozenset({"a0"}), borrow=(("L4", 1),)),))
+    return Rollout((e,), (lane,), max_extra_gpus=1)
+
+
+def test_a_run_that_borrows_marks_its_endpoints_gpus_once_and_a_finished_lane_removes_the_mark() -> None:
+    from infercrane.engine.rejections import begin_borrowing, end_borrowing
+
+    engine = TaggingEngine()
+    at = "2026-12-06T10:00:00Z"
+    assert begin_borrowing(engine, _borrowing("qwen", (("L4", 2),)), {}, at) == ["qwen"]  # type: ignore[arg-type]
+    assert engine.tag_values == {GPUS_TAG + "qwen": f"L4=2 since {at}"}
+    # a rerun after a run cut short: the mark stays as the first run wrote it, never rewritten from what runs
+    rerun = _borrowing("qwen", (("L4", 2),), lent=(("L4", 1),))
+    assert begin_borrowing(engine, rerun, {"qwen": (("L4", 2),)}, "later") == ["qwen"]  # type: ignore[arg-type]
+    assert engine.tag_values == {GPUS_TAG + "qwen": f"L4=2 since {at}"}
+    assert begin_borrowing(engine, Rollout((), (), max_extra_gpus=None), {}, at) == []  # type: ignore[arg-type]
+    end_borrowing(engine, ["qwen"])  # type: ignore[arg-type]
+    assert engine.tag_values == {}
+
+
+def test_a_gpus_mark_plans_the_rollout_again_from_the_changes_start() -> None:
+    engine = EngineDouble(tag_values={GPUS_TAG + "qwen": "L4=2 since 2026-12-06T10:00:00Z", GPUS_TAG + "gone": "L4=1 since x"})
+    seen = ObservedDouble(_borrowing("qwen", (("L4", 3),)))
+    got = judged(engine, seen)  # type: ignore[arg-type]
+    assert seen.ctx.started == [{"qwen": (("L4", 2),)}] and got.started == {"qwen": (("L4", 2),)}
+    unmarked = ObservedDouble(_borrowing("qwen", (("L4", 3),)))
+    judged(EngineDouble(), unmarked)  # type: ignore[arg-type]
+    assert unmarked.ctx.started == []  # no mark: planned once, from what runs

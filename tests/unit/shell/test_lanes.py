@@ -158,6 +158,7 @@ def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | 
             order,
             max_extra_gpus=rollout.max_extra_gpus,
             restarts=rollout.restarts,
+            lent=rollout.lent,
         )
     )
 
@@ -377,6 +378,21 @@ def test_an_in_place_endpoint_borrows_nothing_and_never_waits_for_a_surge() -> N
     assert journal.registered["p1"] < journal.registered["s1"]  # p rolled on while s held the one extra GPU
 
 
+def test_what_a_surge_cut_short_left_running_is_lent_already_and_no_other_lane_borrows_it() -> None:
+    # a's surge cutover a0,a1 -> n0,n1 was cut short with n0 started: a holds 3 GPUs, its own 2
+    # (the stack's record). b's surge waits until a's deletions have given that GPU back.
+    members = [LiveReplica(k, "a", ReplicaState.SETTLED, 1, "L4") for k in ("a0", "a1", "n0")]
+    members += [LiveReplica(f"b{i}", "b", ReplicaState.SETTLED, 1, "L4") for i in range(2)]
+    targets = [Target(f"b{i}", "b", 1, restarts=True, product="L4") for i in range(2)]  # b's lane asks first
+    targets += [Target(k, "a", 1, product="L4") for k in ("n0", "n1")]
+    rollout = plan(members, targets, lambda name: SURGE, max_extra_gpus=1, started={"a": (("L4", 2),)})
+    assert rollout.lent == (("a", (("L4", 1),)),)
+    journal = Journal()
+    rolled = roll(rollout, WaitsDouble(default=0.05), journal)
+    assert rolled.stopped == [] and sorted(rolled.finished) == ["a", "b"]
+    assert journal.registered["b0"] >= min(journal.deleted.values())  # not before a gave its leftover back
+
+
 def test_a_lane_that_could_never_borrow_stops_naming_who_holds_the_ledger() -> None:
     # a's lane starts first and borrows the one GPU; its wave fails, so it stops holding it (its new
     # replica may still hold that GPU): b, waiting for it, stops instead of waiting forever.
@@ -388,7 +404,7 @@ def test_a_lane_that_could_never_borrow_stops_naming_who_holds_the_ledger() -> N
     assert str(stopped["b"]) == (
         "wave 1/2 borrows 1 GPU(s) of L4 beyond the endpoint's own, and rollout.maxExtraGpus 1 is held by a, which "
         "stopped with it (their replicas may still hold those GPUs)\n"
-        "    fix: fix what stopped them, then rerun the same command: the ledger starts again from what runs"
+        "    fix: fix what stopped them, then rerun the same command: it lends again only what their surges no longer hold"
     )
 
 

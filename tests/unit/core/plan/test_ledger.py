@@ -98,3 +98,48 @@ def test_plan_says_what_the_surges_want_at_once_against_the_ledger_in_words_and_
     uncapped = plan(members, targets, lambda name: SURGE)
     assert not any("extra GPUs:" in line for line in rollout_lines(uncapped))
     assert rollout_doc(uncapped)["maxExtraGpus"] is None
+
+
+def test_a_need_within_what_a_lane_holds_is_never_refused_even_over_the_cap() -> None:
+    # A run cut short left a 2 GPUs beyond its own: the ledger starts with them lent, over a cap of 1.
+    ledger = Ledger(1, (("a", (("L4", 2),)),))
+    assert ledger.take("b", (("L4", 1),)) is None  # nothing is left to lend
+    assert ledger.take("a", (("L4", 2),)) == ledger  # a takes nothing new: it goes on
+    assert ledger.take("a", (("L4", 3),)) is None
+    assert ledger.keep("a", ()).take("b", (("L4", 1),)) is not None  # a's deletions gone: b may borrow
+
+
+def _cut_surge() -> tuple[list[LiveReplica], list[Target]]:
+    """A surge cutover a0,a1 -> n0,n1 cut short (killed, or its lane stopped) after n0 started:
+    a0, a1 and n0 run, one GPU each; the endpoint's own is 2."""
+    members = [LiveReplica(k, "a", ReplicaState.SETTLED, 1, "L4") for k in ("a0", "a1", "n0")]
+    return members, [Target(k, "a", 1, product="L4") for k in ("n0", "n1")]
+
+
+def test_a_rerun_after_a_surge_cut_short_counts_the_leftover_as_lent_not_as_its_own() -> None:
+    members, targets = _cut_surge()
+    blind = plan(members, targets, lambda name: SURGE, max_extra_gpus=1)
+    assert blind.lent == () and all(s.borrow == () for s in blind.lanes[0].stages)  # own 3: another lane may borrow 1 more
+    rerun = plan(members, targets, lambda name: SURGE, max_extra_gpus=1, started={"a": (("L4", 2),)})
+    (e,) = rerun.endpoints
+    assert (e.started, e.lent, rerun.lent) == ((("L4", 2),), (("L4", 1),), (("a", (("L4", 1),)),))
+    assert [s.borrow for s in rerun.lanes[0].stages] == [(("L4", 1),)] * len(rerun.lanes[0].stages)
+    assert rerun.lanes[0].stages[-1].keep == ()  # its last deletions gone, it holds its own again
+    assert rerun.never_lent() == []
+    assert rerun.started() == {"a": (("L4", 2),)}  # the record it keeps until the lane finishes
+
+
+def test_a_replica_whose_own_surge_is_under_way_holds_a_pod_more_lent_until_it_settles() -> None:
+    members = [
+        LiveReplica("b0", "b", ReplicaState.AVAILABLE, 1, "L4"),  # its Deployment's surge pod is starting
+        LiveReplica("b1", "b", ReplicaState.SETTLED, 1, "L4"),
+    ]
+    rollout = plan(
+        members,
+        [Target("b0", "b", 1, product="L4"), Target("b1", "b", 1, restarts=True, product="L4")],
+        lambda name: SURGE,
+        max_extra_gpus=1,
+    )
+    assert rollout.lent == (("b", (("L4", 1),)),)
+    first = rollout.lanes[0].stages[0]
+    assert "b0" in first.apply and first.keep == ()  # b0 waited settled: given back

@@ -5,7 +5,7 @@ replicas that run it; a replica the first step moves onto the release is part of
 from __future__ import annotations
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
-from infercrane.core.plan.marks import JUDGING_TAG, REJECTED_TAG, Marks, judging_value, rejected_value
+from infercrane.core.plan.marks import GPUS_TAG, JUDGING_TAG, REJECTED_TAG, Marks, gpus_value, judging_value, rejected_value
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 
@@ -75,3 +75,14 @@ def test_with_a_surge_a_down_replicas_restart_onto_the_release_is_the_canary() -
     (e,), (lane,) = r.endpoints, r.lanes
     assert e.canary == ("a0",) and e.canary_wave == 0 and not e.canary_first
     assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False), (["a2"], False)]
+
+
+def test_the_gpus_mark_reads_back_what_it_wrote_and_an_unreadable_one_is_no_mark() -> None:
+    at = "2026-12-06T10:00:00Z"
+    tags = {
+        GPUS_TAG + "qwen": gpus_value((("NVIDIA-H100-80GB-HBM3", 1), ("NVIDIA-L40S", 2)), at),
+        GPUS_TAG + "tiny": gpus_value((), at),
+        GPUS_TAG + "odd": "lots since then",
+    }
+    assert gpus_value((("NVIDIA-L40S", 2),), at) == f"NVIDIA-L40S=2 since {at}"
+    assert Marks.of(tags).started == {"qwen": (("NVIDIA-H100-80GB-HBM3", 1), ("NVIDIA-L40S", 2)), "tiny": ()}

@@ -234,11 +234,12 @@ def test_a_replica_moved_before_the_waves_and_left_out_of_the_canary_is_found(mo
 
 @pytest.mark.exhaustive
 def test_the_ledger_restarting_from_what_runs_after_a_killed_surge_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Open (issue #64, d): a rerun after a surge cut short counts the leftover pod as the
-    endpoint's own, and another endpoint borrows all of maxExtraGpus again -- own 4 + 1 held as 6.
-    The ceiling is checked on reruns only with LEDGER_ON_RERUNS; this test pins that the check sees
-    it, so a fix flips the switch on for every world."""
-    monkeypatch.setattr(model, "LEDGER_ON_RERUNS", True)
+    """Issue #64, d: a rerun after a surge cut short (killed, or its lane stopped) counts each
+    endpoint's own from the stack's record of the change's start (the gpus mark), and what the cut
+    surge left running beyond it as lent already -- so no other lane borrows maxExtraGpus again.
+    Reverted (own counted from what runs), the check finds own 4 + 1 held as 6."""
+    assert not _violations(capped(6))
+    monkeypatch.setattr(model, "GPU_RECORD", False)
     found = _violations(capped(6))
     assert any("6 GPUs held, above its ceiling 5" in v and "-> rerun -> schedule bo0" in v for v in found), found
 
