@@ -26,16 +26,27 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.render.manifests import render_checked
 
 OURS = naming.FIELD_MANAGER
+KINDS = ("Deployment", "Service", "InferenceService")
 Patch = dict[str, Any]
 
 
 def rendered() -> dict[str, dict[str, Any]]:
-    """Our Deployment and Service of one replica, as InferCrane renders them."""
-    target = {"context": "c", "namespace": "n", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64}
-    replica = {"key": "r0", "name": "qwen", "model": "Qwen/Qwen3-0.6B", "gpu": "NVIDIA-L40S", "args": ["--max-model-len", "4096"]}
-    config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": [replica]})
-    (r,) = render_checked(config, "dev")
-    return {m["kind"]: dict(m) for m in r.manifests}
+    """Our Deployment and Service of one replica, and its InferenceService (workloadApi: kserve),
+    as InferCrane renders them."""
+    out: dict[str, dict[str, Any]] = {}
+    for api in ("deployment", "kserve"):
+        target = {"context": "c", "namespace": "n", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "workloadApi": api}
+        replica = {
+            "key": "r0",
+            "name": "qwen",
+            "model": "Qwen/Qwen3-0.6B",
+            "gpu": "NVIDIA-L40S",
+            "args": ["--max-model-len", "4096"],
+        }
+        config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": [replica]})
+        (r,) = render_checked(config, "dev")
+        out |= {m["kind"]: dict(m) for m in r.manifests if m["kind"] in KINDS}
+    return out
 
 
 def merged(base: Any, patch: Any) -> Any:
@@ -176,8 +187,76 @@ def _ours_service(rng: random.Random) -> Patch:
     return {"spec": {"ports": [{"name": "http", "port": 8000, "targetPort": rng.choice([8000, "8000"]), "protocol": "TCP"}]}}
 
 
-THEIRS: dict[str, Callable[[random.Random], Patch]] = {"Deployment": _theirs_deployment, "Service": _theirs_service}
-MINE: dict[str, Callable[[random.Random], Patch]] = {"Deployment": _ours_deployment, "Service": _ours_service}
+def _predictor(**fields: Any) -> Patch:
+    return {"spec": {"predictor": fields}}
+
+
+def _runtime(**fields: Any) -> Patch:
+    return _predictor(containers=[{"name": "kserve-container", **fields}])
+
+
+# What other managers do to an InferenceService, and what our next release changes in it.
+def _theirs_inference_service(rng: random.Random) -> Patch:
+    choice = rng.randrange(11)
+    if choice == 0:
+        return _predictor(minReplicas=rng.choice([1, 2]))
+    if choice == 1:
+        return {"metadata": {"labels": {"team": rng.choice(["a", "b"])}}}
+    if choice == 2:
+        return {"metadata": {"annotations": {"note": rng.choice(["x", "y"])}}}
+    if choice == 3:
+        return _predictor(nodeSelector={"nvidia.com/gpu.product": rng.choice(["NVIDIA-L40S", "NVIDIA-H100-80GB-HBM3"])})
+    if choice == 4:
+        return _predictor(tolerations=[{"key": "spot", "operator": "Exists"}])
+    if choice == 5:
+        return _runtime(args=_args(rng))
+    if choice == 6:
+        return _runtime(env=[{"name": "INJECTED", "value": rng.choice(["1", "2"])}])
+    if choice == 7:
+        return _runtime(resources={"limits": {"memory": rng.choice(_MEMORY)}})
+    if choice == 8:
+        return _predictor(annotations={"kubectl.kubernetes.io/restartedAt": "2026-12-06T00:00:00Z"})
+    if choice == 9:
+        return _predictor(containers=[{"name": "sidecar", "image": "proxy:1"}])
+    return _predictor(terminationGracePeriodSeconds=rng.choice([45, 90]))
+
+
+def _ours_inference_service(rng: random.Random) -> Patch:
+    choice = rng.randrange(10)
+    if choice <= 1:
+        return {}
+    if choice == 2:
+        return _runtime(image="vllm/vllm-openai@sha256:" + "b" * 64)
+    if choice == 3:
+        return _runtime(args=_args(rng))
+    if choice == 4:
+        return _runtime(env=[{"name": "HF_HOME", "value": "/cache"}])
+    if choice == 5:
+        return _predictor(nodeSelector={"nvidia.com/gpu.product": rng.choice(["NVIDIA-L40S", "NVIDIA-H100-80GB-HBM3"])})
+    if choice == 6:
+        return _runtime(resources={"limits": {"memory": rng.choice(_MEMORY)}})
+    if choice == 7:
+        return _predictor(
+            tolerations=[
+                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+                {"key": "spot", "operator": "Exists"},
+            ]
+        )
+    if choice == 8:  # a count of GPUs written as a number, or as text
+        return _runtime(resources={"limits": {"nvidia.com/gpu": rng.choice([1, "1", 2, "2"])}})
+    return _predictor(annotations={"infercrane.dev/intent-hash": "sha256:" + "c" * 64})
+
+
+THEIRS: dict[str, Callable[[random.Random], Patch]] = {
+    "Deployment": _theirs_deployment,
+    "Service": _theirs_service,
+    "InferenceService": _theirs_inference_service,
+}
+MINE: dict[str, Callable[[random.Random], Patch]] = {
+    "Deployment": _ours_deployment,
+    "Service": _ours_service,
+    "InferenceService": _ours_inference_service,
+}
 OTHERS = [
     ("kubectl-edit", "update"),
     ("hpa-controller", "update"),
@@ -191,9 +270,11 @@ def _identity(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "metadata": {"name": obj["metadata"]["name"], "namespace": "n"}}
 
 
-def case(rng: random.Random, base: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
-    """One case: a history on one of our objects, and our next apply."""
-    kind = rng.choice(["Deployment", "Deployment", "Deployment", "Service"])
+def case(rng: random.Random, base: Mapping[str, dict[str, Any]], kinds: tuple[str, ...] = KINDS) -> dict[str, Any]:
+    """One case: a history on one of our objects (of ``kinds``), and our next apply."""
+    kind = rng.choice(
+        [k for k in ("Deployment", "Deployment", "Deployment", "Service", "InferenceService", "InferenceService") if k in kinds]
+    )
     ours = merged(base[kind], MINE[kind](rng))  # the release that runs
     whole = copy.deepcopy(ours)  # the object as an Update would send it
     history = [] if rng.random() < 0.05 else [{"op": "apply", "manager": OURS, "object": ours}]
@@ -217,10 +298,10 @@ def case(rng: random.Random, base: Mapping[str, dict[str, Any]]) -> dict[str, An
     return {"kind": kind, "history": history, "final": {"op": "apply", "manager": OURS, "object": final}}
 
 
-def cases(n: int, seed: int = 0) -> Iterator[dict[str, Any]]:
+def cases(n: int, seed: int = 0, kinds: tuple[str, ...] = KINDS) -> Iterator[dict[str, Any]]:
     rng, base = random.Random(seed), rendered()
     for _ in range(n):
-        yield case(rng, base)
+        yield case(rng, base, kinds)
 
 
 def quantities(n: int, seed: int = 0) -> list[str]:
@@ -254,10 +335,19 @@ class Answer:
     error: str
 
 
+def crds() -> list[str]:
+    """The oracle's ``--crd`` arguments: the CRDs of the custom kinds we render (KServe's, from
+    ``tools/build.sh kserve``), as ``make ssa-schema`` reads them."""
+    from infercrane.local.bootstrap import kserve_share
+
+    share = kserve_share() / "crds"
+    return ["--crd", str(share / "serving.kserve.io_inferenceservices.yaml")]
+
+
 def ask(oracle: Path, batch: list[dict[str, Any]]) -> list[Answer]:
     """The oracle's answers to ``batch``, in order (one process for the whole batch)."""
     out = subprocess.run(
-        [str(oracle)], input="".join(json.dumps(c) + "\n" for c in batch), capture_output=True, text=True, check=True
+        [str(oracle), *crds()], input="".join(json.dumps(c) + "\n" for c in batch), capture_output=True, text=True, check=True
     ).stdout.splitlines()
     answers = []
     for line in out:

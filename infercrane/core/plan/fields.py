@@ -14,8 +14,11 @@ kind (:mod:`infercrane.core.plan.ssa_schema`, generated from it): an atomic list
 whole (an element or key someone else added is a change, and owned by them a conflict); a list
 that is a map is matched element by element by its keys (``name``; a Service port by ``port`` and
 ``protocol``), a set by value, and the elements others added are theirs; a defaulted field the
-API server added is not ours and changes nothing. A kind the table does not know (KServe's
-InferenceService) is compared as before: a list of named objects by name, else by position. What cannot be known without the API server -- an admission webhook's
+API server added is not ours and changes nothing. KServe's InferenceService is in the table too,
+from its CRD as the API server builds its schema: its lists are atomic unless the CRD says
+otherwise (a predictor's ``containers`` is applied whole), and, as a custom resource, it is stored
+as sent (a quantity keeps its text). A kind the table does not know is compared as a list of named
+objects by name, else by position. What cannot be known without the API server -- an admission webhook's
 mutation or refusal, defaulting that rewrites a field the manifest renders, strict validation,
 Pod Security -- is the read-only plan's declared blind spot (:data:`NOT_CHECKABLE`). Pure core.
 """
@@ -139,11 +142,14 @@ def _pattern(where: str) -> str:
     return out
 
 
-def differences(rendered: Any, live: Any, where: str = "", rules: Mapping[str, Mapping[str, Any]] | None = None) -> Iterator[str]:
+def differences(
+    rendered: Any, live: Any, where: str = "", rules: Mapping[str, Mapping[str, Any]] | None = None, canonical: bool = True
+) -> Iterator[str]:
     """Where ``live`` does not hold what ``rendered`` renders, by the kind's server-side apply
     ``rules`` (:data:`~infercrane.core.plan.ssa_schema.RULES`; None: a kind it does not know):
     fields and elements the server or others added are fine, except within an atomic field --
-    applied whole, it must be whole."""
+    applied whole, it must be whole. ``canonical``: the kind's quantities are stored in their
+    canonical form (a built-in kind's; a custom resource keeps the text sent)."""
     rule = (rules or {}).get(_pattern(where), {}) if where else {}
     if "atomic" in (rule.get("list"), rule.get("map")):
         if live is _MISSING or not _whole(rendered, live):
@@ -154,7 +160,7 @@ def differences(rendered: Any, live: Any, where: str = "", rules: Mapping[str, M
             yield where or "."
             return
         for k, v in rendered.items():
-            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}", rules)
+            yield from differences(v, live.get(k, _MISSING), f"{where}.{k}", rules, canonical)
     elif isinstance(rendered, list):
         if not isinstance(live, list):
             yield where
@@ -165,7 +171,7 @@ def differences(rendered: Any, live: Any, where: str = "", rules: Mapping[str, M
             for mine in rendered:
                 theirs = _element(live, {k: mine.get(k) for k in rule["keys"]})
                 label = ",".join(f"{k}={json.dumps(mine.get(k))}" for k in rule["keys"])
-                yield from differences(mine, theirs, f"{where}[{label}]", rules)
+                yield from differences(mine, theirs, f"{where}[{label}]", rules, canonical)
         elif rules and rendered and not _whole(rendered, live):  # a list of the schema not named: atomic
             yield where
         elif not rules:
@@ -173,8 +179,8 @@ def differences(rendered: Any, live: Any, where: str = "", rules: Mapping[str, M
                 yield where
                 return
             for i, (mine, theirs) in enumerate(zip(rendered, _aligned(rendered, live), strict=True)):
-                yield from differences(mine, theirs, f"{where}[{i}]", rules)
-    elif live is _MISSING or not _equal(rendered, live, _QUANTITY.search(where) is not None):
+                yield from differences(mine, theirs, f"{where}[{i}]", rules, canonical)
+    elif live is _MISSING or not _equal(rendered, live, canonical and _QUANTITY.search(where) is not None):
         yield where
 
 
@@ -235,7 +241,7 @@ def compare(manifest: Mapping[str, Any], live: Mapping[str, Any] | None, manager
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     kind = str(manifest.get("kind"))
     atomic = ATOMIC.get(kind, frozenset())
-    differ = list(differences(body, live, rules=ssa_schema.RULES.get(kind)))
+    differ = list(differences(body, live, rules=ssa_schema.RULES.get(kind), canonical=kind not in ssa_schema.CUSTOM))
     entries = (live.get("metadata") or {}).get("managedFields") or []
     ours = [e for e in entries if e.get("manager") == manager and e.get("operation") == "Apply" and not e.get("subresource")]
     # A field we no longer render goes with our apply -- unless another manager owns it too (one

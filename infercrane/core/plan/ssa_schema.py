@@ -1,8 +1,11 @@
 """How server-side apply treats each list and atomic map of the built-in kinds InferCrane renders,
 by dotted path (``[]`` an element): ``list`` atomic / set / map (with its ``keys``), or ``map``
 atomic; a map not named is granular (each key its own field). Generated from Kubernetes' own
-schema (``tools/go/ssa-oracle schema``, client-go's embedded models) by ``make ssa-schema``: do
-not edit. Pure core."""
+schema (``tools/go/ssa-oracle schema``, client-go's embedded models; a custom resource's from
+its CRD, as the API server builds it) by ``make ssa-schema``: do not edit. Pure core.
+
+A custom resource (``CUSTOM``) is stored as sent -- no Go type: a quantity keeps its text --
+and its lists are atomic unless its CRD says otherwise."""
 
 from __future__ import annotations
 
@@ -154,6 +157,50 @@ RULES: Final[dict[str, dict[str, dict[str, Any]]]] = {
         ".spec.template.spec.volumes[].storageos.secretRef": {"map": "atomic"},
         ".status.conditions": {"keys": ["type"], "list": "map"},
     },
+    "InferenceService": {
+        ".metadata.finalizers": {"list": "set"},
+        ".metadata.managedFields": {"list": "atomic"},
+        ".metadata.ownerReferences": {"keys": ["uid"], "list": "map"},
+        ".metadata.ownerReferences[]": {"map": "atomic"},
+        ".spec.predictor.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution": {"list": "atomic"},
+        ".spec.predictor.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution": {"map": "atomic"},
+        ".spec.predictor.affinity.podAffinity.preferredDuringSchedulingIgnoredDuringExecution": {"list": "atomic"},
+        ".spec.predictor.affinity.podAffinity.requiredDuringSchedulingIgnoredDuringExecution": {"list": "atomic"},
+        ".spec.predictor.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution": {"list": "atomic"},
+        ".spec.predictor.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution": {"list": "atomic"},
+        ".spec.predictor.autoScaling.behavior.scaleDown.policies": {"list": "atomic"},
+        ".spec.predictor.autoScaling.behavior.scaleDown.tolerance": {"list": "atomic"},
+        ".spec.predictor.autoScaling.behavior.scaleUp.policies": {"list": "atomic"},
+        ".spec.predictor.autoScaling.behavior.scaleUp.tolerance": {"list": "atomic"},
+        ".spec.predictor.autoScaling.metrics": {"list": "atomic"},
+        ".spec.predictor.containers": {"list": "atomic"},
+        ".spec.predictor.deploymentStrategy.rollingUpdate.maxSurge": {"list": "atomic"},
+        ".spec.predictor.deploymentStrategy.rollingUpdate.maxUnavailable": {"list": "atomic"},
+        ".spec.predictor.dnsConfig.nameservers": {"list": "atomic"},
+        ".spec.predictor.dnsConfig.options": {"list": "atomic"},
+        ".spec.predictor.dnsConfig.searches": {"list": "atomic"},
+        ".spec.predictor.hostAliases": {"list": "atomic"},
+        ".spec.predictor.imagePullSecrets": {"list": "atomic"},
+        ".spec.predictor.initContainers": {"list": "atomic"},
+        ".spec.predictor.logger.metadataAnnotations": {"list": "atomic"},
+        ".spec.predictor.logger.metadataHeaders": {"list": "atomic"},
+        ".spec.predictor.nodeSelector": {"map": "atomic"},
+        ".spec.predictor.overhead[]": {"list": "atomic"},
+        ".spec.predictor.readinessGates": {"list": "atomic"},
+        ".spec.predictor.resourceClaims": {"keys": ["name"], "list": "map"},
+        ".spec.predictor.resources.claims": {"keys": ["name"], "list": "map"},
+        ".spec.predictor.resources.limits[]": {"list": "atomic"},
+        ".spec.predictor.resources.requests[]": {"list": "atomic"},
+        ".spec.predictor.schedulingGates": {"keys": ["name"], "list": "map"},
+        ".spec.predictor.securityContext.supplementalGroups": {"list": "atomic"},
+        ".spec.predictor.securityContext.sysctls": {"list": "atomic"},
+        ".spec.predictor.storageUris": {"list": "atomic"},
+        ".spec.predictor.tolerations": {"list": "atomic"},
+        ".spec.predictor.topologySpreadConstraints": {"keys": ["topologyKey", "whenUnsatisfiable"], "list": "map"},
+        ".spec.predictor.topologySpreadConstraints[].labelSelector": {"map": "atomic"},
+        ".spec.predictor.topologySpreadConstraints[].matchLabelKeys": {"list": "atomic"},
+        ".spec.predictor.volumes": {"list": "atomic"},
+    },
     "Service": {
         ".metadata.finalizers": {"list": "set"},
         ".metadata.managedFields": {"list": "atomic"},
@@ -169,3 +216,4 @@ RULES: Final[dict[str, dict[str, dict[str, Any]]]] = {
         ".status.loadBalancer.ingress": {"list": "atomic"},
     },
 }
+CUSTOM: Final = frozenset(["InferenceService"])

@@ -24,6 +24,11 @@
 // As the API server does, every object is decoded into its Go type before it is stored: quantities
 // come back canonical ("16384Mi" as "16Gi"), and what the type does not know is dropped. No
 // defaulting (client-go's scheme has no defaulters): the generated objects carry what they need.
+//
+// `--crd FILE` (before the mode, repeatable) adds a custom resource's kinds from its CRD, judged as
+// the API server judges a custom resource: its schema built by apiextensions-apiserver's own
+// OpenAPI builder (the CRD's storage version), its field manager NewDefaultCRDFieldManager, and
+// its objects stored as sent (no Go type: a quantity keeps its text).
 package main
 
 import (
@@ -46,7 +51,78 @@ import (
 	"k8s.io/client-go/applyconfigurations"
 	"k8s.io/client-go/kubernetes/scheme"
 	smdschema "sigs.k8s.io/structured-merge-diff/v6/schema"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapi/builder"
+	"k8s.io/kube-openapi/pkg/spec3"
+	"sigs.k8s.io/yaml"
 )
+
+// custom is a custom resource's kind, from its CRD (--crd).
+type custom struct {
+	gvk schema.GroupVersionKind
+	tc  typeConverter
+}
+
+var customs = map[string]custom{}
+
+// loadCRD adds the kind of the CRD in path, as the API server builds its field manager's schema
+// (apiextensions-apiserver's buildOpenAPIModelsForApply: every version's OpenAPI, merged).
+func loadCRD(path string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(raw, crd); err != nil {
+		return err
+	}
+	specs := []*spec3.OpenAPI{}
+	storage := ""
+	for _, v := range crd.Spec.Versions {
+		s, err := builder.BuildOpenAPIV3(crd, v.Name, builder.Options{})
+		if err != nil {
+			return err
+		}
+		specs = append(specs, s)
+		if v.Storage {
+			storage = v.Name
+		}
+	}
+	merged, err := builder.MergeSpecsV3(specs...)
+	if err != nil {
+		return err
+	}
+	tc, err := managedfields.NewTypeConverter(merged.Components.Schemas, crd.Spec.PreserveUnknownFields)
+	if err != nil {
+		return err
+	}
+	customs[crd.Spec.Names.Kind] = custom{schema.GroupVersionKind{Group: crd.Spec.Group, Version: storage, Kind: crd.Spec.Names.Kind}, tc}
+	return nil
+}
+
+// A custom resource has no Go type: the API server converts, defaults and creates it unstructured.
+type nopConvertor struct{}
+
+func (nopConvertor) Convert(in, out, context interface{}) error { return fmt.Errorf("no conversion") }
+func (nopConvertor) ConvertToVersion(in runtime.Object, gv runtime.GroupVersioner) (runtime.Object, error) {
+	return in, nil
+}
+func (nopConvertor) ConvertFieldLabel(gvk schema.GroupVersionKind, label, value string) (string, string, error) {
+	return label, value, nil
+}
+
+type nopDefaulter struct{}
+
+func (nopDefaulter) Default(runtime.Object) {}
+
+type unstructuredCreater struct{}
+
+func (unstructuredCreater) New(gvk schema.GroupVersionKind) (runtime.Object, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u, nil
+}
 
 type op struct {
 	Op      string                 `json:"op"`
@@ -82,8 +158,14 @@ var kinds = map[string]schema.GroupVersionKind{
 	"Service":    {Group: "", Version: "v1", Kind: "Service"},
 }
 
-// typed decodes an object into its Go type, as the API server stores it.
+// typed decodes an object into its Go type, as the API server stores it (a custom resource: as
+// sent, a copy).
 func typed(gvk schema.GroupVersionKind, obj map[string]interface{}) (runtime.Object, error) {
+	if _, ok := kinds[gvk.Kind]; !ok {
+		u := &unstructured.Unstructured{Object: runtime.DeepCopyJSON(obj)}
+		u.SetGroupVersionKind(gvk)
+		return u, nil
+	}
 	out, err := scheme.Scheme.New(gvk)
 	if err != nil {
 		return nil, err
@@ -127,23 +209,36 @@ func withoutManagedFields(obj map[string]interface{}) map[string]interface{} {
 }
 
 func judge(tc typeConverter, c testCase) answer {
-	gvk, ok := kinds[c.Kind]
-	if !ok {
-		return answer{Error: fmt.Sprintf("unknown kind %q", c.Kind)}
-	}
 	managers := map[string]*managedfields.FieldManager{}
-	for _, sub := range []string{"", "scale"} {
-		fm, err := managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), sub, nil)
+	var live runtime.Object
+	gvk, ok := kinds[c.Kind]
+	cr, isCustom := customs[c.Kind]
+	switch {
+	case ok:
+		for _, sub := range []string{"", "scale"} {
+			fm, err := managedfields.NewDefaultFieldManager(tc, scheme.Scheme, scheme.Scheme, scheme.Scheme, gvk, gvk.GroupVersion(), sub, nil)
+			if err != nil {
+				return answer{Error: err.Error()}
+			}
+			managers[sub] = fm
+		}
+		created, err := scheme.Scheme.New(gvk)
 		if err != nil {
 			return answer{Error: err.Error()}
 		}
-		managers[sub] = fm
+		live = created
+	case isCustom:
+		gvk = cr.gvk
+		fm, err := managedfields.NewDefaultCRDFieldManager(cr.tc, nopConvertor{}, nopDefaulter{}, unstructuredCreater{}, gvk, gvk.GroupVersion(), "", nil)
+		if err != nil {
+			return answer{Error: err.Error()}
+		}
+		managers[""] = fm
+		live = &unstructured.Unstructured{Object: map[string]interface{}{}}
+	default:
+		return answer{Error: fmt.Sprintf("unknown kind %q", c.Kind)}
 	}
 	fm := managers[""]
-	live, err := scheme.Scheme.New(gvk)
-	if err != nil {
-		return answer{Error: err.Error()}
-	}
 	live.GetObjectKind().SetGroupVersionKind(gvk)
 	for i, o := range c.History {
 		next, err := step(managers[o.Subresource], gvk, live, o)
@@ -181,6 +276,9 @@ func judge(tc typeConverter, c testCase) answer {
 // step applies (or updates with) one object, as the API server would: an update's object is the
 // typed object itself; an apply's is merged as sent, then decoded into its type.
 func step(fm *managedfields.FieldManager, gvk schema.GroupVersionKind, live runtime.Object, o op) (runtime.Object, error) {
+	if fm == nil {
+		return nil, fmt.Errorf("no field manager for subresource %q", o.Subresource)
+	}
 	switch o.Op {
 	case "apply":
 		applied := &unstructured.Unstructured{Object: o.Object}
@@ -198,6 +296,7 @@ func step(fm *managedfields.FieldManager, gvk schema.GroupVersionKind, live runt
 		if err != nil {
 			return nil, err
 		}
+
 		// An update sends the whole object: it keeps the live managedFields (the server's rule).
 		accessor, err := meta.Accessor(live)
 		if err != nil {
@@ -266,16 +365,23 @@ func walk(s *smdschema.Schema, tr smdschema.TypeRef, path string, stack map[stri
 func schemas(tc typeConverter, names []string) error {
 	out := map[string]map[string]rule{}
 	for _, name := range names {
-		gvk, ok := kinds[name]
-		if !ok {
+		var empty runtime.Object
+		kindTC := tc
+		if gvk, ok := kinds[name]; ok {
+			created, err := scheme.Scheme.New(gvk)
+			if err != nil {
+				return err
+			}
+			created.GetObjectKind().SetGroupVersionKind(gvk)
+			empty = created
+		} else if cr, ok := customs[name]; ok {
+			u := &unstructured.Unstructured{Object: map[string]interface{}{}}
+			u.SetGroupVersionKind(cr.gvk)
+			empty, kindTC = u, cr.tc
+		} else {
 			return fmt.Errorf("unknown kind %q", name)
 		}
-		empty, err := scheme.Scheme.New(gvk)
-		if err != nil {
-			return err
-		}
-		empty.GetObjectKind().SetGroupVersionKind(gvk)
-		tv, err := tc.ObjectToTyped(empty)
+		tv, err := kindTC.ObjectToTyped(empty)
 		if err != nil {
 			return err
 		}
@@ -290,6 +396,13 @@ func schemas(tc typeConverter, names []string) error {
 
 func main() {
 	tc := applyconfigurations.NewTypeConverter(scheme.Scheme)
+	for len(os.Args) > 2 && os.Args[1] == "--crd" {
+		if err := loadCRD(os.Args[2]); err != nil {
+			fmt.Fprintf(os.Stderr, "--crd %s: %v\n", os.Args[2], err)
+			os.Exit(2)
+		}
+		os.Args = append(os.Args[:1], os.Args[3:]...)
+	}
 	if len(os.Args) > 1 && os.Args[1] == "quantity" {
 		// Each quantity (one per line on stdin) as the API server stores it, or "invalid".
 		in := bufio.NewScanner(os.Stdin)

@@ -267,3 +267,42 @@ def test_a_field_we_stop_rendering_that_another_manager_also_owns_stays_and_chan
     assert compare(RENDERED, stored, ME).action is Action.SAME
     stored["metadata"]["managedFields"].pop()  # ours alone: the apply removes it
     assert compare(RENDERED, stored, ME).why == ('.spec.template.spec.containers[name="engine"].resources.limits.memory',)
+
+
+def _inference_service(memory: str, env: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": "kserve-container", "image": "img@sha256:1", "resources": {"limits": {"memory": memory}}}
+    if env is not None:
+        container["env"] = env
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": "isvc", "namespace": "ns"},
+        "spec": {"predictor": {"containers": [container]}},
+    }
+
+
+ISVC_MINE = {"f:spec": {"f:predictor": {"f:containers": {}}}}  # an atomic list: owned whole, as one leaf
+
+
+def entry(manager: str, operation: str, fields: dict[str, Any]) -> dict[str, Any]:
+    return {"manager": manager, "operation": operation, "fieldsV1": fields}
+
+
+def test_an_inference_service_keeps_a_quantitys_text_so_another_form_of_it_is_an_update() -> None:
+    """A custom resource is stored as sent (KServe's CRD, no Go type): 16Gi over a stored 16384Mi
+    changes the object, where a Deployment's would compare as unchanged."""
+    stored = _inference_service("16384Mi")
+    stored["metadata"]["managedFields"] = [entry(ME, "Apply", ISVC_MINE)]
+    assert compare(_inference_service("16384Mi"), stored, ME).action is Action.SAME
+    assert compare(_inference_service("16Gi"), stored, ME).action is Action.UPDATE
+
+
+def test_a_predictors_containers_are_one_atomic_list_an_injected_env_var_owns_them_whole() -> None:
+    """The CRD gives ``spec.predictor.containers`` no list type: atomic. A controller that added an
+    env var by an update owns the whole list: our apply of the list without it conflicts there."""
+    theirs = {"f:spec": {"f:predictor": {"f:containers": {}}}}
+    injected = _inference_service("16Gi", env=[{"name": "INJECTED", "value": "1"}])
+    injected["metadata"]["managedFields"] = [entry(ME, "Apply", ISVC_MINE), entry("mutator", "Update", theirs)]
+    got = compare(_inference_service("16Gi"), injected, ME)
+    assert got.action is Action.UPDATE
+    assert got.conflicts == ('conflict with "mutator" (Update): .spec.predictor.containers',)
