@@ -41,7 +41,7 @@ lint: venv
 ##       WORKERS pytest sessions side by side, each with its own plane (tests/workers.py)
 WORKERS ?= 3
 test: venv tools lint
-	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope; rc=$$?; \
+	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 ## test-fast: the tiers that need no tools, the exhaustive check at its fast bound (>= 10^5 states

@@ -8,8 +8,8 @@ the integration tests of two workers share nothing but the machine. Three rules 
   (its bridge, its GPUs): they run together on :data:`REAL_NODE_WORKER`, the only worker whose
   plane asks for it (``tests/integration/conftest.py``); a test that puts a replica on the node
   from another module fails at once and says so (:func:`require_the_real_node`);
-- the longest work goes out first: the real node's modules, then the other integration modules by
-  their number of tests, then the fast tiers, which fill the gaps.
+- the longest work goes out first: the real node's modules and the exhaustive check's, then the
+  other integration modules by their number of tests, then the fast tiers, which fill the gaps.
 """
 
 from __future__ import annotations
@@ -25,6 +25,9 @@ REAL_NODE_MODULES = frozenset(
     f"tests/integration/{m}.py" for m in ("test_canary", "test_controllers", "test_plane_doors", "test_real_node", "test_serving")
 )
 REAL_NODE_GROUP = "the real node's modules"
+#: Modules of the fast tiers that run for minutes (the exhaustive check's larger worlds): given out
+#: first, beside the real node's, never left for the end where one worker would run them alone.
+LONG_MODULES = frozenset(f"tests/unit/core/plan/{m}.py" for m in ("test_rollout_exhaustive", "test_rollout_found"))
 REAL_NODE_WORKER = "gw0"
 
 
@@ -59,7 +62,8 @@ class PlaneScheduling(LoadScopeScheduling):
         return REAL_NODE_GROUP if module in REAL_NODE_MODULES else module
 
     def _order(self, scope: str) -> tuple[int, int]:
-        return (0 if scope.startswith("tests/integration/") else 1, -len(self.workqueue[scope]))
+        rank = 0 if scope in LONG_MODULES else 1 if scope.startswith("tests/integration/") else 2
+        return (rank, -len(self.workqueue[scope]))
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         if node.gateway.id == REAL_NODE_WORKER and REAL_NODE_GROUP in self.workqueue:

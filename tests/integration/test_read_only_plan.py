@@ -304,7 +304,9 @@ def test_the_field_manager_referee_answers_as_the_plane_api_server_does(admin: C
 
     ns = "it-referee"
     namespace_with_evidence(admin, ns)
-    generated = list(fields_cases.cases(60, seed=7, kinds=("Deployment", "Service")))  # built-in kinds: the plane's KServe controller acts on an InferenceService
+    generated = list(
+        fields_cases.cases(60, seed=7, kinds=("Deployment", "Service"))
+    )  # built-in kinds: the plane's KServe controller acts on an InferenceService
     for i, c in enumerate(generated):  # each case on an object of its own, in the plane's namespace
         for o in [*(h["object"] for h in c["history"]), c["final"]["object"]]:
             o["metadata"] = {**o["metadata"], "name": f"referee-{i}", "namespace": ns}
