@@ -383,3 +383,64 @@ def test_a_same_key_surge_canary_keeps_its_old_pod_serving_until_the_verdict_so_
     assert all(c.restartCount == 0 for p in (canary_pod, rest) for c in p.status.containerStatuses or [])
     assert gateway.failures == [], f"{len(gateway.failures)} dropped: {gateway.failures[:5]} ({gateway.results})"
     assert cli(project, "destroy", "--stack", e.stack).returncode == 0
+
+
+def kill_engine(project: Project, pod: Any) -> None:
+    """SIGKILL a pod's engine container on the real node (as the kernel's OOM killer does): the
+    kubelet starts it again, and its counters begin again near 0."""
+    import subprocess
+
+    from infercrane.local.node_files import home
+    from infercrane.project.tools import find_tool
+
+    (status,) = pod.status.containerStatuses
+    container = str(status.containerID).split("://", 1)[1]
+    address = str(home(project.plane.state) / "containerd.sock")
+    killed = subprocess.run(
+        [str(find_tool("ctr")), "--address", address, "-n", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", container],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert killed.returncode == 0, killed.stderr
+
+
+def test_a_canary_whose_engine_restarts_during_its_bake_is_rejected_never_accepted(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """Issue #64, 5, on the real node: the canary's engine is killed 4 s into its 15 s bake while the
+    gateway's traffic runs. The kubelet restarts it and its counters start again near 0, which
+    once read as a healthy canary (ACCEPT with 1,057 requests). The bake sees the restart and
+    rejects the release; the same command rolls the canary back, and the baseline never moved."""
+    e = Endpoint(project, admin, tmp_path, "canarycrash")
+    wait_for(lambda: not draining_on_node(admin), "the real node's draining pods gone", timeout=120)
+    e.release(double())
+    assert e.deploy().returncode == 0
+    baseline = e.pod(1).metadata.uid
+    with e.gateway():
+        time.sleep(2)
+        e.release(next_double())
+        run = start_cli(project, "deploy", "--stack", e.stack, capture=True, env=e.env)
+        assert run.stderr is not None
+        said = []
+        for line in run.stderr:
+            said.append(line)
+            if f"the canary {e.keys[0]} bakes 15 s" in line:
+                break
+        else:
+            raise AssertionError("the deploy ended before its canary baked:\n" + "".join(said[-20:]))
+        time.sleep(4)
+        canary_pod = e.pod(0)
+        assert canary_pod.spec.containers[0].image == next_double()
+        kill_engine(project, canary_pod)
+        rest = run.stderr.read()
+        run.wait(timeout=300)
+    text = "".join(said) + rest
+    assert run.returncode == 1, text[-3000:]
+    assert "canary qwen-small: REJECT" in text and "during the bake" in text, text[-3000:]
+    assert "ACCEPT" not in text, text[-3000:]
+    assert f"rolled back: qwen-small: {e.keys[0]} back to the release recorded before this deploy" in text, text[-3000:]
+    assert e.pod(1).metadata.uid == baseline, "the baseline never moved"
+    running = lambda: [p for p in pods(admin, e.ns, e.keys[0]) if p.metadata.deletionTimestamp is None]  # noqa: E731
+    wait_for(lambda: [p.spec.containers[0].image for p in running()] == [double()], "the canary back on its release", timeout=120)
+    assert cli(project, "destroy", "--stack", e.stack).returncode == 0

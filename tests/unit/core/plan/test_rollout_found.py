@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from infercrane.core.model.endpoints import RolloutPolicy
+from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan import ledger, rollout, states, waves
 from tests import rollout_model as model
 from tests.unit.core.plan.worlds import capped, required, violations
@@ -167,3 +167,20 @@ def test_surges_that_ignore_the_ledger_are_found(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(ledger.Ledger, "take", lambda self, endpoint, need: self)
     found = violations(capped(6, adversities=0))
     assert any("above its ceiling 5 (maxExtraGpus 1)" in v for v in found), found
+
+
+@pytest.mark.exhaustive
+def test_a_third_release_after_a_cut_surge_cutover_retiring_its_surplus_below_the_floor_is_found() -> None:
+    """Open (issue #64): a surge cutover a0,a1 -> n0,n1 cut short with n0 applied but down, then a
+    new release in the config: n0 must restart beside its old pod while the surplus a1 keeps the
+    floor, and the planner retires a1 first (for the GPU budget), one available replica below the
+    floor until n0 serves. The check pins it; the fix moves this world into the third-release test of
+    test_rollout_exhaustive.py."""
+    surge = RolloutPolicy(max_unavailable=0, max_surge=1, canary=CanaryPolicy(required=True))
+    world = model.World((model.change("a", "cutover", 2, surge),), pool=3, autoscaler=False, third_release=True)
+    found = violations(world)
+    assert any(
+        "endpoint a: 1 available, below its floor 2" in v
+        and "the config moves on to a third release -> rerun -> lane a deletes ['ao1']" in v
+        for v in found
+    ), found
