@@ -314,7 +314,7 @@ estimate() {
   if [[ -n "$last" ]]; then echo "$last"; return; fi
   case "${1%@*}" in
     pulumi) echo 300 ;; kubernetes-provider) echo 600 ;; kube) echo 410 ;; etcd) echo 35 ;; kwok) echo 100 ;;
-    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 70 ;; *) echo 5 ;;
+    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 130 ;; *) echo 5 ;;
   esac
 }
 
