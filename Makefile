@@ -59,12 +59,12 @@ check-rollout: venv
 ## check-fields: the read-only plan's comparison against Kubernetes' own server-side apply field
 ##               manager (tools/go/ssa-oracle) over 10^5 generated cases (`make test`: 10^4)
 check-fields: venv
-	tools/build.sh ssa-oracle
+	tools/build.sh ssa-oracle kserve
 	INFERCRANE_FIELDS_CASES=100000 $(PY) -m pytest -q tests/integration/test_fields_oracle.py
 
 ## ssa-schema: write infercrane/core/plan/ssa_schema.py from the field manager's schema (after a pin change)
 ssa-schema: venv
-	tools/build.sh ssa-oracle
+	tools/build.sh ssa-oracle kserve
 	$(PY) tools/ssa_schema.py "$$(tools/build.sh --print-path | grep /ssa-oracle-)/ssa-oracle"
 	.venv/bin/ruff format infercrane/core/plan/ssa_schema.py
 
