@@ -52,6 +52,14 @@ Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"
 _QUANTITY: Final = re.compile(
     r"\.resources\.(?:limits|requests)\..+$|\.sizeLimit$"
 )  # a resource name may hold dots (nvidia.com/gpu)
+#: What an admission webhook fills in an atomic field on every apply when the object does not set
+#: it, by the field's dotted path: KServe's InferenceService defaulter gives a predictor container
+#: the cpu and memory requests and limits of its ``inferenceservice-config`` (KServe's shipped
+#: defaults: 1 CPU, 2Gi). A live value equal to one, where the manifest sets none, is the webhook's:
+#: our apply would get it again, and change nothing. Another value is a change, as the server sees it.
+ADMISSION_DEFAULTS: Final = {
+    ".spec.predictor.containers": {"resources": {k: {"cpu": "1", "memory": "2Gi"} for k in ("requests", "limits")}}
+}
 #: Per kind, the dotted paths (``[]`` any element) server-side apply replaces whole: an atomic
 #: list or map of Kubernetes' schema (``x-kubernetes-list-type: atomic``, ``x-kubernetes-map-type:
 #: atomic``, a list of scalars by default).
@@ -152,7 +160,8 @@ def differences(
     canonical form (a built-in kind's; a custom resource keeps the text sent)."""
     rule = (rules or {}).get(_pattern(where), {}) if where else {}
     if "atomic" in (rule.get("list"), rule.get("map")):
-        if live is _MISSING or not _whole(rendered, live):
+        filled = ADMISSION_DEFAULTS.get(where)
+        if live is _MISSING or not _whole(rendered, _unfilled(rendered, live, filled) if filled else live):
             yield where
         return
     if isinstance(rendered, Mapping):
@@ -182,6 +191,25 @@ def differences(
                 yield from differences(mine, theirs, f"{where}[{i}]", rules, canonical)
     elif live is _MISSING or not _equal(rendered, live, canonical and _QUANTITY.search(where) is not None):
         yield where
+
+
+def _unfilled(rendered: Any, live: Any, filled: Mapping[str, Any]) -> Any:
+    """``live`` without what an admission webhook filled (``filled``: its values by key, in each
+    element of a list) where ``rendered`` sets nothing; an emptied map it made goes too."""
+    if isinstance(live, list) and isinstance(rendered, list) and len(live) == len(rendered):
+        return [_unfilled(r, x, filled) for r, x in zip(rendered, live, strict=True)]
+    if not isinstance(live, Mapping) or not isinstance(rendered, Mapping):
+        return live
+    out = {}
+    for k, v in live.items():
+        if k in filled and k not in rendered and v == filled[k]:
+            continue  # the webhook's value, where we set none
+        if k in filled and isinstance(filled[k], Mapping) and isinstance(v, Mapping):
+            v = _unfilled(rendered.get(k, {}), v, filled[k])
+            if not v and k not in rendered:
+                continue
+        out[k] = v
+    return out
 
 
 def _element(live: Sequence[Any], keys: Mapping[str, Any]) -> Any:

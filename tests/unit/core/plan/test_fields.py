@@ -306,3 +306,18 @@ def test_a_predictors_containers_are_one_atomic_list_an_injected_env_var_owns_th
     got = compare(_inference_service("16Gi"), injected, ME)
     assert got.action is Action.UPDATE
     assert got.conflicts == ('conflict with "mutator" (Update): .spec.predictor.containers',)
+
+
+def test_what_kserves_webhook_fills_in_a_predictor_container_changes_nothing_and_another_value_does() -> None:
+    """KServe's defaulter gives a predictor container its configured cpu and memory (1, 2Gi) on
+    every apply where the InferenceService sets none -- inside the atomic `containers`, as ours.
+    Found on the plane (the golden corpus applied as InferCrane): a no-op compared as an update."""
+    filled = _inference_service("16Gi")
+    filled["spec"]["predictor"]["containers"][0]["resources"] = {
+        "limits": {"memory": "16Gi", "cpu": "1"},
+        "requests": {"cpu": "1", "memory": "2Gi"},
+    }
+    filled["metadata"]["managedFields"] = [entry(ME, "Apply", ISVC_MINE)]
+    assert compare(_inference_service("16Gi"), filled, ME).action is Action.SAME
+    filled["spec"]["predictor"]["containers"][0]["resources"]["requests"]["memory"] = "8Gi"  # not the webhook's
+    assert compare(_inference_service("16Gi"), filled, ME).action is Action.UPDATE
