@@ -146,6 +146,23 @@ def test_python_m_infercrane_validates_and_renders_as_a_user_runs_it() -> None:
     assert r.stderr.endswith("fix: create it (copy stacks/Pulumi.dev.yaml) or pick another --stack\n"), r.stderr
 
 
+def test_any_command_removes_what_a_killed_run_left_in_the_temporary_directory(tmp_path: Path) -> None:
+    # A deploy that replays its key runs no engine, so the engine run's own sweep never comes: the
+    # kill sweep found a killed run's directory left after the rerun, the third run and the destroy.
+    from infercrane.engine import runs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    left = tmp_path / f"{runs.SCRATCH_PREFIX}{runs.machine()}-{gone.pid}-1-abcd1234"
+    left.mkdir()
+    (left / "kubeconfig123").write_text("token")
+    other = tmp_path / f"{runs.SCRATCH_PREFIX}0123456789abcdef-{gone.pid}-1-abcd1234"  # another machine's
+    other.mkdir()
+    r = run_as_user("validate", "--stack", "dev", env={"TMPDIR": str(tmp_path)})
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [other.name]
+
+
 def test_python_m_infercrane_usage_error_exits_2_with_argparse_usage() -> None:
     r = run_as_user("frobnicate")
     assert r.returncode == 2 and r.stderr.startswith("usage: infercrane") and "invalid choice" in r.stderr

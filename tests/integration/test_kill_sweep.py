@@ -51,7 +51,7 @@ def swept(request: pytest.FixtureRequest, project: Project, monkeypatch: pytest.
 
 def left_in_tmpdir() -> list[str]:
     """What the runs left in their temporary directory (the ``swept`` fixture's): a killed run's
-    own directory is removed by the next run (``engine.runs.sweep_scratch``)."""
+    own directory is removed by the next command (``engine.runs.sweep_scratch``, from ``cli.main``)."""
     return sorted(p.name for p in Path(os.environ["TMPDIR"]).iterdir())
 
 
