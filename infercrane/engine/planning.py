@@ -81,6 +81,7 @@ def plan(
     collector = EventCollector()
     channel = Channel(
         context=ctx,
+        rollout=rollout,  # in a preview only what it recreates matters: the deploy's own replace
         driven=True,
         legacy=urns.legacy_names(seen.state),
         prepared=None if ctx.caches_refused else Prepared(rendered, report),

@@ -23,7 +23,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import yaml
 
@@ -47,6 +47,10 @@ from infercrane.local.layout import (
 from infercrane.local.supervise import Supervisor, alive, free_port, read_record, stop_recorded
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, kubernetes_tools
+
+#: On a plane started with a pod-ready delay, a kwok pod with this annotation (a duration, "60s")
+#: becomes Ready after that long instead: one release that loads slower than the rest.
+READY_DELAY_ANNOTATION: Final = "pod-ready.stage.kwok.x-k8s.io/delay"
 
 
 def default_state_dir() -> Path:
@@ -248,7 +252,8 @@ class Plane:
     def _stages(self, kwok: Path, pod_ready_delay: float, pod_grace: bool = False) -> Path:
         """kwok's stages: the built ones, or a copy in the plane's state -- with a pod-ready delay,
         whose ``pod-ready`` Stage waits that long (``spec.delay``), so a pod is Pending, and its
-        Deployment unavailable, for as long as a model would take to load; with ``pod_grace``, whose
+        Deployment unavailable, for as long as a model would take to load -- or as long as its
+        :data:`READY_DELAY_ANNOTATION` says (a slower load for one release); with ``pod_grace``, whose
         ``pod-delete`` Stage waits until the pod's ``deletionTimestamp`` (its deletion + its grace)."""
         built = kwok.parent.parent / "etc" / "stages.yaml"
         if not built.is_file():
@@ -263,8 +268,11 @@ class Plane:
                 raise PlaneError(f"kwok stages {built} have no single {name} Stage.", fix="rebuild: `tools/build.sh kwok`")
             return cast(dict[str, Any], found[0])  # the document itself: the caller edits it in place
 
-        if pod_ready_delay:
-            stage("pod-ready")["spec"]["delay"] = {"durationMilliseconds": int(pod_ready_delay * 1000)}
+        if pod_ready_delay:  # a pod may ask for a load of its own (kwok's annotation, a duration: "60s")
+            stage("pod-ready")["spec"]["delay"] = {
+                "durationMilliseconds": int(pod_ready_delay * 1000),
+                "durationFrom": {"expressionFrom": f'.metadata.annotations["{READY_DELAY_ANNOTATION}"]'},
+            }
         if pod_grace:  # a time: kwok waits until it (kwok's own general pod-delete Stage reads the same field)
             stage("pod-delete")["spec"]["delay"] = {
                 "durationMilliseconds": 0,

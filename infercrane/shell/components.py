@@ -52,7 +52,9 @@ class ReplicaComponent(pulumi.ComponentResource):
     """The objects of one replica and the facts about them (outputs).
 
     ``manifests`` are what is applied: the rendered ones, or -- for a replica held during a
-    rollout -- exactly the ones the state records, so Pulumi leaves its objects alone."""
+    rollout -- exactly the ones the state records, so Pulumi leaves its objects alone.
+    ``recreate``: its workload object is deleted and then created again when its spec changes
+    (a replica that is down, restarting under a surge: :attr:`~infercrane.core.plan.waves.EndpointRollout.recreated`)."""
 
     def __init__(
         self,
@@ -62,6 +64,7 @@ class ReplicaComponent(pulumi.ComponentResource):
         provider: k8s.Provider,
         *,
         legacy: str | None = None,
+        recreate: bool = False,
     ) -> None:
         aliases = [pulumi.Alias(name=legacy)] if legacy else None
         super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions(aliases=aliases))
@@ -78,7 +81,14 @@ class ReplicaComponent(pulumi.ComponentResource):
             if m["kind"] == RESOURCE_CLAIM_TEMPLATE.name
         }
         after = pulumi.ResourceOptions.merge(child_opts, pulumi.ResourceOptions(depends_on=list(templates.values())))
-        self.objects = [templates.get(i) or _resource(child_name(name, m["kind"]), m, after) for i, m in enumerate(manifests)]
+        # Recreated, the old pod goes before the new one starts: its rolling update would keep it.
+        anew = pulumi.ResourceOptions.merge(
+            after, pulumi.ResourceOptions(replace_on_changes=["spec"], delete_before_replace=True)
+        )
+        self.objects = [
+            templates.get(i) or _resource(child_name(name, m["kind"]), m, anew if recreate and m["kind"] in WORKLOADS else after)
+            for i, m in enumerate(manifests)
+        ]
         # The object whose status says whether the replica serves (Deployment / InferenceService),
         # wherever it is among the manifests (a replica registered as the state recorded it keeps
         # the state's order, where its Service may come first).

@@ -75,17 +75,25 @@ def build(config: cfg.InferCraneConfig, stack: str, *, preflight: bool, channel:
 class Checked:
     """What passed every check of a run, ready to register: the config (caches verified), each
     replica rendered (config order), the slot names of components still named by slot, the
-    provider, and the stack's context (None under Pulumi mocks: nothing live was checked)."""
+    provider, the stack's context (None under Pulumi mocks: nothing live was checked), and the
+    keys the rollout recreates (:attr:`~infercrane.core.plan.waves.Rollout.recreated`)."""
 
     config: cfg.InferCraneConfig
     rendered: list[RenderedReplica]
     legacy: Mapping[str, str]
     provider: k8s.Provider
     context: StackContext | None = None
+    recreated: frozenset[str] = frozenset()
 
     def component(self, r: RenderedReplica) -> ReplicaComponent:
+        key = r.replica.key
         return ReplicaComponent(
-            r.name, r.manifests, summary_of(r, self.config), self.provider, legacy=self.legacy.get(r.replica.key)
+            r.name,
+            r.manifests,
+            summary_of(r, self.config),
+            self.provider,
+            legacy=self.legacy.get(key),
+            recreate=key in self.recreated,
         )
 
 
@@ -125,6 +133,7 @@ def check(
             + (" …" if len(drift) > 5 else "")
         )
     state = own_state(stack) if channel.legacy is None else {}  # plain `pulumi`: no caller hands it over
+    plan = channel.rollout
     if not channel.driven:
         plan = ctx.rollout(rendered, report, state)
         assert plan is not None  # planned from a report
@@ -132,7 +141,8 @@ def check(
             plan = judged(stack, plan, lambda unproven, started: ctx.rollout(rendered, report, state, unproven, started))
         refuse_beyond_policy(stack, plan)
     legacy = channel.legacy if channel.legacy is not None else legacy_names(state)  # the real slots
-    return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx)
+    recreated = plan.recreated if plan is not None and channel.rollback is None else frozenset()
+    return Checked(ctx.config, rendered, legacy, provider or make_provider(ctx.config.kubernetes), ctx, recreated)
 
 
 def main(channel: Channel | None = None) -> None:

@@ -32,7 +32,7 @@ from tests.integration.test_serving import namespace_with_evidence, ready
 KEY = "it-ctl-r0"
 STABLE_SECONDS = 1.5  # a state held this long is one the controllers rest in
 Observed = tuple[tuple[int, str], ...]  # (revision, phase) per pod, sorted
-Make = Callable[[str, bool], "Cluster"]
+Make = Callable[..., "Cluster"]
 
 
 def rendered(ns: str, surge: bool) -> dict[str, Any]:
@@ -121,17 +121,23 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(admin: Client) -> Iterator[Callable[[str, bool], Cluster]]:
-    """A Deployment on the real node, available on revision 0; removed with its pods after the
-    test (the node's GPUs are the next test's)."""
+def cluster(admin: Client) -> Iterator[Make]:
+    """A Deployment on the real node, available on revision 0 (``loading``: its pod still loading);
+    removed with its pods after the test (the node's GPUs are the next test's)."""
     made: list[Cluster] = []
 
-    def make(ns: str, surge: bool) -> Cluster:
+    def make(ns: str, surge: bool, loading: bool = False) -> Cluster:
         namespace_with_evidence(admin, ns)
         c = Cluster(admin, ns, rendered(ns, surge), surge)
         made.append(c)
         c.apply(0)
-        c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
+        if loading:
+            deadline = time.monotonic() + 30
+            while c.pods() != ((0, model.STARTING),) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert c.pods() == ((0, model.STARTING),), c.pods()
+        else:
+            c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
         return c
 
     yield make
@@ -162,6 +168,20 @@ def test_a_rolling_update_of_one_key_keeps_the_old_pod_until_the_new_one_is_avai
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
     assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
+
+
+def test_a_rolling_update_keeps_an_old_pod_still_loading_until_the_new_one_is_available_as_the_model_says(
+    cluster: Make,
+) -> None:
+    """The controller's reconcileOldReplicaSets scales an old pod down only while the new pods that
+    are not available leave room (maxScaledDown), unavailable old pods first: a replica a run left
+    loading, restarted, holds its old pod -- a GPU -- beside the new one until the new one is
+    available (what the planner counts for a down replica's restart under a surge). The model once
+    stopped an unavailable old pod at once: this test found it."""
+    c = cluster("it-ctl-loading", True, loading=True)
+    c.apply(1)  # while revision 0 still loads
+    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
+    assert ((0, model.STARTING), (1, model.STARTING)) in seen, seen
 
 
 def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_as_the_model_says(

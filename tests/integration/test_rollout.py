@@ -395,6 +395,49 @@ def test_a_rerun_after_a_surge_killed_mid_wave_never_lends_the_extra_gpu_twice(s
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_third_release_after_a_surge_killed_while_its_replica_loads_recreates_it_and_keeps_the_floor(
+    slow: Project, slow_admin: Client
+) -> None:
+    """Issue #64: endpoint a's surge cutover (a0,a1 -> n0,n1) is SIGKILLed once n0 is applied; n0's
+    pod loads (60 s). The config moves on to a third release. n0 is down and restarts: its rolling
+    update would keep the loading pod, and its GPU, until the new one serves -- and the node has no
+    GPU for it (endpoint b fills the rest). The rerun recreates n0 (its Deployment deleted, then made
+    again), so a0 and a1 keep serving throughout; before, it retired a1 first for that GPU, one
+    replica below the floor until n0 served."""
+    from infercrane.local.plane import READY_DELAY_ANNOTATION
+    from tests.integration.conftest import kill_as_ci, start_cli, wait_for
+
+    stack = "rolthird"
+    gpu = "NVIDIA-H100-80GB-HBM3"  # 5 GPUs: a's 2 + b's 2 + the one extra of a's surge
+    policy = {"maxUnavailable": 0, "maxSurge": 1}
+    old = [rep(f"{stack}-a{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
+    b = [rep(f"{stack}-b{i}", name=f"{stack}-b", gpu=gpu) for i in range(2)]
+    slow_load = {"annotations": {READY_DELAY_ANNOTATION: "60s"}}
+    second = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu, pod=slow_load) for i in range(2)]
+    third = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
+    slow.stack(stack, old + b, rollout=policy)
+    deploy(slow, stack)
+    slow.stack(stack, second + b, rollout=policy, imageDigest=NEW_DIGEST)
+    proc = start_cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1")
+    n0 = naming.object_name(f"{stack}-n0")
+    try:
+        wait_for(lambda: get_or_none(slow_admin, Deployment, n0), "n0 to be applied", timeout=240)
+    finally:
+        kill_as_ci(proc)
+    loading = str(slow_admin.get(Deployment, n0, namespace=NS).metadata.uid)
+    slow.stack(stack, third + b, rollout=policy, imageDigest="vllm/vllm-openai@sha256:" + "e" * 64)
+    with Watcher(slow_admin, [r["key"] for r in old + second]) as w:
+        r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"recreate {stack}-n0" in r.stderr, r.stderr[-3000:]
+    assert w.samples and w.lowest_ready >= 2, w.samples  # a's floor: never one below it
+    assert str(slow_admin.get(Deployment, n0, namespace=NS).metadata.uid) != loading  # made again, not updated
+    for k in (f"{stack}-a0", f"{stack}-a1"):
+        assert get_or_none(slow_admin, Deployment, naming.object_name(k)) is None
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_a_rerun_finishes(
     slow: Project, slow_admin: Client
 ) -> None:

@@ -87,6 +87,7 @@ class _Schedule:
 
     free: list[str] = field(default_factory=list)  # applied in the first step
     repair: list[str] = field(default_factory=list)  # not available: applied in the first step, before any wave
+    recreate: list[str] = field(default_factory=list)  # not available, restarting under a surge: deleted, then created
     delete_first: list[str] = field(default_factory=list)  # deleted at the end of the prep step (before wave 0)
     delete_idle: list[str] = field(default_factory=list)  # deleted at the end of the first step
     retire_first: list[str] = field(default_factory=list)  # surplus available replicas the GPU budget retires before the waves
@@ -230,11 +231,13 @@ def _endpoint(
 
     mode: Mode = SURGE if policy.max_surge >= 1 else IN_PLACE
     per_wave = policy.max_surge if mode == SURGE else policy.max_unavailable
-    # With a surge, a replica that is down still restarts beside its draining pod: a GPU more. Those
-    # restarts are waves of their own, maxSurge at a time, before any other; in place (Recreate) the
-    # old pod is gone before the new one starts, so they cost nothing and come first.
-    down_restarts = [t.key for t in staying if t.restarts and t.key in not_available] if mode == SURGE else []
-    not_available = [k for k in not_available if k not in down_restarts]
+    # A replica that is down and restarts has nothing serving to keep. Under a surge its Deployment's
+    # rolling update would keep its old pod -- and its GPU -- until the new one is available (the
+    # controller scales an old pod down only while the new ones leave room), a GPU more that the pool
+    # may not have: it is *recreated* instead (its workload object deleted, then created again), so
+    # its old pod goes before its new one starts, as in place (Recreate) -- no GPU more, and the
+    # release it ran never serves again. Both cost nothing and come in the first step.
+    sched.recreate = [t.key for t in staying if t.restarts and t.key in not_available] if mode == SURGE else []
     units: list[tuple[str, str | None]] = [(t.key, None) for t in updates]
     units += [(t.key, t.key) for t in moved] + [(a.key, r.key) for a, r in pairs]
     # A canary (core.plan.canary judges it): the first wave of the available replicas' units, judged
@@ -248,29 +251,24 @@ def _endpoint(
     new_keys = [t.key for t in adds[len(pairs) :]]  # created in the first step: they replace nothing
     releases = {t.key: t.release for t in targets}
     down_elsewhere = [m.key for m in running if not m.available and m.release and m.release != releases.get(m.key)]
-    starts = [(k, None) for k in [*not_available, *down_restarts, *new_keys] if releases.get(k)]
+    starts = [(k, None) for k in [*not_available, *new_keys] if releases.get(k)]
     judged_alone = not units and bool(down_elsewhere and starts) and policy.canary is not None and policy.canary.required
     release = _release(units or (starts if judged_alone else []), targets)
     moving = {up for up, _ in units} | {old for _, old in units if old is not None}
     already = _already_available(release, moving, [m for m in running if m.release not in unproven])
     retried = [m.key for m in running if m.available and m.release in unproven and m.key not in moving and m.key in target_keys]
-    # What starts on the release before the available replicas' units: the first step's replicas
-    # and, with a surge, the down replicas' restarts -- part of the canary, never unjudged.
-    firsts = _chunks([(k, None) for k in down_restarts], per_wave)
+    # What starts on the release before the available replicas' units -- the first step's replicas --
+    # is part of the canary, never unjudged.
     canary, baseline, in_flight = (
-        _canary(units, mode, policy, running, targets, release, moving, [*not_available, *new_keys, *retried], down_restarts)
+        _canary(units, mode, policy, running, targets, release, moving, [*not_available, *new_keys, *retried])
         if not already
         else ((), (), False)
     )
-    if canary and in_flight and firsts:  # judged once the down replicas' restarts serve: the last of their waves
-        canary_wave: int | None = len(firsts) - 1
-        in_flight = False
-    else:
-        canary_wave = len(firsts) if canary and not in_flight else None
+    canary_wave = 0 if canary and not in_flight else None
     sched.canary_wave, sched.canary_first = canary_wave, in_flight
-    chunks = firsts + (
+    chunks = (
         _chunks(units[: len(canary)], len(canary)) + _chunks(units[len(canary) :], per_wave)
-        if canary_wave == len(firsts)
+        if canary_wave == 0
         else _chunks(units, per_wave)
     )
     if chunks:
@@ -345,6 +343,7 @@ def _endpoint(
             idle_first=sched.idle_first,
             replaced_first=tuple(sched.delete_first),
             repaired_first=tuple(sched.repair),
+            recreated=tuple(sched.recreate),
             settling_first=tuple(t.key for t in staying if by_key[t.key].state == ReplicaState.AVAILABLE and t.key in sched.free)
             if chunks
             else (),
@@ -391,10 +390,9 @@ def _canary(
     release: str,
     moving: Collection[str],
     first_step: Sequence[str],
-    down_restarts: Sequence[str] = (),
 ) -> tuple[tuple[str, ...], tuple[str, ...], bool]:
     """The canary's keys, its baseline's, and whether the canary is what starts before the units --
-    the keys of ``first_step`` and ``down_restarts`` that will run ``release`` (applied with the
+    the keys of ``first_step`` that will run ``release`` (applied with the
     config's manifests: a replica left down on another release and then the config changed moves
     to it too) -- or none when the policy asks for no canary, nothing available changes, or no
     replica would stay on the old release to compare with. The baseline: later units' old
@@ -403,7 +401,7 @@ def _canary(
     if policy.canary is None or not units:
         return (), (), False
     runs = {t.key: t.release for t in targets}  # as each will run once applied
-    in_flight = [k for k in [*first_step, *down_restarts] if release and runs.get(k) == release]
+    in_flight = [k for k in first_step if release and runs.get(k) == release]
     size = 0 if in_flight else min(policy.canary.replicas, len(units))
     first, rest = units[:size], units[size:]
     baseline = [old if old is not None else up for up, old in rest]
@@ -461,13 +459,15 @@ def _lane(endpoint: str, s: _Schedule) -> Lane:
     a successor after the last."""
     borrowed = iter(s.borrowed)  # the walk's stages, in the same order: idle (if first), prep, one per wave
 
-    def stage(apply: Iterable[str], delete: Iterable[str], wave: int | None = None) -> Stage:
+    def stage(apply: Iterable[str], delete: Iterable[str], wave: int | None = None, recreate: Iterable[str] = ()) -> Stage:
         borrow, keep = next(borrowed)
-        return Stage(apply=frozenset(apply), delete=frozenset(delete), borrow=borrow, keep=keep, wave=wave)
+        return Stage(
+            apply=frozenset(apply), delete=frozenset(delete), borrow=borrow, keep=keep, wave=wave, recreate=frozenset(recreate)
+        )
 
     stages = [stage((), s.delete_idle)] if s.idle_first else []
     idle = [] if s.idle_first else s.delete_idle
-    prep = stage(s.free + s.repair, idle + s.retire_first + s.delete_first)
+    prep = stage(s.free + s.repair, idle + s.retire_first + s.delete_first, recreate=s.recreate)
     if prep.apply or prep.delete or not (s.waves or stages):
         stages.append(prep)
     stages += [stage(ups, gone, wave=i) for i, (ups, gone) in enumerate(s.waves)]

@@ -61,6 +61,10 @@ class EndpointRollout:
     idle_first: bool = False  # ... in a stage of their own, before new replicas of the first step take GPUs
     replaced_first: tuple[str, ...] = ()  # in place: the first wave's old replicas, deleted before it starts
     repaired_first: tuple[str, ...] = ()  # not available now: applied and ready before the first wave starts
+    #: Of those, the ones that restart under a surge: their workload object is deleted, then created
+    #: again (Pulumi's delete-before-replace), so the old pod goes before the new one starts -- a
+    #: rolling update would keep it, and its GPU, until the new one is available.
+    recreated: tuple[str, ...] = ()
     settling_first: tuple[str, ...] = ()  # available, their own rollout under way: settled before the first wave starts
     retired_first: tuple[str, ...] = ()  # available replicas without a successor the GPU budget retires before the waves
     deleted_last: tuple[str, ...] = ()  # available replicas that leave without a successor
@@ -140,6 +144,11 @@ class EndpointRollout:
             else []
         )
         first += (
+            [f"recreate {', '.join(self.recreated)} (down: its old pod goes before its new one starts, no GPU more)"]
+            if self.recreated
+            else []
+        )
+        first += (
             [f"let {', '.join(self.settling_first)} settle first (available, its own rollout under way: the waves wait for it)"]
             if self.settling_first
             else []
@@ -185,6 +194,9 @@ class Stage:
     keep: tuple[tuple[str, int], ...] = ()  # ... and still holds once its deletions are gone (core.plan.ledger)
     wave: int | None = None  # the endpoint's wave this stage rolls (0-based); None: before the first wave
     bake: bool = False  # the canary's stage: once ready, it bakes and is judged before its deletions
+    #: Of ``apply``, the keys whose workload object is deleted and created again rather than updated
+    #: (down, restarting under a surge: :attr:`EndpointRollout.recreated`).
+    recreate: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -250,13 +262,20 @@ class Rollout:
 
     def restarts_in_place(self) -> frozenset[str]:
         """The keys whose new pod starts only once their own old pod has drained: in place, a
-        restarted key (its Deployment recreates) -- a wave's wait includes that drain."""
+        restarted key (its Deployment recreates), and a recreated one -- a wave's wait includes
+        that drain."""
         return frozenset(
             k
             for e in self.endpoints
-            if e.mode == IN_PLACE
-            for k in [*e.repaired_first, *(k for w in e.waves for k in w.up if k in w.down)]
+            for k in (
+                [*e.repaired_first, *(k for w in e.waves for k in w.up if k in w.down)] if e.mode == IN_PLACE else e.recreated
+            )
         )
+
+    @property
+    def recreated(self) -> frozenset[str]:
+        """Every endpoint's keys whose workload object is deleted and created again (:attr:`EndpointRollout.recreated`)."""
+        return frozenset(k for e in self.endpoints for k in e.recreated)
 
     def beyond_one_step(self) -> list[EndpointRollout]:
         """The endpoints that one engine run doing everything at once would take outside their

@@ -68,13 +68,17 @@ def test_a_replica_left_down_then_moved_by_the_first_step_is_part_of_the_canary(
     assert lane.stages[0].bake and "a0" in lane.stages[0].apply
 
 
-def test_with_a_surge_a_down_replicas_restart_onto_the_release_is_the_canary() -> None:
+def test_with_a_surge_a_down_replicas_restart_onto_the_release_is_the_canary_recreated_first() -> None:
     running = [live("a0", OLD, ReplicaState.STARTING), live("a1", OLD), live("a2", OLD)]
     targets = [target("a0", True), target("a1", True), target("a2", True)]
     r = plan(running, targets, lambda name: RolloutPolicy(max_unavailable=0, max_surge=1, canary=REQUIRED))
     (e,), (lane,) = r.endpoints, r.lanes
-    assert e.canary == ("a0",) and e.canary_wave == 0 and not e.canary_first
-    assert [(sorted(s.apply), s.bake) for s in lane.stages] == [(["a0"], True), (["a1"], False), (["a2"], False)]
+    assert e.canary == ("a0",) and e.canary_first and e.recreated == ("a0",)
+    assert [(sorted(s.apply), s.bake, sorted(s.recreate)) for s in lane.stages] == [
+        (["a0"], True, ["a0"]),
+        (["a1"], False, []),
+        (["a2"], False, []),
+    ]
 
 
 def test_the_gpus_mark_reads_back_what_it_wrote_and_an_unreadable_one_is_no_mark() -> None:

@@ -324,7 +324,27 @@ def test_a_wave_that_restarts_a_replica_in_place_waits_for_its_old_pod_to_drain_
     members = [m("a"), m("b"), m("down", ready=False), m("old")]
     targets = [t("a", restarts=True), t("b"), t("down", restarts=True), t("new")]
     assert plan(members, targets, policy(DEFAULT)).restarts_in_place() == {"a", "down"}  # not b, not new
-    assert plan(members, targets, policy(SURGE)).restarts_in_place() == frozenset()  # a surge starts beside it
+    # A surge starts beside it -- but a replica that is down is recreated: its old pod goes first.
+    assert plan(members, targets, policy(SURGE)).restarts_in_place() == {"down"}
+
+
+def test_a_replica_down_and_restarting_under_a_surge_is_recreated_first_and_costs_no_gpu_more() -> None:
+    """A surge cutover cut short with n0 applied but loading, then a new release: n0 restarts. Its
+    rolling update would keep the loading pod -- and its GPU -- beside the new one; recreated, the
+    old pod goes first. So the surplus o1 needs no retiring before n0 serves: o0 and o1 keep the
+    floor (before: o1 retired first for n0's second pod, one replica below it)."""
+    members = [m("o0"), m("o1"), m("n0", ready=False)]
+    r = plan(members, [t("n0", restarts=True), t("n1")], policy(SURGE))
+    (e,), (lane,) = r.endpoints, r.lanes
+    assert (e.recreated, e.repaired_first, e.lowest_ready, e.peak_gpus) == (("n0",), ("n0",), 2, 3)
+    assert [(sorted(s.apply), sorted(s.delete), sorted(s.recreate)) for s in lane.stages] == [
+        (["n0"], ["o1"], ["n0"]),  # n0 made again; the surplus o1 goes once it serves
+        (["n1"], ["o0"], []),
+    ]
+    assert r.recreated == {"n0"}
+    assert "recreate n0 (down: its old pod goes before its new one starts, no GPU more)" in e.describe(lane.stages[0])
+    # In place the Deployment's own Recreate strategy does it: nothing to recreate.
+    assert plan(members, [t("n0", restarts=True), t("n1")], policy(DEFAULT)).recreated == frozenset()
 
 
 def test_plan_text_names_what_happens_before_the_waves() -> None:

@@ -106,8 +106,9 @@ def test_a_lost_state_and_another_lanes_engine_failure_keep_every_release_judged
 def test_a_new_release_pushed_mid_rollout_is_judged_by_its_own_canary_and_keeps_the_floor() -> None:
     """Issue #64: the config moves on to a third release while the change still rolls (after a
     kill or a stopped wave): no replica runs it beyond its canary without an ACCEPT of its own, a
-    rejected one is retried only as itself, and the floor, the budget and convergence hold."""
+    rejected one is retried only as itself, and the floor, the budget and convergence hold -- a
+    surge cutover's replica left loading too (recreated: test_rollout_found.py)."""
     third = [w for w in model.release_worlds() if w.third_release]
     explored, failed = model.check(iter(third))
-    assert len(third) == 3 and not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
-    assert explored > 300_000
+    assert len(third) == 4 and not failed, "\n".join(f"{r.world}:\n  " + "\n  ".join(r.violations) for r in failed)
+    assert explored > 600_000
