@@ -104,7 +104,7 @@ def rollout_lines(rollout: Rollout | None) -> list[str]:
 
 def changes(e: EndpointRollout) -> bool:
     """Whether the endpoint's rollout does anything."""
-    return bool(e.waves or e.deleted_idle or e.deleted_last or e.retired_first or e.ready_before != e.ready_after)
+    return bool(e.waves or e.deleted_idle or e.deleted_last or e.retired_first or e.recreated or e.ready_before != e.ready_after)
 
 
 def endpoint_lines(e: EndpointRollout) -> list[str]:
@@ -122,6 +122,11 @@ def endpoint_lines(e: EndpointRollout) -> list[str]:
             lines.append(f"    first: delete {', '.join(e.deleted_idle)} (not available)")
         if e.repaired_first:
             lines.append(f"    first: bring back {', '.join(e.repaired_first)} (not available; already counts as unavailable)")
+        if e.recreated:
+            lines.append(
+                f"    first: recreate {', '.join(e.recreated)} (not available: deleted, then made again -- "
+                "its old pod goes before its new one starts, no GPU more)"
+            )
             if e.canary_first and e.canary_policy is not None:
                 lines.append(
                     f"      the canary {', '.join(e.canary)} (left on the new release by a killed run): "

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError, InferCraneError, PartlyApplied
-from infercrane.core.model.kinds import KINDS
+from infercrane.core.model.kinds import KINDS, WORKLOADS
 from infercrane.core.plan.waves import STAGE_DELETION
 from infercrane.core.plan.workload import pod_of
 from infercrane.core.state import urns
@@ -58,6 +58,16 @@ def delete_going(ctx: StackContext, recorded: Mapping[str, Sequence[Mapping[str,
     for ns, kinds in sorted(elsewhere.items()):
         deleted |= _delete_owned(ctx, lambda key, kind: key in keys, wait=True, namespace=ns, kinds=kinds)
     return deleted
+
+
+def delete_workloads(ctx: StackContext, keys: Collection[str]) -> dict[str, str]:
+    """The workload object (Deployment, InferenceService) of each of ``keys`` -- keys of the config
+    that a stage recreates (:attr:`~infercrane.core.plan.waves.Stage.recreate`): deleted here,
+    recorded by Pulumi or not, by this stack's exact ownership with a uid precondition, in the
+    foreground, and waited for until gone -- its pods with it. The stage then registers the key: a
+    create where the state does not record it (a killed run's), else Pulumi's delete-before-replace,
+    whose deletion finds it gone. Its Service stays. Returns object name -> key."""
+    return _delete_owned(ctx, lambda key, kind: key in keys and kind in WORKLOADS, wait=True)
 
 
 def delete_keys(ctx: StackContext, keys: Collection[str]) -> dict[str, str]:

@@ -36,7 +36,7 @@ from infercrane.core.plan.waves import Rollout
 from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.state import urns
 from infercrane.engine.changes import EventCollector, ReplicaAction, applied_events, both, summarize
-from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, foreign_deletions
+from infercrane.engine.deletions import delete_going, delete_orphans_after_rollout, delete_workloads, foreign_deletions
 from infercrane.engine.observed import Observed, could_need_refresh
 from infercrane.engine.recovery import resolve_pending_creates, vouch_for
 from infercrane.engine.rejections import (
@@ -71,6 +71,7 @@ def _channel(
         progress=sink,
         gate=gate,
         delete=delete,
+        recreate=functools.partial(delete_workloads, ctx),
         recheck=recheck,
     )
     channel.hand_over(late)

@@ -65,6 +65,10 @@ class Channel:
     #: Deletes what a lane's stage ends by deleting (keys that leave; a moved key's old form), by
     #: exact ownership, until gone; returns object name -> key. Called from a worker thread.
     delete: Callable[[Collection[str]], Mapping[str, str]] | None = None
+    #: Deletes the workload objects of keys a stage recreates (:attr:`~infercrane.core.plan.waves.Stage.recreate`)
+    #: by exact ownership, until gone, before the stage registers them; returns object name -> key.
+    #: None: Pulumi's delete-before-replace alone (plain ``pulumi up``: a key its state records).
+    recreate: Callable[[Collection[str]], Mapping[str, str]] | None = None
     #: What Pulumi would delete by name at the end of this run that is no longer this stack's, asked
     #: again once every lane is done (a rollout can span hours; :func:`engine.deletions.foreign_deletions`).
     recheck: Callable[[], Sequence[str]] | None = None

@@ -155,6 +155,7 @@ async def roll(
     max_extra_gpus: int | None = None,
     restarts: frozenset[str] | None = None,
     lent: tuple[tuple[str, Gpus], ...] = (),
+    recreate: Callable[[Collection[str]], Mapping[str, str]] | None = None,
 ) -> LanesOutcome:
     """Run every lane to its end or its first failure, side by side. A failure of the engine
     itself (an apply it failed, a registration that raised) halts every lane: none deletes or
@@ -164,7 +165,9 @@ async def roll(
     left the endpoints holding beyond their own: :attr:`~infercrane.core.plan.waves.Rollout.lent`). A stage's keys of ``restarts`` (None: all) wait
     until no pod of theirs is terminating before they are applied (:attr:`~infercrane.core.plan.waves.Rollout.restarts`);
     a wave's keys and those that restart then go ahead of the keys carried over as they are, at the
-    program's pace (:class:`~infercrane.shell.components.Ahead`): their pods are the run's long pole."""
+    program's pace (:class:`~infercrane.shell.components.Ahead`): their pods are the run's long pole.
+    A stage's keys it recreates lose their workload object to ``recreate`` first (gone, with its
+    pods), then are registered: created again."""
     outcome = LanesOutcome(ended={x.endpoint: "not started" for x in lanes})
     loop = asyncio.get_running_loop()
     halted = asyncio.Event()
@@ -203,6 +206,13 @@ async def roll(
                 outcome.stopped.append((lane.endpoint, where, back))
                 outcome.ended[lane.endpoint] = f"stopped before {where}: {back.message}"
                 return
+            if stage.recreate and recreate is not None:  # deleted, with its pods, before it is made again
+                try:
+                    await loop.run_in_executor(None, recreate, stage.recreate)
+                except InferCraneError as exc:
+                    outcome.stopped.append((lane.endpoint, where, exc))
+                    outcome.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
+                    return
             draining = (
                 await waits.drained(changing) if changing else ""
             )  # a key whose old pod drains gets its template once it is gone

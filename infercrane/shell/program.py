@@ -251,6 +251,7 @@ async def _in_lanes(
             max_extra_gpus=plan.max_extra_gpus,
             restarts=plan.restarts,
             lent=plan.lent,
+            recreate=channel.recreate if channel.rollback is None else None,
         )
     except RolloutStopped as exc:  # a canary's verdict and the engine's failure together
         _fail(channel, exc)

@@ -413,11 +413,11 @@ def test_a_third_release_after_a_surge_killed_while_its_replica_loads_recreates_
     old = [rep(f"{stack}-a{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
     b = [rep(f"{stack}-b{i}", name=f"{stack}-b", gpu=gpu) for i in range(2)]
     slow_load = {"annotations": {READY_DELAY_ANNOTATION: "60s"}}
-    second = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu, pod=slow_load) for i in range(2)]
-    third = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu) for i in range(2)]
+    second = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu, pod=slow_load, image=NEW_DIGEST) for i in range(2)]
+    third = [rep(f"{stack}-n{i}", name=f"{stack}-a", gpu=gpu, image="vllm/vllm-openai@sha256:" + "e" * 64) for i in range(2)]
     slow.stack(stack, old + b, rollout=policy)
     deploy(slow, stack)
-    slow.stack(stack, second + b, rollout=policy, imageDigest=NEW_DIGEST)
+    slow.stack(stack, second + b, rollout=policy)
     proc = start_cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-1")
     n0 = naming.object_name(f"{stack}-n0")
     try:
@@ -425,7 +425,7 @@ def test_a_third_release_after_a_surge_killed_while_its_replica_loads_recreates_
     finally:
         kill_as_ci(proc)
     loading = str(slow_admin.get(Deployment, n0, namespace=NS).metadata.uid)
-    slow.stack(stack, third + b, rollout=policy, imageDigest="vllm/vllm-openai@sha256:" + "e" * 64)
+    slow.stack(stack, third + b, rollout=policy)  # b unchanged: only a's release moves on
     with Watcher(slow_admin, [r["key"] for r in old + second]) as w:
         r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-2")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -343,6 +343,9 @@ def test_a_replica_down_and_restarting_under_a_surge_is_recreated_first_and_cost
     ]
     assert r.recreated == {"n0"}
     assert "recreate n0 (down: its old pod goes before its new one starts, no GPU more)" in e.describe(lane.stages[0])
+    from infercrane.cli.output import rollout_lines
+
+    assert any(line.startswith("    first: recreate n0 (not available: deleted, then made again") for line in rollout_lines(r))
     # In place the Deployment's own Recreate strategy does it: nothing to recreate.
     assert plan(members, [t("n0", restarts=True), t("n1")], policy(DEFAULT)).recreated == frozenset()
 
