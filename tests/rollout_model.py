@@ -802,7 +802,7 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                     changed = True
                 if any(o.key in stage.recreate for o in objs):
                     continue
-            if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lanes.Lender does
+            if stage.borrow and world.max_extra is not None:  # the lane takes what it borrows, as shell.lender.Lender does
                 taken = run.ledger.take(run.endpoints[i], stage.borrow)
                 if taken is None:
                     holders = {e for e, _ in run.ledger.lent if e != run.endpoints[i]}
