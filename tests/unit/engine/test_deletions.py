@@ -180,3 +180,38 @@ def test_a_deletion_the_api_server_asks_to_retry_is_retried(monkeypatch: pytest.
     monkeypatch.setattr("time.sleep", lambda s: None)
     assert deletions.delete_orphans(CTX, {}) == {listed[0]: "gone"}
     assert calls == ["delete", "delete"]
+
+
+def test_a_recreated_keys_workload_alone_is_deleted_in_the_foreground_its_service_and_others_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A key of the config that a stage recreates: its Deployment goes (until gone, its pods with
+    # it), its Service stays; another key's objects and an object not this stack's are never touched.
+    from infercrane.live.status import readiness
+
+    kept, other = naming.object_name("kept"), naming.object_name("other")
+    service = {**orphan(kept, "kept"), "kind": "Service"}
+    foreign = orphan(kept, "kept")
+    foreign["metadata"] = {
+        **foreign["metadata"],
+        "annotations": {**foreign["metadata"]["annotations"], naming.ANNOTATION_STACK: "x/y"},
+    }
+    objects = {
+        ("Deployment", kept): orphan(kept, "kept"),
+        ("Service", kept): service,
+        ("Deployment", other): orphan(other, "other"),
+    }
+    monkeypatch.setattr(cluster, "live_by_name", lambda client, target, kinds, **kw: objects)
+    sent: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(
+        cluster,
+        "delete_exact",
+        lambda client, kind, name, ns, uid, *, propagation: sent.append((kind, name, propagation)) or True,
+    )
+    monkeypatch.setattr(readiness, "wait_gone", lambda live, objs, *, timeout, **kw: ([], {}))
+    assert deletions.delete_workloads(CTX, {"kept"}) == {kept: "kept"}
+    assert sent == [("Deployment", kept, "Foreground")]
+    objects[("Deployment", kept)] = foreign  # another stack's object of that name: left alone
+    sent.clear()
+    assert deletions.delete_workloads(CTX, {"kept"}) == {}
+    assert sent == []

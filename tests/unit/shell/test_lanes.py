@@ -667,3 +667,53 @@ def test_a_stage_stops_when_a_replica_its_plan_counted_as_down_serves_again() ->
     )
     assert why.fix == "rerun the same command: it plans from what runs now"
     assert "a0" not in journal.deleted
+
+
+def test_a_recreated_key_loses_its_workload_before_it_is_registered_and_a_failed_deletion_stops_its_lane() -> None:
+    from infercrane.core.errors import ClusterError
+
+    # n0 was left loading by a killed surge, then the release moved on: recreated in the first step.
+    rollout = plan(
+        [
+            LiveReplica("o0", "e", ReplicaState.SETTLED, 1),
+            LiveReplica("o1", "e", ReplicaState.SETTLED, 1),
+            LiveReplica("n0", "e", ReplicaState.STARTING, 1),
+        ],
+        [Target("n0", "e", 1, restarts=True), Target("n1", "e", 1)],
+        lambda n: SURGE,
+    )
+    journal = Journal()
+    recreated: dict[str, float] = {}
+
+    def recreate(keys: Collection[str]) -> Mapping[str, str]:
+        recreated.update({k: time.monotonic() - journal.t0 for k in keys})
+        return {f"obj-{k}": k for k in keys}
+
+    def roll_with(recreate: Any) -> lanes.LanesOutcome:
+        return run(
+            lanes.roll(
+                rollout.lanes,
+                {e.endpoint: e for e in rollout.endpoints},
+                journal.register,  # type: ignore[arg-type]
+                WaitsDouble(),  # type: ignore[arg-type]
+                journal.delete,
+                lambda _: None,
+                {"n0": 0, "n1": 1},
+                restarts=rollout.restarts,
+                recreate=recreate,
+            )
+        )
+
+    rolled = roll_with(recreate)
+    assert not rolled.stopped and set(recreated) == {"n0"} and recreated["n0"] <= journal.registered["n0"]
+    assert "n0" not in journal.deleted  # the stage's deleter never sees it: its Service stays
+
+    def stuck(keys: Collection[str]) -> Mapping[str, str]:
+        raise ClusterError(
+            "1 object(s) the rollout deleted are still present 120 s later: Deployment n0", fix="look for finalizers"
+        )
+
+    journal = Journal()
+    rolled = roll_with(stuck)
+    assert [(n, w) for n, w, _ in rolled.stopped] == [("e", "the stage before its first wave")]
+    assert journal.registered == {}  # never registered over a workload that may still be there
