@@ -143,6 +143,11 @@ def plan_read_only(
     ]
     marked = judged(engine, seen)
     rollout = marked.rollout
+    # A key the rollout recreates (down, restarting under a surge) is deleted and made again: replaced.
+    recreated = rollout.recreated if rollout is not None else frozenset()
+    for a in actions:
+        if a.key in recreated and a.action is Action.UPDATE:
+            a.action = Action.REPLACE
     rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
     if policy_packs:
         engine.existing()  # never created by a plan that may not write
