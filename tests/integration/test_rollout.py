@@ -635,6 +635,10 @@ class SeatHolder:
                 if exc.status.code != 429:
                     self.errors.append(str(exc))
                     time.sleep(0.1)
+            except httpx2.HTTPStatusError as exc:  # the same 429 with a body that is no Status (APF's plain text)
+                if exc.response.status_code != 429:
+                    self.errors.append(repr(exc))
+                    time.sleep(0.1)
             except Exception as exc:  # noqa: BLE001 - reported by the test, never a dead thread
                 self.errors.append(repr(exc))
                 time.sleep(0.1)
