@@ -442,6 +442,37 @@ def test_a_third_release_after_a_surge_killed_while_its_replica_loads_recreates_
     assert cli(slow, "destroy", "--stack", stack).returncode == 0
 
 
+def test_a_recorded_replica_restarted_out_of_band_then_updated_under_a_surge_is_replaced_by_pulumi(
+    slow: Project, slow_admin: Client
+) -> None:
+    """The other path of the recreate: the state records r0 (a deploy that ended), its pod restarts
+    out of band and loads (30 s), and a new release comes: r0 is down, so it is recreated -- its
+    Deployment deleted by exact ownership, then Pulumi's delete-before-replace finds it gone and
+    creates it (an update would fail: the object is not there). The rerun finishes, r0's Deployment
+    is a new object, and the next plan is a no-op."""
+    from lightkube.resources.core_v1 import Pod as PodResource
+
+    from infercrane.local.plane import READY_DELAY_ANNOTATION
+
+    stack = "rolrecorded"
+    policy = {"maxUnavailable": 0, "maxSurge": 1}
+    slow_load = {"annotations": {READY_DELAY_ANNOTATION: "30s"}}
+    keys = [f"{stack}-r{i}" for i in range(2)]
+    slow.stack(stack, [rep(k, pod=slow_load) for k in keys], rollout=policy)
+    deploy(slow, stack)
+    r0 = naming.object_name(keys[0])
+    before = str(slow_admin.get(Deployment, r0, namespace=NS).metadata.uid)
+    for p in slow_admin.list(PodResource, namespace=NS, labels={naming.LABEL_INSTANCE: r0}):
+        slow_admin.delete(PodResource, str(p.metadata.name), namespace=NS)  # restarted out of band: it loads again
+    slow.stack(stack, [rep(k, pod=slow_load, image=NEW_DIGEST) for k in keys], rollout=policy)
+    r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", f"{stack}-2")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"recreate {keys[0]}" in r.stderr, r.stderr[-3000:]
+    assert str(slow_admin.get(Deployment, r0, namespace=NS).metadata.uid) != before  # made again, not updated
+    assert_no_op_plan(slow, stack)
+    assert cli(slow, "destroy", "--stack", stack).returncode == 0
+
+
 def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_a_rerun_finishes(
     slow: Project, slow_admin: Client
 ) -> None:
