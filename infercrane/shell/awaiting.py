@@ -57,6 +57,19 @@ def budgets(config: cfg.InferCraneConfig, rollout: Rollout | None) -> dict[str, 
     }
 
 
+def unheld_notes(kind: str, e: EndpointRollout) -> list[str]:
+    """What a deploy says of ``e``'s same-key surge canaries when its workload cannot hold them: an
+    InferenceService's predictor Deployment is KServe's, whose reconcile patches a hold back out at
+    once (tests/integration/test_kserve_controllers.py)."""
+    if kind == "Deployment":
+        return []
+    return [
+        f"rollout: {e.endpoint}: {key}'s old pod is not held (its predictor Deployment is KServe's, whose reconcile "
+        "takes a hold back): it goes once the canary is available, and a rollback loads it again"
+        for key in e.held
+    ]
+
+
 class Waits:
     """The readiness wait of one run: one poller for the whole stack, and each replica, once
     ready, asked what it serves (:class:`~infercrane.live.evidence.served.Checker`)."""
@@ -114,6 +127,10 @@ class Waits:
                 if not why
                 else f"rollout: {e.endpoint}: {key}'s old pod is not held ({why}): it goes once the canary is available"
             )
+
+    def say_unheld(self, e: EndpointRollout, note: Callable[[str], None]) -> None:
+        for line in unheld_notes(self.kind, e):
+            note(line)
 
     async def unheld(self, c: ReplicaComponent) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``, held until now, waited for as every replica is: its hold released

@@ -158,6 +158,8 @@ async def roll(
                 if held and e is not None:
                     await waits.hold(e, note)  # before the canary's template: the old pods stay
                     waits.held |= held
+                elif stage.bake and e is not None:
+                    waits.say_unheld(e, note)
                 for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
                     first = stage.wave is not None or key in changing  # its pod is new: ahead of those carried over
                     components.append(await ahead.register(functools.partial(register, key), first=first))

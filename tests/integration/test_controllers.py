@@ -52,27 +52,36 @@ def rendered(ns: str, surge: bool) -> dict[str, Any]:
 
 
 class Cluster:
-    """The Deployment and its pods, read as the model reads them."""
+    """The workload and its pods, read as the model reads them (the model's object is the workload:
+    a Deployment here; ``tests/integration/test_kserve_controllers.py`` the InferenceService)."""
 
     def __init__(self, admin: Client, ns: str, manifest: dict[str, Any], surge: bool) -> None:
         self.admin, self.ns, self.manifest = admin, ns, manifest
         self.name = manifest["metadata"]["name"]
-        self.hashes: list[str] = []  # pod-template-hash -> revision, in the order seen
         policy = RolloutPolicy(max_unavailable=0 if surge else 1, max_surge=1 if surge else 0)
         self.world = model.World((model.Endpoint("a", (KEY,), ((KEY, 1),), policy),), pool=3)
 
-    def apply(self, revision: int, replicas: int = 1) -> None:
+    resource: Any = Deployment
+
+    def selector(self) -> dict[str, str]:
+        return dict(naming.selector(KEY))
+
+    def revised(self, revision: int, replicas: int) -> dict[str, Any]:
+        """The manifest with ``replicas`` pods of ``revision`` (a pod annotation tells them apart)."""
         d = {**self.manifest, "spec": {**self.manifest["spec"], "replicas": replicas}}
         template = d["spec"]["template"]
         annotations = {**(template["metadata"].get("annotations") or {}), "it/revision": str(revision)}
         d["spec"]["template"] = {**template, "metadata": {**template["metadata"], "annotations": annotations}}
+        return d
+
+    def apply(self, revision: int, replicas: int = 1) -> None:
         from lightkube import codecs
 
-        self.admin.apply(codecs.from_dict(d), field_manager="it-controllers", force=True)
+        self.admin.apply(codecs.from_dict(self.revised(revision, replicas)), field_manager="it-controllers", force=True)
 
     def pods(self) -> Observed:
         out = []
-        for p in self.admin.list(Pod, namespace=self.ns, labels=dict(naming.selector(KEY))):
+        for p in self.admin.list(Pod, namespace=self.ns, labels=self.selector()):
             rev = int((p.metadata.annotations or {}).get("it/revision", "0"))
             phase = model.TERMINATING if p.metadata.deletionTimestamp else model.AVAILABLE if ready(p) else model.STARTING
             out.append((rev, phase))
@@ -87,10 +96,10 @@ class Cluster:
         return Live(self.admin, target)
 
     def uids(self) -> list[str]:
-        return sorted(str(p.metadata.uid) for p in self.admin.list(Pod, namespace=self.ns, labels=dict(naming.selector(KEY))))
+        return sorted(str(p.metadata.uid) for p in self.admin.list(Pod, namespace=self.ns, labels=self.selector()))
 
     def exists(self) -> bool:
-        return any(d.metadata.name == self.name for d in self.admin.list(Deployment, namespace=self.ns))
+        return any(d.metadata.name == self.name for d in self.admin.list(self.resource, namespace=self.ns))
 
     def predicted(self, revision: int, replicas: int, seen: Observed, deleting: bool = False, held: bool = False) -> Observed:
         """Where the model's controllers rest from ``seen`` (its starting pods as the model's)."""
@@ -120,33 +129,42 @@ class Cluster:
         raise AssertionError(f"no end within 90 s; states the controllers rested in: {rested}")
 
 
+def settle(c: Cluster, loading: bool) -> Cluster:
+    """Revision 0 applied, its pod available (``loading``: still loading)."""
+    c.apply(0)
+    if loading:
+        deadline = time.monotonic() + 30
+        while c.pods() != ((0, model.STARTING),) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.pods() == ((0, model.STARTING),), c.pods()
+    else:
+        c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
+    return c
+
+
+def remove(admin: Client, made: list[Cluster]) -> None:
+    """Each workload deleted and waited for with its pods (their GPUs are the next test's)."""
+    for c in made:
+        if c.exists():
+            admin.delete(c.resource, c.name, namespace=c.ns)
+        deadline = time.monotonic() + 60
+        while (c.exists() or c.pods()) and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
 @pytest.fixture
 def cluster(admin: Client) -> Iterator[Make]:
     """A Deployment on the real node, available on revision 0 (``loading``: its pod still loading);
-    removed with its pods after the test (the node's GPUs are the next test's)."""
+    removed with its pods after the test."""
     made: list[Cluster] = []
 
     def make(ns: str, surge: bool, loading: bool = False) -> Cluster:
         namespace_with_evidence(admin, ns)
-        c = Cluster(admin, ns, rendered(ns, surge), surge)
-        made.append(c)
-        c.apply(0)
-        if loading:
-            deadline = time.monotonic() + 30
-            while c.pods() != ((0, model.STARTING),) and time.monotonic() < deadline:
-                time.sleep(0.05)
-            assert c.pods() == ((0, model.STARTING),), c.pods()
-        else:
-            c.replay(0, 1, lambda s: s == ((0, model.AVAILABLE),))
-        return c
+        made.append(Cluster(admin, ns, rendered(ns, surge), surge))
+        return settle(made[-1], loading)
 
     yield make
-    for c in made:
-        if c.exists():
-            admin.delete(Deployment, c.name, namespace=c.ns)
-        deadline = time.monotonic() + 60
-        while (c.exists() or c.pods()) and time.monotonic() < deadline:
-            time.sleep(0.5)
+    remove(admin, made)
 
 
 def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(cluster: Make) -> None:

@@ -90,6 +90,9 @@ class WaitsDouble:
     async def hold(self, e: Any, note: Any) -> None:
         self.said.append(f"hold {','.join(e.held)}")
 
+    def say_unheld(self, e: Any, note: Any) -> None:
+        self.said += [f"unheld canary {','.join(e.held)}"] if e.held else []
+
     async def unheld(self, c: ComponentDouble) -> tuple[Verdict, None]:
         self.held.discard(c.key)
         self.said.append(f"unheld {c.key}")
@@ -637,6 +640,23 @@ def test_a_rejected_held_canary_keeps_its_hold_for_the_rollback_to_end() -> None
     rolled = roll(same_key_surge_canary(), waits, journal)
     assert rolled.ended["e"] == "stopped at wave 1/3: the canary's verdict is REJECT"
     assert waits.said == ["hold a0", "wait a0 held"] and waits.held == {"a0"}
+
+
+def test_a_same_key_surge_canary_its_workload_cannot_hold_rolls_unheld_and_the_deploy_says_so() -> None:
+    """An InferenceService's canary: KServe's reconcile takes a hold on its predictor back, so the
+    lane places none and says what that costs (tests/integration/test_kserve_controllers.py)."""
+    from infercrane.shell.awaiting import unheld_notes
+
+    rollout = same_key_surge_canary()
+    waits, journal = JudgingWaitsDouble(holding=False), Journal()
+    assert roll(rollout, waits, journal).ended == {"e": "finished"}
+    assert waits.said[:2] == ["unheld canary a0", "wait a0"], waits.said
+    (e,) = rollout.endpoints
+    assert unheld_notes("Deployment", e) == []
+    assert unheld_notes("InferenceService", e) == [
+        "rollout: e: a0's old pod is not held (its predictor Deployment is KServe's, whose reconcile takes a hold back): "
+        "it goes once the canary is available, and a rollback loads it again"
+    ]
 
 
 def test_an_in_place_canary_is_never_held() -> None:

@@ -143,6 +143,17 @@ def test_a_same_key_surge_canary_whose_reject_starts_its_old_release_again_is_fo
     assert any("the rollback starts a pod of ['ao0'], whose old pod was held" in v and path in v for v in found), found
 
 
+def test_an_unheld_canary_as_kserve_rolls_it_breaks_no_release_rule_and_costs_one_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An InferenceService's same-key surge canary is unheld (KServe takes a hold on its predictor
+    back: tests/integration/test_kserve_controllers.py). The check with the hold off is KServe's
+    case: every rule holds -- floor, GPUs, release, convergence -- and what it finds is only the
+    REJECT's price, the old release loaded again (docs/canary.md says so)."""
+    world = required(mu=0, ms=1, max_adversities=2, autoscaler=False)
+    monkeypatch.setattr(model, "HOLDS", False)
+    found = violations(world)
+    assert found and all(v.startswith("the rollback starts a pod of ['ao0'], whose old pod was held") for v in found), found
+
+
 def test_a_stage_that_takes_down_a_replica_that_serves_again_since_its_plan_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue #64, e: the floor is the endpoint's own -- it allows only the replicas an out-of-band
     restart holds down now, no longer every restart so far (which let a planner take two down after
