@@ -8,22 +8,17 @@ metadata.generation`` and (Deployment) ``availableReplicas > 0`` / (KServe) cond
 
 from __future__ import annotations
 
-from typing import Any, Final
-
-from lightkube import operators
-from lightkube.resources.core_v1 import Node, Pod
+from typing import Any
 
 from infercrane.core import naming
-from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION
-from infercrane.live.client import cluster, failures
+from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
 from infercrane.live.evidence import served
-from infercrane.live.status import verdicts, warnings
+from infercrane.live.status import startup, verdicts, warnings
+from infercrane.live.status.pods import POD_READER, claim_devices, list_pods, node_gpus, owned, placed
 from infercrane.live.status.readiness import list_predictors
-
-POD_READER: Final = "deploy/kubernetes/optional/pod-reader.yaml"
 
 
 def object_state(kind: str, obj: dict[str, Any], predictors: verdicts.Predictors = None, *, zero_ok: bool = False) -> str:
@@ -52,63 +47,6 @@ def managers(obj: dict[str, Any]) -> list[dict[str, str]]:
         {"manager": m.get("manager", ""), "operation": m.get("operation", ""), "subresource": m.get("subresource", "")}
         for m in (obj.get("metadata") or {}).get("managedFields") or []
     ]
-
-
-def _pod_owner_label(config: InferCraneConfig) -> str:
-    """The pod label naming the replica: ours on our Deployments' pods, KServe's on the pods it makes."""
-    return config.kubernetes.api.pod_label
-
-
-def _pods(live: Live, config: InferCraneConfig) -> list[dict[str, Any]] | None:
-    """Every pod of our replicas (one LIST), or None when this identity may not read pods (403)."""
-    t = config.kubernetes
-    selector: dict[str, Any] = {t.api.pod_label: operators.exists()} if t.api.controller_pods else naming.managed_selector()
-    try:
-        return live.list(Pod, labels=selector, action="list pods")
-    except failures.Forbidden:
-        return None
-
-
-def _node_gpus(live: Live, label: str) -> dict[str, str]:
-    """Node name -> GPU product label, or {} without the optional node reader."""
-    try:
-        nodes = live.list(Node, action="list nodes")
-        return {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(label, "") for n in nodes}
-    except failures.LiveError:
-        return {}
-
-
-def _allocations(live: Live, config: InferCraneConfig) -> dict[str, list[str]] | None:
-    """Claim name -> the devices its allocation names (``<pool>/<device>``: NVIDIA's driver names a
-    pool after its node), one LIST of the namespace's ResourceClaims; None outside
-    ``gpuAllocation: dra`` or without the optional DRA reader."""
-    if not config.kubernetes.allocation.claims:
-        return None
-    from lightkube.resources.resource_v1 import ResourceClaim
-
-    try:
-        claims = live.list(ResourceClaim, action="list resourceclaims")
-    except failures.LiveError:
-        return None
-    return {c["metadata"]["name"]: [f"{x.get('pool')}/{x.get('device')}" for x in gpu.allocated(c)] for c in claims}
-
-
-def _devices(pod: dict[str, Any], allocations: dict[str, list[str]] | None) -> list[str] | None:
-    """The devices allocated to ``pod``'s claims (its status names each claim the controller made)."""
-    if allocations is None:
-        return None
-    names = [s.get("resourceClaimName") for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []]
-    return [d for n in names if n for d in allocations.get(n, [])]
-
-
-def pod_condition_reasons(pod: dict[str, Any]) -> list[str]:
-    """Why a pod is not running, from its own PodScheduled condition."""
-    out = []
-    for c in (pod.get("status") or {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            reason = "FailedScheduling" if c.get("reason") == "Unschedulable" else c.get("reason")
-            out.append(f"{reason}: {c.get('message')}")
-    return out
 
 
 def _not_owned(obj: dict[str, Any], key: str, namespace: str, stack_id: str | None) -> list[str]:
@@ -189,9 +127,11 @@ def inspect_report(
         listed[kind] = {o["metadata"]["name"]: o for o in items}
     predictors = list_predictors(live) if kinds[0] == "InferenceService" else None
     pod_reader = pod_reader or live
-    pods = _pods(pod_reader, config)
-    node_gpu = _node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and t.allocation.device_plugin else {}
-    allocations = _allocations(pod_reader, config) if pods else None
+    pods = list_pods(pod_reader, config)
+    events = warnings.list_events(live)  # one LIST: the warnings of replicas not ready, every pod's start
+    all_starts = startup.starts(events if isinstance(events, list) else [], pods or [])
+    node_gpu = node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and t.allocation.device_plugin else {}
+    allocations = claim_devices(pod_reader, config) if pods else None
     out: list[dict[str, Any]] = []
     for r in config.replicas:
         name = naming.object_name(r.key)
@@ -222,24 +162,7 @@ def inspect_report(
                     "managers": managers(obj),
                 }
             )
-        replica_pods: list[dict[str, Any]] | None = None
-        if pods is not None:
-            replica_pods = []
-            for pod in pods:
-                if (pod["metadata"].get("labels") or {}).get(_pod_owner_label(config)) != name:
-                    continue
-                node = (pod.get("spec") or {}).get("nodeName")
-                phase = (pod.get("status") or {}).get("phase")
-                replica_pods.append(
-                    {
-                        "name": pod["metadata"]["name"],
-                        "phase": phase,
-                        "node": node,
-                        "nodeGpu": node_gpu.get(node or "") if node_gpu else None,
-                        "devices": _devices(pod, allocations),
-                        "reasons": pod_condition_reasons(pod) if phase == "Pending" else [],
-                    }
-                )
+        replica_pods = None if pods is None else [placed(p, node_gpu, allocations, all_starts) for p in owned(config, pods, name)]
         endpoint = None
         state = replica_state(kinds, found, predictors, zero_ok=r.scaling == "external")
         if state == "ready" and "Service" in found:
@@ -263,9 +186,13 @@ def inspect_report(
             }
         )
     not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
-    events = warnings.pod_warnings(live, not_ready)
+    said = (
+        warnings.pod_warnings(live, not_ready, events=events)
+        if isinstance(events, list)
+        else {n: [events] for n in not_ready if events}
+    )
     for rec in out:
-        rec["reasons"] = events.get(rec["name"], [])
+        rec["reasons"] = said.get(rec["name"], [])
     evidence = serving_evidence(config, live, [r for r, rec in zip(config.replicas, out, strict=True) if rec["state"] == "ready"])
     for rec in out:
         rec["evidence"] = evidence.get(rec["key"])
@@ -319,6 +246,8 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
                 out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} (claimed: {devices or 'none yet'})")
             else:
                 out.append(f"  Pod               {p['name']} {p['phase']} on {p['node']} ({rec['gpuLabel']}={p['nodeGpu']})")
+            if p.get("start"):
+                out.append(f"  {'':<17} start: {startup.line(p['start'])}")
             out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
         out += [f"  {'':<17} {reason}" for reason in rec.get("reasons") or []]
     if any(rec["pods"] is None for rec in records):

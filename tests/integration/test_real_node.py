@@ -244,6 +244,9 @@ def test_a_model_that_loads_longer_than_its_startup_budget_fails_by_its_startup_
     assert "Unhealthy: Startup probe failed" in done.stderr, done.stderr
     assert "its startup probe kept failing (its engine did not answer within its startup budget" in done.stderr, done.stderr
     assert "fix: raise startupBudgetSeconds of each replica whose startup probe kept failing" in done.stderr, done.stderr
+    # Where the time went (issue #67): the start's stage, from the kubelet's Events -- pulled (the
+    # node had the image), started, and loading since.
+    assert "stalled loading (its engine's /health not 200 yet) for " in done.stderr, done.stderr
     assert took < 60 + 60, f"failed by the progress deadline (the startup budget), not the margin after it: {took:.0f} s"
     # The kubelet kills it once the probe has failed failureThreshold x period (the budget) after
     # the container started -- which can be a little after the Deployment's deadline ends the wait.
@@ -280,6 +283,13 @@ def test_inspect_shows_each_pod_on_the_real_node_when_the_identity_may_read_pods
     (rec,) = json.loads(shown.stdout)["replicas"]
     (pod,) = rec["pods"]
     assert pod["node"] == node.NAME and pod["phase"] == "Running", pod
+    # Its start, stage by stage (issue #67): the node had the image; it started, then its engine
+    # answered /health (Ready) -- each in seconds from the pod's creation, in that order.
+    start = pod["start"]
+    assert start["stage"] == "healthy" and start["imagePresent"] is True and start["restarts"] == 0, start
+    assert 0 <= start["scheduled"] <= start["started"] <= start["healthy"], start
+    text = cli(project, "inspect", "--stack", "itnodeinspect")
+    assert "start: scheduled " in text.stdout and ", image present, started " in text.stdout, text.stdout
     (running,) = admin.list(Pod, namespace=ns, labels=naming.selector("it-node-inspect"))
     assert running.metadata is not None and pod["name"] == running.metadata.name
     assert cli(project, "destroy", "--stack", "itnodeinspect").returncode == 0

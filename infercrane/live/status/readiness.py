@@ -30,9 +30,9 @@ from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
-from infercrane.live.status import hold
+from infercrane.live.status import hold, startup
 from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name, replica_state
-from infercrane.live.status.warnings import current_replica_set, pod_warnings
+from infercrane.live.status.warnings import current_replica_set, list_events, pod_warnings
 
 POLL_SECONDS: Final = 0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave)
 #: Up to this many waited objects are LISTed by name (their instance label); more, as every object
@@ -315,7 +315,7 @@ class FleetWaiter:
                 elif verdict.state == "ready":
                     self._resolve(name, verdict)
             if failed:
-                why = await asyncio.to_thread(self.warnings, failed)
+                why, stalls = await asyncio.to_thread(self.explained, failed)
                 for name in failed:
                     reason, said = self._waited[name].last.reason, why.get(name, [])
                     if any(w.startswith(STARTUP_PROBE_FAILED) for w in said):
@@ -323,6 +323,7 @@ class FleetWaiter:
                             f"{STARTUP_FAILING} (its engine did not answer within its startup budget; the kubelet "
                             f"restarts it): {reason}"
                         )
+                    said = ([stalls[name]] if stalls.get(name) else []) + said
                     self._resolve(name, Verdict("failed", reason + "".join(f"\n      {w}" for w in said)))
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now
@@ -354,6 +355,20 @@ class FleetWaiter:
     def progress(self) -> Progress:
         waiting = {name: w.last.reason for name, w in self._waited.items()}
         return Progress(self._done, self._done + len(waiting), waiting, self._clock() - self._began)
+
+    def explained(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+        """For replicas that failed: their Warning Events (:meth:`warnings`) and the stage each one's
+        start stalled in (:func:`~infercrane.live.status.startup.stalled`), from one LIST of the
+        namespace's Events of every type."""
+        names = list(names)
+        events = list_events(self._live)
+        if isinstance(events, str):
+            return ({} if not events else {n: [events] for n in names}), {}
+        current = self._current(names)
+        said = pod_warnings(self._live, names, current=current, events=events)
+        all_starts = startup.starts(events)
+        now = datetime.now(UTC)
+        return said, {n: startup.stalled(all_starts, n, now, current.get(n)) for n in names}
 
     def warnings(self, names: Iterable[str]) -> dict[str, list[str]]:
         """Warning Events of each object and its current ReplicaSet's pods (an earlier template's

@@ -36,6 +36,7 @@ def pod_warnings(
     limit: int = 3,
     since: Mapping[str, datetime] | None = None,
     current: Mapping[str, str] | None = None,
+    events: list[dict[str, Any]] | None = None,
 ) -> dict[str, list[str]]:
     """Warning Events in the namespace about each replica's workload, pods and autoscaler, by
     replica name: one line per kind and reason (its newest message), at most ``limit``, the most
@@ -47,18 +48,18 @@ def pod_warnings(
 
     Pods are never read: an Event names its object, and a replica's pods are named
     ``<replica name>-<hash>-<suffix>``. Without the right to list Events, says which right is missing.
+    ``events``: the namespace's Events as :func:`list_events` listed them (any type), instead of a LIST.
     """
     wanted = set(names)
     if not wanted:
         return {}
-    try:
-        events = live.list(Event, fields={"type": "Warning"}, action="list events")
-    except failures.Unreachable:
-        return {}
-    except failures.LiveError as exc:
-        why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
-        note = f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
-        return {n: [note] for n in sorted(wanted)}
+    if events is None:
+        listed = list_events(live, warnings_only=True)
+        if isinstance(listed, str):
+            return {} if not listed else {n: [listed] for n in sorted(wanted)}
+        events = listed
+    else:
+        events = [e for e in events if e.get("type") == "Warning"]
     events.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
     newest: dict[str, dict[tuple[str, str], tuple[int, int, str]]] = {}
     for order, e in enumerate(events):
@@ -77,6 +78,18 @@ def pod_warnings(
             line = f"{e.get('reason')}: {' '.join(str(e.get('message') or '').split())}"
             newest.setdefault(n, {})[(kind, str(e.get("reason")))] = (rank, -order, line)
     return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
+
+
+def list_events(live: Live, *, warnings_only: bool = False) -> list[dict[str, Any]] | str:
+    """The namespace's Events (only Warnings: a smaller LIST), or why not: "" when the API server
+    did not answer (the caller goes on without them), else a note naming the missing right."""
+    try:
+        return live.list(Event, fields={"type": "Warning"} if warnings_only else None, action="list events")
+    except failures.Unreachable:
+        return ""
+    except failures.LiveError as exc:
+        why = (exc.api.status.reason or exc.code) if exc.api is not None else exc.code
+        return f"(Events not readable by this identity: {why}; grant {EVENTS_GRANT})"
 
 
 def _named(name: str, wanted: set[str]) -> Iterator[str]:

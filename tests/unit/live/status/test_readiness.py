@@ -155,7 +155,7 @@ class FakeList:
         self.snapshots, self.calls = snapshots, 0
 
     def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-        if fields is not None:  # Events
+        if res.__name__ == "Event":
             return []
         snap = self.snapshots[min(self.calls, len(self.snapshots) - 1)]
         self.calls += 1
@@ -201,7 +201,7 @@ class SelectingList(FakeList):
         self.asked: list[Any] = []
 
     def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-        if fields is not None:
+        if res.__name__ == "Event":
             return []
         self.asked.append(labels)
         named = (labels or {}).get(naming.LABEL_INSTANCE)
@@ -235,7 +235,7 @@ def test_a_tick_rests_as_long_as_its_list_took_when_that_is_longer_than_the_poll
 
     class Slow(FakeList):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-            if fields is None:
+            if res.__name__ != "Event":
                 began.append(time.monotonic())
                 time.sleep(took)
             return super().list(res, namespace, labels, fields)
@@ -376,6 +376,7 @@ WAIT_BEGAN = datetime(2026, 11, 30, 10, 0, 0, tzinfo=UTC)  # the events below ar
 def event(kind: str, name: str, reason: str, message: str, at: int) -> dict[str, Any]:
     return {
         "involvedObject": {"kind": kind, "name": name},
+        "type": "Warning",
         "reason": reason,
         "message": message,
         "lastTimestamp": f"2026-11-30T10:00:{at:02d}Z",
@@ -452,7 +453,7 @@ def test_an_object_applied_while_a_list_is_under_way_is_judged_by_the_next_list_
     class Racing(FakeList):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
             snapshot = super().list(res, namespace, labels, fields)
-            if fields is None and self.calls == 1:  # b is applied and waited for during the first LIST
+            if res.__name__ != "Event" and self.calls == 1:  # b is applied and waited for during the first LIST
                 asyncio.run_coroutine_threadsafe(register_b(), loop).result()
             return snapshot
 
@@ -711,7 +712,7 @@ class KServeList:
         self.isvcs, self.deployments = isvcs, deployments
 
     def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-        if fields is not None:
+        if res.__name__ == "Event":
             return []
         if res.__name__ == "Deployment":
             if self.deployments is None:
@@ -745,7 +746,7 @@ def test_a_replica_whose_pods_the_kubelet_cannot_make_fails_at_once_not_at_the_e
 
     class Unmakeable(FakeList):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-            if fields is not None:
+            if res.__name__ == "Event":
                 events = [
                     event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Failed", 'Error: secret "hf-token" not found', 5),
                     event("Pod", f"{b}-6c9d8e7f5-y3y5r", "BackOff", "Back-off pulling image", 6),
@@ -789,7 +790,7 @@ def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_w
 
     class SlowToLoad(FakeList):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-            if fields is not None:
+            if res.__name__ == "Event":
                 said = event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Unhealthy", "Startup probe failed: connection refused", 5)
                 return [type("E", (), {"to_dict": lambda self: said})()]
             return super().list(res, namespace, labels, fields)
@@ -808,13 +809,51 @@ def test_a_replica_whose_startup_probe_kept_failing_is_said_to_be_killed_by_it_w
     assert fix.startswith("raise startupBudgetSeconds of each replica whose startup probe kept failing")
 
 
+def test_a_replica_that_fails_names_the_stage_its_start_stalled_in_from_the_same_events() -> None:
+    """Issue #67: the failure says where the time went -- the stage the newest pod's start is in
+    (from the scheduler's and kubelet's Events, Normal ones too) and for how long -- beside the
+    kubelet's warnings, from one LIST of the namespace's Events."""
+    a = "infercrane-a"
+    pod = f"{a}-5d8f9c7b6-x2x4q"
+    deadline = {"status": "False", "reason": "ProgressDeadlineExceeded", "message": "has timed out progressing"}
+    said = [
+        event("Pod", pod, "Scheduled", "Successfully assigned ns/x to node-0", 1) | {"type": "Normal"},
+        event("Pod", pod, "Pulling", 'Pulling image "vllm/vllm-openai@sha256:aa"', 2) | {"type": "Normal"},
+        event("Pod", pod, "BackOff", 'Back-off pulling image "vllm/vllm-openai@sha256:aa"', 30),
+    ]
+    asked: list[Any] = []
+
+    class Pulling(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if res.__name__ == "Event":
+                asked.append(fields)
+                return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in said]
+            return super().list(res, namespace, labels, fields)
+
+    client = Pulling([[named(a, dep(1, 1, available=0, Progressing=deadline))]])
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001, wall=lambda: WAIT_BEGAN)  # type: ignore[arg-type]
+    verdict = run(waiter.wait(a, 1, 600))
+    assert verdict.state == "failed" and asked == [None], asked
+    lines = verdict.reason.splitlines()
+    assert lines[0] == "ProgressDeadlineExceeded: has timed out progressing"
+    assert lines[1].strip().startswith("stalled pulling its image for "), lines
+    assert lines[1].strip().endswith("-- fix: " + startup_fixes()["pulling its image"]), lines
+    assert lines[2].strip() == 'BackOff: Back-off pulling image "vllm/vllm-openai@sha256:aa"', lines
+
+
+def startup_fixes() -> dict[str, str]:
+    from infercrane.live.status import startup
+
+    return dict(startup.FIXES)
+
+
 def _fixed_and_rerun(events: list[dict[str, Any]], **progressing: Any) -> Verdict:
     """The rerun of a deploy whose replica ``infercrane-a`` failed a minute before on ``events``."""
     a = "infercrane-a"
 
     class Fixed(FakeList):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
-            if fields is not None:
+            if res.__name__ == "Event":
                 return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in events]
             return super().list(res, namespace, labels, fields)
 

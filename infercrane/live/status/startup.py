@@ -1,0 +1,214 @@
+"""A replica's start, stage by stage, from what the cluster records of it: the scheduler's and the
+kubelet's Events about its pod (``Scheduled``, ``Pulling``/``Pulled``, ``Created``, ``Started``)
+and, when the identity may read pods, the pod's own Ready condition -- its engine's ``/health``
+answering (the startup and readiness probes ask it). Pure functions of listed objects.
+Live-cluster layer.
+
+The stages, in order: **scheduling** (no node yet), **pulling its image**, **creating its
+container**, **loading** (started, ``/health`` not 200 yet: the weights, the compile, the
+warm-up -- the engines tell these apart only in their logs), **healthy**. A start is the pod's:
+a restarted container starts again from *loading*. What the Events cannot say, this does not
+guess: without the pod reader, *healthy* is not known (``None``); an image the node had already
+is ``present``.
+
+A wait that ends in failure names the stage the replica stalled in and since when
+(:func:`stalled`), with the fix for that stage: the cluster's words say what failed, the stage says
+where the time went.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from infercrane.core.state import times
+
+SCHEDULING: Final = "scheduling"
+PULLING: Final = "pulling its image"
+CREATING: Final = "creating its container"
+LOADING: Final = "loading (its engine's /health not 200 yet)"
+HEALTHY: Final = "healthy"
+
+#: What to do when a start stalls in each stage.
+FIXES: Final = {
+    SCHEDULING: "free or add a node with the replica's GPU (`infercrane doctor --kubernetes` shows capacity per product)",
+    PULLING: "check that the nodes can pull imageDigest (its registry reachable from them, an imagePullSecret "
+    "where it needs one), or pre-pull it onto the nodes",
+    CREATING: "read the kubelet's words above (a Secret, ConfigMap or volume it cannot make)",
+    LOADING: "raise the replica's startupBudgetSeconds if its model loads that long, or read its pod's log for "
+    "where the engine spends the time",
+}
+
+_PULLED_IN: Final = re.compile(r"Successfully pulled image .* in ([0-9.]+)(ms|s)\b")
+
+
+def _when(e: Mapping[str, Any], first: bool) -> datetime | None:
+    series = (e.get("series") or {}).get("lastObservedTime")
+    if first:
+        return times.parse(e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp"))
+    return times.parse(series or e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+
+
+@dataclass(frozen=True)
+class Start:
+    """One pod's start: when each stage ended (None: not yet, or not known)."""
+
+    pod: str
+    created: datetime | None = None
+    first_seen: datetime | None = None  # its first Event: its creation, give or take, when the pod is not read
+    scheduled: datetime | None = None
+    pull_began: datetime | None = None
+    pulled: datetime | None = None
+    present: bool = False  # the node had the image already: no pull
+    pull_seconds: float | None = None  # the kubelet's own figure for the pull
+    created_container: datetime | None = None
+    started: datetime | None = None
+    healthy: datetime | None = None
+    restarts: int = 0
+
+    @property
+    def stage(self) -> str:
+        """The stage the start is in now."""
+        if self.healthy is not None:
+            return HEALTHY
+        if self.started is not None:
+            return LOADING
+        if self.pulled is not None:
+            return CREATING
+        if self.scheduled is not None:
+            return PULLING
+        return SCHEDULING
+
+    @property
+    def since(self) -> datetime | None:
+        """When the start entered its stage."""
+        return {
+            HEALTHY: self.healthy,
+            LOADING: self.started,
+            CREATING: self.pulled,
+            PULLING: self.pull_began or self.scheduled,
+            SCHEDULING: self.created or self.first_seen,
+        }[self.stage]
+
+    def as_output(self) -> dict[str, Any]:
+        """Seconds from the pod's creation to the end of each stage (None: not yet or not known)."""
+
+        def at(t: datetime | None) -> float | None:
+            return None if t is None or self.created is None else round((t - self.created).total_seconds(), 1)
+
+        return {
+            "pod": self.pod,
+            "stage": self.stage,
+            "scheduled": at(self.scheduled),
+            "imagePulled": at(self.pulled),
+            "imagePresent": self.present,
+            "pullSeconds": self.pull_seconds,
+            "started": at(self.started),
+            "healthy": at(self.healthy),
+            "restarts": self.restarts,
+        }
+
+
+def line(out: Mapping[str, Any]) -> str:
+    """One start (:meth:`Start.as_output`) in words: ``scheduled 0.1 s, image present, started 1.2 s, healthy 7.9 s``."""
+    parts = []
+    if out.get("scheduled") is not None:
+        parts.append(f"scheduled {out['scheduled']:g} s")
+    if out.get("imagePresent"):
+        parts.append("image present")
+    elif out.get("imagePulled") is not None:
+        took = f" (pull {out['pullSeconds']:g} s)" if out.get("pullSeconds") is not None else ""
+        parts.append(f"image pulled {out['imagePulled']:g} s{took}")
+    for field, said in (("started", "started"), ("healthy", "healthy")):
+        if out.get(field) is not None:
+            parts.append(f"{said} {out[field]:g} s")
+    if out.get("restarts"):
+        parts.append(f"{out['restarts']} restart(s)")
+    return ", ".join(parts) + (f"; now {out['stage']}" if out.get("stage") != HEALTHY else "")
+
+
+def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]] = ()) -> dict[str, Start]:
+    """Each pod's start by pod name, from the namespace's Events (any type) and, where given, the
+    pods themselves (their creation, their Ready condition, their restarts)."""
+    seen: dict[str, dict[str, Any]] = {}
+    for e in events:
+        involved = e.get("involvedObject") or {}
+        if involved.get("kind") != "Pod":
+            continue
+        s = seen.setdefault(str(involved.get("name") or ""), {})
+        reason, message = str(e.get("reason") or ""), str(e.get("message") or "")
+        first = _when(e, True)
+        if first is not None and (s.get("first_seen") is None or first < s["first_seen"]):
+            s["first_seen"] = first
+        if reason == "Scheduled":
+            s["scheduled"] = _when(e, True)
+        elif reason == "Pulling":
+            s["pull_began"] = _when(e, True)
+        elif reason == "Pulled":
+            s["pulled"] = _when(e, True)
+            s["present"] = "already present" in message
+            found = _PULLED_IN.search(message)
+            if found:
+                s["pull_seconds"] = round(float(found[1]) / (1000 if found[2] == "ms" else 1), 1)
+        elif reason == "Created":
+            s["created_container"] = _when(e, True)
+        elif reason == "Started":
+            s["started"] = _when(e, False)  # a restarted container starts again from loading
+    out = {name: Start(name, **fields) for name, fields in seen.items() if name}
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        name = str(meta.get("name") or "")
+        ready: Mapping[str, Any] = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), {})
+        base = out.get(name, Start(name))
+        out[name] = Start(
+            **{
+                **base.__dict__,
+                "created": times.parse(meta.get("creationTimestamp")),
+                "healthy": times.parse(ready.get("lastTransitionTime")) if ready.get("status") == "True" else None,
+                "restarts": sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []),
+            }
+        )
+    return {name: _in_order(s) for name, s in out.items()}
+
+
+_ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "created_container", "started", "healthy")
+
+
+def _in_order(s: Start) -> Start:
+    """Each stage's end no earlier than the one before it: the kubelet stamps its Events to the
+    second, the scheduler to the microsecond -- a pull stamped 10:00:00 after a scheduling at
+    10:00:00.3 ended in that same second."""
+    fields, last = dict(s.__dict__), None
+    for f in _ORDER:
+        t = fields[f]
+        if t is not None and last is not None and t < last:
+            fields[f] = last
+        last = fields[f] or last
+    return Start(**fields)
+
+
+def of_replica(all_starts: Mapping[str, Start], name: str) -> list[Start]:
+    """The starts of replica ``name``'s pods (named ``<name>-<hash>-<suffix>``; KServe's predictor
+    pods ``<name>-predictor-<hash>-<suffix>``), oldest first."""
+    return sorted(
+        (s for pod, s in all_starts.items() if pod.startswith(name + "-")),
+        key=lambda s: (s.created or s.first_seen or datetime.min.replace(tzinfo=UTC), s.pod),
+    )
+
+
+def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None) -> str:
+    """Where replica ``name``'s newest start stalled: ``stalled pulling its image for 540 s -- fix:
+    …``; "" when none of its pods has left a trace (no Event yet). ``current``: its current
+    ReplicaSet -- another's pods are an earlier template's."""
+    mine = [s for s in of_replica(all_starts, name) if current is None or s.pod.startswith(current + "-")]
+    if not mine:
+        return ""
+    s = mine[-1]
+    if s.stage == HEALTHY:
+        return ""
+    since = s.since
+    took = f" for {max(0, (now - since).total_seconds()):.0f} s" if since is not None else ""
+    return f"stalled {s.stage}{took} -- fix: {FIXES[s.stage]}"
