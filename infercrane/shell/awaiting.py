@@ -60,7 +60,7 @@ def budgets(config: cfg.InferCraneConfig, rollout: Rollout | None) -> dict[str, 
 def unheld_notes(kind: str, e: EndpointRollout) -> list[str]:
     """What a deploy says of ``e``'s same-key surge canaries when its workload cannot hold them: an
     InferenceService's predictor Deployment is KServe's, whose reconcile patches a hold back out at
-    once (tests/integration/test_kserve_controllers.py)."""
+    once (tests/integration/test_controllers.py)."""
     if kind == "Deployment":
         return []
     return [

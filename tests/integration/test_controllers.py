@@ -1,14 +1,21 @@
 """The exhaustive check's model of the controllers (``tests/rollout_model.py``: ``controllers``)
-compared with the real ones, on the local plane's real node: each transition the model assumes of a
-Deployment -- Recreate and RollingUpdate (maxSurge 1, maxUnavailable 0) of one key's new template,
-a scale to two pods, a deletion in the foreground -- is replayed on a real Deployment rendered by
-InferCrane, and every state the real controllers rest in (unchanged for a while: the controller
-acts in milliseconds, the engine double loads for seconds and its pods drain for seconds) must be
-the state the model's controllers come to rest in from it. A disagreement fails, naming both.
+compared with the real ones: each transition the model assumes of a workload -- Recreate and
+RollingUpdate (maxSurge 1, maxUnavailable 0) of one key's new template, also over a pod still
+loading, a scale to two pods, a deletion in the foreground, a surge canary's hold -- is replayed on
+a Deployment InferCrane renders and on an InferenceService InferCrane renders (KServe's controller
+writing its predictor Deployment between), and every state the real controllers rest in (unchanged
+for a while: the controllers act in milliseconds, pods load and drain for seconds) must be the
+state the model's controllers come to rest in from it. A disagreement fails, naming both.
 
-The pods are read as the model sees them: a pod with a deletion time is terminating; one Ready is
-available; any other (unscheduled or loading) is starting -- the model's pending and starting are
-the scheduler's and the kubelet's to tell apart, not the controllers'."""
+On kwok nodes of a plane of their own -- the controllers under test are the control plane's; the
+node only gives the pods their time: each pod loads 3 s (8 s for the first release, so a release
+can start while it still loads) and a deleted pod stays terminating for its grace period
+(``pod_grace``), so every state is held long enough to be seen. The pods are read as the model
+sees them: a pod with a deletion time is terminating; one Ready is available; any other
+(unscheduled or loading) is starting -- the model's pending and starting are the scheduler's and
+the kubelet's to tell apart, not the controllers'. And the one place the model does not stand for
+KServe: a surge canary's hold on the predictor Deployment, which KServe's own reconcile takes back
+at once (docs/canary.md says so)."""
 
 from __future__ import annotations
 
@@ -17,6 +24,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+import yaml
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -25,35 +33,60 @@ from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.render.manifests import render_checked
+from infercrane.live.client.cluster import InferenceService
+from infercrane.local.bootstrap import admin_client
+from infercrane.local.plane import READY_DELAY_ANNOTATION, Plane
 from tests import rollout_model as model
-from tests.integration.test_real_node import double, on_node
-from tests.integration.test_serving import namespace_with_evidence, ready
+from tests.integration.test_promotion import bootstrap_namespace
+from tests.integration.test_serving import ready
 
+pytestmark = pytest.mark.integration
 KEY = "it-ctl-r0"
+GPU = "NVIDIA-L40S"
+NODES = {"nodes": [{"name": "kwok-ctl-0", "gpuProduct": GPU, "gpus": 3}]}
+DIGEST = "vllm/vllm-openai@sha256:" + "c" * 64
+FIRST_LOAD = "8s"  # the first release's pod loads longer than the plane's 3 s
 STABLE_SECONDS = 1.5  # a state held this long is one the controllers rest in
 Observed = tuple[tuple[int, str], ...]  # (revision, phase) per pod, sorted
 Make = Callable[..., "Cluster"]
 
 
-def rendered(ns: str, surge: bool) -> dict[str, Any]:
-    """Our own Deployment for one replica on the real node, loading for 6 s, draining for 4 s."""
-    env = [{"name": "INFERCRANE_DOUBLE_LOAD_SECONDS", "value": "6"}]
+@pytest.fixture(scope="module")
+def plane_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
+    root = tmp_path_factory.mktemp("controllers-plane")
+    nodes = root / "nodes.yaml"
+    nodes.write_text(yaml.safe_dump(NODES))
+    p = Plane(root / "state")
+    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=3.0, real_node=False, pod_grace=True)
+    assert status["podGrace"] is True
+    yield admin_client(p.kubeconfig)
+    p.stop(quiet=True)
+
+
+def rendered(ns: str, surge: bool, api: str = "deployment") -> dict[str, Any]:
+    """Our own workload for one replica on the kwok node, draining for 2 s (grace 7 s)."""
     target = {
         "context": "infercrane-local",
         "namespace": ns,
-        "imageDigest": double(),
+        "workloadApi": api,
+        "imageDigest": DIGEST,
         "rollout": {"maxUnavailable": 0 if surge else 1, "maxSurge": 1 if surge else 0},
-        "drain": {"preStopSeconds": 4, "shutdownSeconds": 8},
+        "drain": {"preStopSeconds": 1, "shutdownSeconds": 1},
     }
-    config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": [on_node(KEY, pod={"env": env})]})
-    (replica,) = render_checked(config, "ctl")
-    (d,) = [m for m in replica.manifests if m["kind"] == "Deployment"]
-    return dict(d)
+    replica = {"key": KEY, "model": "Qwen/Qwen3-8B", "name": "ctl", "gpu": GPU}
+    config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": [replica]})
+    (out,) = render_checked(config, "ctl")
+    (workload,) = [m for m in out.manifests if m["kind"] in ("Deployment", "InferenceService")]
+    return dict(workload)
+
+
+def annotated(annotations: dict[str, str] | None, revision: int) -> dict[str, str]:
+    """A pod's annotations for ``revision``: the revision, and the first release's longer load."""
+    return {**(annotations or {}), "it/revision": str(revision)} | ({READY_DELAY_ANNOTATION: FIRST_LOAD} if revision == 0 else {})
 
 
 class Cluster:
-    """The workload and its pods, read as the model reads them (the model's object is the workload:
-    a Deployment here; ``tests/integration/test_kserve_controllers.py`` the InferenceService)."""
+    """A Deployment and its pods, read as the model reads them (the model's object is the workload)."""
 
     def __init__(self, admin: Client, ns: str, manifest: dict[str, Any], surge: bool) -> None:
         self.admin, self.ns, self.manifest = admin, ns, manifest
@@ -70,7 +103,7 @@ class Cluster:
         """The manifest with ``replicas`` pods of ``revision`` (a pod annotation tells them apart)."""
         d = {**self.manifest, "spec": {**self.manifest["spec"], "replicas": replicas}}
         template = d["spec"]["template"]
-        annotations = {**(template["metadata"].get("annotations") or {}), "it/revision": str(revision)}
+        annotations = annotated(template["metadata"].get("annotations"), revision)
         d["spec"]["template"] = {**template, "metadata": {**template["metadata"], "annotations": annotations}}
         return d
 
@@ -92,7 +125,7 @@ class Cluster:
         from infercrane.core.model.config import KubernetesTarget
         from infercrane.live.client.api import Live
 
-        target = KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": self.ns, "imageDigest": double()})
+        target = KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": self.ns, "imageDigest": DIGEST})
         return Live(self.admin, target)
 
     def uids(self) -> list[str]:
@@ -152,19 +185,67 @@ def remove(admin: Client, made: list[Cluster]) -> None:
             time.sleep(0.5)
 
 
+class Served(Cluster):
+    """An InferenceService and the pods KServe's predictor runs, read as the model reads them."""
+
+    resource = InferenceService
+
+    def selector(self) -> dict[str, str]:
+        return {naming.KSERVE_ISVC_LABEL: self.name}
+
+    def revised(self, revision: int, replicas: int) -> dict[str, Any]:
+        predictor = dict(self.manifest["spec"]["predictor"])
+        annotations = annotated(predictor.get("annotations"), revision)
+        predictor |= {"annotations": annotations, "minReplicas": replicas, "maxReplicas": replicas}
+        return {**self.manifest, "spec": {**self.manifest["spec"], "predictor": predictor}}
+
+    def apply(self, revision: int, replicas: int = 1) -> None:
+        """The InferenceService applied; a new count waited for until its autoscaler (KServe's HPA,
+        min = max = the count) has set it on the predictor -- the model's "autoscaler scales" step,
+        which the HPA takes on its own period (15 s), not at once."""
+        super().apply(revision, replicas)
+        deadline = time.monotonic() + 60
+        while (self.predictor() or {}).get("spec", {}).get("replicas") not in (None, replicas) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def predictor(self) -> Any:
+        from lightkube import ApiError
+
+        try:
+            return self.admin.get(Deployment, self.name + "-predictor", namespace=self.ns).to_dict()
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise
+
+
 @pytest.fixture
-def cluster(admin: Client) -> Iterator[Make]:
-    """A Deployment on the real node, available on revision 0 (``loading``: its pod still loading);
-    removed with its pods after the test."""
+def cluster(plane_admin: Client) -> Iterator[Make]:
+    """A Deployment available on revision 0 (``loading``: its pod still loading); removed with its
+    pods after the test."""
     made: list[Cluster] = []
 
     def make(ns: str, surge: bool, loading: bool = False) -> Cluster:
-        namespace_with_evidence(admin, ns)
-        made.append(Cluster(admin, ns, rendered(ns, surge), surge))
+        bootstrap_namespace(plane_admin, ns)
+        made.append(Cluster(plane_admin, ns, rendered(ns, surge), surge))
         return settle(made[-1], loading)
 
     yield make
-    remove(admin, made)
+    remove(plane_admin, made)
+
+
+@pytest.fixture
+def served(plane_admin: Client) -> Iterator[Any]:
+    """The same for an InferenceService."""
+    made: list[Cluster] = []
+
+    def make(ns: str, surge: bool, loading: bool = False) -> Served:
+        bootstrap_namespace(plane_admin, ns)
+        made.append(Served(plane_admin, ns, rendered(ns, surge, "kserve"), surge))
+        return settle(made[-1], loading)  # type: ignore[return-value]
+
+    yield make
+    remove(plane_admin, made)
 
 
 def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(cluster: Make) -> None:
@@ -203,13 +284,13 @@ def test_a_rolling_update_keeps_an_old_pod_still_loading_until_the_new_one_is_av
 
 
 def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_as_the_model_says(
-    cluster: Make, admin: Client
+    cluster: Make, plane_admin: Client
 ) -> None:
     from lightkube.types import CascadeType
 
     assert model.waves.STAGE_DELETION == "Foreground"
     c = cluster("it-ctl-delete", False)
-    admin.delete(Deployment, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
+    plane_admin.delete(Deployment, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
     held: list[bool] = []
 
     def gone(s: Observed) -> bool:
@@ -263,3 +344,75 @@ def test_a_held_canary_released_as_accepted_lets_its_old_pod_go_as_the_model_say
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
     assert c.uids() == [canary], "accepted: the canary's pod is the release's, no load more"
+
+
+def test_an_inference_service_in_place_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(served: Any) -> None:
+    c = served("it-kctl-recreate", False)
+    c.apply(1)
+    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
+    assert ((0, model.TERMINATING),) in seen, seen  # the old pod drains alone
+    c.apply(1, replicas=2)  # a scale: one more pod of the current release
+    assert c.replay(1, 2, lambda s: s == ((1, model.AVAILABLE), (1, model.AVAILABLE)))
+
+
+def test_an_inference_service_under_a_surge_keeps_the_old_pod_until_the_new_one_is_available_as_the_model_says(
+    served: Any,
+) -> None:
+    c = served("it-kctl-rolling", True)
+    c.apply(1)
+    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
+    assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
+    assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
+
+
+def test_an_inference_service_under_a_surge_keeps_an_old_pod_still_loading_as_the_model_says(served: Any) -> None:
+    c = served("it-kctl-loading", True, loading=True)
+    c.apply(1)  # while release 0 still loads
+    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
+    assert ((0, model.STARTING), (1, model.STARTING)) in seen, seen
+
+
+def test_an_inference_service_deleted_in_the_foreground_stays_until_its_pods_are_gone_as_the_model_says(
+    served: Any, plane_admin: Client
+) -> None:
+    from lightkube.types import CascadeType
+
+    c = served("it-kctl-delete", False)
+    plane_admin.delete(InferenceService, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
+    held: list[bool] = []
+
+    def gone(s: Observed) -> bool:
+        held.append(c.exists())
+        return s == ()
+
+    seen = c.replay(0, 1, gone, deleting=True)
+    assert ((0, model.TERMINATING),) in seen and held[0], (seen, held)  # the object stays while its pod drains
+    deadline = time.monotonic() + 30
+    while c.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not c.exists(), "the InferenceService is gone once its pods are"
+
+
+def test_kserve_takes_back_a_hold_placed_on_its_predictor_so_a_kserve_surge_canary_is_not_held(
+    served: Any, plane_admin: Client
+) -> None:
+    """Why InferCrane holds no InferenceService's canary (docs/canary.md): KServe's reconcile of
+    its predictor Deployment patches it back to what KServe renders -- ``minReadySeconds`` unset --
+    as soon as the Deployment changes, so the hold would last milliseconds."""
+    from infercrane.core.model.config import KubernetesTarget
+    from infercrane.live.client.api import Live
+
+    c = served("it-kctl-hold", True)
+    name = c.name + "-predictor"
+    live = Live(
+        plane_admin, KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": c.ns, "imageDigest": DIGEST})
+    )
+    # The hold's own field and manager (live.status.hold), for 30 s: KServe's predictor keeps the
+    # default progress deadline (600 s), which a minReadySeconds must stay below.
+    body = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name}, "spec": {"minReadySeconds": 30}}
+    applied = live.apply(Deployment, name, body, field_manager=naming.HOLD_FIELD_MANAGER, action="hold")
+    assert applied["spec"]["minReadySeconds"] == 30, "the hold was not placed"
+    deadline = time.monotonic() + 20
+    while c.predictor()["spec"].get("minReadySeconds") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not c.predictor()["spec"].get("minReadySeconds"), "KServe kept a hold on its predictor: docs/canary.md is stale"

@@ -644,7 +644,7 @@ def test_a_rejected_held_canary_keeps_its_hold_for_the_rollback_to_end() -> None
 
 def test_a_same_key_surge_canary_its_workload_cannot_hold_rolls_unheld_and_the_deploy_says_so() -> None:
     """An InferenceService's canary: KServe's reconcile takes a hold on its predictor back, so the
-    lane places none and says what that costs (tests/integration/test_kserve_controllers.py)."""
+    lane places none and says what that costs (tests/integration/test_controllers.py)."""
     from infercrane.shell.awaiting import unheld_notes
 
     rollout = same_key_surge_canary()

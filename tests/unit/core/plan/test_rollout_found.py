@@ -145,7 +145,7 @@ def test_a_same_key_surge_canary_whose_reject_starts_its_old_release_again_is_fo
 
 def test_an_unheld_canary_as_kserve_rolls_it_breaks_no_release_rule_and_costs_one_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """An InferenceService's same-key surge canary is unheld (KServe takes a hold on its predictor
-    back: tests/integration/test_kserve_controllers.py). The check with the hold off is KServe's
+    back: tests/integration/test_controllers.py). The check with the hold off is KServe's
     case: every rule holds -- floor, GPUs, release, convergence -- and what it finds is only the
     REJECT's price, the old release loaded again (docs/canary.md says so)."""
     world = required(mu=0, ms=1, max_adversities=2, autoscaler=False)
