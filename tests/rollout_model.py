@@ -86,6 +86,10 @@ HOLDS = True
 #: A REJECT's hold is released only by the rollback's wait, once the old template is back; False: at the REJECT.
 RELEASE_AFTER_REVERT = True
 #: A stage's recreated keys (waves.Stage.recreate) are deleted and gone before they are applied;
+#: A replica whose Deployment counts a pod more than it asks for (a rolling update's still-loading
+#: old pod beside its new one) holds GPUs lent already at a rerun's start (LiveReplica.surplus);
+#: False: reverted (only available replicas counted so).
+SURPLUS_COUNTED = True
 #: False: reverted (updated: the rolling update keeps a down replica's old pod, and its GPU).
 RECREATES = True
 
@@ -357,6 +361,7 @@ class Planner:
                 verdicts.replica_state("Deployment", deployment(o, pods)),
                 1,
                 release=f"rev{o.rev}",
+                surplus=SURPLUS_COUNTED and verdicts.holds_more("Deployment", deployment(o, pods)),
             )
             for o in objs
         ]
@@ -982,7 +987,9 @@ def canary_worlds(sizes: range, slack: int = 0) -> list[World]:
         if kind == "shrink" and n < 3:
             continue
         e = change("a", kind, n, RolloutPolicy(max_unavailable=mu, max_surge=ms, canary=CanaryPolicy(required=True)))
-        out.append(World((e,), pool=max(len(e.before), len(e.after)) + slack))
+        # At 3 replicas a cutover, grow or shrink under two adversities passes 2 million states: one there.
+        adversities = 2 if n < 3 or kind == "update" else 1
+        out.append(World((e,), pool=max(len(e.before), len(e.after)) + slack, max_adversities=adversities))
     return out
 
 

@@ -61,6 +61,9 @@ class LiveReplica:
     gpus: int
     product: str = ""  # the GPU product its pods are placed on (the product label's value)
     release: str = ""  # what its pods run (core.plan.workload.release_of; "" unknown)
+    #: Its pods hold more than its own count now (live.status.verdicts.holds_more): a rolling
+    #: update's old pod beside the new one, a pod still terminating.
+    surplus: bool = False
 
     @property
     def available(self) -> bool:
@@ -314,8 +317,10 @@ def _endpoint(
     at_start = Counter(dict(started)) if started is not None else before
     own = at_start | after
     # A replica available but not settled may hold a pod more than its own (a surge under way, a
-    # pod still terminating): lent already too, until its lane's first stage has waited it settled.
-    unsettled = _by_product((m.product, m.gpus) for m in running if m.state == ReplicaState.AVAILABLE)
+    # pod still terminating), and so does one not available whose Deployment counts a pod more (a
+    # rolling update keeps a still-loading old pod beside its new one): lent already too, until
+    # its lane's first stage has waited it settled.
+    unsettled = _by_product((m.product, m.gpus) for m in running if m.state == ReplicaState.AVAILABLE or m.surplus)
     sched.borrowed = [
         (gpus({p: n - own[p] for p, n in during.items()}), gpus({p: n - own[p] for p, n in held.items()}))
         for during, held in walked.stages

@@ -24,7 +24,7 @@ from infercrane.core.render import RenderedReplica
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
 from infercrane.live.stack.preflight import Report
-from infercrane.live.status.verdicts import Predictors, replica_state
+from infercrane.live.status.verdicts import Predictors, holds_more, replica_state
 
 
 def _workloads(
@@ -78,6 +78,7 @@ def live_replicas(
                 endpoint=endpoint_of(obj) or "",
                 state=replica_state(kind, obj, predictors),
                 gpus=gpus,
+                surplus=holds_more(kind, obj, predictors),
                 product=product,
                 release=release_of(obj),
             )

@@ -233,6 +233,24 @@ def judged(
     return VERDICTS[kind](obj, applied_generation)
 
 
+def holds_more(kind: str, obj: Mapping[str, Any], predictors: Predictors = None) -> bool:
+    """Whether a workload's pods hold more GPUs than its own count now: its Deployment (an
+    InferenceService's predictor, when readable) counts more pods -- running, or terminating --
+    than it asks for. A rolling update keeps an old pod beside the new ones until they are
+    available, also when the old one is itself still loading (the controller's maxScaledDown): a
+    replica not available can hold two pods' GPUs."""
+    if kind == "InferenceService":
+        name = str((obj.get("metadata") or {}).get("name"))
+        d = None if predictors is None else predictors.get(predictor_name(name))
+        if d is None:
+            return False
+    else:
+        d = obj
+    spec, status = d.get("spec") or {}, d.get("status") or {}
+    asked = spec.get("replicas")
+    return int(status.get("replicas") or 0) + int(status.get("terminatingReplicas") or 0) > (1 if asked is None else int(asked))
+
+
 def replica_state(kind: str, obj: Mapping[str, Any], predictors: Predictors = None) -> ReplicaState:
     """A workload object's rollout state (:mod:`infercrane.core.plan.states`): draining once it
     is being deleted, settled by the readiness rule (:func:`judged`), available with a pod available

@@ -173,6 +173,30 @@ def test_a_stage_that_takes_down_a_replica_that_serves_again_since_its_plan_is_f
     ), found
 
 
+@pytest.mark.exhaustive
+def test_a_still_loading_pod_a_rolling_update_keeps_is_counted_lent_at_a_reruns_start_or_it_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`make check-rollout` found it (two surge endpoints, one GPU of maxExtraGpus): a run whose
+    wave failed left a replica restarting out of band beside its new pod -- the rolling update
+    keeps the loading old pod until the new one is available -- so it held two pods' GPUs while
+    not available; the rerun counted only available replicas as holding more than their own, and
+    lent the extra GPU again to the other endpoint: 6 GPUs held above the ceiling of 5. Fixed: a
+    replica whose Deployment counts more pods than it asks for holds its surplus lent already
+    (LiveReplica.surplus, live.status.verdicts.holds_more)."""
+    a = model.change("a", "update", 2, RolloutPolicy(max_unavailable=0, max_surge=1))
+    b = model.change("b", "cutover", 2, RolloutPolicy(max_unavailable=0, max_surge=1))
+    world = model.World((a, b), pool=6, max_adversities=1, max_extra=1)
+    assert not violations(world)
+    monkeypatch.setattr(model, "SURPLUS_COUNTED", False)
+    found = violations(world)
+    assert any(
+        "6 GPUs held, above its ceiling 5" in v
+        and "ao0 restarted out of band -> schedule ao0 -> lane a wave runs out of budget -> rerun" in v
+        for v in found
+    ), found
+
+
 def test_surges_that_ignore_the_ledger_are_found(monkeypatch: pytest.MonkeyPatch) -> None:
     # The ledger reverted: every lane takes what it borrows, whatever is lent already.
     monkeypatch.setattr(ledger.Ledger, "take", lambda self, endpoint, need: self)

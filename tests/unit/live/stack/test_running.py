@@ -40,6 +40,30 @@ def test_members_are_this_stacks_owned_workloads_with_endpoint_readiness_and_gpu
     assert (m.key, m.endpoint, m.state, m.gpus) == (r.replica.key, "qwen-kubernetes", "starting", 1)
 
 
+@pytest.mark.parametrize(
+    ("status", "surplus"),
+    [
+        (
+            {"replicas": 2, "updatedReplicas": 1, "availableReplicas": 0},
+            True,
+        ),  # a rolling update's loading old pod beside the new
+        ({"replicas": 1, "terminatingReplicas": 1, "availableReplicas": 1}, True),  # a pod still terminating
+        ({"replicas": 1, "updatedReplicas": 1, "availableReplicas": 0}, False),
+    ],
+    ids=["two-pods", "terminating", "one-pod"],
+)
+def test_a_replica_whose_deployment_counts_more_pods_than_it_asks_for_holds_a_surplus(
+    values: dict[str, Any], status: dict[str, int], surplus: bool
+) -> None:
+    """What a rerun's GPU ledger counts as lent already (core.plan.rollout: LiveReplica.surplus)."""
+    config = loading.load(values, source="s", env={})
+    dep = copy.deepcopy(render_checked(config, "dev")[0].manifests[0])
+    dep["metadata"]["generation"] = 1
+    dep["status"] = {"observedGeneration": 1} | status
+    (m,) = live_replicas(config, {("Deployment", dep["metadata"]["name"]): dep}, STACK)
+    assert m.surplus is surplus
+
+
 def test_an_object_rendered_before_the_endpoint_label_serves_its_first_served_model_name(values: dict[str, Any]) -> None:
     config = loading.load(values, source="s", env={})
     dep = copy.deepcopy(render_checked(config, "dev")[0].manifests[0])
