@@ -27,7 +27,8 @@ demo-tools:
 ## demo: the main job -- local control plane, pulumi preview + up on stack "local", evidence
 ##       (`make demo STACK=local-kserve`: the same in KServe mode, on the KServe manager of the plane)
 STACK ?= local
-demo: venv demo-tools
+demo:
+	@$(MAKE) --no-print-directory -j2 venv demo-tools  # the virtualenv installs while the tools build
 	$(PY) -m infercrane demo --stack $(STACK)
 
 ## lint: layering contracts, ruff, mypy --strict
@@ -40,7 +41,9 @@ lint: venv
 ## test: every tier (unit, golden, program, cli, integration on the real engine + local plane), on
 ##       WORKERS pytest sessions side by side, each with its own plane (tests/workers.py)
 WORKERS ?= 3
-test: venv tools lint
+test:
+	@$(MAKE) --no-print-directory -j2 venv tools
+	@$(MAKE) --no-print-directory lint
 	@set +e; $(PY) -m pytest -n $(WORKERS) --dist loadscope --durations=25; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "error: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
