@@ -63,6 +63,7 @@ def test_absent_gpu_fails_within_budget_and_margin_with_the_scheduler_reason(pro
     assert "1 of 1 replica(s) not ready" in text
     assert "ProgressDeadlineExceeded" in text or "startup budget" in text
     assert "FailedScheduling" in text and "didn't match Pod's node affinity/selector" in text
+    assert "stalled scheduling for " in text, text  # where the time went (issue #67)
     assert "fix: use a GPU value your nodes carry" in text
     assert elapsed < 60 + 60 + 30, f"the wait must end by budget + margin, took {elapsed:.0f}s"
     engine.destroy()

@@ -97,6 +97,7 @@ def test_an_inference_service_for_a_gpu_no_node_carries_fails_within_budget_with
     # Judged by KServe's predictor Deployment (its pod cannot be placed), not the copied status.
     assert "not ready within its startup budget + margin; last seen: Deployment " in r.stderr, r.stderr[-3000:]
     assert "FailedScheduling" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+    assert "stalled scheduling for " in r.stderr, r.stderr[-3000:]  # its predictor's pod, by its Events (issue #67)
     assert cli(project, "destroy", "--stack", "itkb200").returncode == 0
 
 
