@@ -263,6 +263,20 @@ def test_a_model_that_loads_longer_than_its_startup_budget_fails_by_its_startup_
     assert cli(project, "destroy", "--stack", "itnodeslow").returncode == 0
 
 
+def test_an_image_the_node_cannot_pull_fails_naming_the_pull_as_where_its_start_stalled(project: Project) -> None:
+    """Issue #67's fault drill: a digest no registry the node reaches serves -- the kubelet pulls,
+    fails and backs off; the deploy fails at the end of the startup budget naming the stage
+    (pulling its image, and for how long) with that stage's fix, beside the kubelet's words."""
+    missing = "vllm/vllm-openai@sha256:" + "e" * 64
+    project.stack("itnodepull", [on_node("it-node-pull", startupBudgetSeconds=60)], imageDigest=missing)
+    done = cli(project, "deploy", "--stack", "itnodepull")
+    assert done.returncode == 1, done.stdout
+    assert "stalled pulling its image for " in done.stderr, done.stderr
+    assert "fix: check that the nodes can pull imageDigest" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert cli(project, "destroy", "--stack", "itnodepull").returncode == 0
+
+
 def test_inspect_shows_each_pod_on_the_real_node_when_the_identity_may_read_pods(project: Project, admin: Client) -> None:
     """With the optional pod reader (deploy/kubernetes/optional/pod-reader.yaml) in its namespace,
     the restricted identity's `inspect` shows the replica's pod running on the real node."""
