@@ -268,31 +268,6 @@ kwok_stages() {
   mv "$tmp" "$dest/etc/stages.yaml"
 }
 
-# modules_of TOOL: the wrapper modules (tools/go/...) whose requirements TOOL's build compiles.
-modules_of() {
-  local minor="${KUBERNETES_VERSION%.*}"
-  case "$1" in
-    kube@*) minor="$(kube_patch "${1#kube@}")"; echo "$here/go/kubernetes-${minor%.*}" ;;
-    pulumi) echo "$here/go/pulumi" ;;
-    kubernetes-provider) echo "$here/go/pulumi-resource-kubernetes" ;;
-    kube) echo "$here/go/kubernetes-$minor" ;;
-    node) echo "$here/go/kubernetes-$minor" "$here/go/containerd" ;;
-    *) echo "$here/go/$1" ;;
-  esac
-}
-
-# prefetch TOOL...: download every module the tools' builds need, one wrapper module after the
-# other, in the background -- the network works while the compiler builds the first tool (the
-# module cache takes concurrent downloads of the same module safely: the go command locks it).
-prefetch() {
-  local t d
-  for t in "$@"; do
-    for d in $(modules_of "$t"); do
-      [[ ! -f "$d/go.mod" ]] || go -C "$d" mod download || true
-    done
-  done
-}
-
 ensure() {
   local tool="$1" dest tmp start
   dest="$(entry "$tool")"
@@ -351,16 +326,7 @@ for t in "${tools[@]}"; do
   [[ -d "$(entry "$t")/bin" ]] || { missing+=("$t"); left=$((left + $(estimate "$t"))); }
 done
 [[ ${#missing[@]} -eq 0 ]] || log "to build: ${missing[*]} -- about $(( (left + 59) / 60 )) min on this machine (once; later runs reuse the cache)"
-fetcher=""
-if [[ ${#missing[@]} -gt 1 ]]; then
-  mkdir -p "$cache/logs"
-  prefetch "${missing[@]:1}" >"$cache/logs/prefetch.log" 2>&1 &
-  fetcher=$!
-  # a failed build ends the script: its downloads stop with it (the go command, then the loop)
-  trap 'pkill -P "$fetcher" 2>/dev/null; kill "$fetcher" 2>/dev/null; true' EXIT
-fi
 for t in "${tools[@]}"; do ensure "$t"; done
-[[ -z "$fetcher" ]] || wait "$fetcher" || true
 # An entry made before stages were assembled (or a kwok taken from PATH) gets them now.
 for t in "${tools[@]}"; do [[ "$t" != kwok ]] || kwok_stages "$(entry kwok)"; done
 log "all requested tools ready in $cache"
