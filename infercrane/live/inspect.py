@@ -128,7 +128,8 @@ def inspect_report(
     predictors = list_predictors(live) if kinds[0] == "InferenceService" else None
     pod_reader = pod_reader or live
     pods = list_pods(pod_reader, config)
-    events = warnings.list_events(live)  # one LIST: the warnings of replicas not ready, every pod's start
+    # With pods read: one LIST of every Event, for each pod's start and the not-ready's warnings.
+    events = warnings.list_events(live) if pods else None
     all_starts = startup.starts(events if isinstance(events, list) else [], pods or [])
     node_gpu = node_gpus(pod_reader, t.gpu_product_label) if pods and read_nodes and t.allocation.device_plugin else {}
     allocations = claim_devices(pod_reader, config) if pods else None
@@ -186,11 +187,10 @@ def inspect_report(
             }
         )
     not_ready = [rec["name"] for rec in out if rec["state"] != "ready" and any(o["present"] for o in rec["objects"])]
-    said = (
-        warnings.pod_warnings(live, not_ready, events=events)
-        if isinstance(events, list)
-        else {n: [events] for n in not_ready if events}
-    )
+    if isinstance(events, str):  # not readable: the note says which right is missing
+        said = {n: [events] for n in not_ready if events}
+    else:  # without pods read, a LIST of Warnings only, and only when a replica is not ready
+        said = warnings.pod_warnings(live, not_ready, events=events)
     for rec in out:
         rec["reasons"] = said.get(rec["name"], [])
     evidence = serving_evidence(config, live, [r for r, rec in zip(config.replicas, out, strict=True) if rec["state"] == "ready"])

@@ -38,6 +38,19 @@ KUBERNETES_VERSION_ENV = "INFERCRANE_TEST_KUBERNETES_VERSION"
 pytestmark = pytest.mark.integration
 
 
+def kwok_plane(factory: pytest.TempPathFactory, name: str, nodes: dict[str, Any], **start: Any) -> Iterator[Plane]:
+    """A module's own plane of kwok ``nodes`` (no real node), started with ``start`` (a pod-ready
+    delay, pod grace) -- for a module whose pods must load or drain for a while; stopped after it."""
+    root = factory.mktemp(name)
+    (root / "nodes.yaml").write_text(yaml.safe_dump(nodes))
+    p = Plane(root / "state")
+    status = p.start(nodes_file=root / "nodes.yaml", progress=lambda m: None, real_node=False, **start)
+    assert status["realNode"] is None and status["podGrace"] is bool(start.get("pod_grace")), status
+    assert status["podReadyDelaySeconds"] == start.get("pod_ready_delay", 0), status
+    yield p
+    p.stop(quiet=True)
+
+
 @pytest.fixture(scope="session")
 def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
     for tool in ("pulumi", "pulumi-resource-kubernetes", "kube-apiserver", "etcd", "kwok"):

@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
@@ -35,8 +34,9 @@ from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.render.manifests import render_checked
 from infercrane.live.client.cluster import InferenceService
 from infercrane.local.bootstrap import admin_client
-from infercrane.local.plane import READY_DELAY_ANNOTATION, Plane
+from infercrane.local.plane import READY_DELAY_ANNOTATION
 from tests import rollout_model as model
+from tests.integration.conftest import kwok_plane
 from tests.integration.test_promotion import bootstrap_namespace
 from tests.integration.test_serving import ready
 
@@ -53,14 +53,8 @@ Make = Callable[..., "Cluster"]
 
 @pytest.fixture(scope="module")
 def plane_admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    root = tmp_path_factory.mktemp("controllers-plane")
-    nodes = root / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(NODES))
-    p = Plane(root / "state")
-    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=3.0, real_node=False, pod_grace=True)
-    assert status["podGrace"] is True
-    yield admin_client(p.kubeconfig)
-    p.stop(quiet=True)
+    for p in kwok_plane(tmp_path_factory, "controllers-plane", NODES, pod_ready_delay=3.0, pod_grace=True):
+        yield admin_client(p.kubeconfig)
 
 
 def rendered(ns: str, surge: bool, api: str = "deployment") -> dict[str, Any]:
@@ -219,37 +213,42 @@ class Served(Cluster):
             raise
 
 
-@pytest.fixture
-def cluster(plane_admin: Client) -> Iterator[Make]:
-    """A Deployment available on revision 0 (``loading``: its pod still loading); removed with its
-    pods after the test."""
+def _workloads(admin: Client, cls: type[Cluster], api: str) -> Iterator[Make]:
+    """Workloads of ``api`` made available on revision 0 (``loading``: its pod still loading), in a
+    namespace of their own each; removed with their pods after the test."""
     made: list[Cluster] = []
 
-    def make(ns: str, surge: bool, loading: bool = False) -> Cluster:
-        bootstrap_namespace(plane_admin, ns)
-        made.append(Cluster(plane_admin, ns, rendered(ns, surge), surge))
+    def make(name: str, surge: bool, loading: bool = False) -> Cluster:
+        ns = f"it-{'ctl' if api == 'deployment' else 'kctl'}-{name}"
+        bootstrap_namespace(admin, ns)
+        made.append(cls(admin, ns, rendered(ns, surge, api), surge))
         return settle(made[-1], loading)
 
     yield make
-    remove(plane_admin, made)
+    remove(admin, made)
 
 
 @pytest.fixture
-def served(plane_admin: Client) -> Iterator[Any]:
-    """The same for an InferenceService."""
-    made: list[Cluster] = []
-
-    def make(ns: str, surge: bool, loading: bool = False) -> Served:
-        bootstrap_namespace(plane_admin, ns)
-        made.append(Served(plane_admin, ns, rendered(ns, surge, "kserve"), surge))
-        return settle(made[-1], loading)  # type: ignore[return-value]
-
-    yield make
-    remove(plane_admin, made)
+def cluster(plane_admin: Client) -> Iterator[Make]:
+    """Deployments (the canary's hold is theirs alone)."""
+    yield from _workloads(plane_admin, Cluster, "deployment")
 
 
-def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(cluster: Make) -> None:
-    c = cluster("it-ctl-recreate", False)
+@pytest.fixture
+def served(plane_admin: Client) -> Iterator[Make]:
+    """InferenceServices."""
+    yield from _workloads(plane_admin, Served, "kserve")
+
+
+@pytest.fixture(params=["deployment", "kserve"], ids=["Deployment", "InferenceService"])
+def workload(request: pytest.FixtureRequest, plane_admin: Client) -> Iterator[Make]:
+    """Each transition the model assumes, replayed on both: the model's object stands for either."""
+    yield from _workloads(plane_admin, Cluster if request.param == "deployment" else Served, request.param)
+
+
+def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(workload: Make) -> None:
+    """In place; then a scale (under KServe, its HPA's: min = max = the count, set on its own period)."""
+    c = workload("recreate", False)
     c.apply(1)
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.TERMINATING),) in seen, seen  # the old pod drains alone: no new pod beside it
@@ -258,11 +257,11 @@ def test_recreate_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(
 
 
 def test_a_rolling_update_of_one_key_keeps_the_old_pod_until_the_new_one_is_available_as_the_model_says(
-    cluster: Make,
+    workload: Make,
 ) -> None:
     """The same-key surge: the new pod starts beside the old one, and the old one goes as soon as the
     new one is available -- before any bake (what docs/canary.md says of a same-key surge canary)."""
-    c = cluster("it-ctl-rolling", True)
+    c = workload("rolling", True)
     c.apply(1)
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
@@ -270,27 +269,27 @@ def test_a_rolling_update_of_one_key_keeps_the_old_pod_until_the_new_one_is_avai
 
 
 def test_a_rolling_update_keeps_an_old_pod_still_loading_until_the_new_one_is_available_as_the_model_says(
-    cluster: Make,
+    workload: Make,
 ) -> None:
     """The controller's reconcileOldReplicaSets scales an old pod down only while the new pods that
     are not available leave room (maxScaledDown), unavailable old pods first: a replica a run left
     loading, restarted, holds its old pod -- a GPU -- beside the new one until the new one is
     available (what the planner counts for a down replica's restart under a surge). The model once
     stopped an unavailable old pod at once: this test found it."""
-    c = cluster("it-ctl-loading", True, loading=True)
+    c = workload("loading", True, loading=True)
     c.apply(1)  # while revision 0 still loads
     seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
     assert ((0, model.STARTING), (1, model.STARTING)) in seen, seen
 
 
 def test_a_deletion_in_the_foreground_keeps_the_object_until_its_pods_are_gone_as_the_model_says(
-    cluster: Make, plane_admin: Client
+    workload: Make, plane_admin: Client
 ) -> None:
     from lightkube.types import CascadeType
 
     assert model.waves.STAGE_DELETION == "Foreground"
-    c = cluster("it-ctl-delete", False)
-    plane_admin.delete(Deployment, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
+    c = workload("delete", False)
+    plane_admin.delete(c.resource, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
     held: list[bool] = []
 
     def gone(s: Observed) -> bool:
@@ -314,7 +313,7 @@ def test_a_held_rolling_update_keeps_the_old_pod_beside_the_ready_canary_until_r
     canary's pod goes and the old pod, never restarted, is the one that served before."""
     from infercrane.live.status import hold
 
-    c = cluster("it-ctl-held", True)
+    c = cluster("held", True)
     (old,) = c.uids()
     assert hold.hold(c.live(), c.name, 15) == ""
     c.apply(1)
@@ -334,7 +333,7 @@ def test_a_held_rolling_update_keeps_the_old_pod_beside_the_ready_canary_until_r
 def test_a_held_canary_released_as_accepted_lets_its_old_pod_go_as_the_model_says(cluster: Make) -> None:
     from infercrane.live.status import hold
 
-    c = cluster("it-ctl-accept", True)
+    c = cluster("accept", True)
     (old,) = c.uids()
     assert hold.hold(c.live(), c.name, 15) == ""
     c.apply(1)
@@ -346,55 +345,8 @@ def test_a_held_canary_released_as_accepted_lets_its_old_pod_go_as_the_model_say
     assert c.uids() == [canary], "accepted: the canary's pod is the release's, no load more"
 
 
-def test_an_inference_service_in_place_stops_the_old_pod_before_the_new_one_starts_as_the_model_says(served: Any) -> None:
-    c = served("it-kctl-recreate", False)
-    c.apply(1)
-    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
-    assert ((0, model.TERMINATING),) in seen, seen  # the old pod drains alone
-    c.apply(1, replicas=2)  # a scale: one more pod of the current release
-    assert c.replay(1, 2, lambda s: s == ((1, model.AVAILABLE), (1, model.AVAILABLE)))
-
-
-def test_an_inference_service_under_a_surge_keeps_the_old_pod_until_the_new_one_is_available_as_the_model_says(
-    served: Any,
-) -> None:
-    c = served("it-kctl-rolling", True)
-    c.apply(1)
-    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
-    assert ((0, model.AVAILABLE), (1, model.STARTING)) in seen, seen
-    assert ((0, model.TERMINATING), (1, model.AVAILABLE)) in seen, seen
-
-
-def test_an_inference_service_under_a_surge_keeps_an_old_pod_still_loading_as_the_model_says(served: Any) -> None:
-    c = served("it-kctl-loading", True, loading=True)
-    c.apply(1)  # while release 0 still loads
-    seen = c.replay(1, 1, lambda s: s == ((1, model.AVAILABLE),))
-    assert ((0, model.STARTING), (1, model.STARTING)) in seen, seen
-
-
-def test_an_inference_service_deleted_in_the_foreground_stays_until_its_pods_are_gone_as_the_model_says(
-    served: Any, plane_admin: Client
-) -> None:
-    from lightkube.types import CascadeType
-
-    c = served("it-kctl-delete", False)
-    plane_admin.delete(InferenceService, c.name, namespace=c.ns, cascade=CascadeType.FOREGROUND)
-    held: list[bool] = []
-
-    def gone(s: Observed) -> bool:
-        held.append(c.exists())
-        return s == ()
-
-    seen = c.replay(0, 1, gone, deleting=True)
-    assert ((0, model.TERMINATING),) in seen and held[0], (seen, held)  # the object stays while its pod drains
-    deadline = time.monotonic() + 30
-    while c.exists() and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert not c.exists(), "the InferenceService is gone once its pods are"
-
-
 def test_kserve_takes_back_a_hold_placed_on_its_predictor_so_a_kserve_surge_canary_is_not_held(
-    served: Any, plane_admin: Client
+    served: Make, plane_admin: Client
 ) -> None:
     """Why InferCrane holds no InferenceService's canary (docs/canary.md): KServe's reconcile of
     its predictor Deployment patches it back to what KServe renders -- ``minReadySeconds`` unset --
@@ -402,7 +354,7 @@ def test_kserve_takes_back_a_hold_placed_on_its_predictor_so_a_kserve_surge_cana
     from infercrane.core.model.config import KubernetesTarget
     from infercrane.live.client.api import Live
 
-    c = served("it-kctl-hold", True)
+    c = served("hold", True)
     name = c.name + "-predictor"
     live = Live(
         plane_admin, KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": c.ns, "imageDigest": DIGEST})

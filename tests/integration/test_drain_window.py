@@ -14,13 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.plane import Plane
-from tests.integration.conftest import Project, cli
+from tests.integration.conftest import Project, cli, kwok_plane
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -30,14 +29,7 @@ DRAIN = {"preStopSeconds": 2, "shutdownSeconds": 3}  # grace: 2 + 3 + 5 = 10 s
 
 @pytest.fixture(scope="module")
 def grace_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    root = tmp_path_factory.mktemp("grace-plane")
-    nodes = root / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(NODES))
-    p = Plane(root / "state")
-    status = p.start(nodes_file=nodes, progress=lambda m: None, real_node=False, pod_grace=True)
-    assert status["podGrace"] is True and status["realNode"] is None
-    yield p
-    p.stop(quiet=True)
+    yield from kwok_plane(tmp_path_factory, "grace-plane", NODES, pod_grace=True)
 
 
 @pytest.fixture

@@ -25,7 +25,6 @@ from typing import Any, ClassVar, Final
 
 import httpx2
 import pytest
-import yaml
 from lightkube import ApiError, Client, KubeConfig
 from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta
@@ -36,7 +35,7 @@ from infercrane.core import naming
 from infercrane.local.bootstrap import admin_client
 from infercrane.local.layout import DEPLOYER_USER
 from infercrane.local.plane import Plane
-from tests.integration.conftest import DIGEST, ROOT, Project, cli, get_or_none
+from tests.integration.conftest import DIGEST, ROOT, Project, cli, get_or_none, kwok_plane
 
 pytestmark = pytest.mark.integration
 NS = "infercrane-system"
@@ -58,14 +57,7 @@ NODES = {
 
 @pytest.fixture(scope="module")
 def slow_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
-    root = tmp_path_factory.mktemp("slow-plane")
-    nodes = root / "nodes.yaml"
-    nodes.write_text(yaml.safe_dump(NODES))
-    p = Plane(root / "state")
-    status = p.start(nodes_file=nodes, progress=lambda m: None, pod_ready_delay=POD_READY_DELAY, real_node=False)
-    assert status["podReadyDelaySeconds"] == POD_READY_DELAY
-    yield p
-    p.stop(quiet=True)
+    yield from kwok_plane(tmp_path_factory, "slow-plane", NODES, pod_ready_delay=POD_READY_DELAY)
 
 
 @pytest.fixture(scope="module")

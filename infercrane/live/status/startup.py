@@ -1,5 +1,5 @@
 """A replica's start, stage by stage, from what the cluster records of it: the scheduler's and the
-kubelet's Events about its pod (``Scheduled``, ``Pulling``/``Pulled``, ``Created``, ``Started``)
+kubelet's Events about its pod (``Scheduled``, ``Pulling``/``Pulled``, ``Started``)
 and, when the identity may read pods, the pod's own Ready condition -- its engine's ``/health``
 answering (the startup and readiness probes ask it). Pure functions of listed objects.
 Live-cluster layer.
@@ -64,7 +64,6 @@ class Start:
     pulled: datetime | None = None
     present: bool = False  # the node had the image already: no pull
     pull_seconds: float | None = None  # the kubelet's own figure for the pull
-    created_container: datetime | None = None
     started: datetime | None = None
     healthy: datetime | None = None
     restarts: int = 0
@@ -153,8 +152,6 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
             found = _PULLED_IN.search(message)
             if found:
                 s["pull_seconds"] = round(float(found[1]) / (1000 if found[2] == "ms" else 1), 1)
-        elif reason == "Created":
-            s["created_container"] = _when(e, True)
         elif reason == "Started":
             s["started"] = _when(e, False)  # a restarted container starts again from loading
     out = {name: Start(name, **fields) for name, fields in seen.items() if name}
@@ -174,7 +171,7 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
     return {name: _in_order(s) for name, s in out.items()}
 
 
-_ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "created_container", "started", "healthy")
+_ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "started", "healthy")
 
 
 def _in_order(s: Start) -> Start:
