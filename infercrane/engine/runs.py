@@ -197,9 +197,9 @@ def watching(project_dir: Path, stack: str) -> Iterator[None]:
         while not done.wait(POLL_SECONDS):
             for pid in _children(starter) - seen:
                 start = _start_time(pid)
-                seen.add(pid)
                 if start is None:
-                    continue
+                    continue  # not `pulumi`, or not yet: a child between its fork and its exec is looked at again
+                seen.add(pid)
                 here.mkdir(parents=True, exist_ok=True)
                 tmp = here / f".{pid}.tmp"
                 tmp.write_text(json.dumps({"pid": pid, "started": start}))

@@ -275,12 +275,16 @@ class Engine:
         return result
 
     def repair(self) -> None:
-        """Repair torn checkpoint writes of this stack (a killed run), once per command, before the
-        engine or a direct read sees the state (stale locks are cleared before each engine call)."""
+        """Repair what a killed run left of this stack, once per command, before the engine or a
+        direct read sees the state: torn checkpoint writes, and its stale lock -- a run killed
+        after its update wrote the state but before it unlocked leaves a deploy a rerun replays
+        without an engine call (stale locks are also cleared before each engine call)."""
         if self._repaired:
             return
         self._repaired = True
         for note in repair_torn_writes(self.backend_url(), self.stack_name, self.project_dir, vouch=self.vouch):
+            self.sink(Note(note))
+        for note in clear_stale_locks(self.stack_name, self.engine_env, self.project_dir):
             self.sink(Note(note))
 
     def state(self, *, repair: bool = True) -> dict[str, Any]:

@@ -30,14 +30,25 @@ def test_deploy_killed_while_waiting_is_retried_with_the_same_key_and_converges(
     kill_deploy_while_waiting(project, admin, "itkilled", key, "ci-run-41")
     locks = list((project.root / ".infercrane" / "pulumi-state" / ".pulumi" / "locks").rglob("*.json"))
     assert locks, "the killed update should have left its lock behind"
+    runs = list((project.root / ".infercrane" / "engine-runs").rglob("*.json"))
+    assert runs, "the killed run should have left the record of its pulumi process"
+    left = {path: path.read_bytes() for path in locks + runs}
     r = cli(project, "deploy", "--stack", "itkilled", "--idempotency-key", "ci-run-41")
     assert r.returncode == 0, r.stderr[-3000:]
     assert "removed the lock of stack 'itkilled' left by pulumi process" in r.stderr + r.stdout
     assert "Traceback" not in r.stderr
+    assert not any(path.exists() for path in locks)
     dep = admin.get(Deployment, name, namespace=NS)
     assert deployment_verdict(dep.to_dict(), 1).state == "ready"
+    # A kill after the update wrote the state but before it unlocked (a window of milliseconds,
+    # stood for by putting the killed run's lock and record back): the rerun replays, with no
+    # engine call, and still removes the lock.
+    for path, raw in left.items():
+        path.write_bytes(raw)
     r = cli(project, "deploy", "--stack", "itkilled", "--idempotency-key", "ci-run-41")
-    assert r.returncode == 0 and "already applied at" in r.stdout
+    assert r.returncode == 0 and "already applied at" in r.stdout, r.stderr[-3000:]
+    assert "removed the lock of stack 'itkilled' left by pulumi process" in r.stderr + r.stdout
+    assert not any(path.exists() for path in locks)
     assert cli(project, "destroy", "--stack", "itkilled").returncode == 0
 
 

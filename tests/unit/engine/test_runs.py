@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 import subprocess
 import tempfile
 from pathlib import Path
@@ -78,3 +79,19 @@ def test_a_killed_runs_directory_that_outlives_a_runs_start_is_gone_when_that_ru
         (late / "sub").mkdir(parents=True)
     assert not own.exists() and not late.exists() and "TMPDIR" not in env
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_pulumi_child_seen_between_its_fork_and_its_exec_is_recorded_once_it_is_pulumi(tmp_path: Path) -> None:
+    """The watcher may look at a child before it became ``pulumi`` (still the forked shell): it
+    looks again, so a kill after the exec still finds the record that proves the lock ours."""
+
+    fake = tmp_path / "pulumi"
+    fake.write_text("#!/bin/sh\nsleep 1\n")
+    fake.chmod(0o755)
+    with runs.watching(tmp_path, "st"):
+        child = subprocess.Popen(["sh", "-c", f"sleep 0.4; exec {fake}"])
+        time.sleep(0.9)  # seen as `sh` first, then as `pulumi`
+        recorded = runs.started(tmp_path, "st")
+        child.wait()
+    assert child.pid in recorded
+    assert runs.started(tmp_path, "st") == {}  # the call's end removes its records
