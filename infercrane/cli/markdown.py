@@ -10,10 +10,11 @@ from typing import TYPE_CHECKING, Any
 from infercrane.core.plan.actions import Action
 
 if TYPE_CHECKING:
+    from infercrane.core.plan.duration import Estimate
     from infercrane.core.plan.waves import EndpointRollout
     from infercrane.engine.changes import ReplicaAction
     from infercrane.engine.planning import PlanResult
-from infercrane.cli.output import actions_table, endpoint_lines
+from infercrane.cli.output import actions_table, endpoint_lines, span
 
 COMMENT_LIMIT = 60_000  # characters: GitHub's limit for a comment is 65,536
 
@@ -57,6 +58,8 @@ def plan_markdown(
             f"{f'{e.gpus_before} → {e.gpus_after} ({e.peak_gpus})' if e else '-'} | "
             f"{_canary_cell(e, result.rejected.get(name))} |"
         )
+    if pending and result.estimate is not None:
+        head += ["", *timeline(result.estimate, set(pending)), ""]
     tail = [f"> {n.removeprefix('note: ')}" for n in notes]
     blocks = []
     for name in pending:
@@ -64,6 +67,35 @@ def plan_markdown(
         blocks.append(f"<details><summary><code>{name}</code></summary>\n\n```\n" + "\n".join(lines) + "\n```\n</details>\n")
     text = _fit(head, rows, blocks, tail, limit)
     return text
+
+
+GANTT_ENDPOINTS = 12  # the timeline shows the longest lanes; plan --json has every one
+
+
+def timeline(estimate: Estimate, pending: set[str]) -> list[str]:
+    """The expected rollout as a sentence and a Mermaid gantt block (GitHub renders it): one
+    section per changing endpoint -- the longest :data:`GANTT_ENDPOINTS` --, one bar per stage,
+    seconds from the lanes' start."""
+    lanes = sorted((lane for lane in estimate.lanes if lane.endpoint in pending), key=lambda lane: -lane.seconds)
+    said = (
+        f"**Expected: about {span(estimate.seconds)}**, {estimate.gpu_hours:.2f} GPU-hours beyond steady state "
+        f"<sub>(starts from: {'; '.join(estimate.bases) or 'none restart'})</sub>"
+    )
+    if not any(lane.stages for lane in lanes):
+        return [said]
+    chart = ["```mermaid", "gantt", "  dateFormat X", "  axisFormat %M:%S"]
+    for lane in lanes[:GANTT_ENDPOINTS]:
+        chart.append(f"  section {_label(lane.endpoint)}")
+        chart += [f"  {_label(s.label)} : {round(s.begins)}, {round(s.begins + max(s.seconds, 1))}" for s in lane.stages]
+    chart.append("```")
+    if len(lanes) > GANTT_ENDPOINTS:
+        chart.append(f"<sub>the {GANTT_ENDPOINTS} longest of {len(lanes)} lanes</sub>")
+    return [said, "", *chart]
+
+
+def _label(text: str) -> str:
+    """Text Mermaid's gantt syntax takes as a name (no ``:``, ``;`` or ``#``)."""
+    return " ".join(text.replace(":", " ").replace(";", " ").replace("#", " ").split())
 
 
 def refusal_markdown(stack: str, exc: Exception) -> str:

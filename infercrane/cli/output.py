@@ -22,6 +22,7 @@ from infercrane.core.plan.actions import Action
 if TYPE_CHECKING:
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.core.model.endpoints import CanaryPolicy
+    from infercrane.core.plan.duration import Estimate
     from infercrane.core.plan.waves import EndpointRollout, Rollout
     from infercrane.core.promotion import Change
     from infercrane.core.render import RenderedReplica
@@ -152,6 +153,37 @@ def endpoint_lines(e: EndpointRollout) -> list[str]:
     return lines
 
 
+def span(seconds: float) -> str:
+    """``95`` -> ``1 min 35 s``; ``40`` -> ``40 s``; ``4000`` -> ``1 h 6 min``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min {whole % 60} s"
+    return f"{whole // 3600} h {whole % 3600 // 60} min"
+
+
+def estimate_lines(estimate: Estimate) -> list[str]:
+    """What the rollout costs, as the plan says it: its expected duration, per endpoint when there
+    are several, the GPU-hours beyond steady state, and what the starts were taken from."""
+    longest = max(estimate.lanes, key=lambda lane: lane.seconds, default=None)
+    head = f"  expected: about {span(estimate.seconds)}"
+    if longest is not None and len(estimate.lanes) > 1:
+        head += f" (the longest lane: endpoint {longest.endpoint}, {span(longest.seconds)})"
+    lines = [head + f"; {estimate.gpu_hours:.2f} GPU-hours beyond steady state"]
+    if len(estimate.lanes) > 1:
+        lines += [
+            f"    {lane.endpoint}: {span(lane.seconds)}, {lane.gpu_hours:.2f} GPU-hours" for lane in estimate.lanes[:MAX_LISTED]
+        ]
+        if len(estimate.lanes) > MAX_LISTED:
+            lines.append(f"    and {len(estimate.lanes) - MAX_LISTED} more endpoint(s) (plan --json has each)")
+    lines += [f"    starts from: {basis}" for basis in estimate.bases]
+    return lines
+
+
+MAX_LISTED = 20  # endpoints named one per line in a plan's estimate
+
+
 def canary_words(policy: CanaryPolicy) -> str:
     """A canary policy as the plan says it: its bake, its minimum and its thresholds."""
     golden = f", {len(policy.golden)} golden request(s) answered as the baseline's" if policy.golden else ""
@@ -187,10 +219,13 @@ def plan(stack: str, result: PlanResult, *, as_doc: bool) -> str:
                 "whyPreview": result.why_preview,
                 "replicas": result.actions,
                 "rollout": rollout_doc(result.rollout),
+                "estimate": result.estimate.as_json() if result.estimate is not None and result.changes_pending else None,
                 "rejectedBefore": result.rejected,
             }
         )
     lines = [f"plan for stack {stack}:", *actions_table(result.actions, done=False), *rollout_lines(result.rollout)]
+    if result.estimate is not None and pending:
+        lines += estimate_lines(result.estimate)
     lines += [
         f"  rejected before: endpoint {endpoint}'s release ({said}); deploy refuses it without --retry-rejected"
         for endpoint, said in result.rejected.items()

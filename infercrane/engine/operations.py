@@ -255,6 +255,7 @@ def _deploy(
                 "history": history,
                 "entry": {"key": key, "intent": intent, "at": at},
                 "canaries": urns.stack_outputs(state).get("canaries") or {},  # each endpoint's last verdict, kept
+                "starts": urns.stack_outputs(state).get("starts") or {},  # each replica's last start, kept
             },
             # Refused caches: the program verifies them itself, and refuses inside the update.
             prepared=None if ctx.caches_refused else Prepared(rendered, seen.report),

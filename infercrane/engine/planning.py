@@ -13,6 +13,7 @@ from typing import Any
 from infercrane.core import naming
 from infercrane.core.events import Note, Sink, discard, warning_notes
 from infercrane.core.model import config as cfg
+from infercrane.core.plan import duration
 from infercrane.core.plan.actions import Action, replica_action
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.state import urns
@@ -32,6 +33,7 @@ class PlanResult:
     why_preview: list[str] = field(default_factory=list)  # why the state+live proof did not hold
     rollout: Rollout | None = None  # the waves a deploy would roll (None: the preflight refuses)
     rejected: dict[str, str] = field(default_factory=dict)  # endpoint -> its canary's rejection of the release it moves to
+    estimate: duration.Estimate | None = None  # how long the rollout takes, from the recorded starts (None: no rollout)
 
     @property
     def changes_pending(self) -> bool:
@@ -76,8 +78,15 @@ def plan(
     marked = judged(engine, seen)
     rollout = marked.rollout
     rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
+    estimated = estimate(ctx.config, rollout, seen.state)
     if not why:
-        return PlanResult(summarize(ctx.config, EventCollector(), rendered), "state+live", rollout=rollout, rejected=rejected)
+        return PlanResult(
+            summarize(ctx.config, EventCollector(), rendered),
+            "state+live",
+            rollout=rollout,
+            rejected=rejected,
+            estimate=estimated,
+        )
     collector = EventCollector()
     channel = Channel(
         context=ctx,
@@ -94,7 +103,7 @@ def plan(
         **({"policy_packs": list(policy_packs)} if policy_packs else {}),
     )
     names = {naming.object_name(k): k for k in urns.recorded_objects(seen.state)}
-    return PlanResult(summarize(ctx.config, collector, rendered, names), "pulumi preview", why, rollout, rejected)
+    return PlanResult(summarize(ctx.config, collector, rendered, names), "pulumi preview", why, rollout, rejected, estimated)
 
 
 def plan_read_only(
@@ -159,7 +168,33 @@ def plan_read_only(
             read_only=True,
         )
         engine.preview(on_output=on_output, refresh=False, channel=channel, policy_packs=list(policy_packs))
-    return PlanResult(actions, "read-only", ["--policy-pack"] if policy_packs else [], rollout=rollout, rejected=rejected)
+    return PlanResult(
+        actions,
+        "read-only",
+        ["--policy-pack"] if policy_packs else [],
+        rollout=rollout,
+        rejected=rejected,
+        estimate=estimate(ctx.config, rollout, state),
+    )
+
+
+def estimate(config: cfg.InferCraneConfig, rollout: Rollout | None, state: Mapping[str, Any]) -> duration.Estimate | None:
+    """How long ``rollout`` takes (:mod:`infercrane.core.plan.duration`), each start expected from
+    the starts the stack's outputs recorded (``starts``); each drain the replica's preStop wait (a
+    key that left the config: the target's)."""
+    if rollout is None:
+        return None
+    recorded = urns.stack_outputs(state).get("starts") or {}
+    replicas = {
+        r.key: duration.Replica(
+            duration.expected_start(r.gpu, config.image_for(r), recorded), config.drain_for(r).pre_stop_seconds
+        )
+        for r in config.replicas
+    }
+    leaving = config.kubernetes.drain.pre_stop_seconds
+    for key in {k for lane in rollout.lanes for s in lane.stages for k in s.delete} - replicas.keys():
+        replicas[key] = duration.Replica(duration.Expected(0.0, ""), leaving)
+    return duration.estimate(rollout, replicas)
 
 
 def _replica_action(manifests: Sequence[Mapping[str, Any]], actions: Mapping[str, Action]) -> Action:

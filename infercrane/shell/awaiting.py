@@ -9,16 +9,19 @@ import asyncio
 import functools
 import time
 from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Final
 
 import pulumi
 
 from infercrane.core.errors import NotReady
-from infercrane.core.events import Note, Readiness
+from infercrane.core.events import Readiness
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
+from infercrane.shell.progress import evidence_note, publish_snapshot, readiness_progress
 
 if TYPE_CHECKING:
     from infercrane.core.plan import canary
@@ -89,6 +92,8 @@ class Waits:
         self.checker = served.Checker.from_env(live, config)
         self.config, self.replicas = config, {r.key: r for r in config.replicas}
         self.budgets = budgets(config, channel.rollout)
+        self.ready_at: dict[str, datetime] = {}  # key -> when its wait saw it ready (the ledger's "healthy" without the pods)
+        self.served_at: dict[str, datetime] = {}  # key -> when its engine was seen serving (the ledger's "served")
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
@@ -98,8 +103,18 @@ class Waits:
         verdict = await self.waiter.wait(c.name, generation, self.budgets[key], zero_ok=zero_ok, held=key in self.held)
         if verdict.state != "ready":
             return verdict, None
+        self.ready_at[key] = datetime.now(UTC)
         evidence = await self.checker.check_soon(self.replicas[key])
+        if evidence.state == "serving":
+            self.served_at[key] = datetime.now(UTC)
         return evidence.verdict(self.policy), evidence
+
+    def starts(self, components: Collection[ReplicaComponent]) -> dict[str, dict[str, Any]]:
+        """The startup ledger of ``components`` (:func:`infercrane.live.status.ledger.take`)."""
+        from infercrane.live.status import ledger
+
+        names = {c.summary["key"]: c.name for c in components}
+        return ledger.take(self.live, self.config, names, self.ready_at, self.served_at)
 
     async def of(self, c: ReplicaComponent) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """:meth:`ready_and_serving`, from when ``c``'s workload is applied (its output resolves)."""
@@ -225,7 +240,7 @@ def bake(
 
 def await_readiness(
     components: list[ReplicaComponent], config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None
-) -> pulumi.Output[dict[str, dict[str, Any]]] | None:
+) -> pulumi.Output[Taken] | None:
     """On ``up``: wait until every replica's workload (Deployment, or InferenceService in KServe
     mode) is ready, for the whole stack with one poller, then ask it what it serves.
 
@@ -246,7 +261,7 @@ def await_readiness(
             lambda meta: waits.ready_and_serving(c, int(getattr(meta, "generation", None) or 0))
         )
 
-    def check(results: list[tuple[verdicts.Verdict, served.Evidence | None]]) -> dict[str, dict[str, Any]]:
+    def check(results: list[tuple[verdicts.Verdict, served.Evidence | None]]) -> Taken:
         waits.close()
         failure = not_ready(components, results)
         if failure is not None:
@@ -268,15 +283,25 @@ def not_ready(
     return NotReady(failures, len(components), api_lost=lost)
 
 
+@dataclass(frozen=True)
+class Taken:
+    """What a run's waits took, for the stack's outputs: each waited replica's serving evidence and
+    its start (key -> their output forms)."""
+
+    evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
+    starts: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 def settled(
     waits: Waits,
     components: list[ReplicaComponent],
     results: list[tuple[verdicts.Verdict, served.Evidence | None]],
     channel: Channel,
-) -> dict[str, dict[str, Any]]:
-    """Every replica ready and serving: said once, and the evidence taken (:func:`evidence_taken`)."""
+) -> Taken:
+    """Every replica ready and serving: said once; the evidence taken (:func:`evidence_taken`) and
+    the startup ledger (:meth:`Waits.starts`)."""
     waits.publish(Readiness(len(components), len(components)))
-    return evidence_taken(components, results, channel)
+    return Taken(evidence_taken(components, results, channel), waits.starts(components))
 
 
 def evidence_taken(
@@ -289,38 +314,3 @@ def evidence_taken(
     for line in served.lines(taken):
         evidence_note(channel)(line)
     return {key: e.as_output() for key, e in taken.items()}
-
-
-def evidence_note(channel: Channel) -> Callable[[str], None]:
-    """Where a replica's evidence line goes: the caller's sink (a Note), else Pulumi's log."""
-    sink = channel.progress
-    if sink is None:
-        return pulumi.log.info
-    return lambda text: sink(Note(text))
-
-
-def readiness_line(event: Readiness) -> str:
-    """The readiness wait as one log line, for a person reading plain ``pulumi up``'s output."""
-    if event.ready == event.total and not event.waiting:
-        return f"readiness: {event.ready}/{event.total} ready"
-    why = f" ({event.why})" if event.why else ""
-    return f"readiness: {event.ready}/{event.total} ready after {event.elapsed:.0f}s; waiting on {event.waiting}{why}"
-
-
-def readiness_progress(channel: Channel) -> Callable[[Readiness], None]:
-    """Where the readiness wait's snapshots go: the caller's sink (typed events, the
-    :class:`Channel`'s ``progress``), else Pulumi's log as a line (plain ``pulumi``)."""
-    sink = channel.progress
-
-    def publish(event: Readiness) -> None:
-        if sink is not None:
-            sink(event)
-        else:
-            pulumi.log.info(readiness_line(event))
-
-    return publish
-
-
-def publish_snapshot(publish: Callable[[Readiness], None], p: Any) -> None:
-    """One :class:`infercrane.live.status.readiness.Progress` snapshot, published."""
-    publish(Readiness(p.ready, p.total, len(p.waiting), p.summary(), p.elapsed))

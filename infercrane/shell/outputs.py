@@ -15,6 +15,7 @@ from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan.workload import release_of
 from infercrane.core.render import RenderedReplica
+from infercrane.shell.awaiting import Taken
 from infercrane.shell.components import ReplicaComponent
 
 
@@ -46,14 +47,19 @@ def export(
     components: list[ReplicaComponent],
     config: cfg.InferCraneConfig,
     deploy_record: dict[str, Any] | None,
-    evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None = None,
+    taken: pulumi.Output[Taken] | Taken | None = None,
     canaries: Mapping[str, Any] | None = None,
 ) -> None:
     """Stack outputs: the replicas, and per endpoint its members (routing membership: key,
     model revision, intent hash, and the serving evidence this run took -- None for a replica
-    it did not wait for) -- every replica this run leaves registered; ``canaries``: each canary
-    verdict this run reached, with its record (exported with the time of the deploy, beside the
-    last verdict of each other endpoint the deploy record carries)."""
+    it did not wait for) -- every replica this run leaves registered; ``starts``: the last start
+    of each replica (this run's, else the one the stack's outputs carried -- what ``plan``
+    estimates a rollout's time from); ``canaries``: each canary verdict this run reached, with its
+    record and its canaries' starts (exported with the time of the deploy, beside the last verdict
+    of each other endpoint the deploy record carries)."""
+    record = deploy_record or {}
+    keys = {c.summary["key"] for c in components}
+    earlier = {k: v for k, v in (record.get("starts") or {}).items() if k in keys}
 
     def members(taken: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
         endpoints: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -73,18 +79,29 @@ def export(
     pulumi.export("namespace", config.kubernetes.namespace)
     pulumi.export("workloadApi", config.kubernetes.workload_api)
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
-    if isinstance(evidence, pulumi.Output):
-        pulumi.export("endpoints", evidence.apply(members))
+    if isinstance(taken, pulumi.Output):
+        pulumi.export("endpoints", taken.apply(lambda t: members(t.evidence)))
+        pulumi.export("starts", taken.apply(lambda t: earlier | t.starts))
     else:
-        pulumi.export("endpoints", members(evidence or {}))
+        pulumi.export("endpoints", members(taken.evidence if taken else {}))
+        if earlier or (taken and taken.starts):
+            pulumi.export("starts", earlier | (taken.starts if taken else {}))
     # endpoint -> its canary's last verdict (core.plan.canary.CanaryVerdict.as_json) and when: this run's,
     # else the one the stack's outputs carried, for the endpoints still configured.
-    record = deploy_record or {}
     at = (record.get("entry") or {}).get("at")
     kept = {e: v for e, v in (record.get("canaries") or {}).items() if e in {r.name for r in config.replicas}}
-    kept |= {e: {**v, "at": at} for e, v in (canaries or {}).items()}
+    started = taken.starts if isinstance(taken, Taken) else {}
+    kept |= {e: {**v, "at": at, **_canary_starts(v, started)} for e, v in (canaries or {}).items()}
     if kept:
         pulumi.export("canaries", kept)
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
         entries = [*deploy_record["history"], *([deploy_record["entry"]] if deploy_record.get("entry") else [])]
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
+
+
+def _canary_starts(verdict: Mapping[str, Any], starts: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """The starts of a verdict's canary replicas (its record's ``canary`` side), beside the record
+    -- never in it: the record's digest is what a rerun judges again."""
+    measured = (verdict.get("record") or {}).get("measured") or []
+    keys = sorted({m.get("replica") for m in measured if m.get("side") == "canary"} & set(starts))
+    return {"starts": {k: starts[k] for k in keys}} if keys else {}

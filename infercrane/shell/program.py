@@ -40,11 +40,12 @@ from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots
 from infercrane.live.stack.context import StackContext
 from infercrane.shell import sdk
-from infercrane.shell.awaiting import Waits, await_readiness, evidence_note, running_under_mocks, settled
+from infercrane.shell.awaiting import Taken, Waits, await_readiness, running_under_mocks, settled
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.outputs import export, summary_of
 from infercrane.shell.plain import judged, own_state, refuse_beyond_policy
+from infercrane.shell.progress import evidence_note
 from infercrane.shell.provider import make_provider
 
 
@@ -174,8 +175,8 @@ async def run(channel: Channel) -> None:
         channel.hand_over(late)
     checked = _checked(channel, provider)
     if channel.rollout is not None and not pulumi.runtime.is_dry_run():
-        components, evidence, canaries = await _in_lanes(channel, checked)
-        _end(channel, checked, components, evidence, canaries)
+        components, taken, canaries = await _in_lanes(channel, checked)
+        _end(channel, checked, components, taken, canaries)
         return
     components = []
     ahead = Ahead()
@@ -208,18 +209,16 @@ def _end(
     channel: Channel,
     checked: Checked,
     components: list[ReplicaComponent],
-    evidence: pulumi.Output[dict[str, dict[str, Any]]] | dict[str, dict[str, Any]] | None,
+    taken: pulumi.Output[Taken] | Taken | None,
     canaries: Mapping[str, Any] | None = None,
 ) -> None:
     """The run's one ending: the stack's outputs for what it registered."""
-    export(components, checked.config, channel.deploy_record, evidence, canaries)
+    export(components, checked.config, channel.deploy_record, taken, canaries)
 
 
-async def _in_lanes(
-    channel: Channel, checked: Checked
-) -> tuple[list[ReplicaComponent], dict[str, dict[str, Any]], dict[str, Any]]:
-    """Each endpoint's lane at its own pace (:mod:`infercrane.shell.lanes`): its components, the
-    evidence taken and the canaries' verdicts. A lane that stops fails the run once the others
+async def _in_lanes(channel: Channel, checked: Checked) -> tuple[list[ReplicaComponent], Taken, dict[str, Any]]:
+    """Each endpoint's lane at its own pace (:mod:`infercrane.shell.lanes`): its components, what
+    the waits took (evidence, starts) and the canaries' verdicts. A lane that stops fails the run once the others
     are done -- so Pulumi deletes nothing -- with every stopped endpoint and its reason."""
     from infercrane.shell import lanes
 
@@ -276,5 +275,5 @@ async def _in_lanes(
     foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
     if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not
         _fail(channel, DeletionsRefused(foreign))
-    evidence = settled(waits, outcome.components, outcome.results, channel)
-    return outcome.components, evidence, {endpoint: v.as_json() for endpoint, v in outcome.verdicts.items()}
+    taken = settled(waits, outcome.components, outcome.results, channel)
+    return outcome.components, taken, {endpoint: v.as_json() for endpoint, v in outcome.verdicts.items()}

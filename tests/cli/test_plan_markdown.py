@@ -62,3 +62,27 @@ def test_a_refused_plan_is_a_comment_that_says_so_first() -> None:
     text = markdown.refusal_markdown("prod", refused)
     assert text.startswith("### InferCrane plan: stack `prod`\n\n**Refused: nothing would be applied.**")
     assert 'conflict with "kubectl-scale" (Update): .spec.replicas' in text
+
+
+def test_the_comment_shows_the_expected_rollout_as_a_mermaid_timeline_with_its_figures() -> None:
+    from infercrane.core.plan import duration
+    from infercrane.core.plan.waves import Lane, Stage
+
+    result, endpoint_of = fleet(2, 2)
+    assert result.rollout is not None
+    lanes = tuple(
+        Lane(e.endpoint, tuple(Stage(frozenset(w.up), wave=i) for i, w in enumerate(e.waves))) for e in result.rollout.endpoints
+    )
+    start = duration.Expected(40.0, "2 recorded start(s) of NVIDIA-L40S, this image")
+    replicas = {k: duration.Replica(start, 5.0) for k in endpoint_of}
+    result.estimate = duration.estimate(Rollout(result.rollout.endpoints, lanes), replicas)
+    text = markdown.plan_markdown("prod", result, endpoint_of)
+    stage = duration.STAGE_SECONDS + 5 + 40 + duration.EVIDENCE_SECONDS
+    assert (
+        f"**Expected: about 1 min {round(duration.RUN_SECONDS + 2 * stage) - 60} s**, 0.00 GPU-hours beyond steady state" in text
+    )
+    assert "(starts from: 2 recorded start(s) of NVIDIA-L40S, this image)" in text
+    chart = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert chart.startswith("gantt\n  dateFormat X\n  axisFormat %M:%S\n  section e0\n")
+    assert f"  wave 1/2 : 0, {round(stage)}\n  wave 2/2 : {round(stage)}, {round(2 * stage)}\n" in chart
+    assert chart.count("section ") == 2

@@ -105,6 +105,32 @@ def test_a_deploy_retried_with_its_key_replays_and_the_key_is_refused_for_a_new_
     assert cli(project, "destroy", "--stack", "itcli").returncode == 0
 
 
+def test_a_deploy_records_each_replicas_start_and_plan_says_how_long_the_next_rollout_takes(project: Project) -> None:
+    from infercrane.core.state import urns
+
+    keys = ["it-ledger-r0", "it-ledger-r1"]
+    engine = project.stack("itledger", [replica(k) for k in keys])
+    r = cli(project, "deploy", "--stack", "itledger")
+    assert r.returncode == 0, r.stderr
+    starts = urns.stack_outputs(engine.state())["starts"]
+    assert set(starts) == set(keys)
+    for k in keys:
+        s = starts[k]
+        assert s["stage"] == "healthy" and s["gpu"] == "NVIDIA-L40S" and s["image"].startswith("vllm/vllm-openai@sha256:")
+        assert 0 <= s["scheduled"] <= s["healthy"] < 120, s  # from the scheduler's Event to the deploy's wait seeing it ready
+    project.stack("itledger", [replica(k, model="Qwen/Qwen3-14B") for k in keys])  # every pod restarts
+    r = cli(project, "plan", "--stack", "itledger")
+    assert r.returncode == 3, r.stderr
+    assert "  expected: about " in r.stdout and "GPU-hours beyond steady state" in r.stdout
+    assert "    starts from: 2 recorded start(s) of NVIDIA-L40S, this image" in r.stdout
+    r = cli(project, "plan", "--stack", "itledger", "--json")
+    estimate = as_json(r)["estimate"]
+    assert estimate["startsFrom"] == ["2 recorded start(s) of NVIDIA-L40S, this image"]
+    (lane,) = estimate["endpoints"]
+    assert len(lane["stages"]) == 2 and estimate["seconds"] > lane["stages"][1]["begins"] > 0
+    assert cli(project, "destroy", "--stack", "itledger").returncode == 0
+
+
 def test_deploy_without_a_key_prints_one_then_inspect_and_destroy_report_as_the_shipped_role(project: Project) -> None:
     key = "it-clinokey-r0"
     engine = project.stack("itclinokey", [replica(key)])

@@ -66,6 +66,7 @@ class Start:
     pull_seconds: float | None = None  # the kubelet's own figure for the pull
     started: datetime | None = None
     healthy: datetime | None = None
+    served: datetime | None = None  # its serving evidence taken (the deploy's, not the cluster's)
     restarts: int = 0
 
     @property
@@ -93,10 +94,12 @@ class Start:
         }[self.stage]
 
     def as_output(self) -> dict[str, Any]:
-        """Seconds from the pod's creation to the end of each stage (None: not yet or not known)."""
+        """Seconds from the pod's creation (its first Event when the pod was not read) to the end
+        of each stage (None: not yet or not known)."""
+        base = self.created or self.first_seen
 
         def at(t: datetime | None) -> float | None:
-            return None if t is None or self.created is None else round((t - self.created).total_seconds(), 1)
+            return None if t is None or base is None else round(max(0.0, (t - base).total_seconds()), 1)
 
         return {
             "pod": self.pod,
@@ -107,6 +110,7 @@ class Start:
             "pullSeconds": self.pull_seconds,
             "started": at(self.started),
             "healthy": at(self.healthy),
+            **({"served": at(self.served)} if self.served is not None else {}),
             "restarts": self.restarts,
         }
 
@@ -121,7 +125,7 @@ def line(out: Mapping[str, Any]) -> str:
     elif out.get("imagePulled") is not None:
         took = f" (pull {out['pullSeconds']:g} s)" if out.get("pullSeconds") is not None else ""
         parts.append(f"image pulled {out['imagePulled']:g} s{took}")
-    for field, said in (("started", "started"), ("healthy", "healthy")):
+    for field, said in (("started", "started"), ("healthy", "healthy"), ("served", "serving")):
         if out.get(field) is not None:
             parts.append(f"{said} {out[field]:g} s")
     if out.get("restarts"):
@@ -171,7 +175,7 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
     return {name: _in_order(s) for name, s in out.items()}
 
 
-_ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "started", "healthy")
+_ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "started", "healthy", "served")
 
 
 def _in_order(s: Start) -> Start:
@@ -209,3 +213,26 @@ def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: 
     since = s.since
     took = f" for {max(0, (now - since).total_seconds()):.0f} s" if since is not None else ""
     return f"stalled {s.stage}{took} -- fix: {FIXES[s.stage]}"
+
+
+def ledger(
+    all_starts: Mapping[str, Start],
+    names: Mapping[str, str],
+    ready: Mapping[str, datetime],
+    served: Mapping[str, datetime],
+) -> dict[str, dict[str, Any]]:
+    """Each replica's newest start (``names``: key -> its object's name) as a record
+    (:meth:`Start.as_output`), ended by what the deploy's own wait saw: *healthy* when its wait saw
+    it ready (``ready``; the pod's Ready condition is exacter, when the pods were read) and *served*
+    when its serving evidence was taken (``served``). A replica none of whose pods left a trace has
+    none."""
+    out = {}
+    for key, name in names.items():
+        mine = of_replica(all_starts, name)
+        if not mine:
+            continue
+        s = mine[-1]
+        healthy = s.healthy or ready.get(key)
+        s = Start(**{**s.__dict__, "healthy": healthy, "served": served.get(key) if healthy is not None else None})
+        out[key] = _in_order(s).as_output()
+    return out

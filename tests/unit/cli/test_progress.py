@@ -135,7 +135,7 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
     """The real producer (the program's publisher of the fleet wait's snapshots) into the real
     consumer (the CLI's view), as the Automation API run wires them through the Channel."""
     from infercrane.live.status.readiness import Progress
-    from infercrane.shell import awaiting
+    from infercrane.shell import progress as awaiting
     from infercrane.shell.channel import Channel
 
     out, clock = io.StringIO(), Clock()
@@ -149,7 +149,7 @@ def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
 
 
 def test_plain_pulumi_reads_the_readiness_wait_as_log_lines() -> None:
-    from infercrane.shell.awaiting import readiness_line
+    from infercrane.shell.progress import readiness_line
 
     assert readiness_line(Readiness(1, 3, 2, "Pending", 12.4)) == "readiness: 1/3 ready after 12s; waiting on 2 (Pending)"
     assert readiness_line(Readiness(3, 3)) == "readiness: 3/3 ready"

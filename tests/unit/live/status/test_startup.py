@@ -71,7 +71,11 @@ def test_an_image_the_node_had_is_said_present_and_healthy_is_unknown_without_th
     (s,) = startup.starts([SCHEDULED, PRESENT, CREATED, STARTED]).values()
     assert s.present and s.pull_seconds is None and s.healthy is None
     assert s.stage == startup.LOADING  # from the Events alone: started, healthy not known
-    assert startup.line(s.as_output()) == "image present; now loading (its engine's /health not 200 yet)"
+    # Timed from its first Event (the scheduler's), the pod's creation not read.
+    assert (
+        startup.line(s.as_output())
+        == "scheduled 0 s, image present, started 44 s; now loading (its engine's /health not 200 yet)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -151,3 +155,32 @@ def test_a_kubelet_event_stamped_to_the_second_never_ends_a_stage_before_the_one
     started = ev("Started", "Started container engine", 0)
     out = startup.starts([scheduled, present, started], [pod(ready_at=6)])[POD].as_output()
     assert (out["scheduled"], out["imagePulled"], out["started"], out["healthy"]) == (0.3, 0.3, 0.3, 6.0), out
+
+
+def test_the_ledger_records_each_replicas_newest_start_ended_by_what_the_deploy_saw() -> None:
+    """Without the pods, *healthy* is when the deploy's wait saw the replica ready and *served* when
+    its evidence was taken; an older pod of the replica is not its start."""
+    older = "infercrane-a-1111111111-aaaaa"
+    events = [
+        ev("Scheduled", "old", 0, name=older),
+        ev("Started", "old", 1, name=older),
+        SCHEDULED,
+        PULLING,
+        PULLED,
+        CREATED,
+        STARTED,
+    ]
+    ready = {"a": datetime(2026, 12, 7, 10, 1, 30, tzinfo=UTC)}
+    served = {"a": datetime(2026, 12, 7, 10, 1, 31, tzinfo=UTC)}
+    records = startup.ledger(startup.starts(events), {"a": "infercrane-a", "b": "infercrane-b"}, ready, served)
+    assert set(records) == {"a"}  # b left no trace
+    a = records["a"]
+    assert a["pod"] == POD and a["stage"] == startup.HEALTHY
+    assert (a["scheduled"], a["imagePulled"], a["started"], a["healthy"], a["served"]) == (0.0, 42.0, 44.0, 89.0, 90.0)
+    assert startup.line(a).endswith("healthy 89 s, serving 90 s")
+
+
+def test_the_ledger_takes_healthy_from_the_pods_ready_condition_when_the_pods_were_read() -> None:
+    ready = {"a": datetime(2026, 12, 7, 10, 5, 0, tzinfo=UTC)}  # the wait saw it later than it was
+    records = startup.ledger(startup.starts([SCHEDULED, PRESENT, STARTED], [pod(ready_at=70)]), {"a": "infercrane-a"}, ready, {})
+    assert records["a"]["healthy"] == 70.0 and "served" not in records["a"]

@@ -1,0 +1,40 @@
+"""The startup ledger a deploy records when its waits are done: each replica's newest start, stage
+by stage (:mod:`infercrane.live.status.startup`), with its GPU product and image -- what ``plan``
+estimates the next rollout from (:mod:`infercrane.core.plan.duration`). One LIST of the
+namespace's Events and, with the optional pod reader, one of the pods: once per deploy, not per
+tick. Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.live.client.api import Live
+from infercrane.live.status import pods, startup, warnings
+
+
+def take(
+    live: Live,
+    config: InferCraneConfig,
+    names: Mapping[str, str],
+    ready: Mapping[str, datetime],
+    served: Mapping[str, datetime],
+) -> dict[str, dict[str, Any]]:
+    """Key -> the newest start of that replica (``names``: key -> its object's name), ended by what
+    the deploy's own waits saw (``ready``, ``served``: key -> when); {} when this identity may not
+    read Events (nothing to record from)."""
+    events = warnings.list_events(live)
+    if isinstance(events, str):
+        return {}
+    listed = pods.list_pods(live, config) or []
+    records = startup.ledger(startup.starts(events, listed), names, ready, served)
+    at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    replicas = {r.key: r for r in config.replicas}
+    for key, record in records.items():
+        rep = replicas.get(key)
+        if rep is not None:
+            record |= {"gpu": rep.gpu, "gpuCount": rep.gpu_count, "image": config.image_for(rep), "at": at}
+    return records
