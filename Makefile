@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout local-start local-stop clean-local
+.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout bench-estimate local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -110,6 +110,12 @@ TOOLS ?= kubectl,plain,infercrane
 BACKENDS ?= file
 bench-fleet: venv tools
 	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS) --backends $(BACKENDS)
+
+## bench-estimate: plan's predicted rollout time against the measured deploy, 2 replicas on the real
+##                 node loading LOAD_S seconds, in place and under a surge (docs/benchmarks.md)
+LOAD_S ?= 20
+bench-estimate: venv tools
+	INFERCRANE_BENCH_LOAD=$(LOAD_S) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_estimate.py
 
 ## bench-rollout: a fleet rolled to a new digest by the Deployment controller and by infercrane deploy,
 ##               side by side (E endpoints of 4 replicas, each pod Ready LOAD s after it starts)

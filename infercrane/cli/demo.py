@@ -103,7 +103,9 @@ def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
     bound to it, not to the deploying identity) with the plane's worker key -- its own credential,
     the file the Secret was made from -- then asked again without the key: the engine refuses."""
     key, why = served.worker_key({served.KEY_FILE_ENV: str(plane.state / WORKER_KEY_FILE)})
-    print("== serving evidence (each replica's engine double asked GET /v1/models at its Service's ready address)")
+    print(
+        "== serving evidence (each replica's engine double asked GET /health, then GET /v1/models, at its Service's ready address)"
+    )
     if key is None:
         print(f"  not verifiable: the plane has no {WORKER_KEY_FILE} (bootstrapped before it existed): `local reset`")
         return

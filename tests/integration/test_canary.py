@@ -97,6 +97,10 @@ def test_a_healthy_release_is_accepted_a_slower_one_rejected_at_its_canary_and_r
         outputs = e.stack_outputs()
         recorded = dict(outputs["canaries"]["qwen-small"])
         accepted_at = recorded.pop("at")
+        # Its canary's start rides beside the record (issue #67), never in it: the pod it baked in.
+        started = recorded.pop("starts")
+        assert list(started) == [e.keys[0]] and started[e.keys[0]]["pod"] == canary_pod.metadata.name, started
+        assert started[e.keys[0]]["healthy"] >= started[e.keys[0]]["started"] >= 0, started
         assert recorded["outcome"] == "ACCEPT" and recorded["record"]["measured"][0]["requests"] >= 30
         assert json.dumps(canary.rejudge(recorded).as_json(), sort_keys=True) == json.dumps(recorded, sort_keys=True)
         # Each member carries its release: a gateway weighing a canary tells them apart by it.
