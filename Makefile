@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout bench-estimate local-start local-stop clean-local
+.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout bench-estimate bench-events local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -110,6 +110,10 @@ TOOLS ?= kubectl,plain,infercrane
 BACKENDS ?= file
 bench-fleet: venv tools
 	$(PY) bench/fleet.py --replicas $(N) --tools $(TOOLS) --backends $(BACKENDS)
+
+## bench-events: what one progress report's Events LIST costs with a 1,000-replica deploy's Events
+bench-events: venv tools
+	$(PY) bench/events_list.py
 
 ## bench-estimate: plan's predicted rollout time against the measured deploy, 2 replicas on the real
 ##                 node loading LOAD_S seconds, in place and under a surge (docs/benchmarks.md)

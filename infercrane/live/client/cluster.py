@@ -131,6 +131,16 @@ def raw_get(client: Client, path: str) -> dict[str, Any]:
     return dict(resp.json())
 
 
+def list_cached(client: Client, path: str) -> list[dict[str, Any]]:
+    """LIST a collection (``/api/v1/namespaces/<ns>/events``) as the API server's watch cache has
+    it (``resourceVersion=0``: no read of etcd), its items as the JSON came -- no typed object per
+    item, which costs more than the request itself for thousands of them. A refusal or error
+    status raises ``HTTPStatusError`` (typed at the edge, :func:`failures.request`)."""
+    resp = client._client._client.get(path, params={"resourceVersion": "0"})
+    resp.raise_for_status()
+    return list(resp.json().get("items") or [])
+
+
 #: The form of the OpenAPI document the Kubernetes provider reads when it is configured.
 OPENAPI_V2: Final = ("/openapi/v2", "application/com.github.proto-openapi.spec.v2@v1.0+protobuf")
 

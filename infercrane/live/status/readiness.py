@@ -73,15 +73,19 @@ class Progress:
     waiting: dict[str, str]
     elapsed: float
     warnings: dict[str, list[str]] = field(default_factory=dict)  # name -> its Warning Events, most telling first
+    stages: dict[str, tuple[str, float | None]] = field(default_factory=dict)  # name -> its start's stage, for how long
 
     def summary(self) -> str:
         """Why the waiting ones wait, in a few words: the commonest of each replica's most telling
-        warning by reason (``FailedScheduling on 2``), else the commonest status reason."""
+        warning by reason (``FailedScheduling on 2``), else where their starts are (``loading on
+        3 (longest 41 s)``), else the commonest status reason."""
         from collections import Counter
 
         reasons = Counter(lines[0].split(":", 1)[0] for lines in self.warnings.values() if lines and not lines[0].startswith("("))
         if reasons:
             return ", ".join(f"{reason} on {n}" for reason, n in reasons.most_common(2))
+        if self.stages:
+            return startup.summary(self.stages)
         common = Counter(self.waiting.values()).most_common(1)
         return common[0][0] if common else ""
 
@@ -328,9 +332,9 @@ class FleetWaiter:
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now
                 snapshot = self.progress()
-                warnings = await asyncio.to_thread(self.warnings, list(snapshot.waiting))  # one Events LIST
+                warnings, stages = await asyncio.to_thread(self.looked, list(snapshot.waiting))  # one Events LIST
                 self._fail_unmakeable(warnings)
-                self._report(dataclasses.replace(snapshot, warnings=warnings))
+                self._report(dataclasses.replace(snapshot, warnings=warnings, stages=stages))
             if self._waited:
                 await asyncio.sleep(max(self._poll, listing))
 
@@ -370,11 +374,21 @@ class FleetWaiter:
         now = datetime.now(UTC)
         return said, {n: startup.stalled(all_starts, n, now, current.get(n)) for n in names}
 
-    def warnings(self, names: Iterable[str]) -> dict[str, list[str]]:
-        """Warning Events of each object and its current ReplicaSet's pods (an earlier template's
-        are history), most telling first; one LIST."""
+    def looked(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, float | None]]]:
+        """For a progress line, from one LIST of the namespace's Events (every type, from the API
+        server's cache: :func:`~infercrane.live.status.warnings.list_events`): the Warning Events
+        of each waiting object and its current ReplicaSet's pods (an earlier template's are
+        history), most telling first, and the stage each one's start is in
+        (:func:`~infercrane.live.status.startup.where`)."""
         names = list(names)
-        return pod_warnings(self._live, names, current=self._current(names))
+        current = self._current(names)
+        events = list_events(self._live)
+        if isinstance(events, str):
+            return ({} if not events else {n: [events] for n in names}), {}
+        said = pod_warnings(self._live, names, current=current, events=events)
+        all_starts, now = startup.starts(events), datetime.now(UTC)
+        stages = {n: at for n in names if (at := startup.where(all_starts, n, now, current.get(n))) is not None}
+        return said, stages
 
 
 def wait_gone(

@@ -4,8 +4,10 @@ and, when the identity may read pods, the pod's own Ready condition -- its engin
 answering (the startup and readiness probes ask it). Pure functions of listed objects.
 Live-cluster layer.
 
-The stages, in order: **scheduling** (no node yet), **pulling its image**, **creating its
-container**, **loading** (started, ``/health`` not 200 yet: the weights, the compile, the
+The stages, in order: **scheduling** (no node yet), **waiting for its node** (scheduled, and no
+word from the node's kubelet yet: a kubelet says ``Pulling`` or ``Pulled`` within a second or so
+of the pod's binding -- a node whose kubelet is down, or a simulated one, says nothing),
+**pulling its image**, **creating its container**, **loading** (started, ``/health`` not 200 yet: the weights, the compile, the
 warm-up -- the engines tell these apart only in their logs), **healthy**. A start is the pod's:
 a restarted container starts again from *loading*. What the Events cannot say, this does not
 guess: without the pod reader, *healthy* is not known (``None``); an image the node had already
@@ -27,6 +29,7 @@ from typing import Any, Final
 from infercrane.core.state import times
 
 SCHEDULING: Final = "scheduling"
+NODE: Final = "waiting for its node (scheduled; no word from its kubelet yet)"
 PULLING: Final = "pulling its image"
 CREATING: Final = "creating its container"
 LOADING: Final = "loading (its engine's /health not 200 yet)"
@@ -35,6 +38,7 @@ HEALTHY: Final = "healthy"
 #: What to do when a start stalls in each stage.
 FIXES: Final = {
     SCHEDULING: "free or add a node with the replica's GPU (`infercrane doctor --kubernetes` shows capacity per product)",
+    NODE: "check the node it was scheduled to: its kubelet and container runtime running (`kubectl describe node`)",
     PULLING: "check that the nodes can pull imageDigest (its registry reachable from them, an imagePullSecret "
     "where it needs one), or pre-pull it onto the nodes",
     CREATING: "read the kubelet's words above (a Secret, ConfigMap or volume it cannot make)",
@@ -78,8 +82,10 @@ class Start:
             return LOADING
         if self.pulled is not None:
             return CREATING
-        if self.scheduled is not None:
+        if self.pull_began is not None:
             return PULLING
+        if self.scheduled is not None:
+            return NODE
         return SCHEDULING
 
     @property
@@ -89,7 +95,8 @@ class Start:
             HEALTHY: self.healthy,
             LOADING: self.started,
             CREATING: self.pulled,
-            PULLING: self.pull_began or self.scheduled,
+            PULLING: self.pull_began,
+            NODE: self.scheduled,
             SCHEDULING: self.created or self.first_seen,
         }[self.stage]
 
@@ -200,19 +207,51 @@ def of_replica(all_starts: Mapping[str, Start], name: str) -> list[Start]:
     )
 
 
-def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None) -> str:
-    """Where replica ``name``'s newest start stalled: ``stalled pulling its image for 540 s -- fix:
-    …``; "" when none of its pods has left a trace (no Event yet). ``current``: its current
-    ReplicaSet -- another's pods are an earlier template's."""
+def where(
+    all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None
+) -> tuple[str, float | None] | None:
+    """The stage replica ``name``'s newest start is in and for how many seconds (None: not known);
+    None when it is healthy or none of its pods has left a trace (no Event yet). ``current``: its
+    current ReplicaSet -- another's pods are an earlier template's."""
     mine = [s for s in of_replica(all_starts, name) if current is None or s.pod.startswith(current + "-")]
-    if not mine:
-        return ""
+    if not mine or mine[-1].stage == HEALTHY:
+        return None
     s = mine[-1]
-    if s.stage == HEALTHY:
+    return s.stage, (max(0.0, (now - s.since).total_seconds()) if s.since is not None else None)
+
+
+def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None) -> str:
+    """Where replica ``name``'s newest start stalled (:func:`where`): ``stalled pulling its image for
+    540 s -- fix: …``; "" when it is not stalled anywhere known."""
+    at = where(all_starts, name, now, current)
+    if at is None:
         return ""
-    since = s.since
-    took = f" for {max(0, (now - since).total_seconds()):.0f} s" if since is not None else ""
-    return f"stalled {s.stage}{took} -- fix: {FIXES[s.stage]}"
+    stage, seconds = at
+    took = f" for {seconds:.0f} s" if seconds is not None else ""
+    return f"stalled {stage}{took} -- fix: {FIXES[stage]}"
+
+
+#: How a progress line names each stage (one line, many replicas).
+SHORT: Final = {
+    SCHEDULING: "scheduling",
+    NODE: "waiting for its node",
+    PULLING: "pulling its image",
+    CREATING: "creating its container",
+    LOADING: "loading",
+}
+
+
+def summary(stages: Mapping[str, tuple[str, float | None]]) -> str:
+    """The stages of the replicas a deploy waits for, in a few words, the commonest first:
+    ``loading on 3 (longest 41 s), pulling its image on 1 (12 s)``."""
+    by_stage: dict[str, list[float]] = {}
+    for stage, seconds in stages.values():
+        by_stage.setdefault(stage, []).append(seconds or 0.0)
+    parts = []
+    for stage, took in sorted(by_stage.items(), key=lambda kv: (-len(kv[1]), -max(kv[1]))):
+        longest = f"longest {max(took):.0f} s" if len(took) > 1 else f"{took[0]:.0f} s"
+        parts.append(f"{SHORT.get(stage, stage)} on {len(took)} ({longest})")
+    return ", ".join(parts[:2])
 
 
 def ledger(

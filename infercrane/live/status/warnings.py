@@ -81,10 +81,13 @@ def pod_warnings(
 
 
 def list_events(live: Live, *, warnings_only: bool = False) -> list[dict[str, Any]] | str:
-    """The namespace's Events (only Warnings: a smaller LIST), or why not: "" when the API server
-    did not answer (the caller goes on without them), else a note naming the missing right."""
+    """The namespace's Events (only Warnings: a smaller LIST; every type: from the API server's
+    cache, as plain JSON), or why not: "" when the API server did not answer (the caller goes on
+    without them), else a note naming the missing right."""
     try:
-        return live.list(Event, fields={"type": "Warning"} if warnings_only else None, action="list events")
+        if not warnings_only:
+            return live.list_cached("events", action="list events")
+        return live.list(Event, fields={"type": "Warning"}, action="list events")
     except failures.Unreachable:
         return ""
     except failures.LiveError as exc:

@@ -148,7 +148,27 @@ def test_inference_service_ready_only_for_its_current_generation() -> None:
     assert stale.state == "waiting"
 
 
-class FakeList:
+class CachedEvents:
+    """A fake client's answer to the Events LIST the waiter makes from the API server's cache
+    (``cluster.list_cached``, an HTTP GET beside lightkube): its own LIST of Events, as JSON."""
+
+    @property
+    def _client(self) -> Any:
+        from types import SimpleNamespace
+
+        from lightkube.resources.core_v1 import Event
+
+        listed = self.list  # type: ignore[attr-defined]
+
+        def get(path: str, params: Any = None) -> Any:
+            assert path.endswith("/events") and params == {"resourceVersion": "0"}
+            items = [o.to_dict() if hasattr(o, "to_dict") else o for o in listed(Event, namespace="infercrane-system")]
+            return SimpleNamespace(raise_for_status=lambda: None, json=lambda: {"items": items})
+
+        return SimpleNamespace(_client=SimpleNamespace(get=get))
+
+
+class FakeList(CachedEvents):
     """A client whose LIST returns a scripted sequence of namespace snapshots; counts the calls."""
 
     def __init__(self, snapshots: list[list[dict[str, Any]]]) -> None:
@@ -705,7 +725,7 @@ def test_kserve_readiness_is_judged_by_the_predictor_deployment_not_the_copied_c
     assert verdict.state == state and reason in verdict.reason, verdict
 
 
-class KServeList:
+class KServeList(CachedEvents):
     """ISVCs and their predictor Deployments; ``deployments=None``: this identity may not list them."""
 
     def __init__(self, isvcs: list[dict[str, Any]], deployments: list[dict[str, Any]] | None) -> None:
@@ -839,6 +859,59 @@ def test_a_replica_that_fails_names_the_stage_its_start_stalled_in_from_the_same
     assert lines[1].strip().startswith("stalled pulling its image for "), lines
     assert lines[1].strip().endswith("-- fix: " + startup_fixes()["pulling its image"]), lines
     assert lines[2].strip() == 'BackOff: Back-off pulling image "vllm/vllm-openai@sha256:aa"', lines
+
+
+def test_a_progress_line_says_which_stage_the_waiting_starts_are_in_from_its_one_events_list() -> None:
+    """Issue #67: while replicas wait, the progress says where their starts are -- from the one
+    LIST of Events each report makes (every type, from the API server's cache), not one more."""
+    from infercrane.live.status.readiness import Progress
+
+    a, b = "infercrane-a", "infercrane-b"
+    said = [
+        event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Scheduled", "assigned", 1) | {"type": "Normal"},
+        event("Pod", f"{a}-5d8f9c7b6-x2x4q", "Pulling", "Pulling image", 2) | {"type": "Normal"},
+        event("Pod", f"{b}-6c7d8e9f0-y3y5r", "Scheduled", "assigned", 1) | {"type": "Normal"},
+        event("Pod", f"{b}-6c7d8e9f0-y3y5r", "Pulled", "already present on machine", 2) | {"type": "Normal"},
+        event("Pod", f"{b}-6c7d8e9f0-y3y5r", "Started", "Started container engine", 3) | {"type": "Normal"},
+    ]
+    lists: list[Any] = []
+
+    class Starting(FakeList):
+        def list(self, res: Any, namespace: str | None = None, labels: Any = None, fields: Any = None) -> list[Any]:
+            if res.__name__ == "Event":
+                lists.append(fields)
+                return [type("E", (), {"to_dict": lambda self, e=e: e})() for e in said]
+            return super().list(res, namespace, labels, fields)
+
+    waiting = [named(n, dep(1, 1, updated=1, available=0)) for n in (a, b)]
+    client = Starting([waiting, waiting, [named(n, dep(1, 1)) for n in (a, b)]])
+    reported: list[Progress] = []
+    waiter = FleetWaiter(Live(client, target()), "Deployment", poll_seconds=0.001, report=reported.append, report_every=0.0)  # type: ignore[arg-type]
+
+    async def both() -> list[Verdict]:
+        return list(await asyncio.gather(waiter.wait(a, 1, 600), waiter.wait(b, 1, 600)))
+
+    assert {v.state for v in run(both())} == {"ready"}
+    assert reported and lists == [None] * len(reported)  # one LIST of every type per report
+    first = reported[0]
+    assert {n: stage for n, (stage, _) in first.stages.items()} == {
+        a: "pulling its image",
+        b: "loading (its engine's /health not 200 yet)",
+    }
+    summary = first.summary()
+    assert summary.startswith(("pulling its image on 1 (", "loading on 1 (")) and ", " in summary, summary
+
+
+def test_the_stages_summary_counts_the_commonest_first_with_the_longest_wait() -> None:
+    from infercrane.live.status import startup
+
+    stages = {
+        "a": (startup.LOADING, 41.0),
+        "b": (startup.LOADING, 12.0),
+        "c": (startup.PULLING, 7.0),
+        "d": (startup.SCHEDULING, None),
+    }
+    assert startup.summary(stages) == "loading on 2 (longest 41 s), pulling its image on 1 (7 s)"
 
 
 def startup_fixes() -> dict[str, str]:

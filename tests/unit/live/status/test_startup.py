@@ -184,3 +184,12 @@ def test_the_ledger_takes_healthy_from_the_pods_ready_condition_when_the_pods_we
     ready = {"a": datetime(2026, 12, 7, 10, 5, 0, tzinfo=UTC)}  # the wait saw it later than it was
     records = startup.ledger(startup.starts([SCHEDULED, PRESENT, STARTED], [pod(ready_at=70)]), {"a": "infercrane-a"}, ready, {})
     assert records["a"]["healthy"] == 70.0 and "served" not in records["a"]
+
+
+def test_a_pod_scheduled_with_no_word_from_its_kubelet_is_waiting_for_its_node_not_pulling() -> None:
+    """A kubelet says Pulling or Pulled within a second of the binding; one that says nothing (down,
+    or a simulated node) is not guessed to be pulling."""
+    (s,) = startup.starts([SCHEDULED]).values()
+    assert s.stage == startup.NODE and s.since == T0.replace(second=1)
+    said = startup.stalled({s.pod: s}, "infercrane-a", T0.replace(minute=2))
+    assert said == f"stalled {startup.NODE} for 119 s -- fix: {startup.FIXES[startup.NODE]}"
