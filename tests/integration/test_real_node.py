@@ -127,6 +127,7 @@ def test_a_missing_hugging_face_secret_fails_the_replica_in_the_kubelets_words(p
         in done.stderr
     ), done.stderr
     assert "fix: create the Secret or ConfigMap the kubelet names" in done.stderr, done.stderr
+    assert "stalled creating its container" in done.stderr, done.stderr  # its stage (issue #67)
     assert took < 60, f"failed at once, not at the end of its 60 s startup budget: {took:.0f} s"
     (pod,) = pods_of(admin, "it-node-hf")
     waiting = pod.status.containerStatuses[0].state.waiting if pod.status and pod.status.containerStatuses else None

@@ -351,7 +351,8 @@ class FleetWaiter:
         for name in named:
             said = next((line for line in fresh.get(name, []) if UNMAKEABLE.match(line)), None)
             if said is not None:
-                self._resolve(name, Verdict("failed", f"{CONFIG_ERROR}: the kubelet cannot create its container: {said}"))
+                reason = f"{CONFIG_ERROR}: the kubelet cannot create its container: {said}\n      stalled {startup.CREATING}"
+                self._resolve(name, Verdict("failed", reason))
 
     def _current(self, names: Iterable[str]) -> dict[str, str]:
         return {n: w.current for n in names if (w := self._waited.get(n)) is not None and w.current}

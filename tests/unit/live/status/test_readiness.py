@@ -794,6 +794,7 @@ def test_a_replica_whose_pods_the_kubelet_cannot_make_fails_at_once_not_at_the_e
     first, second = run(both())
     assert first.state == "failed" and first.reason.startswith("CreateContainerConfigError: the kubelet cannot create")
     assert 'Failed: Error: secret "hf-token" not found' in first.reason
+    assert first.reason.endswith("\n      stalled creating its container"), first.reason  # its stage (issue #67)
     assert second.state == "failed" and second.reason.startswith("not ready within its startup budget + margin")
     assert "BackOff: Back-off pulling image" in second.reason  # a passing warning: it waited out its budget
     fix = NotReady([("k", a, first.reason)], 1).fix or ""
