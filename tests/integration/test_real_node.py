@@ -217,6 +217,8 @@ def test_a_model_cache_claim_is_mounted_read_only_and_the_engine_finds_its_snaps
     (pod,) = admin.list(Pod, namespace=ns, labels=naming.selector("it-node-cache"))
     logged = "\n".join(admin.log(pod.metadata.name, namespace=ns))  # type: ignore[union-attr]
     assert f"weights: /var/cache/infercrane/huggingface/models--Qwen--Qwen3-0.6B/snapshots/{held}" in logged, logged
+    # Its start in stages (the double's, issue #67): it read every byte of the snapshot and hashed it.
+    assert "stage weights: read " in logged and "stage warm-up: " in logged, logged
 
     stack(absent)
     done = cli(project, "deploy", "--stack", "itnodecache")

@@ -24,6 +24,15 @@
 // INFERCRANE_DOUBLE_ANSWER (the completions' text instead of "double:<model>": a release whose
 // answers changed, as a broken chat template changes them).
 //
+// Its start, in the stages an engine's takes (each logged as "stage <name>: ..." with its time;
+// /health answers 503 throughout, /v1/models as the engine it stands for does): **weights** --
+// with HF_HUB_OFFLINE=1 it reads every file of the snapshot and hashes it (SHA-256), so the time is
+// the volume's own; **compile** -- INFERCRANE_DOUBLE_COMPILE_SECONDS (default 0), skipped when its
+// cache directory (INFERCRANE_DOUBLE_COMPILE_CACHE, else vLLM's VLLM_CACHE_ROOT) holds the mark of
+// an earlier compile of the same model and revision, written after each compile; **warm-up** --
+// INFERCRANE_DOUBLE_LOAD_SECONDS (default 3). The defaults keep the test tier fast; a bench sets
+// the compile and load seconds for a start of tens of seconds.
+//
 // GET /metrics (no key, as the engines') serves the engine's Prometheus names with honest counts of
 // what this process answered. vLLM: vllm:time_to_first_token_seconds and
 // vllm:e2e_request_latency_seconds (histograms with vLLM's bounds; the double answers in one piece,
@@ -35,9 +44,11 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -183,6 +194,68 @@ func snapshot(model, revision string) (string, error) {
 			"HF_HUB_OFFLINE=1 is set, so nothing is downloaded.", repo, ref)
 	}
 	return dir, nil
+}
+
+// load runs the start's stages (see the package comment), each logged with its time.
+func load(weights, model, revision string) {
+	if weights != "" {
+		began := time.Now()
+		read, sum, err := hashTree(weights)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "stage weights: %v\n", err)
+			os.Exit(1)
+		}
+		fmt.Printf("stage weights: read %d bytes in %.1f s (sha256 %x)\n", read, time.Since(began).Seconds(), sum[:8])
+	}
+	compileFor := seconds("INFERCRANE_DOUBLE_COMPILE_SECONDS", 0)
+	if compileFor > 0 {
+		cache := os.Getenv("INFERCRANE_DOUBLE_COMPILE_CACHE")
+		if cache == "" {
+			cache = os.Getenv("VLLM_CACHE_ROOT")
+		}
+		key := sha256.Sum256([]byte(model + "@" + revision))
+		mark := ""
+		if cache != "" {
+			mark = filepath.Join(cache, fmt.Sprintf("infercrane-double-compiled-%x", key[:8]))
+		}
+		if _, err := os.Stat(mark); mark != "" && err == nil {
+			fmt.Printf("stage compile: cache hit in %s (0.0 s)\n", cache)
+		} else {
+			time.Sleep(compileFor)
+			if mark != "" {
+				if err := os.WriteFile(mark, []byte(model+"@"+revision+"\n"), 0o644); err != nil {
+					fmt.Printf("stage compile: its cache %s is not writable: %v\n", cache, err)
+				}
+			}
+			fmt.Printf("stage compile: %.1f s (no cache entry)\n", compileFor.Seconds())
+		}
+	}
+	warmFor := seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3)
+	time.Sleep(warmFor)
+	fmt.Printf("stage warm-up: %.1f s\n", warmFor.Seconds())
+}
+
+// hashTree reads every regular file under dir (symlinks followed, as the Hugging Face cache's
+// snapshot links its blobs) and returns how many bytes it read and their SHA-256, in path order.
+func hashTree(dir string) (int64, [32]byte, error) {
+	h := sha256.New()
+	var read int64
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		n, err := io.Copy(h, f)
+		read += n
+		return err
+	})
+	var sum [32]byte
+	copy(sum[:], h.Sum(nil))
+	return read, sum, err
 }
 
 func seconds(name string, fallback float64) time.Duration {
@@ -364,6 +437,7 @@ func main() {
 	}
 	fmt.Printf("engine double (%s interface; a test double, not an engine): uid=%d gid=%d model=%s served=%s key=%s shm_bytes=%d\n",
 		e.module, os.Getuid(), os.Getgid(), model, strings.Join(served, ","), keyState, shmBytes)
+	weights := ""
 	if os.Getenv("HF_HUB_OFFLINE") == "1" {
 		dir, err := snapshot(model, first(got, "--revision", ""))
 		if err != nil {
@@ -371,15 +445,18 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("weights: %s\n", dir)
+		weights = dir
 	}
 	// vLLM's API server listens once its engine is loaded; SGLang's listens first and lists its
 	// models (/v1/models 200) while /health answers 503 until its warm-up ends.
-	loadFor := seconds("INFERCRANE_DOUBLE_LOAD_SECONDS", 3)
 	listensWarmingUp := e.metrics == "sglang:"
 	var loaded atomic.Bool
-	if !listensWarmingUp {
-		time.Sleep(loadFor)
+	start := func() {
+		load(weights, model, first(got, "--revision", ""))
 		loaded.Store(true)
+	}
+	if !listensWarmingUp {
+		start()
 	}
 
 	var inFlight, completions atomic.Int64
@@ -476,8 +553,7 @@ func main() {
 	fmt.Printf("serving on %s\n", addr)
 	if listensWarmingUp {
 		go func() {
-			time.Sleep(loadFor)
-			loaded.Store(true)
+			start()
 			fmt.Println("warm-up done: /health answers 200")
 		}()
 	}
