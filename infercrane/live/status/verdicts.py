@@ -39,7 +39,7 @@ def _conditions(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return {str(c.get("type")): c for c in status.get("conditions") or []}
 
 
-def _applied_at(meta: Mapping[str, Any]) -> datetime | None:
+def applied_at(meta: Mapping[str, Any]) -> datetime | None:
     """When our field manager last changed what it applies (its managedFields entry's time, the API
     server's clock): the moment the template we wait for was set."""
     for entry in meta.get("managedFields") or []:
@@ -59,7 +59,7 @@ def _since_our_apply(meta: Mapping[str, Any], condition: Mapping[str, Any], *, s
     seconds: ``same_second`` says whether a condition of the very second of our apply counts (a
     pod rejection comes within milliseconds of the apply; a timeout never does -- it comes a
     progress deadline later -- while a stale one can share the second of a quick rerun)."""
-    applied, updated = _applied_at(meta), times.parse(condition.get("lastUpdateTime"))
+    applied, updated = applied_at(meta), times.parse(condition.get("lastUpdateTime"))
     if applied is None or updated is None:
         return True
     return updated >= applied if same_second else updated > applied

@@ -16,6 +16,7 @@ from infercrane.core.model.kinds import DEPLOYMENT_API
 from infercrane.core.state import times
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
+from infercrane.live.status.verdicts import applied_at
 
 EVENTS_GRANT: Final = f"get/list on events ({DEPLOYMENT_API.role_file} grants it)"
 
@@ -112,9 +113,17 @@ def current_replica_set(deployment: Mapping[str, Any]) -> str | None:
     """The Deployment's current ReplicaSet, as its own ``Progressing`` condition names it
     (``ReplicaSet "<name>" is progressing`` / ``has successfully progressed`` / ``has timed out
     progressing``): the Deployment controller writes it for the template it rolls out. None when
-    it names none (not observed yet)."""
+    it names none (not observed yet), or when the condition was last updated before our last
+    apply: then it speaks of the template before (the controller keeps a condition of the same
+    status and reason as it is -- an in-place roll right after a rollout ended keeps
+    ``ReplicaSet "<old>" has successfully progressed`` while its new pod cannot even be
+    scheduled), and taking it would hide the new pods' Events as history."""
     for c in (deployment.get("status") or {}).get("conditions") or []:
         if c.get("type") == "Progressing":
             found = _REPLICA_SET.search(str(c.get("message") or ""))
+            applied = applied_at(deployment.get("metadata") or {})
+            updated = times.parse(c.get("lastUpdateTime"))
+            if applied is not None and updated is not None and updated < applied:
+                return None
             return found[1] if found else None
     return None

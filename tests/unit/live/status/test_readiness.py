@@ -999,3 +999,26 @@ def test_a_replica_is_given_its_new_template_only_once_its_old_pods_have_stopped
     assert run(stuck.drained(["infercrane-a"], 40)) == "still terminating after 40 s: infercrane-a (1 pod(s))"
     kserve = FleetWaiter(Live(FakeList([[draining]]), target()), "InferenceService", poll_seconds=0.001)  # type: ignore[arg-type]
     assert run(kserve.drained(["infercrane-a"], 40)) == "", "an InferenceService's pods are its predictor's: not seen"
+
+
+def test_a_progressing_condition_older_than_our_apply_names_no_current_replica_set() -> None:
+    """An in-place roll applied right after a rollout ended: the controller keeps `ReplicaSet "old"
+    has successfully progressed` (same status, same reason) while the new pod cannot even be
+    scheduled. Taken as current, it would hide the new pod's FailedScheduling as an earlier
+    template's (CI once failed on it); a condition updated after our apply is believed."""
+    from infercrane.live.status.warnings import current_replica_set
+
+    def deployment(updated: str) -> dict[str, Any]:
+        applied = {"manager": naming.FIELD_MANAGER, "operation": "Apply", "time": "2026-12-07T08:37:49Z"}
+        progressing = {
+            "type": "Progressing",
+            "status": "True",
+            "reason": "NewReplicaSetAvailable",
+            "message": 'ReplicaSet "infercrane-a-6795794cdb" has successfully progressed.',
+            "lastUpdateTime": updated,
+        }
+        return {"metadata": {"managedFields": [applied]}, "status": {"conditions": [progressing]}}
+
+    assert current_replica_set(deployment("2026-12-07T08:37:47Z")) is None
+    assert current_replica_set(deployment("2026-12-07T08:37:49Z")) == "infercrane-a-6795794cdb"
+    assert current_replica_set(deployment("2026-12-07T08:38:10Z")) == "infercrane-a-6795794cdb"
