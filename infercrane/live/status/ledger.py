@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from infercrane.core.model.config import InferCraneConfig
+from infercrane.live.client import failures
 from infercrane.live.client.api import Live
 from infercrane.live.status import pods, startup, warnings
 
@@ -25,11 +26,14 @@ def take(
 ) -> dict[str, dict[str, Any]]:
     """Key -> the newest start of that replica (``names``: key -> its object's name), ended by what
     the deploy's own waits saw (``ready``, ``served``: key -> when); {} when this identity may not
-    read Events (nothing to record from)."""
+    read Events or the API server does not answer (nothing to record from; the deploy stands)."""
     events = warnings.list_events(live)
     if isinstance(events, str):
         return {}
-    listed = pods.list_pods(live, config) or []
+    try:
+        listed = pods.list_pods(live, config) or []
+    except failures.LiveError:  # a record, not a verdict: the API gone now costs its precision, not the deploy
+        listed = []
     records = startup.ledger(startup.starts(events, listed), names, ready, served)
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     replicas = {r.key: r for r in config.replicas}
