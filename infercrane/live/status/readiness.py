@@ -362,18 +362,10 @@ class FleetWaiter:
         return Progress(self._done, self._done + len(waiting), waiting, self._clock() - self._began)
 
     def explained(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
-        """For replicas that failed: their Warning Events (:meth:`warnings`) and the stage each one's
-        start stalled in (:func:`~infercrane.live.status.startup.stalled`), from one LIST of the
-        namespace's Events of every type."""
-        names = list(names)
-        events = list_events(self._live)
-        if isinstance(events, str):
-            return ({} if not events else {n: [events] for n in names}), {}
-        current = self._current(names)
-        said = pod_warnings(self._live, names, current=current, events=events)
-        all_starts = startup.starts(events)
-        now = datetime.now(UTC)
-        return said, {n: startup.stalled(all_starts, n, now, current.get(n)) for n in names}
+        """For replicas that failed: their Warning Events and the stage each one's start stalled in
+        (:func:`~infercrane.live.status.startup.stall`), from :meth:`looked`'s one Events LIST."""
+        said, stages = self.looked(names)
+        return said, {n: startup.stall(at) for n, at in stages.items()}
 
     def looked(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, float | None]]]:
         """For a progress line, from one LIST of the namespace's Events (every type, from the API

@@ -220,15 +220,19 @@ def where(
     return s.stage, (max(0.0, (now - s.since).total_seconds()) if s.since is not None else None)
 
 
-def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None) -> str:
-    """Where replica ``name``'s newest start stalled (:func:`where`): ``stalled pulling its image for
-    540 s -- fix: …``; "" when it is not stalled anywhere known."""
-    at = where(all_starts, name, now, current)
-    if at is None:
-        return ""
+def stall(at: tuple[str, float | None]) -> str:
+    """A stage a start is stuck in and for how long (:func:`where`) as a failure says it:
+    ``stalled pulling its image for 540 s -- fix: …``."""
     stage, seconds = at
     took = f" for {seconds:.0f} s" if seconds is not None else ""
     return f"stalled {stage}{took} -- fix: {FIXES[stage]}"
+
+
+def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: str | None = None) -> str:
+    """Where replica ``name``'s newest start stalled (:func:`where`, :func:`stall`); "" when it is not
+    stalled anywhere known."""
+    at = where(all_starts, name, now, current)
+    return "" if at is None else stall(at)
 
 
 #: How a progress line names each stage (one line, many replicas).
