@@ -81,17 +81,17 @@ def export(
     pulumi.export("replicas", {c.summary["key"]: c.summary for c in components})
     if isinstance(taken, pulumi.Output):
         pulumi.export("endpoints", taken.apply(lambda t: members(t.evidence)))
-        pulumi.export("starts", taken.apply(lambda t: earlier | t.starts))
+        pulumi.export("starts", taken.apply(lambda t: last_starts(earlier, t.starts)))
     else:
         pulumi.export("endpoints", members(taken.evidence if taken else {}))
         if earlier or (taken and taken.starts):
-            pulumi.export("starts", earlier | (taken.starts if taken else {}))
+            pulumi.export("starts", last_starts(earlier, taken.starts if taken else {}))
     # endpoint -> its canary's last verdict (core.plan.canary.CanaryVerdict.as_json) and when: this run's,
     # else the one the stack's outputs carried, for the endpoints still configured.
     at = (record.get("entry") or {}).get("at")
     kept = {e: v for e, v in (record.get("canaries") or {}).items() if e in {r.name for r in config.replicas}}
     started = taken.starts if isinstance(taken, Taken) else {}
-    kept |= {e: {**v, "at": at, **_canary_starts(v, started)} for e, v in (canaries or {}).items()}
+    kept |= {e: {**v, "at": at, **canary_starts(v, started)} for e, v in (canaries or {}).items()}
     if kept:
         pulumi.export("canaries", kept)
     if deploy_record is not None and not pulumi.runtime.is_dry_run():
@@ -99,7 +99,13 @@ def export(
         pulumi.export("deploys", entries[-DEPLOY_HISTORY:])
 
 
-def _canary_starts(verdict: Mapping[str, Any], starts: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+def last_starts(earlier: Mapping[str, dict[str, Any]], taken: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each replica's last start: this run's, else the one the stack's outputs carried (``earlier``,
+    already only of the replicas still registered)."""
+    return {**earlier, **taken}
+
+
+def canary_starts(verdict: Mapping[str, Any], starts: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
     """The starts of a verdict's canary replicas (its record's ``canary`` side), beside the record
     -- never in it: the record's digest is what a rerun judges again."""
     measured = (verdict.get("record") or {}).get("measured") or []
