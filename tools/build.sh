@@ -3,7 +3,8 @@
 # kube-controller-manager, kube-scheduler, kubectl, etcd, kwok, the KServe manager with its official
 # CRDs and default configuration, and the local plane's real node: the kubelet, containerd with its
 # runc shim, and the node's own images' binaries -- pause and the engine double -- Prometheus, and
-# the ssa-oracle: Kubernetes' own server-side apply field manager, the read-only plan's referee)
+# the ssa-oracle: Kubernetes' own server-side apply field manager, the read-only plan's referee, and
+# the local plane's registry: distribution's reference implementation)
 # from the Go module proxy.
 #
 # Each tool lands in its own cache entry, keyed by its pin in tools/versions.env:
@@ -15,7 +16,7 @@
 #
 # Usage: tools/build.sh [--print-path | --print-kube-path MINOR] [TOOL ...]
 #   TOOL: pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus
-#         ssa-oracle, or kube@MINOR
+#         ssa-oracle registry, or kube@MINOR
 #         (another Kubernetes of KUBERNETES_VERSIONS, e.g. kube@1.34; `kube` is KUBERNETES_VERSION)
 #   --print-path        print the PATH entries for the built tools (one per line) and exit
 #   --print-kube-path   print the bin directory of that Kubernetes minor's entry and exit
@@ -25,7 +26,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
 cache="${INFERCRANE_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/infercrane/tools}"
-all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus ssa-oracle)
+all_tools=(pulumi kubernetes-provider kube etcd kwok kserve gateway-api actionlint node node-images prometheus ssa-oracle registry)
 
 # node-images is keyed by its sources (the engine double changes with the tests that use it).
 node_images_key() {
@@ -60,6 +61,7 @@ entry() {
     node-images) echo "$cache/node-images-$(node_images_key)" ;;
     prometheus) echo "$cache/prometheus-$PROMETHEUS_VERSION" ;;
     ssa-oracle) echo "$cache/ssa-oracle-$(ssa_oracle_key)" ;;
+    registry) echo "$cache/registry-$REGISTRY_VERSION" ;;
     *) echo "unknown tool '$1' (known: ${all_tools[*]})" >&2; return 2 ;;
   esac
 }
@@ -246,6 +248,13 @@ build_ssa_oracle() {
   (cd "$here/go/ssa-oracle" && go build -o "$1/bin/ssa-oracle" -ldflags "-s -w" .)
 }
 
+# The local plane's OCI registry (distribution's reference implementation, the CNCF registry): the
+# real node pulls the engine double and the model images from it, so pulls are real bytes on a wire.
+build_registry() {
+  (cd "$here/go/registry" && go build -o "$1/bin/registry" -ldflags "-s -w -X github.com/distribution/distribution/v3/version.version=v$REGISTRY_VERSION" \
+    github.com/distribution/distribution/v3/cmd/registry)
+}
+
 build_actionlint() {
   (cd "$here/go/actionlint" && go build -o "$1/bin/actionlint" \
     -ldflags "-s -w -X github.com/rhysd/actionlint.version=v$ACTIONLINT_VERSION" github.com/rhysd/actionlint/cmd/actionlint)
@@ -314,7 +323,7 @@ estimate() {
   if [[ -n "$last" ]]; then echo "$last"; return; fi
   case "${1%@*}" in
     pulumi) echo 300 ;; kubernetes-provider) echo 600 ;; kube) echo 410 ;; etcd) echo 35 ;; kwok) echo 100 ;;
-    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 130 ;; *) echo 5 ;;
+    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 130 ;; registry) echo 120 ;; *) echo 5 ;;
   esac
 }
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from infercrane.core.errors import Problem
 from infercrane.core.model import gpu
 from infercrane.core.model.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, InferCraneConfig
+from infercrane.core.model.engines import ENGINES
 from infercrane.core.model.schema import ARTIFACT_KEY_RE
 
 
@@ -78,6 +79,8 @@ def cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
     problems = []
     for i, r in enumerate(config.replicas):
         where = f"{source}: {KEY_REPLICAS}[{i}].modelRevision (replica {r.key!r})"
+        if config.model_image_for(r) is not None:  # its weights are a model image, pinned by digest
+            continue
         if not r.model_revision:
             problems.append(
                 Problem(
@@ -104,6 +107,32 @@ def cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
                 )
             )
     return problems
+
+
+def compile_cache_problems(config: InferCraneConfig, source: str) -> list[Problem]:
+    """With ``compileCache`` the cache's variables are InferCrane's (they point at the key's own
+    directory): a pod env of the same name would point an engine at another key's artifacts."""
+    if config.kubernetes.compile_cache is None:
+        return []
+    problems = []
+    for i, r in enumerate(config.replicas):
+        if config.compile_key(r) is None:
+            continue
+        own = set(ENGINES[r.engine].cache_env)
+        for where, env in (
+            (f"{KEY_TARGET}.pod.env", config.kubernetes.pod.env),
+            (f"{KEY_REPLICAS}[{i}].pod.env (replica {r.key!r})", r.pod.env),
+        ):
+            clash = sorted(own & {e.name for e in env})
+            if clash:
+                problems.append(
+                    Problem(
+                        f"{source}: {where}",
+                        f"sets {', '.join(clash)}, which compileCache points at the replica's own cache directory",
+                        f"remove {', '.join(clash)} from the env, or leave {KEY_TARGET}.compileCache out",
+                    )
+                )
+    return list(dict.fromkeys(problems))
 
 
 def dra_problems(config: InferCraneConfig, source: str) -> list[Problem]:

@@ -19,7 +19,14 @@ from pydantic import ValidationError
 
 from infercrane.core import naming
 from infercrane.core.errors import ConfigError, Problem
-from infercrane.core.load.consistency import cache_problems, dra_problems, endpoint_problems, pod_problems, scaling_problems
+from infercrane.core.load.consistency import (
+    cache_problems,
+    compile_cache_problems,
+    dra_problems,
+    endpoint_problems,
+    pod_problems,
+    scaling_problems,
+)
 from infercrane.core.load.problems import problem_from
 from infercrane.core.model.config import (
     ENV_FIELDS,
@@ -141,6 +148,7 @@ def load(
         problems += cache_problems(config, source)
         problems += pod_problems(config, source)
         problems += dra_problems(config, source)
+        problems += compile_cache_problems(config, source)
 
     if problems or config is None:
         raise ConfigError(problems, source)

@@ -8,6 +8,7 @@ One module, past 300 lines: the schema of a stack's config is read as one docume
 
 from __future__ import annotations
 
+import hashlib
 import urllib.parse
 from typing import Annotated, Final, Literal
 
@@ -108,6 +109,23 @@ class ProviderClient(Frozen):
     )
 
 
+class CompileCache(Frozen):
+    """Where engines keep what they compile (vLLM's torch.compile and CUDA graphs, Triton's and
+    Inductor's kernels): a PersistentVolumeClaim the replicas mount read-write, each under its own
+    directory named by the key (engine image digest, model digest, GPU product) -- a key's artifacts
+    are never read by another key's engine. Only replicas whose model is pinned (a model image, or
+    a ``modelRevision``) use it."""
+
+    claim_name: str = Field(description="PVC in the namespace (ReadWriteMany where replicas of one key run on several nodes).")
+
+    @field_validator("claim_name")
+    @classmethod
+    def _claim(cls, v: str) -> str:
+        if not DNS_SUBDOMAIN_RE.match(v):
+            raise ValueError(f"{v!r} is not a PVC name")
+        return v
+
+
 class KubernetesTarget(Frozen):
     """Where and how replicas are applied. Mirrors ``INFERCRANE_KUBERNETES_*`` (and the provider's
     ``PULUMI_K8S_CLIENT_*``): :data:`ENV_FIELDS`."""
@@ -133,6 +151,14 @@ class KubernetesTarget(Frozen):
         "refuse (a namespace warns at the level it enforces) or report them and apply (it only warns).",
     )
     artifact_cache: ArtifactCache = Field(default_factory=lambda: ArtifactCache.model_validate({}))
+    model_images: dict[str, str] = Field(
+        default_factory=dict,
+        description="Model id -> its weights as an OCI image by digest (oci://repo@sha256:<64 hex>), for every "
+        "replica of that model that names none itself (replicas[].modelImage) and pins no modelRevision.",
+    )
+    compile_cache: CompileCache | None = Field(
+        None, description="A volume for the engines' compile artifacts, keyed by engine, model and GPU; default none."
+    )
     pod: PodSettings = Field(
         default_factory=lambda: PodSettings.model_validate({}),
         description="Pod-level settings of every replica: pull secrets, priority, tolerations, node labels, env, labels.",
@@ -227,6 +253,14 @@ class KubernetesTarget(Frozen):
             raise ValueError(problem)
         return v
 
+    @field_validator("model_images")
+    @classmethod
+    def _model_images(cls, v: dict[str, str]) -> dict[str, str]:
+        bad = [f"{k}: {p}" for k, ref in v.items() if (p := image.model_image_problem(ref))]
+        if bad:
+            raise ValueError("; ".join(bad))
+        return v
+
     @field_validator("gpu_resource", "gpu_product_label", "gpu_toleration_key")
     @classmethod
     def _qualified(cls, v: str) -> str:
@@ -275,6 +309,12 @@ class Replica(Frozen):
     gpu_count: int = Field(1, ge=1, le=16, description="GPUs per replica; > 1 sets tensor parallelism.")
     model_revision: str | None = Field(None, description="Pinned model revision (commit); passed as --revision.")
     image: str | None = Field(None, description="Per-replica image (digest); default: kubernetes.imageDigest.")
+    model_image: str | None = Field(
+        None,
+        description="The weights as an OCI image by digest (oci://repo@sha256:<64 hex>, the modelcar layout: the "
+        "files under /models), mounted read-only as an image volume and given to the engine as its model; "
+        "default: kubernetes.modelImages[model], else the engine fetches the model by id.",
+    )
     engine: Literal["vllm", "sglang"] = Field("vllm", description="Inference engine: sets command and flags.")
     port: int = Field(8000, ge=1024, le=65535, description="Container and Service port named http.")
     args: tuple[str, ...] = Field((), description="Extra engine flags (never --api-key, never managed flags).")
@@ -320,6 +360,19 @@ class Replica(Frozen):
             problem = image.digest_problem(v)
             if problem:
                 raise ValueError(problem)
+        return v
+
+    @field_validator("model_image")
+    @classmethod
+    def _model_image(cls, v: str | None, info: ValidationInfo) -> str | None:
+        if v is not None:
+            problem = image.model_image_problem(v)
+            if problem:
+                raise ValueError(problem)
+            if info.data.get("model_revision"):
+                raise ValueError(
+                    "a model image is pinned by its digest; modelRevision pins a Hugging Face download -- set one of them"
+                )
         return v
 
     @field_validator("gpu")
@@ -381,8 +434,32 @@ class InferCraneConfig(Frozen):
         return replica.drain.over(self.kubernetes.drain)
 
     def cache_for(self, replica: Replica) -> str | None:
-        """The model-cache claim ``replica`` mounts (None: it downloads its weights)."""
+        """The model-cache claim ``replica`` mounts (None: it downloads its weights, or mounts a model image)."""
+        if self.model_image_for(replica) is not None:
+            return None
         return self.kubernetes.artifact_cache.claim_for(replica.model, replica.model_revision)
+
+    def model_image_for(self, replica: Replica) -> str | None:
+        """The model image ``replica`` mounts (``oci://…@sha256:…``): its own, else the target's for its model."""
+        if replica.model_image is not None:
+            return replica.model_image
+        found = self.kubernetes.model_images.get(replica.model)
+        return None if found is None or replica.model_revision else found
+
+    def compile_key(self, replica: Replica) -> str | None:
+        """The compile-cache key of ``replica`` -- sha256 of (engine image digest, model digest, GPU
+        product), 16 hex -- or None when it mounts no cache (none set, or its model is not pinned)."""
+        if self.kubernetes.compile_cache is None:
+            return None
+        model_image = self.model_image_for(replica)
+        if model_image is not None:
+            model = image.digest_of(model_image)
+        elif replica.model_revision:
+            model = f"{replica.model}@{replica.model_revision}"
+        else:
+            return None
+        key = "\n".join((image.digest_of(self.image_for(replica)), model, replica.gpu))
+        return hashlib.sha256(key.encode()).hexdigest()[:16]
 
     def resources_for(self, replica: Replica) -> dict[str, dict[str, str]] | None:
         """The container's CPU and memory ``requests`` and ``limits`` (GPUs are added by the

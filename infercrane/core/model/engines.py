@@ -34,6 +34,9 @@ class EngineSpec:
     # How long the engine finishes in-flight requests after SIGTERM (the drain's shutdownSeconds),
     # when it takes a flag for it (rendered only when shutdownSeconds > 0); None: it drains by itself.
     shutdown_flag: str | None = None
+    # Where the engine keeps what it compiles, when a compile cache is mounted (kubernetes.compileCache):
+    # each variable points at the cache's directory (PyTorch Inductor's and Triton's kernels for both).
+    cache_env: tuple[str, ...] = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 
     @property
     def managed_flags(self) -> tuple[str, ...]:
@@ -51,6 +54,8 @@ ENGINES: Final = {
         # Since vLLM 0.18.0 (vllm-project/vllm#34730, re-added by #36666); default 0: in-flight requests aborted
         # on SIGTERM. Rendered only for shutdownSeconds > 0: an older release refuses it (unrecognized arguments).
         shutdown_flag="--shutdown-timeout",
+        # vLLM keeps its torch.compile artifacts (and the Inductor and Triton kernels under them) in VLLM_CACHE_ROOT.
+        cache_env=("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"),
     ),
     "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
 }

@@ -39,3 +39,26 @@ def digest_problem(value: str) -> str | None:
     if not DIGEST_RE.match(value):
         return f"image {value!r} is not a valid repository reference"
     return None
+
+
+#: A model image: weights as an OCI image (KServe's modelcar layout: the files under ``/models``).
+MODEL_SCHEME: Final = "oci://"
+MODEL_EXAMPLE: Final = "oci://registry.example/models/qwen3-8b@sha256:<64 lowercase hex>"
+
+
+def model_image_problem(value: str) -> str | None:
+    """Why ``value`` is not a model image pinned by digest (``oci://repo@sha256:<64 hex>``), or None."""
+    if not value.startswith(MODEL_SCHEME):
+        return f"model image {value!r} is not an {MODEL_SCHEME} reference (e.g. {MODEL_EXAMPLE})"
+    problem = digest_problem(value[len(MODEL_SCHEME) :])
+    return None if problem is None else "model " + problem.replace(repr(value[len(MODEL_SCHEME) :]), repr(value))
+
+
+def model_reference(value: str) -> str:
+    """The image reference of a model image (``oci://`` dropped), as a pod's image volume names it."""
+    return value[len(MODEL_SCHEME) :]
+
+
+def digest_of(reference: str) -> str:
+    """``sha256:<hex>`` of a digest reference."""
+    return "sha256:" + reference.rsplit("@sha256:", 1)[1]

@@ -8,6 +8,9 @@ from __future__ import annotations
 from infercrane.core.model.config import Replica
 from infercrane.core.model.engines import ENGINES, WORKER_KEY_REFERENCE
 
+MODEL_IMAGE_PATH = "/mnt/model"  # where a model image is mounted (read-only)
+MODEL_IMAGE_WEIGHTS = MODEL_IMAGE_PATH + "/models"  # KServe's modelcar layout: the files under /models
+
 
 def served_names(replica: Replica) -> tuple[str, ...]:
     """The model names the replica's engine serves (``/v1/models``), the endpoint name first.
@@ -18,11 +21,13 @@ def served_names(replica: Replica) -> tuple[str, ...]:
     return (r.name, r.model) if e.several_served_names and r.model != r.name else (r.name,)
 
 
-def command_and_args(replica: Replica, shutdown_seconds: int) -> tuple[list[str], list[str]]:
+def command_and_args(replica: Replica, shutdown_seconds: int, model_image: bool = False) -> tuple[list[str], list[str]]:
     """The container ``command`` and ``args`` for the replica's engine; ``shutdown_seconds``: how
-    long it may finish in-flight requests after SIGTERM (its drain)."""
+    long it may finish in-flight requests after SIGTERM (its drain); ``model_image``: its weights are
+    a mounted model image (the engine loads them from the mount, still served under its names)."""
     r, e = replica, ENGINES[replica.engine]
-    args = [e.model_flag, r.model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served_names(r)]
+    model = MODEL_IMAGE_WEIGHTS if model_image else r.model
+    args = [e.model_flag, model, "--host", "0.0.0.0", "--port", str(r.port), "--served-model-name", *served_names(r)]
     if r.model_revision:
         args += ["--revision", r.model_revision]
     if r.gpu_count > 1:

@@ -51,6 +51,12 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
     claim = config.cache_for(replica)
     if claim is not None:
         spec["target"]["modelCache"] = claim
+    model_image = config.model_image_for(replica)
+    if model_image is not None:
+        spec["target"]["modelImage"] = model_image
+    compile_key = config.compile_key(replica)
+    if compile_key is not None and t.compile_cache is not None:
+        spec["target"]["compileCache"] = {"claimName": t.compile_cache.claim_name, "key": compile_key}
     if t.allocation.claims:  # label mode (the default) adds nothing to the intent
         spec["target"]["gpuAllocation"] = {
             "mode": t.gpu_allocation,
@@ -66,7 +72,7 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
 #: Replica fields added after the first release: in the hash only when not at their default (the
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod", "drain")
+LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod", "drain", "model_image")
 
 
 def pod_intent(config: InferCraneConfig, replica: Replica) -> str:

@@ -22,6 +22,7 @@ from infercrane.core import naming
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.model.kinds import DEPLOYMENT, INFERENCE_SERVICE, RESOURCE_CLAIM_TEMPLATE, SERVICE
+from infercrane.core.render import volumes
 from infercrane.core.render.command import command_and_args
 from infercrane.core.render.intent import pod_intent
 
@@ -31,10 +32,7 @@ READINESS = {"periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 12}
 LIVENESS = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
 CONTAINER_NAME = "runtime"
 KSERVE_CONTAINER_NAME = "kserve-container"
-SHM_VOLUME = "dshm"
-CACHE_VOLUME = "model-cache"
 GPU_CLAIM = "gpus"  # the pod's claim, the container's and the template's request: one name
-CACHE_PATH = "/var/cache/infercrane/huggingface"  # HF_HUB_CACHE: the claim's root is a `huggingface-cli download --cache-dir`
 
 
 def _metadata(config: InferCraneConfig, replica: Replica, intent: str, stack: str) -> dict[str, Any]:
@@ -60,19 +58,6 @@ def _token_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any
     return [{"name": naming.HF_TOKEN_ENV, "valueFrom": {"secretKeyRef": {"name": token.name, "key": token.key}}}]
 
 
-def _cache_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
-    if config.cache_for(replica) is None:
-        return []
-    return [{"name": naming.HF_HUB_CACHE_ENV, "value": CACHE_PATH}, {"name": naming.HF_HUB_OFFLINE_ENV, "value": "1"}]
-
-
-def _mounts(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
-    mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    if config.cache_for(replica) is not None:
-        mounts.append({"name": CACHE_VOLUME, "mountPath": CACHE_PATH, "readOnly": True})
-    return mounts
-
-
 def _extra_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for e in config.pod_for(replica).env:
@@ -88,7 +73,7 @@ def _extra_env(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any
 def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[str, Any]:
     t = config.kubernetes
     drain = config.drain_for(replica)
-    command, args = command_and_args(replica, drain.shutdown_seconds)
+    command, args = command_and_args(replica, drain.shutdown_seconds, config.model_image_for(replica) is not None)
     gpus = {t.gpu_resource: str(replica.gpu_count)} if t.allocation.device_plugin else {}
     secret_ref = {"secretKeyRef": {"name": t.worker_secret.name, "key": t.worker_secret.key}}
     return {
@@ -101,7 +86,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
             {"name": naming.WORKER_KEY_ENV, "valueFrom": secret_ref},
             {"name": naming.VLLM_KEY_ENV, "valueFrom": secret_ref},
             *_token_env(config, replica),
-            *_cache_env(config, replica),
+            *volumes.cache_env(config, replica),
             *_extra_env(config, replica),
         ],
         "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
@@ -115,7 +100,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "livenessProbe": _probe("http", **LIVENESS),
         "resources": _resources(config, replica, gpus),
         "securityContext": _container_security(config),
-        "volumeMounts": _mounts(config, replica),
+        "volumeMounts": volumes.mounts(config, replica),
         # Deleted, the pod is marked terminating in its EndpointSlices at once, but routers follow
         # them late: it keeps serving this long before its engine gets SIGTERM (no binary needed).
         **({"lifecycle": {"preStop": {"sleep": {"seconds": drain.pre_stop_seconds}}}} if drain.pre_stop_seconds else {}),
@@ -175,14 +160,6 @@ def _container_security(config: InferCraneConfig) -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
-def _volumes(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
-    volumes: list[dict[str, Any]] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": replica.shm_size}}]
-    claim = config.cache_for(replica)
-    if claim is not None:  # verified by the preflight (exists, Bound, several readers) before this is applied
-        volumes.append({"name": CACHE_VOLUME, "persistentVolumeClaim": {"claimName": claim, "readOnly": True}})
-    return volumes
-
-
 def _strategy(config: InferCraneConfig, replica: Replica) -> dict[str, Any]:
     """Recreate unless the endpoint may surge: then the new pod starts (on a free GPU set) and the
     old one stops only once it is ready. Never a surge the policy does not allow."""
@@ -225,7 +202,7 @@ def deployment(config: InferCraneConfig, replica: Replica, intent: str, stack: s
                 "spec": {
                     **_pod_placement(config, replica),
                     "containers": [_container(config, replica, CONTAINER_NAME)],
-                    "volumes": _volumes(config, replica),
+                    "volumes": volumes.volumes(config, replica),
                 },
             },
         },
@@ -289,7 +266,7 @@ def inference_service(config: InferCraneConfig, replica: Replica, intent: str, s
                 **_predictor_strategy(config, replica),
                 **_pod_placement(config, replica),
                 "containers": [_container(config, replica, KSERVE_CONTAINER_NAME)],
-                "volumes": _volumes(config, replica),
+                "volumes": volumes.volumes(config, replica),
             }
         },
     }
