@@ -21,7 +21,7 @@ from lightkube import ApiError
 
 from infercrane.core import naming
 from infercrane.core.errors import PlaneError
-from infercrane.local import node, private
+from infercrane.local import node, private, registry
 from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
 from infercrane.local.supervise import port_open
 
@@ -86,8 +86,18 @@ def version_flags(version: str) -> list[str]:
     """API server flags a Kubernetes release needs on a loopback-only plane: from 1.37 the
     endpoint reconciler refuses a loopback advertise address ("may not be in the loopback
     range"); nothing here reaches the API server through the ``kubernetes`` Service, so it
-    reconciles nothing."""
-    return ["--endpoint-reconciler-type=none"] if minor(version) >= (1, 37) else []
+    reconciles nothing. The feature gates of :func:`feature_gates` (the API server keeps a
+    field of a gate it has off out of the objects it stores)."""
+    flags = ["--endpoint-reconciler-type=none"] if minor(version) >= (1, 37) else []
+    gates = feature_gates(version)
+    return flags + ([f"--feature-gates={','.join(f'{k}={str(v).lower()}' for k, v in gates.items())}"] if gates else [])
+
+
+def feature_gates(version: str) -> dict[str, bool]:
+    """The gates the plane turns on, the same on the API server and the kubelet: from 1.35 (alpha)
+    ``ImageVolumeWithDigest``, so a pod's status says which digest each image volume mounted (the
+    serving evidence's proof of the model image)."""
+    return {"ImageVolumeWithDigest": True} if minor(version) >= (1, 35) else {}
 
 
 def controllers(version: str) -> str:
@@ -258,7 +268,21 @@ def _kserve_webhooks(x: Launch) -> None:
 
 
 def _node_prepare(x: Launch) -> None:
-    node.prepare(x.state, x.pki, x.ports["apiserver"], x.ports["kubelet"], x.ports["kubelet_healthz"])
+    node.prepare(
+        x.state,
+        x.pki,
+        x.ports["apiserver"],
+        x.ports["kubelet"],
+        x.ports["kubelet_healthz"],
+        x.ports["registry"],
+        feature_gates(x.version),
+    )
+
+
+def _registry_prepare(x: Launch) -> None:
+    storage = node.home(x.state) / "registry"
+    storage.mkdir(parents=True, exist_ok=True)
+    private.write(x.state / "registry.yml", yaml.safe_dump(registry.config(storage, x.ports["registry"]), sort_keys=False))
 
 
 def _kubelet_ready(x: Launch) -> bool:
@@ -332,13 +356,21 @@ COMPONENTS: Final = (
         after=_kserve_webhooks,
     ),
     Component(
+        "registry",
+        lambda x: ["serve", str(x.state / "registry.yml")],
+        env=lambda x: dict(registry.ENV),
+        before=_registry_prepare,
+        ready=lambda x: port_open(x.ports["registry"]),
+        ready_what="the plane's registry",
+        after=lambda x: node.push_images(x.state, x.ports["registry"]),
+    ),
+    Component(
         "containerd",
         lambda x: node.containerd_args(x.state),
         env=lambda x: node.env(x.state),
         before=_node_prepare,
         ready=lambda x: node.containerd_ready(x.state),
         ready_what="the real node's containerd",
-        after=lambda x: node.import_images(x.state),
     ),
     Component(
         "kubelet",
@@ -357,7 +389,7 @@ COMPONENTS: Final = (
 )
 NAMES: Final = tuple(c.name for c in COMPONENTS)
 #: The real node's processes: started only when the machine can (infercrane.local.node.why_not).
-NODE_COMPONENTS: Final = ("containerd", "kubelet")
+NODE_COMPONENTS: Final = ("registry", "containerd", "kubelet")
 #: Started with the real node, when built (``tools/build.sh prometheus``): it scrapes the node's pods.
 WITH_THE_NODE: Final = ("prometheus",)
 #: Every port a start allocates.
@@ -371,4 +403,5 @@ PORTS: Final = (
     "kubelet",
     "kubelet_healthz",
     "prometheus",
+    "registry",
 )

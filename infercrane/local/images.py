@@ -1,8 +1,9 @@
-"""The images the local plane's real node runs, built here -- no registry, no Docker: the sandbox
-(pause) image and the engine-double image (a test double of the engines' interfaces, never an
-engine; tools/go/node-images). Each is an OCI image archive that the node's runtime imports under
-the exact ``repo@sha256:<digest>`` reference a stack names, so the kubelet runs exactly that
-digest.
+"""The images the local plane's real node runs, built here -- no Docker: the sandbox (pause) image,
+the engine-double image (a test double of the engines' interfaces, never an engine;
+tools/go/node-images) and model images (weights of a given size in KServe's modelcar layout, for
+image volumes). Each is pushed to the plane's registry (:mod:`infercrane.local.registry`) under
+the exact ``repo@sha256:<digest>`` reference a stack names, and the node pulls it from there, so
+the kubelet runs and mounts exactly that digest.
 
 Builds are reproducible: one layer per image, its entries sorted, owned by root, every time
 zero, gzip without a name or time, the config and manifest serialized with sorted keys. The same
@@ -25,19 +26,50 @@ from typing import Any, Final
 OCI_MANIFEST: Final = "application/vnd.oci.image.manifest.v1+json"
 OCI_CONFIG: Final = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER: Final = "application/vnd.oci.image.layer.v1.tar+gzip"
-PAUSE_REPO: Final = "infercrane.local/pause"
-ENGINE_DOUBLE_REPO: Final = "infercrane.local/engine-double"
+OCI_LAYER_PLAIN: Final = "application/vnd.oci.image.layer.v1.tar"  # weights do not compress: not gzipped
+HOST: Final = "infercrane.local"  # the name every local image carries; the node resolves it to the plane's registry
+PAUSE_REPO: Final = f"{HOST}/pause"
+ENGINE_DOUBLE_REPO: Final = f"{HOST}/engine-double"
+MODEL_REPO: Final = f"{HOST}/models/double"
 
 
 @dataclass(frozen=True)
 class Image:
     repo: str
     digest: str  # sha256:<hex> of the manifest
-    archive: bytes  # the OCI image layout, as a tar
+    manifest: bytes
+    blobs: dict[str, bytes]  # digest -> blob: its layer(s) and config
 
     @property
     def reference(self) -> str:
         return f"{self.repo}@{self.digest}"
+
+    @property
+    def size(self) -> int:
+        """Bytes a pull moves: its blobs and manifest."""
+        return sum(len(b) for b in self.blobs.values()) + len(self.manifest)
+
+    @property
+    def archive(self) -> bytes:
+        """The image as an OCI image-layout tar whose index names it ``repo@<digest>``."""
+        index = _json(
+            {
+                "schemaVersion": 2,
+                "manifests": [
+                    {
+                        "mediaType": OCI_MANIFEST,
+                        "digest": self.digest,
+                        "size": len(self.manifest),
+                        "annotations": {"org.opencontainers.image.ref.name": self.reference},
+                        "platform": {"architecture": "amd64", "os": "linux"},
+                    }
+                ],
+            }
+        )
+        blobs = {f"blobs/sha256/{d[7:]}": b for d, b in (self.blobs | {self.digest: self.manifest}).items()}
+        files = {"oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644), "index.json": (index, 0o644)}
+        files |= {path: (blob, 0o644) for path, blob in blobs.items()}
+        return layer(files)
 
 
 def _digest(data: bytes) -> str:
@@ -73,13 +105,16 @@ def layer(files: Mapping[str, tuple[bytes, int]], dirs: Mapping[str, int] = {}) 
     return out.getvalue()
 
 
-def image(repo: str, raw_layer: bytes, config: Mapping[str, Any]) -> Image:
-    """The OCI image of one layer and the runtime ``config`` (Entrypoint, Env, ...), as an OCI
-    image-layout archive whose index names it ``repo@<digest>``."""
-    gz = io.BytesIO()
-    with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, filename="") as f:
-        f.write(raw_layer)
-    compressed = gz.getvalue()
+def image(repo: str, raw_layer: bytes, config: Mapping[str, Any], *, compress: bool = True) -> Image:
+    """The OCI image of one layer (gzipped unless ``compress`` is false) and the runtime ``config``
+    (Entrypoint, Env, ...)."""
+    if compress:
+        gz = io.BytesIO()
+        with gzip.GzipFile(fileobj=gz, mode="wb", mtime=0, filename="") as f:
+            f.write(raw_layer)
+        blob, media = gz.getvalue(), OCI_LAYER
+    else:
+        blob, media = raw_layer, OCI_LAYER_PLAIN
     config_blob = _json(
         {
             "architecture": "amd64",
@@ -93,28 +128,10 @@ def image(repo: str, raw_layer: bytes, config: Mapping[str, Any]) -> Image:
             "schemaVersion": 2,
             "mediaType": OCI_MANIFEST,
             "config": {"mediaType": OCI_CONFIG, "digest": _digest(config_blob), "size": len(config_blob)},
-            "layers": [{"mediaType": OCI_LAYER, "digest": _digest(compressed), "size": len(compressed)}],
+            "layers": [{"mediaType": media, "digest": _digest(blob), "size": len(blob)}],
         }
     )
-    digest = _digest(manifest)
-    index = _json(
-        {
-            "schemaVersion": 2,
-            "manifests": [
-                {
-                    "mediaType": OCI_MANIFEST,
-                    "digest": digest,
-                    "size": len(manifest),
-                    "annotations": {"org.opencontainers.image.ref.name": f"{repo}@{digest}"},
-                    "platform": {"architecture": "amd64", "os": "linux"},
-                }
-            ],
-        }
-    )
-    blobs = {f"blobs/sha256/{_digest(b)[7:]}": b for b in (compressed, config_blob, manifest)}
-    files = {"oci-layout": (_json({"imageLayoutVersion": "1.0.0"}), 0o644), "index.json": (index, 0o644)}
-    files |= {path: (blob, 0o644) for path, blob in blobs.items()}
-    return Image(repo, digest, layer(files))
+    return Image(repo, _digest(manifest), manifest, {_digest(blob): blob, _digest(config_blob): config_blob})
 
 
 def pause(binary: Path) -> Image:
@@ -134,3 +151,29 @@ def engine_double(binary: Path, *, release: str | None = None) -> Image:
 
 #: The engine double's releases the real node holds: the one stacks pin, and one to roll to.
 NEXT_RELEASE: Final = "next"
+
+
+#: The model images the plane's registry holds: name -> (MiB of weights, release). Two releases of
+#: a model of a few hundred MB: a pull of one is a real download, a roll between them a new digest.
+MODELS: Final = {"double-7b": (256, "a"), f"double-7b-{NEXT_RELEASE}": (256, "b")}
+SHARD_MIB: Final = 64
+
+
+def model(name: str, mib: int, release: str) -> Image:
+    """A model image in KServe's modelcar layout: ``/models/config.json`` and safetensors-named
+    shards of ``mib`` MiB of bytes drawn from a seed of (``name``, ``release``) -- the same image,
+    byte for byte, on every machine; uncompressed (weights do not compress)."""
+    import random
+
+    rng = random.Random(f"{name}@{release}")
+    files = {"models/config.json": (_json({"model_type": "engine-double", "name": name, "release": release}), 0o644)}
+    shards = max(1, -(-mib // SHARD_MIB))
+    for i in range(shards):
+        size = min(SHARD_MIB, mib - i * SHARD_MIB) << 20
+        files[f"models/model-{i + 1:05d}-of-{shards:05d}.safetensors"] = (rng.randbytes(size), 0o644)
+    return image(MODEL_REPO, layer(files), {}, compress=False)
+
+
+def models() -> dict[str, Image]:
+    """Every model image of :data:`MODELS`, by name."""
+    return {name: model(name, mib, release) for name, (mib, release) in MODELS.items()}

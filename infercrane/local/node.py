@@ -6,8 +6,9 @@ It is labelled and tainted like a GPU node of a product of its own (:data:`GPU_P
 advertises ``nvidia.com/gpu`` as an extended resource (written into the Node's status once it
 registers: no device plugin, no device). Pods get a bridge of their own (:data:`BRIDGE`, a
 private /24 with no route out of it: nothing a pod sends leaves the machine); the kubelet
-listens on the bridge's address, its health endpoint on loopback. Its images come from the
-project (:mod:`infercrane.local.images`), never from a registry.
+listens on the bridge's address, its health endpoint on loopback. Its images are built by the
+project (:mod:`infercrane.local.images`) and pulled from the plane's registry on loopback
+(:mod:`infercrane.local.registry`), never from the internet.
 
 It needs root (cgroups, mounts, network namespaces), runc and the CNI plugins (Debian's
 ``runc`` and ``containernetworking-plugins``) and the node's tools (``tools/build.sh node
@@ -22,14 +23,13 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
 import yaml
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import host, images, pki, private
+from infercrane.local import host, images, pki, private, registry
 from infercrane.local.node_files import (
     BRIDGE,
     CGROUP_V1,
@@ -154,11 +154,20 @@ def _kubelet_runs(state: Path) -> bool:
     return bool(kubelet) and alive(int(kubelet["pid"])) and "kubelet" in cmdline(int(kubelet["pid"]))
 
 
-def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, healthz_port: int) -> None:
+def prepare(
+    state: Path,
+    pki_dir: Path,
+    apiserver_port: int,
+    kubelet_port: int,
+    healthz_port: int,
+    registry_port: int,
+    gates: dict[str, bool] | None = None,
+) -> None:
     """Everything the node's processes need before they start: its bridge and cgroup root, the
-    configuration of containerd, CNI and the kubelet, the kubelet's certificates and its images."""
+    configuration of containerd (its images from the plane's registry at ``registry_port``), CNI and
+    the kubelet, and the kubelet's certificates."""
     h = home(state)
-    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "images", "pod-logs"):
+    for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "pod-logs", f"certs.d/{images.HOST}"):
         (h / sub).mkdir(parents=True, exist_ok=True)
     host.take_over(state)  # the host as found, then the kubelet's tunables (protectKernelDefaults)
     if ip("link", "show", BRIDGE, check=False).returncode != 0:
@@ -178,14 +187,7 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
     cni = first(CNI_BIN, "bridge")
     assert runc is not None and cni is not None  # why_not() said so
     pause = images.pause(find_tool("pause"))
-    double = find_tool("engine-double")
-    archives = {
-        "pause": pause,
-        "engine-double": images.engine_double(double),
-        f"engine-double-{images.NEXT_RELEASE}": images.engine_double(double, release=images.NEXT_RELEASE),
-    }
-    for file, image in archives.items():
-        (h / "images" / f"{file}.tar").write_bytes(image.archive)
+    (h / "certs.d" / images.HOST / "hosts.toml").write_text(registry.hosts_toml(registry_port))
     (h / "containerd.toml").write_text(containerd_config(h, runc, cni.parent, pause.reference))
     (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(cni_config(h), indent=1))
     kubeconfig = {
@@ -207,7 +209,8 @@ def prepare(state: Path, pki_dir: Path, apiserver_port: int, kubelet_port: int, 
         "current-context": NAME,
     }
     private.write(h / "kubelet/kubeconfig", yaml.safe_dump(kubeconfig))
-    (h / "kubelet/config.yaml").write_text(yaml.safe_dump(kubelet_config(h, pki_dir, kubelet_port, healthz_port)))
+    kubelet = kubelet_config(h, pki_dir, kubelet_port, healthz_port) | ({"featureGates": gates} if gates else {})
+    (h / "kubelet/config.yaml").write_text(yaml.safe_dump(kubelet))
 
 
 def containerd_args(state: Path) -> list[str]:
@@ -238,19 +241,35 @@ def containerd_ready(state: Path) -> bool:
     return (home(state) / "containerd.sock").exists()
 
 
-def import_images(state: Path) -> None:
-    """The node's images into containerd's Kubernetes namespace, under their digest references."""
-    ctr = find_tool("ctr")
-    address = str(home(state) / "containerd.sock")
-    for archive in sorted((home(state) / "images").glob("*.tar")):
-        done = subprocess.run(
-            [str(ctr), "--address", address, "-n", "k8s.io", "images", "import", str(archive)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        if done.returncode != 0:
-            raise PlaneError(f"importing {archive.name} into the real node's containerd failed: {done.stderr.strip()}")
+def node_images() -> list[images.Image]:
+    """What the node pulls from the plane's registry: the sandbox, the engine double's releases and the model images."""
+    double = find_tool("engine-double")
+    return [
+        images.pause(find_tool("pause")),
+        images.engine_double(double),
+        images.engine_double(double, release=images.NEXT_RELEASE),
+    ]
+
+
+def push_images(state: Path, port: int) -> None:
+    """Every image the node may pull into the plane's registry at ``port`` (:func:`node_images`,
+    then the model images -- built only when the registry lacks them: a plane started again has them)."""
+    base = f"http://127.0.0.1:{port}"
+    for image in node_images():
+        registry.push(base, image)
+    known = home(state) / "model-images.json"  # name -> reference, as built last
+    built = json.loads(known.read_text()) if known.is_file() else {}
+    if set(built) != set(images.MODELS) or not all(registry.has(base, ref) for ref in built.values()):
+        models = images.models()
+        for image in models.values():
+            registry.push(base, image)
+        known.write_text(json.dumps({name: m.reference for name, m in models.items()}, indent=1))
+
+
+def model_images(state: Path) -> dict[str, str]:
+    """The model images the plane's registry holds: name -> ``repo@sha256:…`` (empty: no real node)."""
+    known = home(state) / "model-images.json"
+    return dict(json.loads(known.read_text())) if known.is_file() else {}
 
 
 def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:

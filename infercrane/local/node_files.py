@@ -21,7 +21,7 @@ CGROUP_V1: Final = Path("/sys/fs/cgroup")
 RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
 CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
-NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double")
+NODE_TOOLS: Final = ("kubelet", "containerd", "containerd-shim-runc-v2", "ctr", "pause", "engine-double", "registry")
 #: The machine's one real node: held (flock) by its processes for their life (:func:`~infercrane.local.node.claim`).
 LOCK: Final = Path("/run/infercrane-node.lock")
 
@@ -52,6 +52,9 @@ disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapsho
 
 [{cri}.images']
   snapshotter = 'overlayfs'
+  [{cri}.images'.registry]
+    # infercrane.local: the plane's registry (hosts.toml, written when it starts); no other host is mirrored
+    config_path = '{h / "certs.d"}'
   [{cri}.images'.pinned_images]
     sandbox = '{sandbox}'
 

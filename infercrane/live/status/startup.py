@@ -46,7 +46,9 @@ FIXES: Final = {
     "where the engine spends the time",
 }
 
-_PULLED_IN: Final = re.compile(r"Successfully pulled image .* in ([0-9.]+)(ms|s)\b")
+_PULLED_IN: Final = re.compile(r"Successfully pulled image \"([^\"]*)\" in ([0-9.]+)(ms|s)\b")
+_PULLED_SIZE: Final = re.compile(r"Image size: ([0-9]+) bytes")
+_PRESENT: Final = re.compile(r"image \"([^\"]*)\" already present")
 
 
 def _when(e: Mapping[str, Any], first: bool) -> datetime | None:
@@ -54,6 +56,20 @@ def _when(e: Mapping[str, Any], first: bool) -> datetime | None:
     if first:
         return times.parse(e.get("firstTimestamp") or e.get("eventTime") or e.get("lastTimestamp"))
     return times.parse(series or e.get("lastTimestamp") or e.get("eventTime") or e.get("firstTimestamp"))
+
+
+@dataclass(frozen=True)
+class Pull:
+    """One image of a start as the kubelet reported it: already present, or pulled in so many
+    seconds, so many bytes."""
+
+    image: str
+    present: bool
+    seconds: float | None = None
+    bytes: int | None = None
+
+    def as_output(self) -> dict[str, Any]:
+        return {"image": self.image, "present": self.present, "seconds": self.seconds, "bytes": self.bytes}
 
 
 @dataclass(frozen=True)
@@ -66,8 +82,9 @@ class Start:
     scheduled: datetime | None = None
     pull_began: datetime | None = None
     pulled: datetime | None = None
-    present: bool = False  # the node had the image already: no pull
-    pull_seconds: float | None = None  # the kubelet's own figure for the pull
+    present: bool = False  # the node had every image already: no pull
+    pull_seconds: float | None = None  # the kubelet's own figure for the pulls, summed
+    pulls: tuple[Pull, ...] = ()  # each image's (the engine's, a model image's), in the kubelet's order
     started: datetime | None = None
     healthy: datetime | None = None
     served: datetime | None = None  # its serving evidence taken (the deploy's, not the cluster's)
@@ -115,11 +132,21 @@ class Start:
             "imagePulled": at(self.pulled),
             "imagePresent": self.present,
             "pullSeconds": self.pull_seconds,
+            **({"pulls": [p.as_output() for p in self.pulls]} if self.pulls else {}),
             "started": at(self.started),
             "healthy": at(self.healthy),
             **({"served": at(self.served)} if self.served is not None else {}),
             "restarts": self.restarts,
         }
+
+
+def size_text(n: int) -> str:
+    """Bytes as a person reads them: ``5.2 GiB``, ``256 MiB``, ``12 KiB``, ``80 B``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            value = n / (1 << shift)
+            return f"{value:.1f} {unit}" if unit == "GiB" and value < 10 else f"{value:.0f} {unit}"
+    return f"{n} B"
 
 
 def line(out: Mapping[str, Any]) -> str:
@@ -130,7 +157,10 @@ def line(out: Mapping[str, Any]) -> str:
     if out.get("imagePresent"):
         parts.append("image present")
     elif out.get("imagePulled") is not None:
-        took = f" (pull {out['pullSeconds']:g} s)" if out.get("pullSeconds") is not None else ""
+        moved = sum(int(p.get("bytes") or 0) for p in out.get("pulls") or [])
+        said = [f"pull {out['pullSeconds']:g} s"] if out.get("pullSeconds") is not None else []
+        said += [size_text(moved)] if moved else []
+        took = f" ({', '.join(said)})" if said else ""
         parts.append(f"image pulled {out['imagePulled']:g} s{took}")
     for field, said in (("started", "started"), ("healthy", "healthy"), ("served", "serving")):
         if out.get(field) is not None:
@@ -155,16 +185,21 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
             s["first_seen"] = first
         if reason == "Scheduled":
             s["scheduled"] = _when(e, True)
-        elif reason == "Pulling":
-            s["pull_began"] = _when(e, True)
-        elif reason == "Pulled":
-            s["pulled"] = _when(e, True)
-            s["present"] = "already present" in message
-            found = _PULLED_IN.search(message)
-            if found:
-                s["pull_seconds"] = round(float(found[1]) / (1000 if found[2] == "ms" else 1), 1)
+        elif reason == "Pulling":  # the first image's (a model image's pull begins before its engine's)
+            t = _when(e, True)
+            s["pull_began"] = t if s.get("pull_began") is None or (t is not None and t < s["pull_began"]) else s["pull_began"]
+        elif reason == "Pulled":  # the last image's
+            t = _when(e, True)
+            s["pulled"] = t if s.get("pulled") is None or (t is not None and t > s["pulled"]) else s["pulled"]
+            s["pulls"] = (*s.get("pulls", ()), _pull(message))
         elif reason == "Started":
             s["started"] = _when(e, False)  # a restarted container starts again from loading
+    for fields in seen.values():
+        pulls = fields.get("pulls", ())
+        if pulls:
+            fields["present"] = all(p.present for p in pulls)
+            took = [p.seconds for p in pulls if p.seconds is not None]
+            fields["pull_seconds"] = round(sum(took), 1) if took else None
     out = {name: Start(name, **fields) for name, fields in seen.items() if name}
     for pod in pods:
         meta, status = pod.get("metadata") or {}, pod.get("status") or {}
@@ -180,6 +215,17 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
             }
         )
     return {name: _in_order(s) for name, s in out.items()}
+
+
+def _pull(message: str) -> Pull:
+    """A ``Pulled`` Event's message: ``Container image "x" already present on machine``, or
+    ``Successfully pulled image "x" in 1.2s (1.2s including waiting). Image size: 123 bytes.``"""
+    present = _PRESENT.search(message)
+    if present:
+        return Pull(present[1], True)
+    pulled, size = _PULLED_IN.search(message), _PULLED_SIZE.search(message)
+    seconds = round(float(pulled[2]) / (1000 if pulled[3] == "ms" else 1), 1) if pulled else None
+    return Pull(pulled[1] if pulled else "", False, seconds, int(size[1]) if size else None)
 
 
 _ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "started", "healthy", "served")

@@ -32,25 +32,29 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "kube-scheduler",
         "kwok",
         "kserve-manager",
+        "registry",
         "containerd",
         "kubelet",
         "prometheus",
     )
-    assert NODE_COMPONENTS == ("containerd", "kubelet")  # after the bootstrap binds the nodes' role
+    # after the bootstrap binds the nodes' role; the registry first: containerd pulls from it
+    assert NODE_COMPONENTS == ("registry", "containerd", "kubelet")
     assert WITH_THE_NODE == ("prometheus",)  # last: it scrapes the node's pods
     waited = {c.name: c.ready_what for c in COMPONENTS if c.ready is not None}
     assert waited == {
         "etcd": "etcd",
         "kube-apiserver": "kube-apiserver /readyz",
         "kserve-manager": "the KServe manager",
+        "registry": "the plane's registry",
         "containerd": "the real node's containerd",
         "kubelet": "the real node's kubelet /healthz",
         "prometheus": "Prometheus /-/ready",
     }
-    apiserver, kserve, containerd, _ = [c for c in COMPONENTS if c.before is not None]
+    apiserver, kserve, registry, containerd, _ = [c for c in COMPONENTS if c.before is not None]
     assert apiserver.name == "kube-apiserver"  # its audit policy written first
     assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
-    assert containerd.name == "containerd" and containerd.after is not None  # the node prepared, its images imported
+    assert registry.name == "registry" and registry.after is not None  # its configuration, then the images pushed
+    assert containerd.name == "containerd" and containerd.after is None  # the node prepared; it pulls as pods need
 
 
 def test_every_component_gets_its_own_ports_and_the_plane_state() -> None:
@@ -75,8 +79,9 @@ def test_etcd_answers_only_a_client_with_a_certificate_of_the_planes_ca_over_tls
     assert "--etcd-cafile=/plane/pki/etcd/ca.crt" in apiserver
 
 
-def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers() -> None:
-    assert version_flags("1.36.3") == [] and version_flags("1.37.2") == ["--endpoint-reconciler-type=none"]
+def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers_and_135_on_reports_mounted_digests() -> None:
+    assert version_flags("1.34.4") == [] and version_flags("1.36.3") == ["--feature-gates=ImageVolumeWithDigest=true"]
+    assert version_flags("1.37.2") == ["--endpoint-reconciler-type=none", "--feature-gates=ImageVolumeWithDigest=true"]
     assert "-cloud-node-lifecycle-controller" in controllers("1.36.3")
     assert controllers("1.37.2") == "--controllers=*,-nodeipam"
     assert "--endpoint-reconciler-type=none" in next(c for c in COMPONENTS if c.name == "kube-apiserver").args(launch("1.37.2"))

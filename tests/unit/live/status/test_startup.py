@@ -60,11 +60,37 @@ def test_a_start_read_with_its_pod_has_every_stage_in_seconds_from_its_creation(
         "imagePulled": 43.0,
         "imagePresent": False,
         "pullSeconds": 40.5,
+        "pulls": [{"image": "vllm/vllm-openai@sha256:aa", "present": False, "seconds": 40.5, "bytes": 1}],
         "started": 45.0,
         "healthy": 125.0,
         "restarts": 0,
     }
-    assert startup.line(out) == "scheduled 1 s, image pulled 43 s (pull 40.5 s), started 45 s, healthy 125 s"
+    assert startup.line(out) == "scheduled 1 s, image pulled 43 s (pull 40.5 s, 1 B), started 45 s, healthy 125 s"
+    assert [startup.size_text(n) for n in (5_583_457_485, 268435456, 12288)] == ["5.2 GiB", "256 MiB", "12 KiB"]
+
+
+def test_a_start_with_a_model_image_pulls_two_images_from_the_first_pulling_to_the_last_pulled() -> None:
+    model = "registry.example/models/m@sha256:bb"
+    events = [
+        SCHEDULED,
+        ev("Pulling", f'Pulling image "{model}"', 2),
+        ev("Pulled", f'Successfully pulled image "{model}" in 20s (20s including waiting). Image size: 268435456 bytes.', 22),
+        ev("Pulling", 'Pulling image "vllm/vllm-openai@sha256:aa"', 23),
+        ev("Pulled", 'Container image "vllm/vllm-openai@sha256:aa" already present on machine', 23),
+        CREATED,
+        STARTED,
+    ]
+    (s,) = startup.starts(events, [pod(ready_at=125)]).values()
+    out = s.as_output()
+    assert (out["imagePulled"], out["imagePresent"], out["pullSeconds"]) == (23.0, False, 20.0)
+    assert [(p["image"], p["present"], p["bytes"]) for p in out["pulls"]] == [
+        (model, False, 268435456),
+        ("vllm/vllm-openai@sha256:aa", True, None),
+    ]
+    assert startup.line(out).startswith("scheduled 1 s, image pulled 23 s (pull 20 s, 256 MiB)")
+    both_present = [SCHEDULED, ev("Pulled", f'Container image "{model}" already present on machine', 2), PRESENT]
+    (s,) = startup.starts(both_present).values()
+    assert s.present and s.pull_seconds is None
 
 
 def test_an_image_the_node_had_is_said_present_and_healthy_is_unknown_without_the_pod() -> None:

@@ -26,10 +26,12 @@
 //
 // Its start, in the stages an engine's takes (each logged as "stage <name>: ..." with its time;
 // /health answers 503 throughout, /v1/models as the engine it stands for does): **weights** --
-// with HF_HUB_OFFLINE=1 it reads every file of the snapshot and hashes it (SHA-256), so the time is
+// with a local directory as its model (a mounted model image), or HF_HUB_OFFLINE=1 and the
+// snapshot in the Hugging Face cache, it reads every file and hashes it (SHA-256), so the time is
 // the volume's own; **compile** -- INFERCRANE_DOUBLE_COMPILE_SECONDS (default 0), skipped when its
-// cache directory (INFERCRANE_DOUBLE_COMPILE_CACHE, else vLLM's VLLM_CACHE_ROOT) holds the mark of
-// an earlier compile of the same model and revision, written after each compile; **warm-up** --
+// cache directory (INFERCRANE_DOUBLE_COMPILE_CACHE, else VLLM_CACHE_ROOT, else
+// TORCHINDUCTOR_CACHE_DIR) holds the mark of an earlier compile of the same weights (their hash;
+// without weights read, the model and revision), written after each compile; **warm-up** --
 // INFERCRANE_DOUBLE_LOAD_SECONDS (default 3). The defaults keep the test tier fast; a bench sets
 // the compile and load seconds for a start of tens of seconds.
 //
@@ -198,6 +200,7 @@ func snapshot(model, revision string) (string, error) {
 
 // load runs the start's stages (see the package comment), each logged with its time.
 func load(weights, model, revision string) {
+	identity := model + "@" + revision // what the compile cache is keyed by: the weights' hash once read
 	if weights != "" {
 		began := time.Now()
 		read, sum, err := hashTree(weights)
@@ -206,14 +209,17 @@ func load(weights, model, revision string) {
 			os.Exit(1)
 		}
 		fmt.Printf("stage weights: read %d bytes in %.1f s (sha256 %x)\n", read, time.Since(began).Seconds(), sum[:8])
+		identity = fmt.Sprintf("%x", sum)
 	}
 	compileFor := seconds("INFERCRANE_DOUBLE_COMPILE_SECONDS", 0)
 	if compileFor > 0 {
 		cache := os.Getenv("INFERCRANE_DOUBLE_COMPILE_CACHE")
-		if cache == "" {
-			cache = os.Getenv("VLLM_CACHE_ROOT")
+		for _, name := range []string{"VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"} {
+			if cache == "" {
+				cache = os.Getenv(name)
+			}
 		}
-		key := sha256.Sum256([]byte(model + "@" + revision))
+		key := sha256.Sum256([]byte(identity))
 		mark := ""
 		if cache != "" {
 			mark = filepath.Join(cache, fmt.Sprintf("infercrane-double-compiled-%x", key[:8]))
@@ -223,7 +229,7 @@ func load(weights, model, revision string) {
 		} else {
 			time.Sleep(compileFor)
 			if mark != "" {
-				if err := os.WriteFile(mark, []byte(model+"@"+revision+"\n"), 0o644); err != nil {
+				if err := os.WriteFile(mark, []byte(identity+"\n"), 0o644); err != nil {
 					fmt.Printf("stage compile: its cache %s is not writable: %v\n", cache, err)
 				}
 			}
@@ -438,7 +444,11 @@ func main() {
 	fmt.Printf("engine double (%s interface; a test double, not an engine): uid=%d gid=%d model=%s served=%s key=%s shm_bytes=%d\n",
 		e.module, os.Getuid(), os.Getgid(), model, strings.Join(served, ","), keyState, shmBytes)
 	weights := ""
-	if os.Getenv("HF_HUB_OFFLINE") == "1" {
+	if info, err := os.Stat(model); err == nil && info.IsDir() && filepath.IsAbs(model) {
+		// A local directory, as the engines take one (a mounted model image): its files are the weights.
+		fmt.Printf("weights: %s\n", model)
+		weights = model
+	} else if os.Getenv("HF_HUB_OFFLINE") == "1" {
 		dir, err := snapshot(model, first(got, "--revision", ""))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
