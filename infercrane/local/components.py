@@ -21,7 +21,7 @@ from lightkube import ApiError
 
 from infercrane.core import naming
 from infercrane.core.errors import PlaneError
-from infercrane.local import node, private, registry
+from infercrane.local import node, node_files, private, registry
 from infercrane.local.layout import KSERVE_NAMESPACE, KWOK_NODE_ANNOTATION, SERVICE_CIDR
 from infercrane.local.supervise import port_open
 
@@ -280,7 +280,7 @@ def _node_prepare(x: Launch) -> None:
 
 
 def _registry_prepare(x: Launch) -> None:
-    storage = node.home(x.state) / "registry"
+    storage = node_files.home(x.state) / "registry"
     storage.mkdir(parents=True, exist_ok=True)
     private.write(x.state / "registry.yml", yaml.safe_dump(registry.config(storage, x.ports["registry"]), sort_keys=False))
 

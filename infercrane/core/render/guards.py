@@ -20,6 +20,7 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.model import gpu, image
 from infercrane.core.model.engines import WORKER_KEY_REFERENCE
+from infercrane.core.render.volumes import COMPILE_VOLUME
 
 
 @dataclass(frozen=True)
@@ -212,10 +213,17 @@ def _pod_contract(m: Mapping[str, Any]) -> Iterator[str]:
     pod = pod_spec(m)
     if pod is None:
         return
+    mounts = [mt for c in pod.get("containers") or [] for mt in c.get("volumeMounts") or []]
     for v in pod.get("volumes") or []:
-        claim = v.get("persistentVolumeClaim")
+        claim, name = v.get("persistentVolumeClaim"), v.get("name")
         if claim is not None and claim.get("readOnly") is not True:
-            yield f"volume {v.get('name')} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
+            if name != COMPILE_VOLUME:
+                yield f"volume {name} mounts claim {claim.get('claimName')} writable; a model cache is read-only"
+            elif any(mt.get("name") == name and not mt.get("subPath") for mt in mounts):
+                yield f"volume {name} is mounted whole; a compile cache is mounted at its key's own directory (subPath)"
+        reference = (v.get("image") or {}).get("reference")
+        if v.get("image") is not None and (not reference or image.digest_problem(str(reference))):
+            yield f"volume {name}: model {image.digest_problem(str(reference or ''))}"
     for c in pod.get("containers") or []:
         res = c.get("resources") or {}
         if "memory" in (res.get("requests") or {}) and "memory" not in (res.get("limits") or {}):

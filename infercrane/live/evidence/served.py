@@ -38,6 +38,8 @@ from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
+from infercrane.live.evidence import mounted
+from infercrane.live.status.pods import POD_READER
 from infercrane.live.status.readiness import API_GRACE_SECONDS
 from infercrane.live.status.verdicts import Verdict
 
@@ -136,11 +138,13 @@ class Evidence:
     reason: str = ""
     fix: str = ""
     asked: tuple[tuple[str, int], ...] = ()  # the (address, port) pairs asked
+    model_image: mounted.Mounted | None = None  # what its pods mounted as its model image, if it has one
 
     def as_output(self) -> dict[str, Any]:
         """The stack output / ``inspect --json`` form (never the key)."""
         out: dict[str, Any] = {"state": self.state, "expected": list(self.expected), "served": list(self.served)}
         out |= {"route": self.route or None, "checkedAt": self.checked_at or None}
+        out |= {"modelImage": self.model_image.as_output()} if self.model_image is not None else {}
         return out | ({"reason": self.reason} if self.reason else {}) | ({"fix": self.fix} if self.fix else {})
 
     def line(self) -> str:
@@ -160,7 +164,14 @@ def line(evidence: Mapping[str, Any], *, route: bool = True) -> str:
     """Evidence in its output form (a stack output, ``inspect --json``) as one line; ``route``:
     with where the replica was asked (it differs per replica: lines grouped by reason leave it out)."""
     if evidence["state"] == "serving":
-        return f"serving {', '.join(evidence['served'])} ({evidence['route']}, {evidence['checkedAt']})"
+        weights = evidence.get("modelImage")
+        if weights is None:
+            proof = ""
+        elif weights["state"] == "proven":
+            proof = f"; its pods mounted the pinned model image {weights['pinned'][:19]}…"
+        else:
+            proof = f"; model image mount not proven: {weights.get('reason', '')}"
+        return f"serving {', '.join(evidence['served'])} ({evidence['route']}, {evidence['checkedAt']}){proof}"
     where = f" ({evidence['route']})" if route and evidence.get("route") else ""
     fix = f"; fix: {evidence['fix']}" if evidence.get("fix") else ""
     return f"{evidence['state']}: {evidence.get('reason', '')}{where}{fix}"
@@ -295,7 +306,8 @@ class Checker:
                 self._why_no_key,
                 f"set {KEY_FILE_ENV} to the file the worker Secret's key was made from (or {KEY_ENV}) where the deploy runs",
             )
-        addresses, why = self._addresses(service_name(self._config, replica))
+        endpoints, why = self._endpoints(service_name(self._config, replica))
+        addresses = [(address, port) for address, port, _ in endpoints]
         if not addresses:
             return unverifiable(why, "" if why.startswith("this identity") else "see `infercrane inspect`")
         verdicts = [(address, port, self._ask(address, port, self._key)) for address, port in addresses]
@@ -315,7 +327,35 @@ class Checker:
             found = next((e for e in judged if e is not None and e.state == state), None)
             if found is not None:
                 return found
-        return Evidence("serving", expected, verdicts[0][2].names, route, now, asked=asked)
+        model_image = self._config.model_image_for(replica)
+        proof = None if model_image is None else self._mounted(model_image, [pod for _, _, pod in endpoints])
+        if proof is not None and proof.state == "mismatch":
+            return Evidence(
+                "not serving",
+                expected,
+                verdicts[0][2].names,
+                route,
+                now,
+                reason=f"its weights are not the pinned ones: {proof.reason}",
+                fix="check what the registry serves for that digest and the node's runtime; the old replicas keep serving",
+                asked=asked,
+                model_image=proof,
+            )
+        return Evidence("serving", expected, verdicts[0][2].names, route, now, asked=asked, model_image=proof)
+
+    def _mounted(self, model_image: str, pods: list[str]) -> mounted.Mounted:
+        """What ``pods`` (the replica's ready pods) report they mounted as ``model_image``."""
+        from lightkube.resources.core_v1 import Pod
+
+        read: dict[str, dict[str, Any]] = {}
+        try:
+            for name in sorted(set(pods)):
+                read[name] = self._live.get(Pod, name, action=f"read pod {name} (its mounted model image)")
+        except failures.Forbidden:
+            return mounted.judge(model_image, {}, f"this identity may not read pods (optional: apply {POD_READER})")
+        except failures.LiveError as exc:
+            return mounted.judge(model_image, {}, f"its pods could not be read: {str(exc).splitlines()[0]}")
+        return mounted.judge(model_image, read)
 
     @staticmethod
     def _judge(

@@ -158,9 +158,9 @@ def line(out: Mapping[str, Any]) -> str:
         parts.append("image present")
     elif out.get("imagePulled") is not None:
         moved = sum(int(p.get("bytes") or 0) for p in out.get("pulls") or [])
-        said = [f"pull {out['pullSeconds']:g} s"] if out.get("pullSeconds") is not None else []
-        said += [size_text(moved)] if moved else []
-        took = f" ({', '.join(said)})" if said else ""
+        figures = [f"pull {out['pullSeconds']:g} s"] if out.get("pullSeconds") is not None else []
+        figures += [size_text(moved)] if moved else []
+        took = f" ({', '.join(figures)})" if figures else ""
         parts.append(f"image pulled {out['imagePulled']:g} s{took}")
     for field, said in (("started", "started"), ("healthy", "healthy"), ("served", "serving")):
         if out.get(field) is not None:

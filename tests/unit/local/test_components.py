@@ -79,7 +79,9 @@ def test_etcd_answers_only_a_client_with_a_certificate_of_the_planes_ca_over_tls
     assert "--etcd-cafile=/plane/pki/etcd/ca.crt" in apiserver
 
 
-def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers_and_135_on_reports_mounted_digests() -> None:
+def test_kubernetes_137_runs_without_the_endpoint_reconciler_and_the_cloud_controllers_and_135_on_reports_mounted_digests() -> (
+    None
+):
     assert version_flags("1.34.4") == [] and version_flags("1.36.3") == ["--feature-gates=ImageVolumeWithDigest=true"]
     assert version_flags("1.37.2") == ["--endpoint-reconciler-type=none", "--feature-gates=ImageVolumeWithDigest=true"]
     assert "-cloud-node-lifecycle-controller" in controllers("1.36.3")

@@ -371,3 +371,62 @@ def test_a_replica_that_lists_its_models_while_its_health_says_503_is_not_servin
     assert evidence.reason == (
         "its /health answered 503 though /v1/models answered: the engine is not ready to serve (still warming up, or unhealthy)"
     )
+
+
+MODEL = "oci://registry.example/models/qwen3-8b@sha256:" + "b" * 64
+OTHER = "sha256:" + "c" * 64
+
+
+class SlicesAndPods(Slices):
+    """The scripted slices, and each pod's status as its kubelet reported its mounted model image."""
+
+    def __init__(self, slices: list[dict[str, Any]], mounted: dict[str, str | None] | Exception) -> None:
+        super().__init__(slices)
+        self.mounted = mounted
+
+    def get(self, res: Any, name: str, *, action: str | None = None) -> dict[str, Any]:
+        if isinstance(self.mounted, Exception):
+            raise self.mounted
+        ref = self.mounted[name]
+        status = {"image": {"imageRef": f"registry.example/models/qwen3-8b@{ref}"}} if ref else None
+        mount = {"name": "model-image", "mountPath": "/mnt/model", "readOnly": True, "volumeStatus": status}
+        return {"metadata": {"name": name}, "status": {"containerStatuses": [{"name": "runtime", "volumeMounts": [mount]}]}}
+
+
+def with_model(values: dict[str, Any]) -> dict[str, Any]:
+    values["infercrane:replicas"][0]["modelImage"] = MODEL
+    return values
+
+
+POD0, POD1 = f"{SERVICE}-5d8f9c7b6-x0", f"{SERVICE}-5d8f9c7b6-x1"
+
+
+def test_a_replica_whose_pods_mounted_the_pinned_model_image_is_serving_with_the_proof(values: dict[str, Any]) -> None:
+    live = SlicesAndPods([endpoint_slice("10.88.0.4", "10.88.0.5")], {POD0: MODEL[-71:], POD1: MODEL[-71:]})
+    evidence = check(with_model(values), live, answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"))
+    assert evidence.state == "serving" and evidence.model_image is not None
+    assert evidence.as_output()["modelImage"] == {"state": "proven", "pinned": MODEL[-71:], "mounted": [MODEL[-71:]] * 2}
+    assert "its pods mounted the pinned model image sha256:bbbbbbbbbbbb…" in evidence.line()
+
+
+def test_a_pod_that_mounted_another_digest_than_the_pin_never_counts_as_serving(values: dict[str, Any]) -> None:
+    live = SlicesAndPods([endpoint_slice("10.88.0.4", "10.88.0.5")], {POD0: MODEL[-71:], POD1: OTHER})
+    evidence = check(with_model(values), live, answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"))
+    assert evidence.state == "not serving"
+    assert f"its weights are not the pinned ones: pod {POD1} mounted model image {OTHER}, but the stack pins" in evidence.reason
+    assert evidence.verdict("check").state == "failed"
+
+
+def test_a_mount_the_kubelet_does_not_report_or_pods_this_identity_may_not_read_leave_the_proof_missing_not_failed(
+    values: dict[str, Any],
+) -> None:
+    silent = SlicesAndPods([endpoint_slice("10.88.0.4")], {POD0: None})
+    evidence = check(with_model(values), silent, answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"))
+    assert evidence.state == "serving" and evidence.as_output()["modelImage"]["state"] == "unreported"
+    assert f"model image mount not proven: the kubelet reported no mounted digest for {POD0} (ImageVolumeWithDigest" in (
+        evidence.line()
+    )
+    forbidden = SlicesAndPods([endpoint_slice("10.88.0.4")], failures.Forbidden("read pod"))
+    evidence = check(with_model(values), forbidden, answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B"))
+    assert evidence.state == "serving"
+    assert "this identity may not read pods (optional: apply deploy/kubernetes/optional/pod-reader.yaml)" in evidence.line()
