@@ -3,7 +3,8 @@
 API reachable (version) through the explicit context; the KServe API in kserve mode; one
 SelfSubjectAccessReview per right of the shipped Role (the seed's rights fail when missing; the
 Events read warns) and of the optional pod reader (reported as optional), in the namespace; namespace and service account present; allocatable GPUs
-per product label against what the replicas request. Checks run concurrently; each passes,
+per product label against what the replicas request; image volumes where a replica mounts a model
+image (:mod:`~infercrane.live.image_volumes`). Checks run concurrently; each passes,
 warns or fails with a hint. Creates no workload (a SelfSubjectAccessReview is not stored).
 Live-cluster layer.
 
@@ -34,6 +35,7 @@ from infercrane.core.model.kinds import (
     ROLES_SHOWN,
     WORKLOAD_APIS,
 )
+from infercrane.live import image_volumes
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 
@@ -322,6 +324,39 @@ def _gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
     return Check("GPU capacity", PASS, detail)
 
 
+def image_volumes_check(live: Live, config: InferCraneConfig) -> Check:
+    """What the replicas' model images need: image volumes in the API server and on their GPU nodes."""
+    server = str(live.raw_get("/version").get("gitVersion", "?"))
+    users = image_volumes.uses(config)
+    said = f"{len(users)} replica(s) mount a model image"
+    problem = image_volumes.api_problem(server)
+    if problem is not None:
+        status, what = problem
+        return Check(
+            image_volumes.NAME, FAIL if status == "fail" else WARN, f"{said}; {what}", "upgrade the cluster, or drop modelImage"
+        )
+    try:
+        nodes = live.list(Node, action="image volumes on the GPU nodes")
+    except failures.Forbidden:
+        return Check(
+            image_volumes.NAME,
+            UNVERIFIABLE,
+            f"{said}; Kubernetes {server} serves image volumes; the GPU nodes' kubelets and runtimes cannot be read "
+            "(a cluster-scoped read the shipped Role does not grant)",
+            f"grant the optional node reader ({image_volumes.NODE_READER}) to check them",
+        )
+    products = {r.gpu for r in config.replicas if config.model_image_for(r) is not None}
+    checked, problems = image_volumes.node_problems(nodes, config.kubernetes.gpu_product_label, products)
+    if problems:
+        shown = "; ".join(problems[:3]) + (f"; and {len(problems) - 3} more" if len(problems) > 3 else "")
+        return Check(image_volumes.NAME, FAIL, f"{said}; {shown}", "upgrade those nodes' kubelet or runtime, or drop modelImage")
+    return Check(
+        image_volumes.NAME,
+        PASS,
+        f"{said}; Kubernetes {server}, and the {checked} node(s) of their GPU products run a kubelet and runtime that mount them",
+    )
+
+
 def sglang_key(config: InferCraneConfig) -> Check | None:
     """What SGLang's replicas expose of the worker key (None: no replica runs SGLang). SGLang reads its
     key from ``--api-key`` only (no variable, no file), so the kubelet expands it into the engine's
@@ -358,6 +393,8 @@ def run(config: InferCraneConfig, live: Live | None = None, *, read_only: bool =
             ("runtime service account", lambda: _service_account(live, config)),
             ("GPU capacity", lambda: _gpu_capacity(live, config)),
         ]
+        if image_volumes.uses(config):
+            jobs.append((image_volumes.NAME, lambda: image_volumes_check(live, config)))
 
     def guarded(name: str, fn: Callable[[], Check]) -> Check:
         try:
