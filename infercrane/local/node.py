@@ -302,18 +302,27 @@ def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     client.patch(Node.Status, NAME, {"status": {"capacity": gpus, "allocatable": gpus}}, patch_type=PatchType.MERGE)
 
 
-def pin_note(project_dir: Path) -> str | None:
+def pin_note(project_dir: Path, state: Path | None = None) -> str | None:
     """A note when the engine double built here is not the digest :data:`STACK_FILE` pins (a
     build is reproducible only with the same Go and sources: the stack then names an image the
-    node does not have)."""
+    node does not have), or -- given the plane's ``state`` -- a model image it pins is not one
+    the plane's registry holds."""
     path = project_dir / STACK_FILE
     if not path.is_file():
         return None
-    pinned = ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).get("infercrane:kubernetes", {}).get("imageDigest")
+    target = ((yaml.safe_load(path.read_text()) or {}).get("config") or {}).get("infercrane:kubernetes", {})
+    pinned = target.get("imageDigest")
     built = images.engine_double(find_tool("engine-double")).reference
-    if pinned == built:
-        return None
-    return (
-        f"note: the engine double built here is {built}, but {STACK_FILE} pins {pinned}: its pods would wait "
-        "for an image the node does not have; set imageDigest to the built reference (a different Go or double source)"
-    )
+    if pinned != built:
+        return (
+            f"note: the engine double built here is {built}, but {STACK_FILE} pins {pinned}: its pods would wait "
+            "for an image the node does not have; set imageDigest to the built reference (a different Go or double source)"
+        )
+    held = set(model_images(state).values()) if state is not None else set()
+    for model, ref in (target.get("modelImages") or {}).items():
+        if state is not None and str(ref).removeprefix("oci://") not in held:
+            return (
+                f"note: {STACK_FILE} pins the model image {ref} for {model}, which the plane's registry does not hold "
+                f"({', '.join(sorted(held)) or 'none'}): its pods would wait for it; set it to one of those"
+            )
+    return None

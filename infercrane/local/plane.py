@@ -238,7 +238,7 @@ class Plane:
                 os.close(fd)
         run.release()
         progress(f"local plane ready in {run.elapsed():.1f}s: context {CONTEXT} in {self.kubeconfig}")
-        note = node.pin_note(project_root()) if why is None else None
+        note = node.pin_note(project_root(), self.state) if why is None else None
         if note:
             progress(note)
         return self.status()

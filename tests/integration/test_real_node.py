@@ -23,6 +23,7 @@ from lightkube.resources.core_v1 import Event, Pod, Secret
 
 from infercrane.core import naming
 from infercrane.local import images, node
+from infercrane.local.plane import Plane
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, kubectl, replica
@@ -37,11 +38,14 @@ def double() -> str:
     return images.engine_double(find_tool("engine-double")).reference
 
 
-def test_the_shipped_real_node_stack_pins_the_engine_double_built_from_these_sources() -> None:
-    """``make demo`` deploys stacks/Pulumi.local-node.yaml onto the real node, whose containerd has
-    only the images built here: a pin left behind by a change of the double's sources makes its pod
-    wait for an image no registry serves."""
-    assert node.pin_note(code_root()) is None
+def test_the_shipped_real_node_stack_pins_the_engine_double_and_the_model_image_built_from_these_sources(
+    plane: Plane,
+) -> None:
+    """``make demo`` deploys stacks/Pulumi.local-node.yaml onto the real node, which pulls from the
+    plane's registry only the images built here: a pin left behind by a change of the double's
+    sources (or of the model images) makes its pod wait for an image no registry serves."""
+    require_the_real_node()
+    assert node.pin_note(code_root(), plane.state) is None
 
 
 def on_node(key: str, **extra: Any) -> dict[str, Any]:
