@@ -249,6 +249,9 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             if p.get("start"):
                 out.append(f"  {'':<17} start: {startup.line(p['start'])}")
             out += [f"  {'':<17} {reason}" for reason in p["reasons"]]
+        if rec["pods"] is None and rec.get("recordedStart"):
+            start = rec["recordedStart"]
+            out.append(f"  {'last start':<17} {startup.line(start)} (recorded by the deploy of {start.get('at') or '?'})")
         out += [f"  {'':<17} {reason}" for reason in rec.get("reasons") or []]
     if any(rec["pods"] is None for rec in records):
         out.append(f"pods: not shown (this identity may not read pods; optional: apply {POD_READER})")

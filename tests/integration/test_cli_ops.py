@@ -118,6 +118,12 @@ def test_a_deploy_records_each_replicas_start_and_plan_says_how_long_the_next_ro
         s = starts[k]
         assert s["stage"] == "healthy" and s["gpu"] == "NVIDIA-L40S" and s["image"].startswith("vllm/vllm-openai@sha256:")
         assert 0 <= s["scheduled"] <= s["healthy"] < 120, s  # from the scheduler's Event to the deploy's wait seeing it ready
+    # This identity may not read pods: inspect shows each replica's last start as the deploy recorded it.
+    shown = cli(project, "inspect", "--stack", "itledger")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.count("  last start        scheduled ") == 2 and "(recorded by the deploy of 20" in shown.stdout
+    doc = json.loads(cli(project, "inspect", "--stack", "itledger", "--json").stdout)
+    assert {r["key"]: r["recordedStart"]["stage"] for r in doc["replicas"]} == dict.fromkeys(keys, "healthy")
     project.stack("itledger", [replica(k, model="Qwen/Qwen3-14B") for k in keys])  # every pod restarts
     r = cli(project, "plan", "--stack", "itledger")
     assert r.returncode == 3, r.stderr
