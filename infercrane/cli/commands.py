@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from infercrane.cli import markdown, output
 from infercrane.cli.notices import disclose, event, progress
@@ -230,23 +230,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     disclose(args, args.stack)
     records, endpoints = inspect_report(config, Live.connect(config.kubernetes), stack=args.stack)
     if any(rec["pods"] is None for rec in records):  # no pod to show a start of: the last one a deploy recorded
+        from infercrane.engine.rejections import recorded_starts
+
         for rec, start in zip(records, recorded_starts(args.stack, [r["key"] for r in records]), strict=True):
             rec["recordedStart"] = start
     print(output.inspect(args.stack, records, endpoints, canary_verdicts(args.stack, config), as_doc=args.json))
     return EXIT_OK
-
-
-def recorded_starts(stack: str, keys: list[str]) -> list[dict[str, Any] | None]:
-    """Each replica's last start as the stack's last deploy recorded it (its output ``starts``), or
-    None (none recorded, or the backend not readable: a record, never a reason to fail ``inspect``)."""
-    from infercrane.core.state import urns
-    from infercrane.engine.workspace import Engine
-
-    try:
-        starts = urns.stack_outputs(Engine(stack).state()).get("starts") or {}
-    except InferCraneError:
-        return [None] * len(keys)
-    return [starts.get(k) if isinstance(starts.get(k), dict) else None for k in keys]
 
 
 def canary_verdicts(stack: str, config: cfg.InferCraneConfig) -> dict[str, str]:

@@ -85,7 +85,13 @@ def stack_intent(config: cfg.InferCraneConfig) -> str:
     replayed for another, or for ``require``)."""
     parts = [config.kubernetes.context, config.kubernetes.namespace] + [replica_intent(config, r) for r in config.replicas]
     endpoints = sorted({r.name for r in config.replicas})
-    policies = {e: config.rollout_for(e).model_dump(mode="json", exclude={"max_extra_gpus"}) for e in endpoints}
+    # warmFirst enters only when on: a stack that never set it keeps its intent (and its records replay).
+    policies = {
+        e: config.rollout_for(e).model_dump(
+            mode="json", exclude={"max_extra_gpus"} | (set() if config.rollout_for(e).warm_first else {"warm_first"})
+        )
+        for e in endpoints
+    }
     for policy in policies.values():  # no canary: none in the hash (the stack's intent stays)
         if policy.get("canary") is None:
             policy.pop("canary", None)

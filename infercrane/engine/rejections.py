@@ -103,6 +103,19 @@ def last_verdicts(engine: Engine, endpoints: Collection[str]) -> dict[str, str]:
     return {endpoint: words for endpoint, (_, words) in sorted(seen.items())}
 
 
+def recorded_starts(stack: str, keys: list[str]) -> list[dict[str, Any] | None]:
+    """Each replica's last start as the stack's last deploy recorded it (its output ``starts``, read
+    back for ``inspect`` beside the canaries' verdicts), or None: none recorded, or the backend not
+    readable -- a record, never a reason to fail ``inspect``."""
+    from infercrane.engine.workspace import Engine
+
+    try:
+        starts = urns.stack_outputs(Engine(stack).state()).get("starts") or {}
+    except InferCraneError:
+        return [None] * len(keys)
+    return [starts.get(k) if isinstance(starts.get(k), dict) else None for k in keys]
+
+
 def begin_judging(engine: Engine, rollout: Rollout | None, at: str) -> list[str]:
     """Before a run whose canaries bake: each such endpoint's release marked as being judged, so a
     command after a run that ends without a verdict (killed, lost) judges it again. Returns the

@@ -38,6 +38,7 @@ from infercrane.core.model.kinds import (
 from infercrane.live import image_volumes
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
+from infercrane.live.status.prefetch import PREFETCHER
 
 PASS, WARN, FAIL, OPTIONAL = "pass", "warn", "fail", "optional"
 UNVERIFIABLE = "not verifiable"  # the shipped Role may not read it: not a warning on a healthy set-up
@@ -126,6 +127,8 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
             need.append((v, g, r, "required-optional" if evidence_required else "optional"))
         elif r in config.kubernetes.api.optional_reads:
             need.append((v, g, r, "optional"))
+    if any(config.rollout_for(e).warm_first for e in {r.name for r in config.replicas} | {""}):
+        need += [(v, "", "pods", "warm-first") for v in ("create", "delete")]  # the prefetcher, an opt-in write
     return need
 
 
@@ -152,6 +155,10 @@ def _can(live: Live, namespace: str, verb: str, group: str, resource: str, need:
                 f"give the job an identity bound only to {PLAN_VIEWER_FILE}",
             )
         return Check(f"cannot {verb} {full}", PASS, f"in namespace {namespace} (read-only)")
+    if need == "warm-first":
+        if allowed:
+            return Check(name, PASS, f"in namespace {namespace} (warm-first: each in-place wave's release pulled first)")
+        return Check(name, OPTIONAL, "not granted (rollout.warmFirst: the waves pull cold)", f"apply {PREFETCHER} to warm them")
     if need in ("optional", "required-optional"):
         file, gives, without = OPTIONAL_READS[resource]
         if allowed:

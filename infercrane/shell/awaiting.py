@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import pulumi
 
+from infercrane.core import naming
 from infercrane.core.errors import NotReady
 from infercrane.core.events import Readiness
 from infercrane.core.model import config as cfg
@@ -77,7 +78,9 @@ class Waits:
     """The readiness wait of one run: one poller for the whole stack, and each replica, once
     ready, asked what it serves (:class:`~infercrane.live.evidence.served.Checker`)."""
 
-    def __init__(self, config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None) -> None:
+    def __init__(
+        self, config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None, stack: str | None = None
+    ) -> None:
         from infercrane.live.client.api import Live
         from infercrane.live.evidence import served
         from infercrane.live.status import readiness
@@ -94,6 +97,7 @@ class Waits:
         self.budgets = budgets(config, channel.rollout)
         self.ready_at: dict[str, datetime] = {}  # key -> when its wait saw it ready (the ledger's "healthy" without the pods)
         self.served_at: dict[str, datetime] = {}  # key -> when its engine was seen serving (the ledger's "served")
+        self.stack = naming.stack_id(pulumi.get_stack()) if stack is None else stack  # whose prefetch pods are whose
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
@@ -170,6 +174,14 @@ class Waits:
         known = [self.replicas[k] for k in keys if k in self.replicas]
         grace = max((self.config.drain_for(r).grace_seconds for r in known), default=self.config.kubernetes.drain.grace_seconds)
         return await self.waiter.drained([naming.object_name(k) for k in keys], grace + readiness.AWAIT_MARGIN_SECONDS)
+
+    async def warm(self, e: EndpointRollout | None, keys: Collection[str], note: Callable[[str], None]) -> None:
+        """An in-place wave's release onto its nodes first (:func:`infercrane.live.status.prefetch.before_wave`)."""
+        from infercrane.live.status import prefetch
+
+        if e is not None and e.mode == "in place" and keys:
+            for line in await asyncio.to_thread(prefetch.before_wave, self.live, self.config, self.stack, e.endpoint, keys):
+                note(f"rollout: {e.endpoint}: {line}")
 
     async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.CanaryVerdict:
         """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""

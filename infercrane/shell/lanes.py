@@ -133,6 +133,7 @@ async def roll(
                 note(f"rollout: {e.describe(stage)}")
             outcome.ended[lane.endpoint] = f"stopped in {where}"
             changing = stage.apply if restarts is None else stage.apply & restarts
+            await waits.warm(e, changing, note)  # warm-first: the release onto their nodes while they serve
             # A key it restarts or deletes (one applied with the template it runs changes nothing).
             if back := await serving_again(e, changing | stage.delete, waits):
                 outcome.stopped.append((lane.endpoint, where, back))

@@ -13,7 +13,8 @@ from infercrane.core.model.kinds import DRA_ROLE_NAME
 ROOT = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 OPTIONAL_DIR = ROOT / "optional"
 # The shipped files: what the seed promises about. deploy/kubernetes/optional/ only enriches evidence.
-FILES = sorted(p for p in ROOT.rglob("*.yaml") if OPTIONAL_DIR not in p.parents)
+WARM_FIRST_DIR = ROOT / "warm-first"  # an opt-in write right of its own (rollout.warmFirst), never the seed's
+FILES = sorted(p for p in ROOT.rglob("*.yaml") if OPTIONAL_DIR not in p.parents and WARM_FIRST_DIR not in p.parents)
 OPTIONAL_FILES = sorted(OPTIONAL_DIR.glob("*.yaml"))
 ALLOWED_KINDS = {"Namespace", "ServiceAccount", "Role", "RoleBinding", "HTTPRoute"}
 # What the program and its server-side dry run need, per workload API.
@@ -203,3 +204,26 @@ def test_doctor_checks_the_plan_viewer_for_exactly_the_reads_its_role_grants() -
     kinds = [k for api in WORKLOAD_APIS.values() for k in api.kinds] + [RESOURCE_CLAIM_TEMPLATE]
     assert granted == {(v, k.group, k.plural) for k in kinds for v in doctor.PLAN_VERBS}
     assert not set(doctor.PLAN_VERBS) & set(doctor.WRITE_VERBS)
+
+
+def test_the_prefetcher_may_only_create_and_delete_pods_and_doctor_asks_for_it_only_under_warm_first() -> None:
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.live import doctor
+    from infercrane.live.status import prefetch
+
+    (path,) = sorted(WARM_FIRST_DIR.glob("*.yaml"))
+    assert str(path.relative_to(ROOT.parent.parent)) == prefetch.PREFETCHER
+    role, binding = yaml.safe_load_all(path.read_text(encoding="utf-8"))
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "delete"]}]
+    assert binding["roleRef"]["name"] == role["metadata"]["name"]
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "infercrane-control-plane", "namespace": "infercrane-system"}
+    ]
+    replicas = [{"key": "r0", "model": "m/m", "name": "e", "gpu": "NVIDIA-L40S"}]
+    target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64}
+    plain = InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
+    warm = InferCraneConfig.model_validate({"kubernetes": target | {"rollout": {"warmFirst": True}}, "replicas": replicas})
+    asked = {(v, r, need) for v, _, r, need in doctor.access_checks(warm)} - {
+        (v, r, need) for v, _, r, need in doctor.access_checks(plain)
+    }
+    assert asked == {("create", "pods", "warm-first"), ("delete", "pods", "warm-first")}

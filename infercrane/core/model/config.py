@@ -499,4 +499,5 @@ class InferCraneConfig(Frozen):
             max_surge=base.max_surge if own.rollout.max_surge is None else own.rollout.max_surge,
             max_extra_gpus=base.max_extra_gpus,  # the stack's: never an endpoint's own
             canary=base.canary if own.rollout.canary is None else own.rollout.canary,
+            warm_first=base.warm_first if own.rollout.warm_first is None else own.rollout.warm_first,
         )

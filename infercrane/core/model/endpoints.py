@@ -87,6 +87,12 @@ class RolloutPolicy(Frozen):
         "Unset: each endpoint's maxSurge alone bounds its own. Not set per endpoint.",
     )
     canary: CanaryPolicy | None = Field(None, description="The release's first wave is a canary judged before the rest.")
+    warm_first: bool = Field(
+        False,
+        description="Before an in-place wave stops a replica, pull its next release's images (engine and model) onto "
+        "its node while it still serves: a GPU-free prefetch pod, deleted once its kubelet has them (needs the optional "
+        "pod reader and prefetcher rights; without them the waves pull cold, said so).",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +114,7 @@ class RolloutOverride(Frozen):
     max_unavailable: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxUnavailable.")
     max_surge: StrictInt | None = Field(None, ge=0, description="As kubernetes.rollout.maxSurge.")
     canary: CanaryPolicy | None = Field(None, description="As kubernetes.rollout.canary (replaces it whole).")
+    warm_first: bool | None = Field(None, description="As kubernetes.rollout.warmFirst.")
 
 
 class EndpointSettings(Frozen):

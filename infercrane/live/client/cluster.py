@@ -111,11 +111,12 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
 def resource_for(manifest: Mapping[str, Any]) -> Any:
     """The lightkube resource class of a rendered manifest's kind."""
     from lightkube.resources.apps_v1 import Deployment
-    from lightkube.resources.core_v1 import Service
+    from lightkube.resources.core_v1 import Pod, Service
     from lightkube.resources.resource_v1 import ResourceClaimTemplate
 
     return {
         "Deployment": Deployment,
+        "Pod": Pod,  # a prefetch pod (live.status.prefetch): the only pod InferCrane creates or deletes
         "Service": Service,
         "InferenceService": InferenceService,
         "ResourceClaimTemplate": ResourceClaimTemplate,

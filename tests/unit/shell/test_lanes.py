@@ -98,6 +98,9 @@ class WaitsDouble:
         self.said.append(f"unheld {c.key}")
         return await self.of(c)
 
+    async def warm(self, e: Any, keys: Any, note: Any) -> None:
+        return None  # warm-first: the real Waits' (tests/integration/test_model_images.py)
+
     async def drained(self, keys: frozenset[str]) -> str:
         self.asked_drained.append(frozenset(keys))
         await asyncio.sleep(self.list_seconds)

@@ -1,0 +1,91 @@
+"""The prefetch pod of warm-first waves (``rollout.warmFirst``): before an in-place wave stops a
+replica, a pod bound to that replica's node (``nodeName``: no scheduler, no GPU, no port) names
+the next release's images -- the engine image as its container's, the model image as an image
+volume -- so the node's kubelet pulls them while the old replica still serves. Its container's
+command does not exist in any image: nothing of the release runs, the pod fails to start once
+(``restartPolicy: Never``) and is deleted as soon as its kubelet says each image is on the node.
+
+It carries none of a replica's labels (no ReplicaSet selector ever matches it, no serving wait
+counts it), only :data:`LABEL` and its stack's and replica's annotations: what a later run needs to
+delete one a killed run left, exactly. Pure core.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Final
+
+from infercrane.core import naming
+from infercrane.core.model import image
+from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.render.volumes import MODEL_IMAGE_VOLUME
+
+LABEL: Final = "infercrane.dev/prefetch"  # "true" on every prefetch pod
+ANNOTATION_FOR: Final = "infercrane.dev/prefetch-for"  # the replica key whose successor it warms
+COMMAND: Final = "/infercrane-prefetch-pulls-only"  # in no image: the container never runs
+NAME_PREFIX: Final = "infercrane-prefetch-"
+RESOURCES: Final = {"cpu": "10m", "memory": "16Mi"}  # it runs nothing; a LimitRange may still ask for figures
+
+
+def images(config: InferCraneConfig, replica: Replica) -> tuple[str, ...]:
+    """What ``replica``'s pods pull: its engine image, then its model image (when it has one)."""
+    model = config.model_image_for(replica)
+    return (config.image_for(replica),) + ((image.model_reference(model),) if model else ())
+
+
+def name(node: str, pulled: tuple[str, ...], stack: str) -> str:
+    """One pod per node, release and stack: two replicas of one release on one node share it."""
+    return NAME_PREFIX + hashlib.sha256("\n".join((stack, node, *pulled)).encode()).hexdigest()[:20]
+
+
+def pod(config: InferCraneConfig, replica: Replica, node: str, stack: str) -> dict[str, Any]:
+    """The prefetch pod that pulls ``replica``'s release onto ``node``."""
+    t = config.kubernetes
+    pulled = images(config, replica)
+    settings = config.pod_for(replica)
+    who = t.security_context
+    identity = {} if who is None else {"runAsNonRoot": True, "runAsUser": who.run_as_user, "runAsGroup": who.run_as_group}
+    container: dict[str, Any] = {
+        "name": "prefetch",
+        "image": pulled[0],
+        "imagePullPolicy": "IfNotPresent",
+        "command": [COMMAND],
+        "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
+        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+    }
+    spec: dict[str, Any] = {
+        "nodeName": node,
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": False,
+        "serviceAccountName": t.service_account,
+        "terminationGracePeriodSeconds": 0,
+        "tolerations": [{"operator": "Exists"}],  # bound to the node it warms, whatever its taints
+        "securityContext": {**identity, "seccompProfile": {"type": "RuntimeDefault"}},
+        "containers": [container],
+    }
+    if settings.image_pull_secrets:
+        spec["imagePullSecrets"] = [{"name": n} for n in settings.image_pull_secrets]
+    if len(pulled) > 1:
+        spec["volumes"] = [{"name": MODEL_IMAGE_VOLUME, "image": {"reference": pulled[1], "pullPolicy": "IfNotPresent"}}]
+        container["volumeMounts"] = [{"name": MODEL_IMAGE_VOLUME, "mountPath": "/mnt/model", "readOnly": True}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name(node, pulled, stack),
+            "namespace": t.namespace,
+            "labels": {LABEL: "true"},
+            "annotations": {naming.ANNOTATION_STACK: stack, ANNOTATION_FOR: replica.key},
+        },
+        "spec": spec,
+    }
+
+
+def ours(pod: dict[str, Any], stack: str) -> bool:
+    """Whether ``pod`` is a prefetch pod of ``stack`` (exactly: its label and its stack's annotation)."""
+    meta = pod.get("metadata") or {}
+    return (
+        (meta.get("labels") or {}).get(LABEL) == "true"
+        and (meta.get("annotations") or {}).get(naming.ANNOTATION_STACK) == stack
+        and str(meta.get("name", "")).startswith(NAME_PREFIX)
+    )

@@ -1,0 +1,185 @@
+"""Warm-first: the next release's images pulled onto each node an in-place wave is about to restart
+a replica on, while its old replica still serves (:mod:`infercrane.core.render.prefetch` renders
+the pod that makes the node's kubelet pull them).
+
+For each key of the wave: its running pod's node (the pods are read: the optional pod reader); if
+that pod already runs every image of the release, nothing to pull. Else one prefetch pod per node
+and release, created, then watched through the namespace's Events (the kubelet's ``Pulled``, or a
+pull that failed) until each image is on the node, the replicas' startup budget is spent, or the
+pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on: a
+prefetch that fails or cannot be placed is said, and its successor pulls cold. Creating and
+deleting pods is an optional right (:data:`PREFETCHER`); without it, or without the pod reader,
+warm-first says so and does nothing. A prefetch pod a killed run left is deleted by the next
+run's warm-first (or ``destroy``). Live-cluster layer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from lightkube import codecs
+from lightkube.resources.core_v1 import Pod
+
+from infercrane.core import naming
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.render import prefetch as render
+from infercrane.live.client import failures
+from infercrane.live.client.api import Live
+from infercrane.live.status import pods as listing
+from infercrane.live.status import warnings
+
+PREFETCHER: Final = "deploy/kubernetes/warm-first/prefetcher.yaml"
+POLL_SECONDS: Final = 1.0
+
+
+@dataclass
+class Warming:
+    """One prefetch pod: the node, the images it pulls, the keys whose successors it warms."""
+
+    manifest: dict[str, Any]
+    node: str
+    images: tuple[str, ...]
+    keys: list[str] = field(default_factory=list)
+    uid: str = ""
+    pulled: dict[str, bool] = field(default_factory=dict)  # image -> already present
+    failed: str = ""
+
+
+def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collection[str], stack: str) -> dict[str, Warming]:
+    """The prefetch pods ``keys`` need (name -> what it warms): one per node and release, for the
+    keys whose running pod lacks an image of their release. Pure over the pods as read."""
+    replicas = {r.key: r for r in config.replicas}
+    out: dict[str, Warming] = {}
+    for key in sorted(keys):
+        replica = replicas.get(key)
+        if replica is None:
+            continue
+        running = [
+            p
+            for p in listing.owned(config, listed, naming.object_name(key))
+            if (p.get("status") or {}).get("phase") == "Running" and not (p.get("metadata") or {}).get("deletionTimestamp")
+        ]
+        node = str(((running[0].get("spec") or {}) if running else {}).get("nodeName") or "")
+        if not node:
+            continue  # nothing runs it now: its start is cold whatever is done
+        spec = running[0].get("spec") or {}
+        runs = {c.get("image") for c in spec.get("containers") or []}
+        runs |= {(v.get("image") or {}).get("reference") for v in spec.get("volumes") or []}
+        wanted = render.images(config, replica)
+        if set(wanted) <= runs:
+            continue  # its node has every image of the release: its old pod runs them
+        manifest = render.pod(config, replica, node, stack)
+        w = out.setdefault(manifest["metadata"]["name"], Warming(manifest, node, wanted))
+        w.keys.append(key)
+    return out
+
+
+def observe(warming: dict[str, Warming], events: list[dict[str, Any]]) -> None:
+    """What the kubelet said of each prefetch pod (by its uid: never an earlier pod of the same
+    name): each image pulled, or already present; or a pull that failed."""
+    by_uid = {w.uid: w for w in warming.values() if w.uid}
+    for e in events:
+        w = by_uid.get(str((e.get("involvedObject") or {}).get("uid") or ""))
+        if w is None:
+            continue
+        reason, message = str(e.get("reason") or ""), str(e.get("message") or "")
+        if reason == "Pulled":
+            for ref in w.images:
+                if f'"{ref}"' in message:
+                    w.pulled[ref] = "already present" in message
+        elif reason in ("Failed", "BackOff") and "pull" in message.lower() and not w.failed:
+            w.failed = message.splitlines()[0][:300]  # the kubelet's words: Failed to pull image "…": …
+
+
+def done(w: Warming) -> bool:
+    return bool(w.failed) or all(ref in w.pulled for ref in w.images)
+
+
+def clean(live: Live, stack: str) -> list[str]:
+    """Delete the prefetch pods of ``stack`` a killed run left (exactly: label, stack, uid); their names."""
+    try:
+        found = live.list(Pod, labels={render.LABEL: "true"}, action="list prefetch pods")
+    except failures.LiveError:
+        return []
+    gone = []
+    for p in found:
+        if render.ours(p, stack):
+            try:
+                live.delete_exact("Pod", p["metadata"]["name"], p["metadata"]["uid"])
+                gone.append(p["metadata"]["name"])
+            except failures.LiveError:
+                pass
+    return gone
+
+
+def before_wave(live: Live, config: InferCraneConfig, stack: str, endpoint: str, keys: Collection[str]) -> list[str]:
+    """Under ``endpoint``'s ``rollout.warmFirst``, :func:`warm` of an in-place wave's ``keys``,
+    within the longest of their startup budgets (a pull that takes longer would fail their start)."""
+    if not config.rollout_for(endpoint).warm_first:
+        return []
+    budget = max((r.startup_budget_seconds for r in config.replicas if r.key in keys), default=600)
+    return warm(live, config, stack, keys, budget=float(budget))
+
+
+def warm(
+    live: Live,
+    config: InferCraneConfig,
+    stack: str,
+    keys: Collection[str],
+    *,
+    budget: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> list[str]:
+    """Pull the release of ``keys`` onto their nodes before their wave (see the module); returns
+    what to say, one line per prefetch pod (or why none was made). Never raises for the cluster."""
+    listed = listing.list_pods(live, config)
+    if listed is None:
+        return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
+    warming = plan(config, listed, keys, stack)
+    if not warming:
+        return []
+    clean(live, stack)
+    began = clock()
+    lines: list[str] = []
+    try:
+        for name, w in list(warming.items()):
+            try:
+                made = live.create(codecs.from_dict(w.manifest), action=f"create prefetch pod {name}")
+                w.uid = str(made.metadata.uid)
+            except failures.Forbidden:
+                return [f"warm-first: not done, this identity may not create pods (optional: apply {PREFETCHER})"]
+            except failures.LiveError as exc:
+                w.failed = f"not created: {str(exc).splitlines()[0]}"
+        while True:
+            events = warnings.list_events(live)
+            if isinstance(events, list):
+                observe(warming, events)
+            if all(done(w) for w in warming.values()) or clock() - began >= budget:
+                break
+            sleep(POLL_SECONDS)
+        for w in warming.values():
+            took = clock() - began
+            who = ", ".join(w.keys)
+            if w.failed:
+                lines.append(f"warm-first: {who}: the release was not pulled onto {w.node} ({w.failed}); its wave goes on cold")
+            elif not done(w):
+                lines.append(
+                    f"warm-first: {who}: the release was not on {w.node} after {took:.0f} s (not placed, or still "
+                    "pulling); its wave goes on cold"
+                )
+            else:
+                fresh = [ref for ref, present in w.pulled.items() if not present]
+                said = f"pulled {len(fresh)} image(s)" if fresh else "every image was already there"
+                lines.append(f"warm-first: {who}: {said} onto {w.node} in {took:.0f} s while the old replica served")
+    finally:
+        for name, w in warming.items():
+            if w.uid:
+                try:
+                    live.delete_exact("Pod", name, w.uid)
+                except failures.LiveError:
+                    pass  # the next run's warm-first (or destroy) deletes it
+    return lines

@@ -1,0 +1,150 @@
+"""Warm-first's prefetch: the pod that makes a node pull a release (no replica label, no GPU, runs
+nothing), which replicas need one, what the kubelet's Events say of it, and the run around it --
+made, watched, deleted by uid whatever happens; a missing right said, never a failure. The cluster
+is a scripted Live; tests/integration/test_model_images.py runs it on the real node."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from infercrane.core import naming
+from infercrane.core.load import loading
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.render import prefetch as render
+from infercrane.live.client import failures
+from infercrane.live.status import prefetch
+
+STACK = "infercrane/dev"
+OLD = "vllm/vllm-openai@sha256:" + "a" * 64
+NEW = "vllm/vllm-openai@sha256:" + "d" * 64
+MODEL = "oci://registry.example/models/m@sha256:" + "b" * 64
+
+
+def config(values: dict[str, Any], **target: Any) -> InferCraneConfig:
+    v = copy.deepcopy(values)
+    v["infercrane:kubernetes"] |= {"imageDigest": NEW, "rollout": {"warmFirst": True}} | target
+    v["infercrane:replicas"] = [
+        {"key": f"r{i}", "model": "Qwen/Qwen3-8B", "name": "qwen", "gpu": "NVIDIA-L40S", "modelImage": MODEL} for i in range(3)
+    ]
+    return loading.load(v, source="s", env={})
+
+
+def running(key: str, node: str, image: str = OLD, model: str | None = None, phase: str = "Running") -> dict[str, Any]:
+    volumes = [{"name": "model-image", "image": {"reference": model.removeprefix("oci://")}}] if model else []
+    return {
+        "metadata": {"name": f"{naming.object_name(key)}-5d8f-x", "labels": naming.labels(key)},
+        "spec": {"nodeName": node, "containers": [{"name": "runtime", "image": image}], "volumes": volumes},
+        "status": {"phase": phase},
+    }
+
+
+def test_the_prefetch_pod_is_bound_to_its_node_pulls_the_release_and_runs_nothing(values: dict[str, Any]) -> None:
+    c = config(values)
+    pod = render.pod(c, c.replicas[0], "gpu-node-1", STACK)
+    spec, meta = pod["spec"], pod["metadata"]
+    assert spec["nodeName"] == "gpu-node-1" and spec["restartPolicy"] == "Never"
+    assert meta["labels"] == {render.LABEL: "true"}  # no replica label: no ReplicaSet adopts it, no wait counts it
+    assert meta["annotations"] == {naming.ANNOTATION_STACK: STACK, render.ANNOTATION_FOR: "r0"}
+    (container,) = spec["containers"]
+    assert container["image"] == NEW and container["command"] == [render.COMMAND] and "ports" not in container
+    assert container["resources"] == {"requests": render.RESOURCES, "limits": render.RESOURCES}  # no GPU
+    assert spec["volumes"] == [
+        {"name": "model-image", "image": {"reference": MODEL.removeprefix("oci://"), "pullPolicy": "IfNotPresent"}}
+    ]
+    assert spec["tolerations"] == [{"operator": "Exists"}] and spec["automountServiceAccountToken"] is False
+    # One per node, release and stack: two replicas of a release on one node share it.
+    assert meta["name"] == render.pod(c, c.replicas[1], "gpu-node-1", STACK)["metadata"]["name"]
+    assert meta["name"] != render.pod(c, c.replicas[0], "gpu-node-2", STACK)["metadata"]["name"]
+    assert render.ours(pod, STACK) and not render.ours(pod, "infercrane/prod")
+
+
+def test_only_replicas_running_now_without_every_image_of_their_release_are_warmed(values: dict[str, Any]) -> None:
+    c = config(values)
+    listed = [
+        running("r0", "gpu-node-1"),  # the old engine, no model image: both to pull
+        running("r1", "gpu-node-1"),  # the same node and release: the same pod
+        running("r2", "gpu-node-2", image=NEW, model=MODEL),  # runs the release already: nothing to pull
+    ]
+    (w,) = prefetch.plan(c, listed, ["r0", "r1", "r2"], STACK).values()
+    assert (w.node, w.keys, w.images) == ("gpu-node-1", ["r0", "r1"], (NEW, MODEL.removeprefix("oci://")))
+    pending = [running("r0", "", phase="Pending")]
+    assert prefetch.plan(c, pending, ["r0"], STACK) == {}  # nothing runs it: its start is cold anyway
+
+
+def event(uid: str, reason: str, message: str) -> dict[str, Any]:
+    return {"involvedObject": {"kind": "Pod", "uid": uid}, "reason": reason, "message": message}
+
+
+def test_the_kubelets_events_of_this_pod_alone_say_what_is_on_the_node(values: dict[str, Any]) -> None:
+    c = config(values)
+    (w,) = prefetch.plan(c, [running("r0", "n1")], ["r0"], STACK).values()
+    w.uid = "u-1"
+    model = MODEL.removeprefix("oci://")
+    prefetch.observe(
+        {"p": w},
+        [
+            event("u-0", "Pulled", f'Successfully pulled image "{NEW}" in 1s'),  # an earlier pod of the same name
+            event("u-1", "Pulled", f'Container image "{model}" already present on machine and can be accessed by the pod'),
+        ],
+    )
+    assert w.pulled == {model: True} and not prefetch.done(w)
+    prefetch.observe({"p": w}, [event("u-1", "Pulled", f'Successfully pulled image "{NEW}" in 40s (40s including waiting).')])
+    assert w.pulled == {model: True, NEW: False} and prefetch.done(w)
+    other = prefetch.plan(c, [running("r0", "n1")], ["r0"], STACK)
+    (x,) = other.values()
+    x.uid = "u-2"
+    prefetch.observe(other, [event("u-2", "Failed", f'Failed to pull image "{NEW}": not found')])
+    assert x.failed == f'Failed to pull image "{NEW}": not found' and prefetch.done(x)
+    prefetch.observe(other | {}, [event("u-2", "Failed", "Error: failed to create containerd task: exec: no such file")])
+    assert x.failed.startswith("Failed to pull image")  # the start that fails by design is no failure of the pull
+
+
+class Cluster:
+    """A Live that lists pods, creates and deletes prefetch pods and answers Events from a script."""
+
+    def __init__(self, listed: list[dict[str, Any]] | None, create: Exception | None = None) -> None:
+        self.listed, self.create_error = listed, create
+        self.created: list[dict[str, Any]] = []
+        self.deleted: list[tuple[str, str, str]] = []
+        self.events: list[dict[str, Any]] = []
+
+    def list(self, res: Any, *, labels: Any = None, **_: Any) -> list[dict[str, Any]]:
+        if self.listed is None:
+            raise failures.Forbidden("list pods")
+        if labels == {render.LABEL: "true"}:
+            return [{"metadata": p["metadata"] | {"uid": f"u-{i}"}} for i, p in enumerate(self.created)]
+        return self.listed
+
+    def create(self, obj: Any, *, action: str) -> Any:
+        if self.create_error is not None:
+            raise self.create_error
+        self.created.append(obj.to_dict())
+        obj.metadata.uid = f"u-{len(self.created) - 1}"
+        images = [c.image for c in obj.spec.containers] + [v.image.reference for v in obj.spec.volumes or []]
+        self.events += [event(obj.metadata.uid, "Pulled", f'Successfully pulled image "{i}" in 2s') for i in images]
+        return obj
+
+    def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
+        return self.events
+
+    def delete_exact(self, kind: str, name: str, uid: str, **_: Any) -> bool:
+        self.deleted.append((kind, name, uid))
+        return True
+
+
+def test_a_wave_is_warmed_then_its_prefetch_pod_deleted_by_uid_and_a_missing_right_is_said(values: dict[str, Any]) -> None:
+    c = config(values)
+    live = Cluster([running("r0", "n1")])
+    lines = prefetch.before_wave(live, c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
+    assert lines == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
+    (made,) = live.created
+    assert live.deleted == [("Pod", made["metadata"]["name"], "u-0")]
+    no_pods = prefetch.before_wave(Cluster(None), c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
+    assert no_pods == [
+        "warm-first: not done, this identity may not read pods (optional: apply deploy/kubernetes/optional/pod-reader.yaml)"
+    ]
+    refused = prefetch.before_wave(Cluster([running("r0", "n1")], failures.Forbidden("create")), c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
+    assert refused == [f"warm-first: not done, this identity may not create pods (optional: apply {prefetch.PREFETCHER})"]
+    off = config(values, rollout={"warmFirst": False})
+    assert prefetch.before_wave(Cluster([running("r0", "n1")]), off, STACK, "qwen", ["r0"]) == []  # type: ignore[arg-type]
