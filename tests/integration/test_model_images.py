@@ -13,16 +13,18 @@ from typing import Any
 
 import yaml
 from lightkube import Client, codecs
-from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim
+from lightkube.resources.core_v1 import PersistentVolume, PersistentVolumeClaim, Pod
 
+from infercrane.core.render import prefetch as render_prefetch
 from infercrane.core.state import urns
 from infercrane.live.evidence import mounted
 from infercrane.live.status.pods import POD_READER
+from infercrane.live.status.prefetch import PREFETCHER
 from infercrane.local import node, registry
 from infercrane.project.paths import code_root
 from tests.integration.conftest import Project, cli
 from tests.integration.test_real_node import double, on_node
-from tests.integration.test_serving import key_file, namespace_with_evidence, pods
+from tests.integration.test_serving import key_file, namespace_with_evidence, next_double, pods
 
 COMPILE_SECONDS = 12
 
@@ -32,8 +34,8 @@ def model_image(plane_state: Path, name: str = "double-7b") -> str:
     return "oci://" + node.model_images(plane_state)[name]
 
 
-def grant_pod_reader(admin: Client, ns: str) -> None:
-    for d in yaml.safe_load_all((code_root() / POD_READER).read_text()):
+def grant_pod_reader(admin: Client, ns: str, file: str = POD_READER) -> None:
+    for d in yaml.safe_load_all((code_root() / file).read_text()):
         d["metadata"]["namespace"] = ns
         admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
 
@@ -136,3 +138,48 @@ def test_a_model_image_is_pulled_from_the_registry_mounted_by_digest_proven_and_
     assert cli(project, "destroy", "--stack", "itmodel").returncode == 0
     admin.delete(PersistentVolumeClaim, claim, namespace=ns)
     admin.delete(PersistentVolume, f"{ns}-compile")
+
+
+def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_replica_serves(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """In place (one replica, maxUnavailable 1): without the prefetcher right, warm-first says so
+    and the wave pulls cold; with it, the next model image is pulled by a prefetch pod before the old
+    pod stops -- its 256 MiB in the registry's log during the deploy -- so the successor finds every
+    image present, and the prefetch pod is gone after."""
+    ns, key = "it-warm", "it-warm-r0"
+    namespace_with_evidence(admin, ns)
+    grant_pod_reader(admin, ns)
+    env = key_file(tmp_path)
+    first, following = model_image(project.plane.state), model_image(project.plane.state, "double-7b-next")
+
+    def stack(engine: str, model: str) -> Any:
+        replicas = [on_node(key, modelImage=model, drain={"preStopSeconds": 0})]
+        return project.stack("itwarm", replicas, imageDigest=engine, namespace=ns, rollout={"warmFirst": True})
+
+    stack(double(), first)
+    done = cli(project, "deploy", "--stack", "itwarm", env=env)
+    assert done.returncode == 0, done.stderr
+
+    stack(next_double(), first)  # a new engine release; the prefetcher right not granted yet
+    done = cli(project, "deploy", "--stack", "itwarm", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"warm-first: not done, this identity may not create pods (optional: apply {PREFETCHER})" in done.stderr
+
+    grant_pod_reader(admin, ns, PREFETCHER)
+    engine = stack(next_double(), following)  # a model image the node has never pulled
+    (old,) = pods(admin, ns, key)
+    before = log_size(project)
+    done = cli(project, "deploy", "--stack", "itwarm", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"rollout: qwen-small: warm-first: {key}: pulled 1 image(s) onto {node.NAME} in " in done.stderr, done.stderr
+    assert "while the old replica served" in done.stderr
+    assert registry.served_since(project.plane.logs / "registry.log", before).by_repo.get("models/double", 0) >= 256 << 20
+    (new,) = pods(admin, ns, key)
+    assert new.metadata is not None and old.metadata is not None and new.metadata.uid != old.metadata.uid
+    started = urns.stack_outputs(engine.state())["starts"][key]
+    assert started["imagePresent"] and all(p["present"] for p in started["pulls"]), started  # warm: nothing to pull
+    assert not [
+        p for p in admin.list(Pod, namespace=ns) if ((p.metadata.labels if p.metadata else None) or {}).get(render_prefetch.LABEL)
+    ]
+    assert cli(project, "destroy", "--stack", "itwarm").returncode == 0
