@@ -39,7 +39,7 @@ from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
-from infercrane.live.status import readiness
+from infercrane.live.status import prefetch, readiness
 
 GONE_TIMEOUT_SECONDS: Final = 300.0
 
@@ -116,6 +116,8 @@ def destroy(
         state = state_objects(recorded)
         if other := {kind for kind, _ in state} - set(t.object_kinds):  # the stack changed workload API
             delete_owned(sorted(other))
+        if any(config.rollout_for(r.name).warm_first for r in config.replicas):  # a prefetch pod a killed deploy left
+            prefetch.clean(live, stack_id)
     errors = [f"{k}/{n}: {why}" for (k, n), why in outcomes if why]
     if errors:
         raise ClusterError("destroy could not delete every owned object:\n" + bullets(errors))

@@ -182,4 +182,17 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     assert not [
         p for p in admin.list(Pod, namespace=ns) if ((p.metadata.labels if p.metadata else None) or {}).get(render_prefetch.LABEL)
     ]
+    # A prefetch pod a killed deploy left (made here as the deploy would): destroy deletes it, exactly.
+    from infercrane.core import naming
+    from infercrane.core.load import loading
+
+    config = loading.load(yaml.safe_load((project.root / "stacks/Pulumi.itwarm.yaml").read_text())["config"], source="s", env={})
+    left = render_prefetch.pod(config, config.replicas[0], node.NAME, naming.stack_id("itwarm"))
+    admin.create(codecs.from_dict(left))
     assert cli(project, "destroy", "--stack", "itwarm").returncode == 0
+    assert not [
+        p
+        for p in admin.list(Pod, namespace=ns)
+        if ((p.metadata.labels if p.metadata else None) or {}).get(render_prefetch.LABEL)
+        and not (p.metadata and p.metadata.deletionTimestamp)
+    ]
