@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from infercrane.core.plan.actions import Action
+from infercrane.core.render import prefetch
 
 if TYPE_CHECKING:
     from infercrane.core.model.config import InferCraneConfig
@@ -144,6 +145,11 @@ def endpoint_lines(e: EndpointRollout) -> list[str]:
             lines.append(f"    wave {i}: down {', '.join(w.down) or '-'}; up {', '.join(w.up) or '-'} ({order})")
             if e.canary_wave == i - 1 and e.canary_policy is not None:
                 lines.append(f"      the canary: {canary_words(e.canary_policy)}; beside the baseline {', '.join(e.baseline)}")
+        if e.warm_first and e.waves:
+            lines.append(
+                "    warm-first: before each wave, its release is pulled onto its replicas' nodes while they serve "
+                f"(needs the pod reader and {prefetch.ROLE_FILE}; without them the waves pull cold)"
+            )
         if e.canary_unneeded:
             lines.append(f"    no canary: {e.canary_unneeded} (the release is proven beside the others)")
         if e.no_canary:

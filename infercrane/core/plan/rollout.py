@@ -360,6 +360,7 @@ def _endpoint(
             canary_first=sched.canary_first,
             release=release,
             canary_policy=policy.canary if units or judged_alone else None,
+            warm_first=policy.warm_first and mode == IN_PLACE,
             canary_unneeded=f"its release already serves on {already}" if already and policy.canary is not None else "",
             running=tuple(m.key for m in running),
             down=tuple(m.key for m in running if not m.available),

@@ -74,6 +74,7 @@ class EndpointRollout:
     canary_first: bool = False  # the canary is brought back first (a killed run left it down): judged then
     release: str = ""  # the release its available replicas move to (core.plan.workload.release_of; "" none, or several)
     canary_policy: CanaryPolicy | None = None  # the endpoint's canary policy, when its release has units
+    warm_first: bool = False  # in place, under rollout.warmFirst: each wave's release pulled onto its nodes first
 
     canary_unneeded: str = ""  # why a release under a canary policy needs none: it already serves on a replica
     running: tuple[str, ...] = ()  # the keys that ran when it was planned: a rollback never deletes one (core.plan.rollback)

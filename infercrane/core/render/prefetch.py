@@ -24,6 +24,7 @@ LABEL: Final = "infercrane.dev/prefetch"  # "true" on every prefetch pod
 ANNOTATION_FOR: Final = "infercrane.dev/prefetch-for"  # the replica key whose successor it warms
 COMMAND: Final = "/infercrane-prefetch-pulls-only"  # in no image: the container never runs
 NAME_PREFIX: Final = "infercrane-prefetch-"
+ROLE_FILE: Final = "deploy/kubernetes/warm-first/prefetcher.yaml"  # the opt-in right to create and delete them
 RESOURCES: Final = {"cpu": "10m", "memory": "16Mi"}  # it runs nothing; a LimitRange may still ask for figures
 
 

@@ -31,7 +31,7 @@ from infercrane.live.client.api import Live
 from infercrane.live.status import pods as listing
 from infercrane.live.status import warnings
 
-PREFETCHER: Final = "deploy/kubernetes/warm-first/prefetcher.yaml"
+PREFETCHER: Final = render.ROLE_FILE
 POLL_SECONDS: Final = 1.0
 
 

@@ -179,6 +179,21 @@ def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
     ]  # the unchanged endpoint is not listed
 
 
+def test_the_plan_says_warm_first_for_an_in_place_endpoint_and_never_for_a_surge() -> None:
+    from infercrane.cli.output import rollout_lines
+
+    warm = RolloutPolicy(max_unavailable=1, warm_first=True)
+    r = plan([m("a0"), m("a1")], [t("a0", restarts=True), t("a1", restarts=True)], policy(warm))
+    (e,) = r.endpoints
+    assert e.warm_first and (
+        "    warm-first: before each wave, its release is pulled onto its replicas' nodes while they serve (needs the pod "
+        "reader and deploy/kubernetes/warm-first/prefetcher.yaml; without them the waves pull cold)"
+    ) in rollout_lines(r)
+    surge = RolloutPolicy(max_unavailable=0, max_surge=1, warm_first=True)  # the new pod pulls while the old serves
+    (e,) = plan([m("a0")], [t("a0", restarts=True)], policy(surge)).endpoints
+    assert not e.warm_first
+
+
 def test_each_stage_says_what_it_does_and_where_it_is() -> None:
     r = plan([m("a0"), m("a1")], [t("b0"), t("b1")], policy(DEFAULT))
     (e,), (lane,) = r.endpoints, r.lanes
