@@ -4,7 +4,7 @@ PY := .venv/bin/python
 REQ_HASH := $(shell cat requirements.txt requirements-dev.txt | sha256sum | cut -c1-12)
 VENV_STAMP := .venv/.installed-$(REQ_HASH)
 
-.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout bench-estimate bench-events local-start local-stop clean-local
+.PHONY: venv tools demo-tools demo test test-fast check-rollout check-fields ssa-schema test-kill-sweep test-kubernetes-manifests test-kubernetes-kind test-matrix lint golden bench bench-fleet bench-rollout bench-estimate bench-warm bench-events local-start local-stop clean-local
 
 $(VENV_STAMP): requirements.txt requirements-dev.txt
 	python3 -m venv .venv
@@ -120,6 +120,12 @@ bench-events: venv tools
 LOAD_S ?= 20
 bench-estimate: venv tools
 	INFERCRANE_BENCH_LOAD=$(LOAD_S) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_estimate.py
+
+## bench-warm: warm-first waves against cold ones and the Deployment controller's rolling update, 2 replicas
+##             in place on the real node, the registry throttled to MIBPS MiB/s (docs/model-images.md)
+MIBPS ?= 32
+bench-warm: venv tools
+	INFERCRANE_BENCH_MIBPS=$(MIBPS) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_warm.py
 
 ## bench-rollout: a fleet rolled to a new digest by the Deployment controller and by infercrane deploy,
 ##               side by side (E endpoints of 4 replicas, each pod Ready LOAD s after it starts)

@@ -23,7 +23,15 @@ from xdist.workermanage import WorkerController
 
 REAL_NODE_MODULES = frozenset(
     f"tests/integration/{m}.py"
-    for m in ("bench_estimate", "test_canary", "test_model_images", "test_plane_doors", "test_real_node", "test_serving")
+    for m in (
+        "bench_estimate",
+        "bench_warm",
+        "test_canary",
+        "test_model_images",
+        "test_plane_doors",
+        "test_real_node",
+        "test_serving",
+    )
 )
 REAL_NODE_GROUP = "the real node's modules"
 #: Modules of the fast tiers that run for minutes (the exhaustive check's larger worlds): given out

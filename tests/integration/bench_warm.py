@@ -1,0 +1,224 @@
+"""Bench, not a test (``make bench-warm`` runs it; ``make test`` collects only ``test_*.py``):
+warm-first waves against cold ones and against the Deployment controller's own rolling update, on
+the real node, in a realistic profile.
+
+The profile: the plane's registry reached through a throttle of ``INFERCRANE_BENCH_MIBPS`` MiB/s
+(default 32: the 256 MiB model image takes about 8 s, as a few GB take minutes from a real
+registry), the engine double warming up ``INFERCRANE_BENCH_LOAD`` s (default 8), no preStop. Two
+replicas on the node, rolled in place (maxUnavailable 1) to a release the node does not hold (its
+images removed from the node's containerd first): without warm-first, with it, and by a plain
+Deployment of the same pod template, 2 replicas, ``maxUnavailable: 1`` (it pulls when it starts
+a pod). Per roll: the whole roll, each wave's downtime (its new pod's creation to healthy, from
+the ledger: in place the old pod is gone when it is created, no preStop) and the capacity lost
+(the replica-seconds not serving). Asserts only that each roll ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lightkube import Client, codecs
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.core_v1 import Pod
+
+from infercrane.core.render import prefetch
+from infercrane.core.state import urns
+from infercrane.local import images, node_files
+from infercrane.project.tools import find_tool
+from tests.integration.conftest import Project, cli
+from tests.integration.test_model_images import grant_pod_reader, model_image
+from tests.integration.test_real_node import double, on_node
+from tests.integration.test_serving import namespace_with_evidence, next_double
+
+pytestmark = pytest.mark.integration
+MIBPS = float(os.environ.get("INFERCRANE_BENCH_MIBPS", "32"))
+LOAD = os.environ.get("INFERCRANE_BENCH_LOAD", "8")
+NS = "bench-warm"
+
+
+@contextmanager
+def throttled_registry(state: Path, mibps: float) -> Iterator[None]:
+    """The node's pulls through a proxy that sends the registry's answers at ``mibps`` MiB/s, all
+    connections together (containerd reads its hosts.toml at each pull)."""
+    hosts = node_files.home(state) / "certs.d" / images.HOST / "hosts.toml"
+    original = hosts.read_text()
+    upstream = int(original.split("127.0.0.1:", 1)[1].split('"', 1)[0])
+    loop = asyncio.new_event_loop()
+    rate = mibps * (1 << 20)
+    bucket = {"at": time.monotonic(), "tokens": 0.0}
+
+    async def take(n: int) -> None:
+        while True:
+            now = time.monotonic()
+            bucket["tokens"] = min(rate, bucket["tokens"] + (now - bucket["at"]) * rate)
+            bucket["at"] = now
+            if bucket["tokens"] >= n:
+                bucket["tokens"] -= n
+                return
+            await asyncio.sleep((n - bucket["tokens"]) / rate)
+
+    async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, slow: bool) -> None:
+        try:
+            while chunk := await reader.read(64 << 10):
+                if slow:
+                    await take(len(chunk))
+                writer.write(chunk)
+                await writer.drain()
+        finally:
+            writer.close()
+
+    async def serve(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", upstream)
+        await asyncio.gather(pipe(client_r, up_w, False), pipe(up_r, client_w, True), return_exceptions=True)
+
+    server = loop.run_until_complete(asyncio.start_server(serve, "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    hosts.write_text(original.replace(f"127.0.0.1:{upstream}", f"127.0.0.1:{port}"))
+    try:
+        yield
+    finally:
+        hosts.write_text(original)
+
+        async def shutdown() -> None:
+            server.close()
+            for task in asyncio.all_tasks() - {asyncio.current_task()}:
+                task.cancel()
+
+        asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+
+
+def forget(state: Path, *refs: str) -> None:
+    """Remove ``refs`` from the node's containerd (and their content), so the next start pulls them."""
+    ctr = [str(find_tool("ctr")), "--address", str(node_files.home(state) / "containerd.sock"), "-n", "k8s.io"]
+    listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
+    digests = {r.rsplit("@", 1)[1] for r in refs}
+    # Every name of those images: the reference, and the image ID the runtime's CRI adds (same manifest digest).
+    names = [row.split()[0] for row in listed if len(row.split()) > 2 and row.split()[2] in digests]
+    if names:
+        subprocess.run([*ctr, "images", "rm", "--sync", *names], capture_output=True, check=True)
+
+
+def wave_downtimes(starts: dict[str, Any], keys: list[str]) -> list[float]:
+    return [float(starts[k]["healthy"]) for k in keys]
+
+
+def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Project, admin: Client) -> None:
+    keys = ["bench-warm-r0", "bench-warm-r1"]
+    namespace_with_evidence(admin, NS)
+    grant_pod_reader(admin, NS)
+    grant_pod_reader(admin, NS, prefetch.ROLE_FILE)
+    state = project.plane.state
+    a = (double(), model_image(state))
+    b = (next_double(), model_image(state, "double-7b-next"))
+
+    def stack(release: tuple[str, str], warm: bool) -> Any:
+        env = [{"name": "INFERCRANE_DOUBLE_LOAD_SECONDS", "value": LOAD}]
+        replicas = [on_node(k, modelImage=release[1], pod={"env": env}, drain={"preStopSeconds": 0}) for k in keys]
+        rollout = {"maxUnavailable": 1, "maxSurge": 0, "warmFirst": warm}
+        return project.stack("benchwarm", replicas, imageDigest=release[0], namespace=NS, rollout=rollout)
+
+    rows = []
+    stack(a, False)
+    assert cli(project, "deploy", "--stack", "benchwarm").returncode == 0
+    with throttled_registry(state, MIBPS):
+        for name, release, warm in (("cold waves", b, False), ("warm-first waves", a, True)):
+            forget(state, release[0], release[1].removeprefix("oci://"))
+            engine = stack(release, warm)
+            began = time.monotonic()
+            done = cli(project, "deploy", "--stack", "benchwarm")
+            took = time.monotonic() - began
+            assert done.returncode == 0, done.stderr
+            starts = urns.stack_outputs(engine.state())["starts"]
+            down = wave_downtimes(starts, keys)
+            rows.append((name, took, down, [starts[k].get("pullSeconds") for k in keys]))
+        assert cli(project, "destroy", "--stack", "benchwarm").returncode == 0
+
+        # The Deployment controller: the same pod template, 2 replicas, maxUnavailable 1, rolled to b.
+        manifest = controller_deployment(admin, project, a)
+        admin.apply(codecs.from_dict(manifest), field_manager="bench")
+        wait_rolled(admin, manifest["metadata"]["name"], 2)
+        forget(state, b[0], b[1].removeprefix("oci://"))
+        template = manifest["spec"]["template"]["spec"]
+        template["containers"][0]["image"] = b[0]
+        for v in template.get("volumes") or []:
+            if v.get("image"):
+                v["image"]["reference"] = b[1].removeprefix("oci://")
+        began = time.monotonic()
+        admin.apply(codecs.from_dict(manifest), field_manager="bench")
+        pods = wait_rolled(admin, manifest["metadata"]["name"], 2, image=b[0])
+        took = time.monotonic() - began
+        down = [ready_after_creation(p) for p in pods]
+        rows.append(("Deployment controller", took, down, []))
+        admin.delete(Deployment, manifest["metadata"]["name"], namespace=NS)
+    print(
+        f"\n2 replicas in place on the real node; registry at {MIBPS:g} MiB/s, the 256 MiB model image and the double; warm-up {LOAD} s"
+    )
+    print("| roll | whole roll | each wave's downtime (pod created -> healthy) | capacity lost | pulls (kubelet) |")
+    print("|---|---|---|---|---|")
+    for name, took, down, pulls in rows:
+        print(f"| {name} | {took:.1f} s | {', '.join(f'{d:.1f} s' for d in down)} | {sum(down):.1f} replica-s | {pulls} |")
+
+
+def controller_deployment(admin: Client, project: Project, release: tuple[str, str]) -> dict[str, Any]:
+    """A plain Deployment of the pod template InferCrane renders (its first replica's), 2 replicas."""
+    import yaml
+
+    from infercrane.core.load import loading
+    from infercrane.core.render import render_all
+
+    values = yaml.safe_load((project.root / "stacks/Pulumi.benchwarm.yaml").read_text())["config"]
+    config = loading.load(values, source="bench", env={})
+    dep = next(m for m in render_all(config, "infercrane/bench")[0].manifests if m["kind"] == "Deployment")
+    labels = {"app": "bench-controller"}
+    template = dep["spec"]["template"]
+    template["metadata"] = {"labels": labels}
+    template["spec"]["containers"][0]["image"] = release[0]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "bench-controller", "namespace": NS},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}},
+            "template": template,
+        },
+    }
+
+
+def wait_rolled(admin: Client, name: str, replicas: int, image: str | None = None, timeout: float = 600) -> list[Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = [
+            p
+            for p in admin.list(Pod, namespace=NS, labels={"app": "bench-controller"})
+            if p.metadata and not p.metadata.deletionTimestamp
+        ]
+        ready = [
+            p
+            for p in pods
+            if any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions if p.status else None) or [])
+            and (image is None or (p.spec and p.spec.containers[0].image == image))
+        ]
+        if len(ready) == replicas and len(pods) == replicas:
+            return ready
+        time.sleep(0.5)
+    raise AssertionError(f"{name} did not roll within {timeout:.0f} s")
+
+
+def ready_after_creation(pod: Any) -> float:
+    ready = next(c for c in pod.status.conditions if c.type == "Ready")
+    return (ready.lastTransitionTime - pod.metadata.creationTimestamp).total_seconds()
