@@ -20,7 +20,7 @@ tools:
 	tools/build.sh
 
 ## demo-tools: only what the demo runs (not Prometheus nor actionlint, which only tests use)
-DEMO_TOOLS := pulumi kubernetes-provider kube etcd kwok kserve gateway-api node node-images
+DEMO_TOOLS := pulumi kubernetes-provider kube etcd kwok kserve gateway-api node node-images registry
 demo-tools:
 	tools/build.sh $(DEMO_TOOLS)
 
