@@ -78,9 +78,7 @@ class Waits:
     """The readiness wait of one run: one poller for the whole stack, and each replica, once
     ready, asked what it serves (:class:`~infercrane.live.evidence.served.Checker`)."""
 
-    def __init__(
-        self, config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None, stack: str | None = None
-    ) -> None:
+    def __init__(self, config: cfg.InferCraneConfig, channel: Channel, context: StackContext | None) -> None:
         from infercrane.live.client.api import Live
         from infercrane.live.evidence import served
         from infercrane.live.status import readiness
@@ -97,7 +95,8 @@ class Waits:
         self.budgets = budgets(config, channel.rollout)
         self.ready_at: dict[str, datetime] = {}  # key -> when its wait saw it ready (the ledger's "healthy" without the pods)
         self.served_at: dict[str, datetime] = {}  # key -> when its engine was seen serving (the ledger's "served")
-        self.stack = naming.stack_id(pulumi.get_stack()) if stack is None else stack  # whose prefetch pods are whose
+        # Whose prefetch pods are whose: the context's stack identity, worked out once per run.
+        self.stack = context.stack_id if context is not None else naming.stack_id(pulumi.get_stack())
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
