@@ -136,7 +136,10 @@ def warm(
 ) -> list[str]:
     """Pull the release of ``keys`` onto their nodes before their wave (see the module); returns
     what to say, one line per prefetch pod (or why none was made). Never raises for the cluster."""
-    listed = listing.list_pods(live, config)
+    try:
+        listed = listing.list_pods(live, config)
+    except failures.LiveError as exc:  # the API server lost a moment: the wave goes on, cold
+        return [f"warm-first: not done, the pods could not be read ({str(exc).splitlines()[0]}); the wave goes on cold"]
     if listed is None:
         return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
     warming = plan(config, listed, keys, stack)

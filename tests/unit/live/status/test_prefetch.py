@@ -103,7 +103,7 @@ def test_the_kubelets_events_of_this_pod_alone_say_what_is_on_the_node(values: d
 class Cluster:
     """A Live that lists pods, creates and deletes prefetch pods and answers Events from a script."""
 
-    def __init__(self, listed: list[dict[str, Any]] | None, create: Exception | None = None) -> None:
+    def __init__(self, listed: list[dict[str, Any]] | str | None, create: Exception | None = None) -> None:
         self.listed, self.create_error = listed, create
         self.created: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, str, str]] = []
@@ -112,6 +112,8 @@ class Cluster:
     def list(self, res: Any, *, labels: Any = None, **_: Any) -> list[dict[str, Any]]:
         if self.listed is None:
             raise failures.Forbidden("list pods")
+        if self.listed == "gone":
+            raise failures.Unreachable("list pods: connection refused")
         if labels == {render.LABEL: "true"}:
             return [{"metadata": p["metadata"] | {"uid": f"u-{i}"}} for i, p in enumerate(self.created)]
         return self.listed
@@ -146,5 +148,7 @@ def test_a_wave_is_warmed_then_its_prefetch_pod_deleted_by_uid_and_a_missing_rig
     ]
     refused = prefetch.before_wave(Cluster([running("r0", "n1")], failures.Forbidden("create")), c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
     assert refused == [f"warm-first: not done, this identity may not create pods (optional: apply {prefetch.PREFETCHER})"]
+    lost = prefetch.before_wave(Cluster("gone"), c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
+    assert lost == ["warm-first: not done, the pods could not be read (list pods: connection refused); the wave goes on cold"]
     off = config(values, rollout={"warmFirst": False})
     assert prefetch.before_wave(Cluster([running("r0", "n1")]), off, STACK, "qwen", ["r0"]) == []  # type: ignore[arg-type]
