@@ -179,3 +179,21 @@ def test_an_identity_bound_to_exactly_the_kserve_role_deploys_and_says_how_its_r
     r = cli(project, "inspect", "--stack", "itkserveonly", "--json")
     assert r.returncode == 0 and [x["state"] for x in json.loads(r.stdout)["replicas"]] == ["ready"], r.stderr
     assert cli(project, "destroy", "--stack", "itkserveonly").returncode == 0
+
+
+def test_a_model_image_reaches_kserves_predictor_as_a_read_only_image_volume_by_digest(project: Project, admin: Client) -> None:
+    """KServe's webhooks and controller take the InferenceService's image volume as it is: the
+    predictor's pods mount the pinned model image read-only, the engine pointed at it (kwok runs
+    nothing: the pull and the mount are the real node's, tests/integration/test_model_images.py)."""
+    key, model = "it-kserve-model-r0", "oci://registry.example/models/qwen3-8b@sha256:" + "b" * 64
+    name = naming.object_name(key)
+    project.stack("itkservemodel", [replica(key, modelImage=model)], workloadApi="kserve")
+    r = cli(project, "deploy", "--stack", "itkservemodel")
+    assert r.returncode == 0, r.stderr[-3000:]
+    template = admin.get(Deployment, f"{name}-predictor", namespace=NS).to_dict()["spec"]["template"]["spec"]
+    volume = next(v for v in template["volumes"] if v["name"] == "model-image")
+    assert volume["image"] == {"reference": model.removeprefix("oci://"), "pullPolicy": "IfNotPresent"}
+    (container,) = [c for c in template["containers"] if c["name"] == "kserve-container"]
+    assert {"name": "model-image", "mountPath": "/mnt/model", "readOnly": True} in container["volumeMounts"]
+    assert "/mnt/model/models" in container["args"]
+    assert cli(project, "destroy", "--stack", "itkservemodel").returncode == 0
