@@ -127,7 +127,7 @@ def access_checks(config: InferCraneConfig) -> list[tuple[str, str, str, str]]:
             need.append((v, g, r, "required-optional" if evidence_required else "optional"))
         elif r in config.kubernetes.api.optional_reads:
             need.append((v, g, r, "optional"))
-    if any(config.rollout_for(e).warm_first for e in {r.name for r in config.replicas} | {""}):
+    if any(config.rollout_for(r.name).warm_first for r in config.replicas):
         need += [(v, "", "pods", "warm-first") for v in ("create", "delete")]  # the prefetcher, an opt-in write
     return need
 

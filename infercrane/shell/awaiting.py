@@ -178,7 +178,7 @@ class Waits:
         """An in-place wave's release onto its nodes first (:func:`infercrane.live.status.prefetch.before_wave`)."""
         from infercrane.live.status import prefetch
 
-        if e is not None and e.mode == "in place" and keys:
+        if e is not None and e.warm_first and keys:  # planned in place under rollout.warmFirst: no thread otherwise
             for line in await asyncio.to_thread(prefetch.before_wave, self.live, self.config, self.stack, e.endpoint, keys):
                 note(f"rollout: {e.endpoint}: {line}")
 

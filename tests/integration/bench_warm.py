@@ -35,7 +35,7 @@ from infercrane.core.state import urns
 from infercrane.local import images, node_files
 from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, cli
-from tests.integration.test_model_images import grant_pod_reader, model_image
+from tests.integration.test_model_images import grant, model_image
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import namespace_with_evidence, next_double
 
@@ -118,8 +118,8 @@ def wave_downtimes(starts: dict[str, Any], keys: list[str]) -> list[float]:
 def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Project, admin: Client) -> None:
     keys = ["bench-warm-r0", "bench-warm-r1"]
     namespace_with_evidence(admin, NS)
-    grant_pod_reader(admin, NS)
-    grant_pod_reader(admin, NS, prefetch.ROLE_FILE)
+    grant(admin, NS)
+    grant(admin, NS, prefetch.ROLE_FILE)
     state = project.plane.state
     a = (double(), model_image(state))
     b = (next_double(), model_image(state, "double-7b-next"))

@@ -34,7 +34,8 @@ def model_image(plane_state: Path, name: str = "double-7b") -> str:
     return "oci://" + node.model_images(plane_state)[name]
 
 
-def grant_pod_reader(admin: Client, ns: str, file: str = POD_READER) -> None:
+def grant(admin: Client, ns: str, file: str = POD_READER) -> None:
+    """The Role of ``file`` (the pod reader by default) granted to the deploying identity in ``ns``."""
     for d in yaml.safe_load_all((code_root() / file).read_text()):
         d["metadata"]["namespace"] = ns
         admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
@@ -81,7 +82,7 @@ def test_a_model_image_is_pulled_from_the_registry_mounted_by_digest_proven_and_
 ) -> None:
     ns, key = "it-model", "it-model-r0"
     namespace_with_evidence(admin, ns)
-    grant_pod_reader(admin, ns)
+    grant(admin, ns)
     claim = compile_cache(admin, ns, tmp_path / "compile")
     pinned = model_image(project.plane.state)
     env = key_file(tmp_path)
@@ -149,7 +150,7 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     image present, and the prefetch pod is gone after."""
     ns, key = "it-warm", "it-warm-r0"
     namespace_with_evidence(admin, ns)
-    grant_pod_reader(admin, ns)
+    grant(admin, ns)
     env = key_file(tmp_path)
     first, following = model_image(project.plane.state), model_image(project.plane.state, "double-7b-next")
 
@@ -166,7 +167,7 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     assert done.returncode == 0, done.stderr
     assert f"warm-first: not done, this identity may not create pods (optional: apply {PREFETCHER})" in done.stderr
 
-    grant_pod_reader(admin, ns, PREFETCHER)
+    grant(admin, ns, PREFETCHER)
     engine = stack(next_double(), following)  # a model image the node has never pulled
     (old,) = pods(admin, ns, key)
     before = log_size(project)

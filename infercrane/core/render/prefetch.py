@@ -18,6 +18,8 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.model import image
 from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.render import workloads
+from infercrane.core.render.command import MODEL_IMAGE_PATH
 from infercrane.core.render.volumes import MODEL_IMAGE_VOLUME
 
 LABEL: Final = "infercrane.dev/prefetch"  # "true" on every prefetch pod
@@ -44,15 +46,13 @@ def pod(config: InferCraneConfig, replica: Replica, node: str, stack: str) -> di
     t = config.kubernetes
     pulled = images(config, replica)
     settings = config.pod_for(replica)
-    who = t.security_context
-    identity = {} if who is None else {"runAsNonRoot": True, "runAsUser": who.run_as_user, "runAsGroup": who.run_as_group}
     container: dict[str, Any] = {
         "name": "prefetch",
         "image": pulled[0],
         "imagePullPolicy": "IfNotPresent",
         "command": [COMMAND],
         "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
-        "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        "securityContext": workloads.container_security(config),
     }
     spec: dict[str, Any] = {
         "nodeName": node,
@@ -61,14 +61,14 @@ def pod(config: InferCraneConfig, replica: Replica, node: str, stack: str) -> di
         "serviceAccountName": t.service_account,
         "terminationGracePeriodSeconds": 0,
         "tolerations": [{"operator": "Exists"}],  # bound to the node it warms, whatever its taints
-        "securityContext": {**identity, "seccompProfile": {"type": "RuntimeDefault"}},
+        "securityContext": workloads.pod_security(config),  # as the replicas': a namespace's Pod Security admits it
         "containers": [container],
     }
     if settings.image_pull_secrets:
         spec["imagePullSecrets"] = [{"name": n} for n in settings.image_pull_secrets]
     if len(pulled) > 1:
         spec["volumes"] = [{"name": MODEL_IMAGE_VOLUME, "image": {"reference": pulled[1], "pullPolicy": "IfNotPresent"}}]
-        container["volumeMounts"] = [{"name": MODEL_IMAGE_VOLUME, "mountPath": "/mnt/model", "readOnly": True}]
+        container["volumeMounts"] = [{"name": MODEL_IMAGE_VOLUME, "mountPath": MODEL_IMAGE_PATH, "readOnly": True}]
     return {
         "apiVersion": "v1",
         "kind": "Pod",

@@ -58,7 +58,7 @@ def volumes(config: InferCraneConfig, replica: Replica) -> list[dict[str, Any]]:
         out.append(
             {"name": MODEL_IMAGE_VOLUME, "image": {"reference": image.model_reference(model_image), "pullPolicy": "IfNotPresent"}}
         )
-    compile_cache = config.kubernetes.compile_cache
-    if compile_cache is not None and config.compile_key(replica) is not None:
-        out.append({"name": COMPILE_VOLUME, "persistentVolumeClaim": {"claimName": compile_cache.claim_name}})
+    cache = config.kubernetes.compile_cache
+    if cache is not None and config.compile_key(replica) is not None:  # a key: its model is pinned
+        out.append({"name": COMPILE_VOLUME, "persistentVolumeClaim": {"claimName": cache.claim_name}})
     return out

@@ -99,7 +99,7 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "readinessProbe": _probe("http", **READINESS),
         "livenessProbe": _probe("http", **LIVENESS),
         "resources": _resources(config, replica, gpus),
-        "securityContext": _container_security(config),
+        "securityContext": container_security(config),
         "volumeMounts": volumes.mounts(config, replica),
         # Deleted, the pod is marked terminating in its EndpointSlices at once, but routers follow
         # them late: it keeps serving this long before its engine gets SIGTERM (no binary needed).
@@ -144,17 +144,19 @@ def _pod_placement(config: InferCraneConfig, replica: Replica) -> dict[str, Any]
     # Hardened whatever the identity: the runtime's default seccomp profile (and, per container, no
     # capabilities and no privilege escalation) needs no uid; a pod identity adds restricted's
     # non-root rule.
-    who = t.security_context
-    identity = {} if who is None else {"runAsNonRoot": True, "runAsUser": who.run_as_user, "runAsGroup": who.run_as_group}
-    placement["securityContext"] = {
-        **identity,
-        **({} if who is None else {"fsGroup": who.fs_group}),
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    placement["securityContext"] = pod_security(config)
     return placement
 
 
-def _container_security(config: InferCraneConfig) -> dict[str, Any]:
+def pod_security(config: InferCraneConfig) -> dict[str, Any]:
+    """The pod's securityContext: the runtime's default seccomp profile, and the target's identity
+    (non-root, its uid, gid and fsGroup) when it sets one -- a prefetch pod's too."""
+    who = config.kubernetes.security_context
+    identity = {} if who is None else {"runAsNonRoot": True, "runAsUser": who.run_as_user, "runAsGroup": who.run_as_group}
+    return {**identity, **({} if who is None else {"fsGroup": who.fs_group}), "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security(config: InferCraneConfig) -> dict[str, Any]:
     """No privilege escalation and no capabilities, with or without a pod identity (an inference
     server binds an unprivileged port and opens the GPU device nodes the device plugin hands it)."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}

@@ -62,10 +62,10 @@ def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collectio
             for p in listing.owned(config, listed, naming.object_name(key))
             if (p.get("status") or {}).get("phase") == "Running" and not (p.get("metadata") or {}).get("deletionTimestamp")
         ]
-        node = str(((running[0].get("spec") or {}) if running else {}).get("nodeName") or "")
+        spec = (running[0].get("spec") or {}) if running else {}
+        node = str(spec.get("nodeName") or "")
         if not node:
             continue  # nothing runs it now: its start is cold whatever is done
-        spec = running[0].get("spec") or {}
         runs = {c.get("image") for c in spec.get("containers") or []}
         runs |= {(v.get("image") or {}).get("reference") for v in spec.get("volumes") or []}
         wanted = render.images(config, replica)
