@@ -138,3 +138,21 @@ def test_render_into_an_existing_file_says_it_needs_a_directory(cli: CliRunner, 
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "is a file; render writes one file per object into a directory" in r.stderr
     assert out.read_text() == "keep me\n"
+
+
+def test_a_model_image_by_tag_is_refused_with_where_and_how_and_the_stack_file_kept(
+    cli: CliRunner, scratch_project: Path
+) -> None:
+    import yaml
+
+    path = stack_file(scratch_project)
+    doc = yaml.safe_load(path.read_text())
+    doc["config"]["infercrane:replicas"][0]["modelImage"] = "oci://registry.example/models/qwen3-8b:latest"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    before = path.read_text()
+    r = cli("deploy", "--stack", "dev", cwd=scratch_project)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-2000:]
+    assert "stacks/Pulumi.dev.yaml: infercrane:replicas[0].modelImage" in r.stderr, r.stderr
+    assert "is not pinned by digest (a tag can change under you)" in r.stderr
+    assert "pin the model image by digest: oci://registry.example/models/qwen3-8b@sha256:<64 lowercase hex>" in r.stderr
+    assert path.read_text() == before

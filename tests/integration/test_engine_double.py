@@ -98,3 +98,29 @@ def test_as_sglang_it_lists_its_models_while_health_says_503_until_its_start_is_
     finally:
         out = stop(proc)
     assert "stage compile: 2.0 s (no cache entry)" in out and "warm-up done: /health answers 200" in out, out
+
+
+def test_a_local_directory_as_its_model_is_read_as_its_weights_and_keys_its_compile_by_their_hash(tmp_path: Path) -> None:
+    """As a mounted model image: ``--model /mnt/model/models``; the compile mark follows the weights'
+    bytes (found under SGLang's TORCHINDUCTOR_CACHE_DIR too), so other weights compile again."""
+    weights = tmp_path / "models"
+    weights.mkdir()
+    (weights / "model-00001-of-00001.safetensors").write_bytes(b"m" * 500_000)
+    cache = tmp_path / "inductor"
+    cache.mkdir()
+    env = {
+        "TORCHINDUCTOR_CACHE_DIR": str(cache),
+        "INFERCRANE_DOUBLE_COMPILE_SECONDS": "1",
+        "INFERCRANE_DOUBLE_LOAD_SECONDS": "0.2",
+    }
+    logs = []
+    for content in (b"m", b"m", b"n"):  # the same weights twice, then other bytes at the same path
+        (weights / "model-00001-of-00001.safetensors").write_bytes(content * 500_000)
+        port = free_port()
+        proc = start("vllm.entrypoints.openai.api_server", port, env, "--model", str(weights))
+        until(lambda: status(port, "/health") == 200)  # noqa: B023 - called within this iteration
+        logs.append(stop(proc))
+    assert f"weights: {weights}" in logs[0] and "stage weights: read 500000 bytes in " in logs[0], logs[0]
+    assert "stage compile: 1.0 s (no cache entry)" in logs[0], logs[0]
+    assert f"stage compile: cache hit in {cache} (0.0 s)" in logs[1], logs[1]
+    assert "stage compile: 1.0 s (no cache entry)" in logs[2], logs[2]

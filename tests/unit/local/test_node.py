@@ -5,12 +5,14 @@ stand-in lock file and a recording double of the machine-wide cleanup (named so)
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from infercrane.local import node
+from infercrane.local import node, node_files
 
 
 @pytest.fixture
@@ -53,3 +55,27 @@ def test_a_stopped_plane_cleans_its_own_pods_that_still_hold_the_lock_in_its_nam
         assert node.clean_up_if_free(plane, lock) is not None and cleaned == [plane]
     finally:
         os.close(shim)
+
+
+def test_local_start_notes_a_model_image_the_stack_pins_that_the_planes_registry_does_not_hold(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    double = "infercrane.local/engine-double@sha256:" + "a" * 64
+    held = "infercrane.local/models/double@sha256:" + "b" * 64
+    monkeypatch.setattr(node, "find_tool", lambda name: tmp_path / name)
+    monkeypatch.setattr(node.images, "engine_double", lambda binary: SimpleNamespace(reference=double))
+    state = tmp_path / "plane"
+    node_files.home(state).mkdir(parents=True)
+    (node_files.home(state) / "model-images.json").write_text(json.dumps({"double-7b": held}))
+
+    def stack(model_ref: str) -> Path:
+        (tmp_path / "stacks").mkdir(exist_ok=True)
+        target = {"imageDigest": double, "modelImages": {"Qwen/Qwen3-0.6B": model_ref}}
+        (tmp_path / node.STACK_FILE).write_text(json.dumps({"config": {"infercrane:kubernetes": target}}))
+        return tmp_path
+
+    assert node.pin_note(stack("oci://" + held), state) is None
+    other = "oci://infercrane.local/models/double@sha256:" + "c" * 64
+    note = node.pin_note(stack(other), state)
+    assert note is not None and note.startswith(f"note: {node.STACK_FILE} pins the model image {other} for Qwen/Qwen3-0.6B")
+    assert f"which the plane's registry does not hold ({held})" in note

@@ -152,3 +152,16 @@ def test_a_wave_is_warmed_then_its_prefetch_pod_deleted_by_uid_and_a_missing_rig
     assert lost == ["warm-first: not done, the pods could not be read (list pods: connection refused); the wave goes on cold"]
     off = config(values, rollout={"warmFirst": False})
     assert prefetch.before_wave(Cluster([running("r0", "n1")]), off, STACK, "qwen", ["r0"]) == []  # type: ignore[arg-type]
+
+
+def test_a_prefetch_pod_a_killed_run_left_is_deleted_by_the_next_warm_first_wave_and_another_stacks_is_not(
+    values: dict[str, Any],
+) -> None:
+    c = config(values)
+    live = Cluster([running("r0", "n1")])
+    left = render.pod(c, c.replicas[0], "n0", STACK)  # a killed run's, on another node
+    theirs = render.pod(c, c.replicas[0], "n0", "infercrane/prod")
+    live.created += [left, theirs]
+    prefetch.before_wave(live, c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
+    made = live.created[2]["metadata"]["name"]
+    assert live.deleted == [("Pod", left["metadata"]["name"], "u-0"), ("Pod", made, "u-2")]  # never the other stack's
