@@ -311,7 +311,7 @@ ensure() {
   fi
   mv "$tmp" "$dest"
   echo "${tool%@*} $((SECONDS - start))" >>"$cache/build-times"
-  left=$((left - expected))
+  left="$(still_to_build)"
   log "$tool: built in $((SECONDS - start))s$([[ $left -gt 0 ]] && echo "; about $(( (left + 59) / 60 )) min left")"
 }
 
@@ -327,15 +327,57 @@ estimate() {
   esac
 }
 
+# still_to_build: about how many seconds the requested tools not yet in the cache take, on the
+# lanes side by side (the lanes share the machine's cores, so the sum over the lanes, not the longest).
+still_to_build() {
+  local t sum=0
+  for t in "${tools[@]}"; do [[ -d "$(entry "$t")/bin" ]] || sum=$((sum + $(estimate "$t"))); done
+  echo $(( sum * 3 / (2 + jobs) ))
+}
+
+# Lanes: the missing tools dealt, longest first, to the least loaded of JOBS lanes that build side
+# by side (a build's downloads, code generation and single-threaded link leave cores idle that the
+# other lane's compile uses). The node builds in the lane of Kubernetes, after it: the same wrapper
+# module, its packages compiled once.
 tools=("$@")
 [[ ${#tools[@]} -gt 0 ]] || tools=("${all_tools[@]}")
 for t in "${tools[@]}"; do entry "$t" >/dev/null; done
-missing=() left=0
+jobs="${INFERCRANE_BUILD_JOBS:-2}"
+[[ "$jobs" =~ ^[1-9][0-9]*$ ]] || { echo "INFERCRANE_BUILD_JOBS must be a whole number of lanes, 1 or more (it is '$jobs')" >&2; exit 2; }
+missing=()
 for t in "${tools[@]}"; do
-  [[ -d "$(entry "$t")/bin" ]] || { missing+=("$t"); left=$((left + $(estimate "$t"))); }
+  if [[ -d "$(entry "$t")/bin" ]]; then log "$t: cached at $(basename "$(entry "$t")")"; else missing+=("$t"); fi
 done
-[[ ${#missing[@]} -eq 0 ]] || log "to build: ${missing[*]} -- about $(( (left + 59) / 60 )) min on this machine (once; later runs reuse the cache)"
-for t in "${tools[@]}"; do ensure "$t"; done
+if [[ ${#missing[@]} -gt 0 ]]; then
+  left="$(still_to_build)"
+  log "to build: ${missing[*]} -- about $(( (left + 59) / 60 )) min on this machine, $jobs lanes side by side (once; later runs reuse the cache)"
+fi
+lanes=() loads=()
+for ((i = 0; i < jobs; i++)); do lanes+=(""); loads+=(0); done
+for t in $(for m in "${missing[@]}"; do echo "$(estimate "$m") $m"; done | sort -rn | cut -d' ' -f2); do
+  lane=0
+  for ((i = 1; i < jobs; i++)); do ((loads[i] < loads[lane])) && lane=$i; done
+  if [[ "$t" == node ]]; then
+    for ((i = 0; i < jobs; i++)); do [[ " ${lanes[i]} " == *" kube "* ]] && lane=$i; done
+  fi
+  lanes[lane]+=" $t"
+  loads[lane]=$((loads[lane] + $(estimate "$t")))
+done
+# The node after Kubernetes in its lane, whatever their estimates.
+for ((i = 0; i < jobs; i++)); do
+  [[ " ${lanes[i]} " == *" kube "* && " ${lanes[i]} " == *" node "* ]] \
+    && lanes[i]="$(sed 's/ node\b//; s/ kube\b/ kube node/' <<<"${lanes[i]}")"
+done
+pids=()
+for ((i = 0; i < jobs; i++)); do
+  [[ -n "${lanes[i]// /}" ]] || continue
+  # shellcheck disable=SC2086
+  (for t in ${lanes[i]}; do ensure "$t" || exit 1; done) &
+  pids+=($!)
+done
+failed=0
+for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+[[ $failed -eq 0 ]] || { log "a tool did not build (named above); the others are in the cache -- fix it and run again"; exit 1; }
 # An entry made before stages were assembled (or a kwok taken from PATH) gets them now.
 for t in "${tools[@]}"; do [[ "$t" != kwok ]] || kwok_stages "$(entry kwok)"; done
 log "all requested tools ready in $cache"
