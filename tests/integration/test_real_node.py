@@ -49,8 +49,11 @@ def test_the_shipped_real_node_stack_pins_the_engine_double_and_the_model_image_
 
 
 def on_node(key: str, **extra: Any) -> dict[str, Any]:
-    """A replica for the real node (its GPU product, the engine double's small model)."""
+    """A replica for the real node (its GPU product, the engine double's small model), found started
+    within a second of its load (the startup probe every second; the double loads in seconds, not
+    the minutes the default 10 s period is sized for)."""
     require_the_real_node()
+    extra = {"startupProbePeriodSeconds": 1} | extra
     return replica(key, gpu=node.GPU_PRODUCT, model="Qwen/Qwen3-0.6B", name="qwen-small", **extra)
 
 

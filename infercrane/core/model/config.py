@@ -321,6 +321,13 @@ class Replica(Frozen):
     startup_budget_seconds: int = Field(
         1800, ge=60, le=86400, description="Seconds a model may take to load: sizes the startup probe and progress deadline."
     )
+    startup_probe_period_seconds: int = Field(
+        10,
+        ge=1,
+        le=60,
+        description="How often the kubelet asks /health while the model loads (the startup probe's period): a "
+        "loaded engine is found started up to this long after it is, at every start of every rollout wave.",
+    )
     shm_size: str = Field("8Gi", description="Size limit of the in-memory /dev/shm (tensor parallelism needs it).")
     hugging_face_token: SecretKeyRef | None = Field(None, description="As kubernetes.huggingFaceToken, for this replica.")
     resources: ResourcesOverride = Field(default_factory=lambda: ResourcesOverride.model_validate({}))

@@ -72,7 +72,15 @@ def intent(config: InferCraneConfig, replica: Replica) -> str:
 #: Replica fields added after the first release: in the hash only when not at their default (the
 #: target's token enters when set), so that upgrading InferCrane changes the intent -- and so
 #: the objects -- of no replica that does not use them.
-LATER_FIELDS: Final = ("hugging_face_token", "scaling", "resources", "pod", "drain", "model_image")
+LATER_FIELDS: Final = (
+    "hugging_face_token",
+    "scaling",
+    "resources",
+    "pod",
+    "drain",
+    "model_image",
+    "startup_probe_period_seconds",
+)
 
 
 def pod_intent(config: InferCraneConfig, replica: Replica) -> str:

@@ -27,7 +27,6 @@ from infercrane.core.render.command import command_and_args
 from infercrane.core.render.intent import pod_intent
 
 HEALTH_PATH = "/health"
-STARTUP_PERIOD_SECONDS = 10
 READINESS = {"periodSeconds": 5, "timeoutSeconds": 2, "failureThreshold": 12}
 LIVENESS = {"periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 6}
 CONTAINER_NAME = "runtime"
@@ -92,9 +91,9 @@ def _container(config: InferCraneConfig, replica: Replica, name: str) -> dict[st
         "ports": [{"name": "http", "containerPort": replica.port, "protocol": "TCP"}],
         "startupProbe": _probe(
             "http",
-            periodSeconds=STARTUP_PERIOD_SECONDS,
-            timeoutSeconds=2,
-            failureThreshold=math.ceil(replica.startup_budget_seconds / STARTUP_PERIOD_SECONDS),
+            periodSeconds=replica.startup_probe_period_seconds,
+            timeoutSeconds=min(2, replica.startup_probe_period_seconds),
+            failureThreshold=math.ceil(replica.startup_budget_seconds / replica.startup_probe_period_seconds),
         ),
         "readinessProbe": _probe("http", **READINESS),
         "livenessProbe": _probe("http", **LIVENESS),

@@ -207,6 +207,8 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         ("cloud", "aws", "'aws' is not allowed: 'kubernetes'"),
         ("shmSize", "lots", "'lots' is not a memory quantity such as 32Gi"),
         ("startupBudgetSeconds", 5, "5: Input should be greater than or equal to 60"),
+        ("startupProbePeriodSeconds", 0, "0: Input should be greater than or equal to 1"),
+        ("startupProbePeriodSeconds", 61, "61: Input should be less than or equal to 60"),
         ("image", "vllm/vllm-openai:v0.11", "is not pinned by digest"),
         ("modelRevision", 1234567, '1234567 was read as a number by YAML; quote it: modelRevision: "1234567"'),
         (
@@ -227,6 +229,8 @@ def test_every_problem_is_reported_at_once(values: dict[str, Any]) -> None:
         "cloud",
         "shm",
         "budget",
+        "probe-period-zero",
+        "probe-period-over-a-minute",
         "image-tag",
         "numeric-revision",
         "cpu",
@@ -391,6 +395,12 @@ def test_fields_added_later_change_no_intent_at_their_defaults(values: dict[str,
     values["infercrane:replicas"][0]["scaling"] = "external"
     external = loading.load(values, source=SRC, env={})
     assert intent(external, external.replicas[0]) != intent(plain, plain.replicas[0])
+    values["infercrane:replicas"][0] |= {"scaling": "fixed", "startupProbePeriodSeconds": 10}
+    period = loading.load(values, source=SRC, env={})
+    assert intent(period, period.replicas[0]) == intent(plain, plain.replicas[0])
+    values["infercrane:replicas"][0]["startupProbePeriodSeconds"] = 2
+    finer = loading.load(values, source=SRC, env={})
+    assert intent(finer, finer.replicas[0]) != intent(plain, plain.replicas[0])
 
 
 def test_a_pod_identity_must_be_non_root_and_complete(values: dict[str, Any]) -> None:

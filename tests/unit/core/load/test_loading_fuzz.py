@@ -33,6 +33,7 @@ KEYS = [
     "port",
     "args",
     "startupBudgetSeconds",
+    "startupProbePeriodSeconds",
     "shmSize",
     "gpuProducts",
     "rollout",

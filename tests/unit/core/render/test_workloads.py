@@ -56,6 +56,17 @@ def test_startup_budget_sizes_probe_and_progress_deadline(values: dict[str, Any]
     assert c["startupProbe"]["failureThreshold"] == 61
 
 
+def test_a_finer_startup_probe_period_keeps_the_budget_in_its_steps(values: dict[str, Any]) -> None:
+    dep, _ = render(values, startupBudgetSeconds=601, startupProbePeriodSeconds=2)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert c["startupProbe"]["periodSeconds"] == 2
+    assert c["startupProbe"]["failureThreshold"] == 301
+    assert dep["spec"]["progressDeadlineSeconds"] == 601
+    dep, _ = render(values, startupProbePeriodSeconds=1)
+    (c,) = dep["spec"]["template"]["spec"]["containers"]
+    assert (c["startupProbe"]["periodSeconds"], c["startupProbe"]["timeoutSeconds"]) == (1, 1)
+
+
 def test_every_object_carries_ownership_metadata_and_field_manager(values: dict[str, Any]) -> None:
     for m in render(values):
         meta = m["metadata"]
