@@ -55,7 +55,7 @@ def _intervals(tmp_path: Path) -> dict[str, tuple[float, float]]:
 
 
 def test_two_lanes_build_two_tools_side_by_side(tmp_path: Path) -> None:
-    done = _build(tmp_path, "etcd", "registry", SLEEP="1.5")
+    done = _build(tmp_path, "etcd", "registry", SLEEP="1.5", INFERCRANE_BUILD_JOBS="2")
     assert done.returncode == 0, done.stderr
     spans = sorted(_intervals(tmp_path).values())
     assert len(spans) == 2
@@ -72,7 +72,7 @@ def test_one_lane_builds_one_after_the_other(tmp_path: Path) -> None:
 
 
 def test_a_failed_tool_is_named_with_its_go_output_and_the_others_stay_cached(tmp_path: Path) -> None:
-    done = _build(tmp_path, "etcd", "registry", "actionlint", FAIL_PACKAGE="distribution")
+    done = _build(tmp_path, "etcd", "registry", "actionlint", FAIL_PACKAGE="distribution", INFERCRANE_BUILD_JOBS="2")
     assert done.returncode == 1
     assert "registry: BUILD FAILED after" in done.stderr
     assert "undefined: theThingThatBroke" in done.stderr
@@ -84,6 +84,19 @@ def test_a_failed_tool_is_named_with_its_go_output_and_the_others_stay_cached(tm
     again = _build(tmp_path, "etcd", "registry", "actionlint")
     assert again.returncode == 0, again.stderr
     assert "etcd: cached at" in again.stderr and "registry: built in" in again.stderr
+
+
+def test_the_compiler_collects_garbage_less_often_unless_the_caller_says(tmp_path: Path) -> None:
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "go").write_text('#!/bin/bash\necho "$GOGC" >>"$RECORD.gogc"\n' + FAKE_GO.split("\n", 1)[1])
+    (fake / "go").chmod(0o755)
+    environ = {"PATH": f"{fake}:/usr/bin:/bin", "HOME": str(tmp_path), "RECORD": str(tmp_path / "record")}
+    for gogc, cache in ((None, "a"), ("150", "b")):
+        env = environ | {"INFERCRANE_TOOLS_DIR": str(tmp_path / cache)} | ({"GOGC": gogc} if gogc else {})
+        done = subprocess.run(["bash", str(ROOT / "tools" / "build.sh"), "etcd"], capture_output=True, text=True, env=env)
+        assert done.returncode == 0, done.stderr
+    assert (tmp_path / "record.gogc").read_text().split() == ["400", "150"]
 
 
 def test_a_lane_count_that_is_not_a_whole_number_is_refused_before_building(tmp_path: Path) -> None:
