@@ -18,11 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
@@ -33,7 +30,7 @@ from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
 from infercrane.core.plan import canary
 from infercrane.core.render.command import served_names
-from infercrane.live.evidence import served
+from infercrane.live.evidence import edge
 
 METRICS_TIMEOUT_SECONDS: Final = 3.0
 GOLDEN_TIMEOUT_SECONDS: Final = 60.0  # an answer of max_tokens tokens
@@ -143,13 +140,13 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
 def read_page(address: Address, engine: str, *, timeout: float = METRICS_TIMEOUT_SECONDS) -> Page:
     """``GET http://<address>/metrics`` (no key: the engines serve it without one), parsed."""
     try:
-        with served.NO_REDIRECTS.open(served.url(*address, "/metrics"), timeout=timeout) as answer:
-            return parse(answer.read().decode("utf-8", "replace"), engine)
-    except urllib.error.HTTPError as exc:
+        answer = edge.get(edge.url(*address, "/metrics"), timeout=timeout)
+    except edge.Refused as exc:
         hint = " (SGLang serves it only with --enable-metrics in the replica's args)" if engine == "sglang" else ""
-        raise ValueError(f"its /metrics answered HTTP {exc.code}{hint}") from None
-    except OSError as exc:
-        raise ValueError(f"its /metrics did not answer ({exc.__class__.__name__}: {exc})") from None
+        raise edge.Unanswered(f"its /metrics answered HTTP {exc.status}{hint}") from exc
+    except edge.NoAnswer as exc:
+        raise edge.Unanswered(f"its /metrics did not answer ({exc})") from exc
+    return parse(answer.text(), engine)
 
 
 def complete(
@@ -158,16 +155,11 @@ def complete(
     """One golden request's answer text: ``POST /v1/completions`` at temperature 0 with a fixed
     seed; ValueError with why when there is none."""
     body = {"model": model, "prompt": request.prompt, "max_tokens": request.max_tokens, "temperature": 0, "seed": GOLDEN_SEED}
-    headers = {"Content-Type": "application/json"} | ({"Authorization": f"Bearer {key}"} if key else {})
-    ask = urllib.request.Request(served.url(*address, "/v1/completions"), json.dumps(body).encode(), headers)
+    doc = edge.post(edge.url(*address, "/v1/completions"), body, headers=edge.bearer(key), timeout=timeout).json()
     try:
-        with served.NO_REDIRECTS.open(ask, timeout=timeout) as answer:
-            doc = json.loads(answer.read())
         return str(doc["choices"][0]["text"])
-    except urllib.error.HTTPError as exc:
-        raise ValueError(f"HTTP {exc.code}") from None
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-        raise ValueError(f"{exc.__class__.__name__}: {exc}") from None
+    except (KeyError, IndexError, TypeError) as exc:
+        raise edge.Unanswered(f"{exc.__class__.__name__}: {exc}") from exc
 
 
 def digest(text: str) -> str:

@@ -9,14 +9,11 @@ the last sample it scraped (one scrape interval late at most, on both sides alik
 
 from __future__ import annotations
 
-import json
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Final
 
-from infercrane.live.evidence import canary, served
+from infercrane.live.evidence import canary, edge
 
 QUERY_TIMEOUT_SECONDS: Final = 5.0
 
@@ -34,12 +31,11 @@ def reader(url: str, *, timeout: float = QUERY_TIMEOUT_SECONDS) -> Callable[[can
     def read(address: canary.Address, engine: str) -> canary.Page:
         query = urllib.parse.urlencode({"query": selector(address, engine)})
         try:
-            with served.NO_REDIRECTS.open(f"{base}/api/v1/query?{query}", timeout=timeout) as answer:
-                doc = json.loads(answer.read())
-        except urllib.error.HTTPError as exc:
-            raise ValueError(f"Prometheus answered HTTP {exc.code} for its series") from None
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"Prometheus did not answer for its series ({exc.__class__.__name__}: {exc})") from None
+            doc = edge.get(f"{base}/api/v1/query?{query}", timeout=timeout).json()
+        except edge.Refused as exc:
+            raise edge.Unanswered(f"Prometheus answered HTTP {exc.status} for its series") from exc
+        except edge.Unanswered as exc:
+            raise edge.Unanswered(f"Prometheus did not answer for its series ({exc})") from exc
         if doc.get("status") != "success" or (doc.get("data") or {}).get("resultType") != "vector":
             raise ValueError(f"Prometheus refused the query: {doc.get('error') or doc.get('status')}")
         samples = [(str(s["metric"].get("__name__")), s["metric"], float(s["value"][1])) for s in doc["data"]["result"] or []]

@@ -20,12 +20,9 @@ One module, past 300 lines: the rule of what counts as serving, how an engine is
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable, Mapping, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -38,7 +35,7 @@ from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
-from infercrane.live.evidence import mounted
+from infercrane.live.evidence import edge, mounted
 from infercrane.live.status.pods import POD_READER
 from infercrane.live.status.readiness import API_GRACE_SECONDS
 from infercrane.live.status.verdicts import Verdict
@@ -67,18 +64,6 @@ def counts(state: str, policy: str) -> bool:
     return state not in FAILED and not (state == "not verifiable" and policy == "require")
 
 
-class _Unfollowed(urllib.request.HTTPRedirectHandler):
-    """A 30x is the engine's answer, never followed: following would send the worker key to
-    whatever host the answer names."""
-
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
-
-
-#: Pod addresses are asked directly: no redirect followed, no proxy from the environment.
-NO_REDIRECTS: Final = urllib.request.build_opener(_Unfollowed(), urllib.request.ProxyHandler({}))
-
-
 @dataclass(frozen=True)
 class Served:
     status: int  # the HTTP status (0: no answer)
@@ -87,23 +72,15 @@ class Served:
     health: int = 200  # what its /health answered (0: no answer): an engine warming up answers 503
 
 
-def url(address: str, port: int, path: str) -> str:
-    """``http://<address>:<port><path>``, an IPv6 address in brackets: a pod asked directly."""
-    host = f"[{address}]" if ":" in address else address
-    return f"http://{host}:{port}{path}"
-
-
 def engine(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
     """``GET /health``, then ``GET /v1/models`` (with the worker key or without): both must answer
     for an engine to serve -- SGLang answers /v1/models 200 while /health says 503 until its
     warm-up ends."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
-        with NO_REDIRECTS.open(urllib.request.Request(url(address, port, "/health"), headers=headers), timeout=timeout) as a:
-            health = a.status
-    except urllib.error.HTTPError as exc:
-        health = exc.code
-    except OSError:
+        health = edge.get(edge.url(address, port, "/health"), headers=edge.bearer(key), timeout=timeout).status
+    except edge.Refused as exc:
+        health = exc.status
+    except edge.NoAnswer:
         health = 0
     answer = models(address, port, key, timeout=timeout)
     return Served(answer.status, answer.names, answer.error, health)
@@ -111,19 +88,17 @@ def engine(address: str, port: int, key: str | None, *, timeout: float = ASK_TIM
 
 def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
     """``GET http://<address>:<port>/v1/models``, with the worker key or without."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    request = urllib.request.Request(url(address, port, "/v1/models"), headers=headers)
     try:
-        with NO_REDIRECTS.open(request, timeout=timeout) as answer:
-            body = json.loads(answer.read())
-            data = body.get("data") if isinstance(body, dict) else None
-            if not isinstance(data, list):
-                return Served(answer.status, error="the answer is no model list (an OpenAI-compatible /v1/models)")
-            return Served(answer.status, tuple(str(m.get("id")) for m in data if isinstance(m, dict)))
-    except urllib.error.HTTPError as exc:
-        return Served(exc.code)
-    except (OSError, ValueError) as exc:
-        return Served(0, error=f"{exc.__class__.__name__}: {exc}")
+        answer = edge.get(edge.url(address, port, "/v1/models"), headers=edge.bearer(key), timeout=timeout)
+        body = answer.json()
+    except edge.Refused as exc:
+        return Served(exc.status)
+    except edge.Unanswered as exc:
+        return Served(0, error=str(exc))
+    data = body.get("data") if isinstance(body, dict) else None
+    if not isinstance(data, list):
+        return Served(answer.status, error="the answer is no model list (an OpenAI-compatible /v1/models)")
+    return Served(answer.status, tuple(str(m.get("id")) for m in data if isinstance(m, dict)))
 
 
 @dataclass(frozen=True)
