@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from infercrane.core.errors import CanaryRejected, InferCraneError, RolloutStopped, StillDraining
 from infercrane.core.plan.ledger import Gpus
-from infercrane.core.plan.waves import EndpointRollout, Lane
+from infercrane.core.plan.waves import EndpointRollout, Lane, Stage
 from infercrane.shell.awaiting import Waits, not_ready
 from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.lender import Lender
@@ -112,6 +112,9 @@ async def roll(
         finally:
             await lender.ended(lane.endpoint)
 
+    def changed(stage: Stage) -> frozenset[str]:  # the keys a stage restarts (one applied as it runs changes nothing)
+        return stage.apply if restarts is None else stage.apply & restarts
+
     async def stages(lane: Lane) -> None:
         e = endpoints.get(lane.endpoint)
         for i, stage in enumerate(lane.stages):
@@ -132,8 +135,9 @@ async def roll(
             if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
                 note(f"rollout: {e.describe(stage)}")
             outcome.ended[lane.endpoint] = f"stopped in {where}"
-            changing = stage.apply if restarts is None else stage.apply & restarts
-            await waits.warm(e, changing, note)  # warm-first: the release onto their nodes while they serve
+            changing = changed(stage)
+            upcoming = next((c for later in lane.stages[i + 1 :] if (c := changed(later))), frozenset())
+            await waits.warm(e, changing, note, upcoming)  # warm-first: the release onto their nodes while they serve
             # A key it restarts or deletes (one applied with the template it runs changes nothing).
             if back := await serving_again(e, changing | stage.delete, waits):
                 outcome.stopped.append((lane.endpoint, where, back))

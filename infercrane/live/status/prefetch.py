@@ -7,7 +7,9 @@ that pod already runs every image of the release, nothing to pull. Else one pref
 and release, created, then watched through the namespace's Events (the kubelet's ``Pulled``, or a
 pull that failed) until each image is on the node, the replicas' startup budget is spent, or the
 pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on: a
-prefetch that fails or cannot be placed is said, and its successor pulls cold. Creating and
+prefetch that fails or cannot be placed is said, and its successor pulls cold. A deploy warms each
+endpoint's next wave while the current one restarts (:class:`Run`: the pods it made, kept from its
+own cleaning of leftovers, and its stop), so only the first wave waits for a pull. Creating and
 deleting pods is an optional right (:data:`PREFETCHER`); without it, or without the pod reader,
 warm-first says so and does nothing. A prefetch pod a killed run left is deleted by the next
 run's warm-first (or ``destroy``). Live-cluster layer.
@@ -15,6 +17,7 @@ run's warm-first (or ``destroy``). Live-cluster layer.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -46,6 +49,16 @@ class Warming:
     uid: str = ""
     pulled: dict[str, bool] = field(default_factory=dict)  # image -> already present
     failed: str = ""
+
+
+@dataclass
+class Run:
+    """One deploy's warm-first, shared by its lanes and their waves warmed ahead: the uids of the
+    prefetch pods it made (a leftover is any other of the stack's), and the stop that ends a warm
+    still waiting when the run ends."""
+
+    made: set[str] = field(default_factory=set)
+    stop: threading.Event = field(default_factory=threading.Event)
 
 
 def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collection[str], stack: str) -> dict[str, Warming]:
@@ -98,15 +111,16 @@ def done(w: Warming) -> bool:
     return bool(w.failed) or all(ref in w.pulled for ref in w.images)
 
 
-def clean(live: Live, stack: str) -> list[str]:
-    """Delete the prefetch pods of ``stack`` a killed run left (exactly: label, stack, uid); their names."""
+def clean(live: Live, stack: str, keep: Collection[str] = ()) -> list[str]:
+    """Delete the prefetch pods of ``stack`` a killed run left (exactly: label, stack, uid), not
+    those of ``keep`` (this run's, still warming); their names."""
     try:
         found = live.list(Pod, labels={render.LABEL: "true"}, action="list prefetch pods")
     except failures.LiveError:
         return []
     gone = []
     for p in found:
-        if render.ours(p, stack):
+        if render.ours(p, stack) and p["metadata"]["uid"] not in keep:
             try:
                 live.delete_exact("Pod", p["metadata"]["name"], p["metadata"]["uid"])
                 gone.append(p["metadata"]["name"])
@@ -115,13 +129,15 @@ def clean(live: Live, stack: str) -> list[str]:
     return gone
 
 
-def before_wave(live: Live, config: InferCraneConfig, stack: str, endpoint: str, keys: Collection[str]) -> list[str]:
+def before_wave(
+    live: Live, config: InferCraneConfig, stack: str, endpoint: str, keys: Collection[str], run: Run | None = None
+) -> list[str]:
     """Under ``endpoint``'s ``rollout.warmFirst``, :func:`warm` of an in-place wave's ``keys``,
     within the longest of their startup budgets (a pull that takes longer would fail their start)."""
     if not config.rollout_for(endpoint).warm_first:
         return []
     budget = max((r.startup_budget_seconds for r in config.replicas if r.key in keys), default=600)
-    return warm(live, config, stack, keys, budget=float(budget))
+    return warm(live, config, stack, keys, budget=float(budget), run=run)
 
 
 def warm(
@@ -131,6 +147,7 @@ def warm(
     keys: Collection[str],
     *,
     budget: float,
+    run: Run | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
@@ -142,10 +159,11 @@ def warm(
         return [f"warm-first: not done, the pods could not be read ({str(exc).splitlines()[0]}); the wave goes on cold"]
     if listed is None:
         return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
+    run = run or Run()
     warming = plan(config, listed, keys, stack)
     if not warming:
         return []
-    clean(live, stack)
+    clean(live, stack, keep=run.made)
     began = clock()
     lines: list[str] = []
     try:
@@ -153,6 +171,7 @@ def warm(
             try:
                 made = live.create(codecs.from_dict(w.manifest), action=f"create prefetch pod {name}")
                 w.uid = str(made.metadata.uid)
+                run.made.add(w.uid)
             except failures.Forbidden:
                 return [f"warm-first: not done, this identity may not create pods (optional: apply {PREFETCHER})"]
             except failures.LiveError as exc:
@@ -161,7 +180,7 @@ def warm(
             events = warnings.list_events(live)
             if isinstance(events, list):
                 observe(warming, events)
-            if all(done(w) for w in warming.values()) or clock() - began >= budget:
+            if all(done(w) for w in warming.values()) or clock() - began >= budget or run.stop.is_set():
                 break
             sleep(POLL_SECONDS)
         for w in warming.values():
@@ -183,6 +202,7 @@ def warm(
             if w.uid:
                 try:
                     live.delete_exact("Pod", name, w.uid)
+                    run.made.discard(w.uid)
                 except failures.LiveError:
                     pass  # the next run's warm-first (or destroy) deletes it
     return lines

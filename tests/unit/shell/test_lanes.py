@@ -80,6 +80,7 @@ class WaitsDouble:
     said: list[str] = field(default_factory=list)  # what the double did, in order: "hold e", "wait a0 held", "unheld a0"
 
     back: set[str] = field(default_factory=set)  # keys that serve again (the real check: Waits.serving)
+    warmed: list[tuple[frozenset[str], frozenset[str]]] = field(default_factory=list)  # (a stage's keys, the next's)
 
     async def serving(self, keys: Any) -> set[str]:
         return set(keys) & self.back
@@ -98,8 +99,10 @@ class WaitsDouble:
         self.said.append(f"unheld {c.key}")
         return await self.of(c)
 
-    async def warm(self, e: Any, keys: Any, note: Any) -> None:
-        return None  # warm-first: the real Waits' (tests/integration/test_model_images.py)
+    async def warm(self, e: Any, keys: Any, note: Any, upcoming: Any = ()) -> None:
+        self.warmed.append(
+            (frozenset(keys), frozenset(upcoming))
+        )  # warm-first: the real Waits' in tests/integration/test_model_images.py
 
     async def drained(self, keys: frozenset[str]) -> str:
         self.asked_drained.append(frozenset(keys))
@@ -182,6 +185,14 @@ def test_a_fast_endpoint_finishes_its_waves_without_waiting_for_a_slow_one() -> 
     for e in ("fast", "slow"):
         times = [journal.registered[f"{e}{i}"] for i in range(4)]
         assert times == sorted(times)
+
+
+def test_each_wave_warms_with_the_next_waves_keys_so_they_pull_while_it_restarts() -> None:
+    rollout = four_replica_update("e")
+    waits = WaitsDouble()
+    roll(rollout, waits, Journal())
+    waves = [(sorted(keys), sorted(upcoming)) for keys, upcoming in waits.warmed if keys]
+    assert waves == [(["e0"], ["e1"]), (["e1"], ["e2"]), (["e2"], ["e3"]), (["e3"], [])]
 
 
 def test_a_failed_wave_stops_only_its_endpoint_and_never_registers_its_later_replicas() -> None:

@@ -165,3 +165,31 @@ def test_a_prefetch_pod_a_killed_run_left_is_deleted_by_the_next_warm_first_wave
     prefetch.before_wave(live, c, STACK, "qwen", ["r0"])  # type: ignore[arg-type]
     made = live.created[2]["metadata"]["name"]
     assert live.deleted == [("Pod", left["metadata"]["name"], "u-0"), ("Pod", made, "u-2")]  # never the other stack's
+
+
+def test_a_runs_own_prefetch_pods_still_warming_are_no_leftovers_to_its_next_wave(values: dict[str, Any]) -> None:
+    c = config(values)
+    live = Cluster([running("r0", "n1")])
+    warming = render.pod(c, c.replicas[0], "n2", STACK)  # the next wave's, warming ahead (uid u-0)
+    live.created.append(warming)
+    run = prefetch.Run(made={"u-0"})
+    prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)  # type: ignore[arg-type]
+    made = live.created[1]["metadata"]["name"]
+    assert live.deleted == [("Pod", made, "u-1")]  # its own, once warmed; never the pod still warming ahead
+    assert run.made == {"u-0"}
+
+
+def test_a_run_that_ends_stops_a_warm_still_waiting_and_deletes_its_pod(values: dict[str, Any]) -> None:
+    class Silent(Cluster):
+        def create(self, obj: Any, *, action: str) -> Any:
+            made = super().create(obj, action=action)
+            self.events.clear()  # the kubelet says nothing: not placed
+            return made
+
+    c = config(values)
+    live = Silent([running("r0", "n1")])
+    run = prefetch.Run()
+    run.stop.set()
+    lines = prefetch.warm(live, c, STACK, ["r0"], budget=600, run=run, sleep=lambda _: None)  # type: ignore[arg-type]
+    assert lines == ["warm-first: r0: the release was not on n1 after 0 s (not placed, or still pulling); its wave goes on cold"]
+    assert live.deleted == [("Pod", live.created[0]["metadata"]["name"], "u-0")]

@@ -1,0 +1,84 @@
+"""Warm-first one wave ahead (:class:`infercrane.shell.awaiting.WarmAhead`): each wave's next is
+warmed while it restarts, a wave waits only for a warm still pulling, and keys it did not cover
+are warmed before it."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Collection
+
+from infercrane.shell.awaiting import WarmAhead
+
+
+class Pulls:
+    """A warm that takes ``seconds`` and records when each began and ended."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self.t0 = seconds, time.monotonic()
+        self.log: list[tuple[str, tuple[str, ...], float]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, endpoint: str, keys: Collection[str]) -> list[str]:
+        with self.lock:
+            self.log.append(("began", tuple(sorted(keys)), time.monotonic() - self.t0))
+        time.sleep(self.seconds)
+        with self.lock:
+            self.log.append(("ended", tuple(sorted(keys)), time.monotonic() - self.t0))
+        return [f"warm-first: {', '.join(sorted(keys))}: pulled"]
+
+
+def run(coroutine: object) -> object:
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(coroutine)  # type: ignore[arg-type]
+    finally:
+        loop.close()
+
+
+def test_the_next_wave_pulls_while_this_one_restarts_and_is_said_when_its_wave_begins() -> None:
+    pulls = Pulls(0.3)
+    ahead = WarmAhead(pulls)
+
+    async def waves() -> list[list[str]]:
+        said = [await ahead.before("e", ["r0"], ["r1"])]
+        await asyncio.sleep(0.4)  # the first wave restarts meanwhile
+        came = time.monotonic() - pulls.t0
+        said.append(await ahead.before("e", ["r1"], []))
+        ended_r1 = next(t for what, keys, t in pulls.log if what == "ended" and keys == ("r1",))
+        assert ended_r1 < came, "the next wave's warm began when its wave came, not while the first one restarted"
+        return said
+
+    first, second = run(waves())  # type: ignore[misc]
+    assert first == ["warm-first: r0: pulled"] and second == ["warm-first: r1: pulled"]
+    assert [k for what, k, _ in pulls.log if what == "began"] == [("r0",), ("r1",)]  # r1 warmed once, ahead
+
+
+def test_a_wave_waits_for_its_warm_still_pulling_and_warms_the_keys_it_did_not_cover() -> None:
+    pulls = Pulls(0.2)
+    ahead = WarmAhead(pulls)
+
+    async def waves() -> list[str]:
+        await ahead.before("e", ["r0"], ["r1"])
+        return await ahead.before("e", ["r1", "r2"], [])  # at once: r1's warm still pulls
+
+    said = run(waves())
+    assert said == ["warm-first: r1: pulled", "warm-first: r2: pulled"]
+    ended_r1 = next(t for what, k, t in pulls.log if what == "ended" and k == ("r1",))
+    began_r2 = next(t for what, k, t in pulls.log if what == "began" and k == ("r2",))
+    assert began_r2 >= ended_r1
+
+
+def test_endpoints_warm_ahead_each_on_its_own() -> None:
+    pulls = Pulls(0.01)
+    ahead = WarmAhead(pulls)
+
+    async def both() -> tuple[list[str], list[str]]:
+        a = await ahead.before("a", ["a0"], ["a1"])
+        b = await ahead.before("b", ["b0"], ["b1"])
+        return a + await ahead.before("a", ["a1"]), b + await ahead.before("b", ["b1"])
+
+    a, b = run(both())  # type: ignore[misc]
+    assert a == ["warm-first: a0: pulled", "warm-first: a1: pulled"]
+    assert b == ["warm-first: b0: pulled", "warm-first: b1: pulled"]
