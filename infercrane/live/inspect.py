@@ -12,7 +12,7 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION
+from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION, workload_api_of
 from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
 from infercrane.live.evidence import served
@@ -125,7 +125,7 @@ def inspect_report(
         res = cluster.resource_for({"kind": kind})
         items = live.list(res, labels=naming.managed_selector(), action=f"list {res.__name__}s")
         listed[kind] = {o["metadata"]["name"]: o for o in items}
-    predictors = list_predictors(live) if kinds[0] == "InferenceService" else None
+    predictors = list_predictors(live) if t.api.judged_by_predictor else None
     pod_reader = pod_reader or live
     pods = list_pods(pod_reader, config)
     # With pods read: one LIST of every Event, for each pod's start and the not-ready's warnings.
@@ -168,8 +168,8 @@ def inspect_report(
         state = replica_state(kinds, found, predictors, zero_ok=r.scaling == "external")
         if state == "ready" and "Service" in found:
             endpoint = f"http://{name}.{ns}.svc:{r.port}"
-        elif state == "ready" and "InferenceService" in found:
-            st = found["InferenceService"].get("status") or {}
+        elif state == "ready" and t.api.status_by_conditions and t.api.workload.name in found:
+            st = found[t.api.workload.name].get("status") or {}
             endpoint = ((st.get("address") or {}).get("url")) or st.get("url")
         out.append(
             {
@@ -231,7 +231,7 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
             )
             if o["kind"] not in verdicts.VERDICTS:  # a Service, a claim template: present is all they say
                 extra = ""
-            elif o["kind"] == "InferenceService":  # KServe's conditions, as it reports them
+            elif (api := workload_api_of(o["kind"])) is not None and api.status_by_conditions:  # KServe's, as it reports them
                 conditions = " ".join(f"{c['type']}={c['status']}" for c in o["conditions"])
                 extra = f" generation {o['generation']}/{o['observedGeneration']} {conditions}"
             else:

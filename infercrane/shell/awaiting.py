@@ -23,12 +23,13 @@ from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.shell.channel import Channel
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.progress import evidence_note, publish_snapshot, readiness_progress
+from infercrane.shell.warming import WarmAhead
 
 if TYPE_CHECKING:
     from infercrane.core.plan import canary
     from infercrane.live.evidence import served
     from infercrane.live.stack.context import StackContext
-    from infercrane.live.status import prefetch, verdicts
+    from infercrane.live.status import verdicts
 
 
 def running_under_mocks() -> bool:
@@ -97,10 +98,7 @@ class Waits:
         self.served_at: dict[str, datetime] = {}  # key -> when its engine was seen serving (the ledger's "served")
         # Whose prefetch pods are whose: the context's stack identity, worked out once per run.
         self.stack = context.stack_id if context is not None else naming.stack_id(pulumi.get_stack())
-        from infercrane.live.status.prefetch import Run
-
-        self.warming: prefetch.Run = Run()
-        self.ahead = WarmAhead(self._warm)
+        self.ahead = WarmAhead.of(live, config, self.stack)
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
@@ -181,16 +179,10 @@ class Waits:
     async def warm(
         self, e: EndpointRollout | None, keys: Collection[str], note: Callable[[str], None], upcoming: Collection[str] = ()
     ) -> None:
-        """An in-place wave's release onto its nodes first, and its next wave's while it restarts
-        (:class:`WarmAhead` over :func:`infercrane.live.status.prefetch.before_wave`)."""
+        """An in-place wave's release onto its nodes first, and its next wave's while it restarts (:class:`WarmAhead`)."""
         if e is not None and e.warm_first:  # planned in place under rollout.warmFirst: no thread otherwise
             for line in await self.ahead.before(e.endpoint, keys, upcoming):
                 note(f"rollout: {e.endpoint}: {line}")
-
-    def _warm(self, endpoint: str, keys: Collection[str]) -> list[str]:
-        from infercrane.live.status import prefetch
-
-        return prefetch.before_wave(self.live, self.config, self.stack, endpoint, keys, self.warming)
 
     async def bake(self, e: EndpointRollout, note: Callable[[str], None]) -> canary.CanaryVerdict:
         """The canary of ``e``, ready: baked beside its baseline and judged (:func:`bake`)."""
@@ -203,31 +195,8 @@ class Waits:
         )
 
     def close(self) -> None:
-        self.warming.stop.set()  # a wave warmed ahead that never came: its pods deleted within a poll
+        self.ahead.stop()  # a wave warmed ahead that never came: its pods deleted within a poll
         self.checker.close()
-
-
-class WarmAhead:
-    """Warm-first one wave ahead: before a wave, what the warm begun for it one wave earlier did
-    (waited for while still pulling) and a warm of the keys it did not cover; then the endpoint's
-    next wave warmed while this one restarts -- so only a rollout's first wave waits for a pull,
-    and at most two waves of an endpoint pull at once. ``warm(endpoint, keys)`` returns what to say."""
-
-    def __init__(self, warm: Callable[[str, Collection[str]], list[str]]) -> None:
-        self.warm = warm
-        self.begun: dict[str, tuple[frozenset[str], asyncio.Future[list[str]]]] = {}  # endpoint -> its next wave
-
-    async def before(self, endpoint: str, keys: Collection[str], upcoming: Collection[str] = ()) -> list[str]:
-        said: list[str] = []
-        covered: frozenset[str] = frozenset()
-        if keys and (begun := self.begun.pop(endpoint, None)) is not None:
-            covered, warming = begun
-            said += await warming
-        if rest := [k for k in keys if k not in covered]:
-            said += await asyncio.to_thread(self.warm, endpoint, rest)
-        if upcoming and endpoint not in self.begun:
-            self.begun[endpoint] = (frozenset(upcoming), asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, upcoming)))
-        return said
 
 
 SAMPLE_SECONDS: Final = 5.0  # how often a bake reads the pods' counts (a regression is rejected within this)

@@ -70,6 +70,7 @@ def test_the_rollout_is_planned_in_one_place_for_commands_and_plain_pulumi() -> 
 def test_no_code_outside_the_tables_compares_a_workload_api_or_a_gpu_allocation_by_name() -> None:
     by_name = re.compile(
         r"""(workload_api|gpu_allocation|workloadApi|gpuAllocation)["')\]]*\s*[!=]=|[!=]=\s*["'](kserve|deployment|dra|label)["']"""
+        r"""|[!=]=\s*["']InferenceService["']|["']InferenceService["']\s*(==|!=|in\b|not in\b)"""
     )
     found = [
         f"{p.relative_to(PACKAGE)}:{n}: {line.strip()}"
@@ -113,11 +114,17 @@ def test_a_module_past_300_lines_says_at_its_top_why_it_is_one() -> None:
 def test_the_rules_above_can_fail(tmp_path: Path) -> None:
     """Each rule's reader finds what it looks for: a comparison by name, a changed exception."""
     sample = tmp_path / "sample.py"
-    sample.write_text('try:\n    pass\nexcept ValueError as exc:\n    exc.note = 1\nif t.workload_api == "kserve":\n    pass\n')
+    sample.write_text(
+        'try:\n    pass\nexcept ValueError as exc:\n    exc.note = 1\nif t.workload_api == "kserve":\n    pass\n'
+        'if kind == "InferenceService" or "InferenceService" in found:\n    pass\n'
+    )
     tree = ast.parse(sample.read_text())
     handler = next(n for n in ast.walk(tree) if isinstance(n, ast.ExceptHandler))
     assert any(isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Attribute) for n in ast.walk(handler))
     assert re.search(r"""(workload_api)["')\]]*\s*[!=]=""", sample.read_text().splitlines()[4])
+    kserve_by_kind = sample.read_text().splitlines()[6]
+    assert re.search(r"""[!=]=\s*["']InferenceService["']""", kserve_by_kind)
+    assert re.search(r"""["']InferenceService["']\s*(==|!=|in\b|not in\b)""", kserve_by_kind)
 
 
 #: Unit test files of several modules at once, beside the package they read.

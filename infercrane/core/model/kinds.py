@@ -61,6 +61,13 @@ class WorkloadApi:
     explicit_cpu_limit: bool  # the controller fills a missing CPU limit with its own default (KServe: 1 CPU)
     endpoint: str  # the in-cluster URL, from the object {name}, {namespace} and the replica's {port}
     service: str  # the Service that routes to a replica's pods (and the workload they belong to), from its object {name}
+    #: Where its pods' spec is, under the workload's spec: a change at its first step restarts them.
+    pod_spec: tuple[str, ...] = ("template", "spec")
+    #: Its readiness is the one rule over the Deployment its controller makes (KServe's predictor),
+    #: read where the identity may list Deployments; else its own status, the weaker rule.
+    judged_by_predictor: bool = False
+    #: Its status is conditions and the URL it serves at (KServe's), not a Deployment's counters.
+    status_by_conditions: bool = False
     crd: Kind | None = None  # served by a CustomResourceDefinition that must be installed
 
     @property
@@ -99,9 +106,24 @@ KSERVE_API: Final = WorkloadApi(
     explicit_cpu_limit=True,
     endpoint="http://{name}-predictor.{namespace}.svc.cluster.local",
     service="{name}-predictor",  # KServe's predictor, in Standard mode: its Service and its Deployment
+    pod_spec=("predictor",),  # KServe rolls its pods on a predictor change
+    judged_by_predictor=True,
+    status_by_conditions=True,
     crd=INFERENCE_SERVICE,
 )
 WORKLOAD_APIS: Final = {a.name: a for a in (DEPLOYMENT_API, KSERVE_API)}
+
+
+def workload_api_of(kind: str | None) -> WorkloadApi | None:
+    """The workload API whose workload is of ``kind`` (None: a Service, a claim template)."""
+    return next((a for a in WORKLOAD_APIS.values() if a.workload.name == kind), None)
+
+
+def judged_by_predictor(kind: str | None) -> bool:
+    """Whether a workload of ``kind`` is judged by its controller's Deployment (:attr:`WorkloadApi.judged_by_predictor`)."""
+    api = workload_api_of(kind)
+    return api is not None and api.judged_by_predictor
+
 
 #: The workload kind of every API: what holds a replica's GPUs, whichever API rendered it.
 WORKLOADS: Final = frozenset(a.workload.name for a in WORKLOAD_APIS.values())

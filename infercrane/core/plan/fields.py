@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from infercrane.core.model import quantity
+from infercrane.core.model.kinds import WORKLOAD_APIS
 from infercrane.core.plan import ssa_schema
 from infercrane.core.plan.actions import Action
 
@@ -40,9 +41,9 @@ NOT_CHECKABLE: Final = (
     "strict field validation, and server defaulting that rewrites a field InferCrane renders -- "
     "the deploy's preflight dry run checks them"
 )
-# The part of a workload whose change restarts its pods: the Deployment's pod template, the
-# InferenceService's predictor (KServe rolls its pods on a predictor change) but for how it rolls.
-POD_SPEC_PATH: Final = {"Deployment": "template", "InferenceService": "predictor"}
+# The part of a workload whose change restarts its pods (its workload API's): the Deployment's pod
+# template, the InferenceService's predictor (KServe rolls its pods on a predictor change) but for how it rolls.
+POD_SPEC_PATH: Final = {a.workload.name: a.pod_spec[0] for a in WORKLOAD_APIS.values()}
 NOT_A_POD_CHANGE: Final = ("deploymentStrategy",)
 _MISSING: Final = object()
 Path = tuple[str, ...]  # FieldsV1 steps: "f:name", "k:{...}", "v:value", "i:3"

@@ -20,6 +20,7 @@ from typing import Any, Final
 from infercrane.core import naming
 from infercrane.core.model import gpu, image
 from infercrane.core.model.engines import WORKER_KEY_REFERENCE
+from infercrane.core.model.kinds import workload_api_of
 from infercrane.core.render.volumes import COMPILE_VOLUME
 
 
@@ -84,13 +85,13 @@ class Violation:
 
 
 def pod_spec(manifest: Mapping[str, Any]) -> dict[str, Any] | None:
-    kind = manifest.get("kind")
+    api = workload_api_of(manifest.get("kind"))
+    if api is None:
+        return None
     spec = manifest.get("spec") or {}
-    if kind == "Deployment":
-        return dict(((spec.get("template") or {}).get("spec")) or {})
-    if kind == "InferenceService":
-        return dict(spec.get("predictor") or {})
-    return None
+    for step in api.pod_spec:
+        spec = spec.get(step) or {}
+    return dict(spec)
 
 
 def claims_ours(manifest: Mapping[str, Any]) -> bool:

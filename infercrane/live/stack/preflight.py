@@ -83,7 +83,7 @@ class Report:
         """What the command says of how it judged the replicas: under KServe without the predictor
         reads, by each InferenceService's own status (the weaker rule); read-only, what it could not check."""
         unchecked = [f"note: {u}" for u in self.unchecked]
-        if config.kubernetes.object_kinds[0] != "InferenceService" or self.predictors is not None:
+        if not config.kubernetes.api.judged_by_predictor or self.predictors is not None:
             return unchecked
         return unchecked + [
             "note: this identity may not list Deployments, so each InferenceService is judged by its own status, "
@@ -195,7 +195,7 @@ def run(
             return exc
 
     report = Report(live=live)
-    if target.object_kinds[0] == "InferenceService" and "Deployment" not in refused:  # the one rule: by the predictors
+    if target.api.judged_by_predictor and "Deployment" not in refused:  # the one rule: by the predictors
         report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
     report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
     if read_only:

@@ -28,6 +28,7 @@ from lightkube import operators
 
 from infercrane.core import naming
 from infercrane.core.errors import STARTUP_FAILING, ClusterError
+from infercrane.core.model.kinds import judged_by_predictor
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 from infercrane.live.status import hold, startup
@@ -134,7 +135,7 @@ class FleetWaiter:
         # KServe: each tick also LISTs the predictor Deployments (the evidence that is current,
         # verdicts.inference_service_by_predictor) -- with the deployment Role's `list`; without
         # it, the InferenceService's own status (weaker: its counter is copied, see there).
-        self._predictors: dict[str, dict[str, Any]] | None = {} if kind == "InferenceService" else None
+        self._predictors: dict[str, dict[str, Any]] | None = {} if judged_by_predictor(kind) else None
         self._ticks = 0  # LISTs begun
         self._done = 0
         self._task: asyncio.Task[None] | None = None

@@ -15,7 +15,7 @@ from typing import Any, Final, Literal
 
 from infercrane.core import naming
 from infercrane.core.errors import POD_SECURITY_FIX, with_fix
-from infercrane.core.model.kinds import KSERVE_API
+from infercrane.core.model.kinds import KSERVE_API, judged_by_predictor, workload_api_of
 from infercrane.core.plan import states
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.state import times
@@ -193,7 +193,8 @@ def _pod_available(obj: Mapping[str, Any]) -> bool:
     answers from its old pod; one whose only pod restarts in place does not. (An InferenceService:
     its ``Ready`` condition, whatever generation it speaks for.)"""
     status = obj.get("status") or {}
-    if obj.get("kind") == "InferenceService":
+    api = workload_api_of(obj.get("kind"))
+    if api is not None and api.status_by_conditions:
         return (_conditions(status).get("Ready") or {}).get("status") == "True"
     return int(status.get("availableReplicas") or 0) >= 1
 
@@ -225,7 +226,7 @@ def judged(
     read, else by its own status -- the weaker rule, used only where the predictors cannot be read.
     ``zero_ok``: a Deployment whose count is an autoscaler's; ``held``: a surge canary's, its old
     pods held (:func:`deployment_verdict`)."""
-    if kind == "InferenceService" and predictors is not None:
+    if judged_by_predictor(kind) and predictors is not None:
         name = predictor_name(str((obj.get("metadata") or {}).get("name")))
         return inference_service_by_predictor(obj, applied_generation, predictors.get(name))
     if kind == "Deployment":
@@ -239,7 +240,7 @@ def holds_more(kind: str, obj: Mapping[str, Any], predictors: Predictors = None)
     than it asks for. A rolling update keeps an old pod beside the new ones until they are
     available, also when the old one is itself still loading (the controller's maxScaledDown): a
     replica not available can hold two pods' GPUs."""
-    if kind == "InferenceService":
+    if judged_by_predictor(kind):
         name = str((obj.get("metadata") or {}).get("name"))
         d = None if predictors is None else predictors.get(predictor_name(name))
         if d is None:
@@ -255,7 +256,7 @@ def replica_state(kind: str, obj: Mapping[str, Any], predictors: Predictors = No
     """A workload object's rollout state (:mod:`infercrane.core.plan.states`): draining once it
     is being deleted, settled by the readiness rule (:func:`judged`), available with a pod available
     (an InferenceService's: its predictor's, when readable), else starting."""
-    if kind == "InferenceService" and predictors is not None:
+    if judged_by_predictor(kind) and predictors is not None:
         predictor = predictors.get(predictor_name(str((obj.get("metadata") or {}).get("name"))))
         available = predictor is not None and _pod_available(predictor)
     else:

@@ -1,4 +1,4 @@
-"""Warm-first one wave ahead (:class:`infercrane.shell.awaiting.WarmAhead`): each wave's next is
+"""Warm-first one wave ahead (:class:`infercrane.shell.warming.WarmAhead`): each wave's next is
 warmed while it restarts, a wave waits only for a warm still pulling, and keys it did not cover
 are warmed before it."""
 
@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Collection
 
-from infercrane.shell.awaiting import WarmAhead
+from infercrane.shell.warming import WarmAhead
 
 
 class Pulls:
