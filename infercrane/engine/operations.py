@@ -49,8 +49,8 @@ from infercrane.engine.rejections import (
     roll_back,
 )
 from infercrane.engine.workspace import Engine
-from infercrane.live.stack.context import StackContext
-from infercrane.shell.channel import Channel, Prepared
+from infercrane.live.stack.context import Prepared, StackContext
+from infercrane.shell.channel import Channel
 from infercrane.shell.gate import Gate, Handover
 
 

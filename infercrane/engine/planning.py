@@ -22,8 +22,8 @@ from infercrane.engine.observed import Observed
 from infercrane.engine.recovery import vouch_for
 from infercrane.engine.rejections import judged
 from infercrane.engine.workspace import Engine
-from infercrane.live.stack.context import StackContext
-from infercrane.shell.channel import Channel, Prepared
+from infercrane.live.stack.context import Prepared, StackContext
+from infercrane.shell.channel import Channel
 
 
 @dataclass

@@ -38,8 +38,8 @@ from infercrane.core.state import urns
 from infercrane.engine.deletions import delete_keys
 from infercrane.engine.observed import Observed
 from infercrane.engine.workspace import Engine
-from infercrane.live.stack.context import StackContext
-from infercrane.shell.channel import Channel, Pinned, Prepared
+from infercrane.live.stack.context import Prepared, StackContext
+from infercrane.shell.channel import Channel, Pinned
 
 
 def marks(engine: Engine, rollout: Rollout | None) -> Marks:

@@ -12,26 +12,13 @@ from typing import TYPE_CHECKING, Any, Final
 from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Sink
 from infercrane.core.plan.waves import Rollout
-from infercrane.core.render import RenderedReplica
 from infercrane.shell.gate import Gate, Handover
 
 if TYPE_CHECKING:  # the live layer is imported where it connects
-    from infercrane.live.stack.context import StackContext
-    from infercrane.live.stack.preflight import Report
+    from infercrane.live.stack.context import Prepared, StackContext
 
 #: Plain ``pulumi preview`` as the read-only plan (:attr:`Channel.read_only`): ``1`` sets it.
 READ_ONLY_ENV: Final = "INFERCRANE_PLAN_READ_ONLY"
-
-
-@dataclass(frozen=True)
-class Prepared:
-    """What a command prepared once for one run of the program: the replicas rendered and guarded
-    from the config it hands over (caches verified), and the preflight's report on exactly those
-    manifests, which passed -- the program registers them without rendering again, a second LIST
-    or a dry run per object."""
-
-    rendered: Sequence[RenderedReplica]
-    report: Report | None  # None: the preflight refused; the program runs its own on this render
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from infercrane.core.errors import InferCraneError
 from infercrane.core.plan.waves import Rollout
 
 if TYPE_CHECKING:
-    from infercrane.shell.channel import Prepared
+    from infercrane.live.stack.context import Prepared
 
 
 @dataclass(frozen=True)

@@ -191,9 +191,9 @@ def test_a_prepared_run_registers_the_callers_render_as_handed_over() -> None:
     import dataclasses
 
     from infercrane.core.render.manifests import render_checked
+    from infercrane.live.stack.context import Prepared
     from infercrane.live.stack.preflight import Report
     from infercrane.shell import program
-    from infercrane.shell.channel import Prepared
 
     values = stackfile.read_stack_values(paths.stack_file("local", ROOT))
     config = loading.load(values, source="stacks/Pulumi.local.yaml", env={})

@@ -29,6 +29,17 @@ if TYPE_CHECKING:  # lightkube is imported where a request is made
 
 
 @dataclass(frozen=True)
+class Prepared:
+    """What a command prepared once for one run of the program: the replicas rendered and guarded
+    from the config it hands over (caches verified), and the preflight's report on exactly those
+    manifests, which passed -- the program registers them without rendering again, a second LIST
+    or a dry run per object."""
+
+    rendered: Sequence[RenderedReplica]
+    report: Report | None  # None: the preflight refused; the program runs its own on this render
+
+
+@dataclass(frozen=True)
 class StackContext:
     stack: str
     config: cfg.InferCraneConfig
