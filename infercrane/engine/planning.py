@@ -22,7 +22,7 @@ from infercrane.engine.observed import Observed
 from infercrane.engine.recovery import vouch_for
 from infercrane.engine.rejections import judged
 from infercrane.engine.workspace import Engine
-from infercrane.live.stack.context import Prepared, StackContext
+from infercrane.live.stack.context import StackContext
 from infercrane.shell.channel import Channel
 
 
@@ -65,9 +65,8 @@ def plan(
     engine.vouch = vouch_for(ctx)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state)  # in parallel with the preflight
-        ctx = ctx.verify_caches(warning_notes(sink), defer_refusal=True)  # the model caches the cluster verified, mapped
-        rendered = ctx.render()
-        report = ctx.preflight(rendered, defer_refusal=True)
+        ctx, prepared = ctx.prepare(warning_notes(sink), defer_refusal=True)
+        rendered, report = prepared.rendered, prepared.report
         seen = Observed(ctx, reading.result(), rendered, report)
     for note in report.notes(ctx.config) if report else []:
         sink(Note(note))
@@ -93,7 +92,7 @@ def plan(
         rollout=rollout,  # in a preview only what it recreates matters: the deploy's own replace
         driven=True,
         legacy=urns.legacy_names(seen.state),
-        prepared=None if ctx.caches_refused else Prepared(rendered, report),
+        prepared=None if ctx.caches_refused else prepared,
     )
     engine.preview(
         on_output=on_output,
@@ -127,9 +126,8 @@ def plan_read_only(
     ctx = StackContext.connect(engine.stack_name, config)
     with ThreadPoolExecutor(max_workers=1) as pool:
         reading = pool.submit(engine.state, repair=False)  # in parallel with the reads of the cluster
-        ctx = ctx.verify_caches(warning_notes(sink), defer_refusal=True)
-        rendered = ctx.render()
-        report = ctx.preflight(rendered, read_only=True)
+        ctx, prepared = ctx.prepare(warning_notes(sink), read_only=True)  # no run follows: a refusal raises now
+        rendered, report = prepared.rendered, prepared.report
         assert report is not None  # a refusal raises: nothing is deferred to a run
         state = reading.result()
     for note in report.notes(ctx.config):
@@ -164,7 +162,7 @@ def plan_read_only(
             context=ctx,
             driven=True,
             legacy=urns.legacy_names(state),
-            prepared=None if ctx.caches_refused else Prepared(rendered, report),
+            prepared=prepared,
             read_only=True,
         )
         engine.preview(on_output=on_output, refresh=False, channel=channel, policy_packs=list(policy_packs))

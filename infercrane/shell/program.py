@@ -115,13 +115,11 @@ def check(
         legacy = channel.legacy if channel.legacy is not None else slots
         return Checked(config, rendered, legacy, provider or make_provider(config.kubernetes))
     ctx = channel.context or StackContext.connect(stack, config)
-    if prepared is None:
-        ctx = ctx.verify_caches(lambda warning: pulumi.log.warn(f"preflight: {warning}"))
-        rendered = ctx.render()
-    else:
-        rendered = list(prepared.rendered)
-    handed = prepared.report if prepared is not None else None  # None: the caller's preflight refused
-    report = handed if handed is not None else ctx.preflight(rendered, read_only=read_only)
+    if prepared is None:  # plain `pulumi`, or a caller whose caches were refused: the one order, refusing at once
+        ctx, prepared = ctx.prepare(lambda warning: pulumi.log.warn(f"preflight: {warning}"), read_only=read_only)
+    rendered = list(prepared.rendered)
+    # The caller's preflight refused (None): the program's own refuses again, inside the update.
+    report = prepared.report if prepared.report is not None else ctx.preflight(rendered, read_only=read_only)
     assert report is not None  # not deferred: a refusal raises
     for warning in report.warnings:  # podSecurityWarnings: report
         pulumi.log.warn(f"preflight: {warning}")

@@ -97,6 +97,11 @@ def test_a_required_cache_refuses_unusable_claims_prefer_downloads_and_a_bound_m
     assert f"PersistentVolumeClaim {NS}/pending-weights is Pending, not Bound" in r.stderr
     assert f"PersistentVolumeClaim {NS}/rwo-weights allows ReadWriteOnce only" in r.stderr
     assert not list(admin.list(Deployment, namespace=NS)), "refused before anything was applied"
+    # The read-only plan, which no run follows, refuses the same at once (it planned an update before).
+    r = cli(project, "plan", "--read-only", "--stack", "itcache")
+    assert r.returncode == 1, r.stdout[-2000:]
+    assert "the model cache is required and could not be verified" in r.stderr, r.stderr[-2000:]
+    assert f"PersistentVolumeClaim {NS}/pending-weights is Pending, not Bound" in r.stderr
 
     project.stack("itcache", replicas, **cached("prefer", unusable))
     r = cli(project, "deploy", "--stack", "itcache")

@@ -71,6 +71,19 @@ class StackContext:
         """The config rendered for this stack and guarded (GuardError on any violation)."""
         return guarded(self.config, self.stack_id)
 
+    def prepare(
+        self, warn: Callable[[str], None], *, read_only: bool = False, defer_refusal: bool = False
+    ) -> tuple[StackContext, Prepared]:
+        """The one order of a run's checks, for ``plan``, ``plan --read-only`` and the program (and
+        ``deploy``'s, whose preflight runs beside the engine's start): the model caches verified
+        (:meth:`verify_caches`), the config rendered and guarded (:meth:`render`), the preflight on
+        exactly that render (:meth:`preflight`) -- this context acting on the verified config, and
+        what it prepared. ``defer_refusal``: a command before its run, whose refusal is the run's;
+        a read-only plan, which no run follows, and the program refuse at once."""
+        ctx = self.verify_caches(warn, defer_refusal=defer_refusal)
+        rendered = ctx.render()
+        return ctx, Prepared(rendered, ctx.preflight(rendered, read_only=read_only, defer_refusal=defer_refusal))
+
     def verify_caches(self, warn: Callable[[str], None], *, defer_refusal: bool = False) -> StackContext:
         """This context acting on the config with only the model caches the cluster verifies
         mapped (``prefer``: the others passed to ``warn``, their replicas download).
