@@ -320,14 +320,14 @@ ensure() {
 }
 
 # estimate TOOL: seconds its build took here last (the cache's build-times), else a typical time on
-# 2 cores with the downloads (measured 2026-12-06).
+# 2 cores with the downloads (a cold `make demo`, 2026-12-07; Prometheus and the ssa-oracle earlier).
 estimate() {
   local last
   last="$(awk -v t="${1%@*}" '$1 == t { s = $2 } END { if (s) print s }' "$cache/build-times" 2>/dev/null || true)"
   if [[ -n "$last" ]]; then echo "$last"; return; fi
   case "${1%@*}" in
-    pulumi) echo 300 ;; kubernetes-provider) echo 600 ;; kube) echo 410 ;; etcd) echo 35 ;; kwok) echo 100 ;;
-    kserve) echo 190 ;; node) echo 100 ;; prometheus) echo 395 ;; actionlint) echo 10 ;; ssa-oracle) echo 130 ;; registry) echo 120 ;; *) echo 5 ;;
+    pulumi) echo 150 ;; kubernetes-provider) echo 300 ;; kube) echo 210 ;; etcd) echo 20 ;; kwok) echo 50 ;;
+    kserve) echo 100 ;; node) echo 60 ;; prometheus) echo 290 ;; actionlint) echo 10 ;; ssa-oracle) echo 130 ;; registry) echo 50 ;; *) echo 5 ;;
   esac
 }
 
