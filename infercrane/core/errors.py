@@ -2,7 +2,9 @@
 
 Every user-facing failure is one of these. Each carries a message that says what is wrong, where
 (stack file and config path, variable, or object) and how to fix it, so the CLI and the Pulumi
-program can print it without a traceback. Pure core: every error class of the package lives here.
+program can print it without a traceback. Pure core: every error class a user sees lives here; the
+cluster edge's typed failures (:mod:`infercrane.live.client.failures`) are ClusterErrors, and the
+pods' edge's (:mod:`infercrane.live.evidence.edge`) become evidence, never a message of their own.
 
 One module, past 300 lines: its size is the number of messages the CLI can show, each beside its fix.
 """

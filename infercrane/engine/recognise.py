@@ -9,7 +9,7 @@ import re
 from typing import Final
 
 from infercrane.core.errors import EngineError, bullets
-from infercrane.core.model.kinds import DEPLOYMENT_API, DRA_ROLE_FILE, RESOURCE_CLAIM_TEMPLATE
+from infercrane.core.model.kinds import bind_fix
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
 API_LOST_MARKERS: Final = (
@@ -66,9 +66,7 @@ def translate_text(text: str, stack: str) -> EngineError:
     if "forbidden" in text.lower():
         return EngineError(
             f"the Kubernetes API refused an action (RBAC).\n{_tail(text)}",
-            fix=f"bind {DRA_ROLE_FILE} to the deploying identity"
-            if RESOURCE_CLAIM_TEMPLATE.plural in text
-            else f"bind {DEPLOYMENT_API.role_file} to the deploying identity",
+            fix=bind_fix(text),
         )
     if "passphrase" in text.lower():
         return EngineError(

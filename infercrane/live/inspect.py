@@ -1,6 +1,6 @@
 """Evidence per replica from the live cluster: objects, state, field managers, pod placement.
 
-State follows the DESIGN.md rule: ``ready`` only when ``status.observedGeneration ==
+State follows the one readiness rule (:mod:`infercrane.live.status.verdicts`): ``ready`` only when ``status.observedGeneration ==
 metadata.generation`` and (Deployment) ``availableReplicas > 0`` / (KServe) condition
 ``Ready=True``; ``degraded`` when a replica's object set is incomplete; otherwise
 ``provisioning``. A stale observedGeneration is never ready. Read-only. Live-cluster layer.

@@ -21,7 +21,7 @@ PVC_READER: Final = "deploy/kubernetes/optional/pvc-reader.yaml"
 
 
 @dataclass(frozen=True)
-class Verdict:
+class CacheVerdict:
     """The config to render (only verified claims mapped) and what to tell, or refuse."""
 
     config: InferCraneConfig
@@ -54,12 +54,12 @@ def claim_problem(pvc: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None) -> Verdict:
+def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None) -> CacheVerdict:
     """The verdict for ``config`` from the namespace's claims by name (None: they may not be read)."""
     claims = wanted(config)
     cache = config.kubernetes.artifact_cache
     if not claims:
-        return Verdict(config)
+        return CacheVerdict(config)
     namespace = config.kubernetes.namespace
     if live is None:
         line = (
@@ -67,18 +67,20 @@ def judge(config: InferCraneConfig, live: Mapping[str, Mapping[str, Any]] | None
             f"persistentvolumeclaims in {namespace} (an optional read: {PVC_READER} grants it)"
         )
         if cache.policy == "required":
-            return Verdict(config, refusals=[line], unreadable=True)
-        return Verdict(_without(config, set(claims)), warnings=[f"{line}; every replica downloads the weights instead"])
+            return CacheVerdict(config, refusals=[line], unreadable=True)
+        return CacheVerdict(_without(config, set(claims)), warnings=[f"{line}; every replica downloads the weights instead"])
     problems = {claim: why for claim in claims if (why := claim_problem(live.get(claim)))}
     if not problems:
-        return Verdict(config)
+        return CacheVerdict(config)
     lines = [
         f"model cache PersistentVolumeClaim {namespace}/{claim} {why} (for replica(s) {', '.join(claims[claim])})"
         for claim, why in problems.items()
     ]
     if cache.policy == "required":
-        return Verdict(config, refusals=lines)
-    return Verdict(_without(config, set(problems)), warnings=[f"{line}: they download the weights instead" for line in lines])
+        return CacheVerdict(config, refusals=lines)
+    return CacheVerdict(
+        _without(config, set(problems)), warnings=[f"{line}: they download the weights instead" for line in lines]
+    )
 
 
 def _without(config: InferCraneConfig, claims: set[str]) -> InferCraneConfig:

@@ -1,4 +1,4 @@
-"""Deployment, Service and InferenceService manifests for one replica (the DESIGN.md contracts).
+"""Deployment, Service and InferenceService manifests for one replica (docs/configure.md says what each field renders).
 
 Deployment: one replica, Recreate (a surge would need twice the GPUs) unless the endpoint's rollout
 policy allows a surge, progress deadline and

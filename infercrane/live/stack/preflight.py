@@ -113,12 +113,12 @@ def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
     return bool(pods(before) != pods(after))
 
 
-def verify_cache(config: InferCraneConfig, live: Live) -> cache.Verdict:
+def verify_cache(config: InferCraneConfig, live: Live) -> cache.CacheVerdict:
     """The model cache's verdict from one LIST of the namespace's claims (none when nothing is
     mapped). A LIST this identity may not make (the read is optional) verifies nothing: ``prefer``
     downloads, ``required`` refuses. Raises CacheRefused, or ClusterError for other failures."""
     if not cache.wanted(config):
-        return cache.Verdict(config)
+        return cache.CacheVerdict(config)
     from lightkube.resources.core_v1 import PersistentVolumeClaim
 
     claims: dict[str, dict[str, Any]] | None
