@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final
 
 from infercrane.core.errors import UsageError
+from infercrane.core.model.engines import ENGINES
 
 EXIT_USAGE: Final = 2
 
@@ -87,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         sp.add_argument("--gpu", help="GPU product-label value, e.g. NVIDIA-L40S (with MODEL)")
         sp.add_argument("--gpu-count", type=int, help="GPUs per replica")
         sp.add_argument("--revision", help="pinned model revision")
-        sp.add_argument("--engine", choices=["vllm", "sglang"])
+        sp.add_argument("--engine", choices=list(ENGINES))
         sp.add_argument("--key", help="durable replica key (default: <name>-r0)")
         sp.add_argument("--json", action="store_true")
         sp.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")

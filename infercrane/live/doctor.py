@@ -26,6 +26,7 @@ from lightkube.resources.core_v1 import Namespace, Node, ServiceAccount
 
 from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.engines import ENGINES
 from infercrane.core.model.kinds import (
     DRA_READER_FILE,
     DRA_ROLE_FILE,
@@ -368,7 +369,7 @@ def sglang_key(config: InferCraneConfig) -> Check | None:
     """What SGLang's replicas expose of the worker key (None: no replica runs SGLang). SGLang reads its
     key from ``--api-key`` only (no variable, no file), so the kubelet expands it into the engine's
     command line, which every user of its node can read, unlike vLLM's environment."""
-    keys = [r.key for r in config.replicas if r.engine == "sglang"]
+    keys = [r.key for r in config.replicas if ENGINES[r.engine].key_flag]  # the key on its command line
     if not keys:
         return None
     shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")

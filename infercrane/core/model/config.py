@@ -17,7 +17,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from infercrane.core import naming
 from infercrane.core.model import gpu, image, quantity
 from infercrane.core.model.endpoints import EndpointSettings, RolloutPolicy
-from infercrane.core.model.engines import ENGINES, SECRET_FLAGS
+from infercrane.core.model.engines import ENGINES, SECRET_FLAGS, EngineName
 from infercrane.core.model.kinds import GPU_ALLOCATIONS, WORKLOAD_APIS, GpuAllocation, WorkloadApi
 from infercrane.core.model.pod import (
     ArtifactCache,
@@ -315,7 +315,7 @@ class Replica(Frozen):
         "files under /models), mounted read-only as an image volume and given to the engine as its model; "
         "default: kubernetes.modelImages[model], else the engine fetches the model by id.",
     )
-    engine: Literal["vllm", "sglang"] = Field("vllm", description="Inference engine: sets command and flags.")
+    engine: EngineName = Field("vllm", description="Inference engine: sets command and flags.")
     port: int = Field(8000, ge=1024, le=65535, description="Container and Service port named http.")
     args: tuple[str, ...] = Field((), description="Extra engine flags (never --api-key, never managed flags).")
     startup_budget_seconds: int = Field(

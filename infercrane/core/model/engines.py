@@ -13,9 +13,28 @@ node's users: ``doctor`` says so). The argv itself is rendered by
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Literal, get_args
 
 from infercrane.core import naming
+
+#: The engines a replica may name (``replicas[].engine``): the keys of :data:`ENGINES`.
+EngineName = Literal["vllm", "sglang"]
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The metric names of one engine's /metrics page a canary's evidence is read from."""
+
+    ttft: str  # its time to first token histogram
+    e2e: str  # its request latency histogram
+    requests: str  # the counter of the requests it answered
+    errors: str | None = None  # a counter of its failed requests; None: the 5xx of ``requests`` (vLLM's)
+
+    @property
+    def series(self) -> tuple[str, ...]:
+        """The series one read takes (a Prometheus selector names them)."""
+        counters = (self.requests, self.errors) if self.errors else (self.requests,)
+        return (self.ttft + "_bucket", self.e2e + "_bucket", *counters)
 
 
 @dataclass(frozen=True)
@@ -25,6 +44,7 @@ class EngineSpec:
     command: tuple[str, ...]
     model_flag: str
     tensor_parallel_flag: str
+    metrics: Metrics  # what a canary reads of its /metrics page
     # vLLM's --served-model-name takes several names (the first is reported and used in metrics);
     # SGLang's takes one string, so there the model is served under the endpoint name only.
     several_served_names: bool = False
@@ -50,6 +70,7 @@ ENGINES: Final = {
         ("python3", "-m", "vllm.entrypoints.openai.api_server"),
         "--model",
         "--tensor-parallel-size",
+        Metrics("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "http_requests_total"),
         several_served_names=True,
         # Since vLLM 0.18.0 (vllm-project/vllm#34730, re-added by #36666); default 0: in-flight requests aborted
         # on SIGTERM. Rendered only for shutdownSeconds > 0: an older release refuses it (unrecognized arguments).
@@ -57,7 +78,19 @@ ENGINES: Final = {
         # vLLM keeps its torch.compile artifacts (and the Inductor and Triton kernels under them) in VLLM_CACHE_ROOT.
         cache_env=("VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"),
     ),
-    "sglang": EngineSpec(("python3", "-m", "sglang.launch_server"), "--model-path", "--tp-size", key_flag="--api-key"),
+    "sglang": EngineSpec(
+        ("python3", "-m", "sglang.launch_server"),
+        "--model-path",
+        "--tp-size",
+        Metrics(
+            "sglang:time_to_first_token_seconds",
+            "sglang:e2e_request_latency_seconds",
+            "sglang:num_requests_total",
+            errors="sglang:num_aborted_requests_total",
+        ),
+        key_flag="--api-key",  # SGLang reads no variable: the key is on its command line (doctor warns)
+    ),
 }
+assert set(ENGINES) == set(get_args(EngineName)), "one engine, one entry: EngineName names the keys of ENGINES"
 SECRET_FLAGS: Final = ("--api-key",)
 WORKER_KEY_REFERENCE: Final = f"$({naming.WORKER_KEY_ENV})"  # as the kubelet expands it

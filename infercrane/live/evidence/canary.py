@@ -28,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from infercrane.core.model.config import InferCraneConfig, Replica
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
+from infercrane.core.model.engines import ENGINES, Metrics
 from infercrane.core.plan import canary
 from infercrane.core.render.command import served_names
 from infercrane.live.evidence import edge
@@ -44,37 +45,15 @@ START_TIME: Final = "process_start_time_seconds"
 Address = tuple[str, int]
 
 
-@dataclass(frozen=True)
-class Names:
-    """The metric names one engine's evidence is read from."""
-
-    ttft: str  # its time to first token histogram
-    e2e: str  # its request latency histogram
-    requests: str  # the counter of the requests it answered
-    errors: str | None = None  # a counter of its failed requests; None: the 5xx of ``requests`` (vLLM's)
-
-    @property
-    def series(self) -> tuple[str, ...]:
-        """The series one read takes (a Prometheus selector names them)."""
-        counters = (self.requests, self.errors) if self.errors else (self.requests,)
-        return (self.ttft + "_bucket", self.e2e + "_bucket", *counters)
-
-    def missing(self) -> str:
-        """What a page that answered without its request counter lacks."""
-        if self.errors is None:
-            return f"{self.requests} for {', '.join(COMPLETIONS)} (no count of failed requests)"
-        return f"{self.requests} (no count of the requests it answered)"
+#: Each engine's metric names: its entry of the engines' table.
+NAMES: Final = {name: spec.metrics for name, spec in ENGINES.items()}
 
 
-NAMES: Final = {
-    "vllm": Names("vllm:time_to_first_token_seconds", "vllm:e2e_request_latency_seconds", "http_requests_total"),
-    "sglang": Names(
-        "sglang:time_to_first_token_seconds",
-        "sglang:e2e_request_latency_seconds",
-        "sglang:num_requests_total",
-        errors="sglang:num_aborted_requests_total",
-    ),
-}
+def missing(names: Metrics) -> str:
+    """What a page that answered without its request counter lacks."""
+    if names.errors is None:
+        return f"{names.requests} for {', '.join(COMPLETIONS)} (no count of failed requests)"
+    return f"{names.requests} (no count of the requests it answered)"
 
 
 @dataclass(frozen=True)
@@ -133,7 +112,7 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
     if not buckets:
         raise ValueError(f"{where} has no {names.ttft}")
     if not counted and buckets.get(canary.INF, 0) > 0:  # it answered, but its requests are not counted
-        raise ValueError(f"{where} has no {names.missing()}")
+        raise ValueError(f"{where} has no {missing(names)}")
     return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())), started)
 
 
