@@ -58,6 +58,7 @@ class Run:
     still waiting when the run ends."""
 
     made: set[str] = field(default_factory=set)
+    making: set[str] = field(default_factory=set)  # names being created: no uid yet, already listed by others
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -111,16 +112,17 @@ def done(w: Warming) -> bool:
     return bool(w.failed) or all(ref in w.pulled for ref in w.images)
 
 
-def clean(live: Live, stack: str, keep: Collection[str] = ()) -> list[str]:
+def clean(live: Live, stack: str, run: Run | None = None) -> list[str]:
     """Delete the prefetch pods of ``stack`` a killed run left (exactly: label, stack, uid), not
-    those of ``keep`` (this run's, still warming); their names."""
+    those of ``run`` (this run's, still warming or being made); their names."""
+    keep, making = (run.made, run.making) if run is not None else (set(), set())
     try:
         found = live.list(Pod, labels={render.LABEL: "true"}, action="list prefetch pods")
     except failures.LiveError:
         return []
     gone = []
     for p in found:
-        if render.ours(p, stack) and p["metadata"]["uid"] not in keep:
+        if render.ours(p, stack) and p["metadata"]["uid"] not in keep and p["metadata"]["name"] not in making:
             try:
                 live.delete_exact("Pod", p["metadata"]["name"], p["metadata"]["uid"])
                 gone.append(p["metadata"]["name"])
@@ -163,11 +165,12 @@ def warm(
     warming = plan(config, listed, keys, stack)
     if not warming:
         return []
-    clean(live, stack, keep=run.made)
+    clean(live, stack, run)
     began = clock()
     lines: list[str] = []
     try:
         for name, w in list(warming.items()):
+            run.making.add(name)
             try:
                 made = live.create(codecs.from_dict(w.manifest), action=f"create prefetch pod {name}")
                 w.uid = str(made.metadata.uid)
@@ -176,6 +179,8 @@ def warm(
                 return [f"warm-first: not done, this identity may not create pods (optional: apply {PREFETCHER})"]
             except failures.LiveError as exc:
                 w.failed = f"not created: {str(exc).splitlines()[0]}"
+            finally:
+                run.making.discard(name)
         while True:
             events = warnings.list_events(live)
             if isinstance(events, list):

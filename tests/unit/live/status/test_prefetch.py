@@ -171,11 +171,12 @@ def test_a_runs_own_prefetch_pods_still_warming_are_no_leftovers_to_its_next_wav
     c = config(values)
     live = Cluster([running("r0", "n1")])
     warming = render.pod(c, c.replicas[0], "n2", STACK)  # the next wave's, warming ahead (uid u-0)
-    live.created.append(warming)
-    run = prefetch.Run(made={"u-0"})
+    being_made = render.pod(c, c.replicas[0], "n3", STACK)  # another lane's, listed before its create returned
+    live.created += [warming, being_made]
+    run = prefetch.Run(made={"u-0"}, making={being_made["metadata"]["name"]})
     prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)  # type: ignore[arg-type]
-    made = live.created[1]["metadata"]["name"]
-    assert live.deleted == [("Pod", made, "u-1")]  # its own, once warmed; never the pod still warming ahead
+    made = live.created[2]["metadata"]["name"]
+    assert live.deleted == [("Pod", made, "u-2")]  # its own, once warmed; never a pod still warming or being made
     assert run.made == {"u-0"}
 
 
