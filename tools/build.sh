@@ -363,16 +363,25 @@ for ((i = 0; i < jobs; i++)); do lanes+=(""); loads+=(0); done
 for t in $(for m in "${missing[@]}"; do echo "$(estimate "$m") $m"; done | sort -rn | cut -d' ' -f2); do
   lane=0
   for ((i = 1; i < jobs; i++)); do ((loads[i] < loads[lane])) && lane=$i; done
-  if [[ "$t" == node ]]; then
-    for ((i = 0; i < jobs; i++)); do [[ " ${lanes[i]} " == *" kube "* ]] && lane=$i; done
+  if [[ "$t" == node || "$t" == kube ]]; then  # one lane for both, whichever was dealt first
+    other=$([[ "$t" == node ]] && echo kube || echo node)
+    for ((i = 0; i < jobs; i++)); do [[ " ${lanes[i]} " == *" $other "* ]] && lane=$i; done
   fi
   lanes[lane]+=" $t"
   loads[lane]=$((loads[lane] + $(estimate "$t")))
 done
-# The node after Kubernetes in its lane, whatever their estimates.
+# The node right after Kubernetes in its lane, whatever their estimates (whole words: node-images
+# and kube@MINOR are other tools).
 for ((i = 0; i < jobs; i++)); do
-  [[ " ${lanes[i]} " == *" kube "* && " ${lanes[i]} " == *" node "* ]] \
-    && lanes[i]="$(sed 's/ node\b//; s/ kube\b/ kube node/' <<<"${lanes[i]}")"
+  read -ra words <<<"${lanes[i]}"
+  [[ " ${words[*]} " == *" kube "* && " ${words[*]} " == *" node "* ]] || continue
+  ordered=()
+  for w in "${words[@]}"; do
+    [[ "$w" == node ]] && continue
+    ordered+=("$w")
+    [[ "$w" == kube ]] && ordered+=(node)
+  done
+  lanes[i]=" ${ordered[*]}"
 done
 pids=()
 for ((i = 0; i < jobs; i++)); do

@@ -64,6 +64,18 @@ def test_two_lanes_build_two_tools_side_by_side(tmp_path: Path) -> None:
     assert "etcd: built in" in done.stderr and "registry: built in" in done.stderr
 
 
+def test_the_node_builds_right_after_kubernetes_in_its_lane_and_node_images_stays_itself(tmp_path: Path) -> None:
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "build-times").write_text("node 500\nkube 10\n")  # recorded here: the node dealt first
+    done = _build(tmp_path, "node-images", "node", "etcd", "kube", SLEEP="0.05", INFERCRANE_BUILD_JOBS="2")
+    assert done.returncode == 0, done.stderr
+    began = [line.split()[1] for line in (tmp_path / "record").read_text().splitlines() if line.startswith("start ")]
+    kube = [i for i, pkg in enumerate(began) if pkg.startswith("k8s.io/kubernetes/cmd/kube") and not pkg.endswith("kubelet")]
+    kubelet = began.index("k8s.io/kubernetes/cmd/kubelet")
+    assert kubelet > max(kube), began  # the node's kubelet reuses what Kubernetes' build compiled
+    assert "./cmd/engine-double" in began and "node-images: built in" in done.stderr
+
+
 def test_one_lane_builds_one_after_the_other(tmp_path: Path) -> None:
     done = _build(tmp_path, "etcd", "registry", SLEEP="1", INFERCRANE_BUILD_JOBS="1")
     assert done.returncode == 0, done.stderr
