@@ -197,3 +197,40 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
         if ((p.metadata.labels if p.metadata else None) or {}).get(render_prefetch.LABEL)
         and not (p.metadata and p.metadata.deletionTimestamp)
     ]
+
+
+def test_two_waves_in_place_warm_one_ahead_and_the_second_finds_the_release_its_node_already_pulled(
+    project: Project, admin: Client, tmp_path: Path
+) -> None:
+    """Two replicas on the node, in place one at a time under warm-first: the first wave's prefetch
+    pulls the new model image while both old replicas serve; the second wave, warmed one ahead
+    while the first restarts, finds it on the node already -- no second prefetch pod (the first,
+    same name, may still be terminating) -- and both successors start with every image present."""
+    from tests.integration.bench_warm import forget
+
+    ns, keys = "it-warm2", ["it-warm2-r0", "it-warm2-r1"]
+    namespace_with_evidence(admin, ns)
+    grant(admin, ns)
+    grant(admin, ns, PREFETCHER)
+    env = key_file(tmp_path)
+    first, following = model_image(project.plane.state), model_image(project.plane.state, "double-7b-next")
+
+    def stack(model: str) -> Any:
+        replicas = [on_node(k, modelImage=model, drain={"preStopSeconds": 0}) for k in keys]
+        rollout = {"maxUnavailable": 1, "maxSurge": 0, "warmFirst": True}
+        return project.stack("itwarm2", replicas, imageDigest=double(), namespace=ns, rollout=rollout)
+
+    stack(first)
+    assert cli(project, "deploy", "--stack", "itwarm2", env=env).returncode == 0
+    forget(project.plane.state, following.removeprefix("oci://"))
+    engine = stack(following)
+    done = cli(project, "deploy", "--stack", "itwarm2", env=env)
+    assert done.returncode == 0, done.stderr
+    assert f"warm-first: {keys[0]}: pulled 1 image(s) onto {node.NAME} in " in done.stderr, done.stderr
+    assert f"warm-first: {keys[1]}: the release is on {node.NAME} already (pulled for {keys[0]})" in done.stderr, done.stderr
+    starts = urns.stack_outputs(engine.state())["starts"]
+    assert all(starts[k]["imagePresent"] for k in keys), starts
+    assert not [
+        p for p in admin.list(Pod, namespace=ns) if ((p.metadata.labels if p.metadata else None) or {}).get(render_prefetch.LABEL)
+    ]
+    assert cli(project, "destroy", "--stack", "itwarm2").returncode == 0

@@ -60,6 +60,9 @@ class Run:
     made: set[str] = field(default_factory=set)
     making: set[str] = field(default_factory=set)  # names being created: no uid yet, already listed by others
     stop: threading.Event = field(default_factory=threading.Event)
+    #: (node, images) this run pulled, and for which keys: a later wave on that node pulls nothing
+    #: more (and makes no pod of the name the last one, still terminating, holds).
+    warmed: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
 
 
 def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collection[str], stack: str) -> dict[str, Warming]:
@@ -163,11 +166,15 @@ def warm(
         return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
     run = run or Run()
     warming = plan(config, listed, keys, stack)
+    lines: list[str] = []
+    for name, w in list(warming.items()):
+        if (earlier := run.warmed.get((w.node, w.images))) is not None:
+            del warming[name]
+            lines.append(f"warm-first: {', '.join(w.keys)}: the release is on {w.node} already (pulled for {', '.join(earlier)})")
     if not warming:
-        return []
+        return lines
     clean(live, stack, run)
     began = clock()
-    lines: list[str] = []
     try:
         for name, w in list(warming.items()):
             run.making.add(name)
@@ -202,6 +209,7 @@ def warm(
                 fresh = [ref for ref, present in w.pulled.items() if not present]
                 said = f"pulled {len(fresh)} image(s)" if fresh else "every image was already there"
                 lines.append(f"warm-first: {who}: {said} onto {w.node} in {took:.0f} s while the old replica served")
+                run.warmed[(w.node, w.images)] = list(w.keys)
     finally:
         for name, w in warming.items():
             if w.uid:

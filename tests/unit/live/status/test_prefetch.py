@@ -194,3 +194,15 @@ def test_a_run_that_ends_stops_a_warm_still_waiting_and_deletes_its_pod(values: 
     lines = prefetch.warm(live, c, STACK, ["r0"], budget=600, run=run, sleep=lambda _: None)  # type: ignore[arg-type]
     assert lines == ["warm-first: r0: the release was not on n1 after 0 s (not placed, or still pulling); its wave goes on cold"]
     assert live.deleted == [("Pod", live.created[0]["metadata"]["name"], "u-0")]
+
+
+def test_a_later_wave_on_a_node_this_run_warmed_with_its_release_makes_no_second_pod(values: dict[str, Any]) -> None:
+    c = config(values)
+    live = Cluster([running("r0", "n1"), running("r1", "n1")])
+    run = prefetch.Run()
+    first = prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)  # type: ignore[arg-type]
+    assert first == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
+    # The next wave, one ahead: the first wave's pod (same node, release, name) may still be terminating.
+    ahead = prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)  # type: ignore[arg-type]
+    assert ahead == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
+    assert len(live.created) == 1
