@@ -198,7 +198,9 @@ class Plane:
             progress(f"note: the plane starts without its real node: {why}")
         wanted = [c for c in COMPONENTS if c.name in tools]
         self.state.mkdir(parents=True, exist_ok=True)
-        ports = {name: free_port() for name in PORTS}
+        ports: dict[str, int] = {}
+        for name in PORTS:  # distinct: each chosen apart from the ones before it
+            ports[name] = free_port(ports.values())
         self._write_pki()
         self._write_kubeconfigs(ports["apiserver"])
         record = {

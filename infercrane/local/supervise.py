@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -23,8 +24,30 @@ from infercrane.core.errors import PlaneError
 STOP_GRACE_SECONDS: Final = 15.0
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+EPHEMERAL_RANGE: Final = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_PORT: Final = 10000
+
+
+def free_port(taken: Iterable[int] = ()) -> int:
+    """A loopback port nothing listens on, not in ``taken``, and outside the kernel's ephemeral
+    range: an outgoing connection's source port comes from that range, so a port chosen there
+    (``bind`` to port 0 chooses there) can be taken by any connection of the machine between this
+    choice and the component's own bind -- a plane restarted beside busy test workers once lost its
+    KServe manager to "bind: address already in use"."""
+    try:
+        low, high = (int(n) for n in EPHEMERAL_RANGE.read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999  # Linux's default
+    avoid = set(taken)
+    outside = [p for p in range(LOWEST_PORT, 65536) if not low <= p <= high and p not in avoid]
+    for port in random.sample(outside, min(len(outside), 500)):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:  # a machine whose every such port is in use
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
 

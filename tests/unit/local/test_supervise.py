@@ -96,3 +96,35 @@ def test_a_process_that_ignores_sigterm_is_killed_after_its_grace(tmp_path: Path
     assert stop_recorded(tmp_path / "plane.json", ["stubborn"], grace=0.5) == ["stubborn"]
     run.release()
     assert not alive(stubborn["pid"], stubborn["exe"])
+
+
+def test_a_plane_port_is_chosen_outside_the_ephemeral_range_free_and_apart_from_those_taken(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import socket
+
+    from infercrane.local import supervise
+
+    low, high = (int(n) for n in supervise.EPHEMERAL_RANGE.read_text().split())
+    chosen = [supervise.free_port() for _ in range(20)]
+    assert not [p for p in chosen if low <= p <= high or p < supervise.LOWEST_PORT], (low, high, chosen)
+
+    # Only three ports left outside a patched range: one is listened on, one taken -- the third it is.
+    def bindable(port: int) -> bool:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+            return True
+
+    first = next(p for p in range(20000, 30000, 3) if all(bindable(p + i) for i in range(3)))
+    narrow = tmp_path / "range"
+    narrow.write_text(f"{first + 3} 65535\n")
+    monkeypatch.setattr(supervise, "EPHEMERAL_RANGE", narrow)
+    monkeypatch.setattr(supervise, "LOWEST_PORT", first)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", first))
+        busy.listen()
+        for _ in range(10):
+            assert supervise.free_port(taken=[first + 1]) == first + 2
