@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,9 +32,8 @@ from lightkube.resources.core_v1 import Pod
 from infercrane.core.render import prefetch
 from infercrane.core.state import urns
 from infercrane.local import images, node_files
-from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, cli
-from tests.integration.test_model_images import grant, model_image
+from tests.integration.test_model_images import forget, grant, model_image
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import namespace_with_evidence, next_double
 
@@ -98,17 +96,6 @@ def throttled_registry(state: Path, mibps: float) -> Iterator[None]:
         asyncio.run_coroutine_threadsafe(shutdown(), loop).result(timeout=5)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=5)
-
-
-def forget(state: Path, *refs: str) -> None:
-    """Remove ``refs`` from the node's containerd (and their content), so the next start pulls them."""
-    ctr = [str(find_tool("ctr")), "--address", str(node_files.home(state) / "containerd.sock"), "-n", "k8s.io"]
-    listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
-    digests = {r.rsplit("@", 1)[1] for r in refs}
-    # Every name of those images: the reference, and the image ID the runtime's CRI adds (same manifest digest).
-    names = [row.split()[0] for row in listed if len(row.split()) > 2 and row.split()[2] in digests]
-    if names:
-        subprocess.run([*ctr, "images", "rm", "--sync", *names], capture_output=True, check=True)
 
 
 def wave_downtimes(starts: dict[str, Any], keys: list[str]) -> list[float]:

@@ -8,6 +8,7 @@ the same engine, model and GPU skip its compile; a rollout to the same digests p
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,9 @@ from infercrane.core.state import urns
 from infercrane.live.evidence import mounted
 from infercrane.live.status.pods import POD_READER
 from infercrane.live.status.prefetch import PREFETCHER
-from infercrane.local import node, registry
+from infercrane.local import node, node_files, registry
 from infercrane.project.paths import code_root
+from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, cli
 from tests.integration.test_real_node import double, on_node
 from tests.integration.test_serving import key_file, namespace_with_evidence, next_double, pods
@@ -32,6 +34,17 @@ COMPILE_SECONDS = 25  # well above the startup probe's 10 s period, which quanti
 def model_image(plane_state: Path, name: str = "double-7b") -> str:
     """The model image the plane's registry holds under ``name``, as a stack names it."""
     return "oci://" + node.model_images(plane_state)[name]
+
+
+def forget(state: Path, *refs: str) -> None:
+    """Remove ``refs`` from the node's containerd (and their content), so the next start pulls them."""
+    ctr = [str(find_tool("ctr")), "--address", str(node_files.home(state) / "containerd.sock"), "-n", "k8s.io"]
+    listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
+    digests = {r.rsplit("@", 1)[1] for r in refs}
+    # Every name of those images: the reference, and the image ID the runtime's CRI adds (same manifest digest).
+    names = [row.split()[0] for row in listed if len(row.split()) > 2 and row.split()[2] in digests]
+    if names:
+        subprocess.run([*ctr, "images", "rm", "--sync", *names], capture_output=True, check=True)
 
 
 def grant(admin: Client, ns: str, file: str = POD_READER) -> None:
@@ -206,8 +219,6 @@ def test_two_waves_in_place_warm_one_ahead_and_the_second_finds_the_release_its_
     pulls the new model image while both old replicas serve; the second wave, warmed one ahead
     while the first restarts, finds it on the node already -- no second prefetch pod (the first,
     same name, may still be terminating) -- and both successors start with every image present."""
-    from tests.integration.bench_warm import forget
-
     ns, keys = "it-warm2", ["it-warm2-r0", "it-warm2-r1"]
     namespace_with_evidence(admin, ns)
     grant(admin, ns)
