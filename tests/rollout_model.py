@@ -79,7 +79,7 @@ VERDICTS_SURVIVE_ENGINE_FAILURE = True
 #: a run cut short left beyond it as lent already (core.plan.marks' gpus mark, waves.Rollout.lent);
 #: False: reverted (from what runs -- a surge's leftover pod counted as the endpoint's own).
 GPU_RECORD = True
-#: A stage stops when a key its plan counted as down serves again (shell.lanes.serving_again); False: reverted.
+#: A stage stops when a key its plan counted as down serves again (shell.stages.serving_again); False: reverted.
 SERVING_AGAIN_STOPS = True
 #: A same-key surge canary's old pod is held beside it until the verdict (live.status.hold); False: reverted.
 HOLDS = True
@@ -792,7 +792,7 @@ def _advance(world: World, run: Run, objs: tuple[Obj, ...], pods: tuple[Pod, ...
                 continue
             stage = run.plan[i][lane.stage]
             changing = stage.apply if run.restarts is None else stage.apply & run.restarts
-            if _serving_again(run, changing | stage.delete, pods):  # the lane stops (shell.lanes.serving_again)
+            if _serving_again(run, changing | stage.delete, pods):  # the lane stops (shell.stages.serving_again)
                 run = _at(run, i, lane._replace(phase="stopped"))
                 changed = True
                 continue

@@ -13,66 +13,15 @@ the others go on; the program then fails, so Pulumi's own end-of-run deletions d
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from infercrane.core.errors import CanaryRejected, InferCraneError, RolloutStopped, StillDraining
+from infercrane.core.errors import CanaryRejected, InferCraneError, RolloutStopped
 from infercrane.core.plan.ledger import Gpus
-from infercrane.core.plan.waves import EndpointRollout, Lane, Stage
-from infercrane.shell.awaiting import Waits, not_ready
-from infercrane.shell.components import Ahead, ReplicaComponent
+from infercrane.core.plan.waves import EndpointRollout, Lane
+from infercrane.shell.awaiting import Waits
+from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.lender import Lender
-
-if TYPE_CHECKING:
-    from infercrane.core.plan import canary
-    from infercrane.live.evidence import served
-    from infercrane.live.status import verdicts
-
-Result = tuple["verdicts.Verdict", "served.Evidence | None"]
-
-
-@dataclass
-class LanesOutcome:
-    """What the lanes did: the replicas registered (with each wait's result), the lanes that
-    stopped, and where each endpoint ended."""
-
-    components: list[ReplicaComponent] = field(default_factory=list)
-    results: list[Result] = field(default_factory=list)
-    stopped: list[tuple[str, str, InferCraneError]] = field(default_factory=list)  # endpoint, where, why
-    crashed: list[tuple[str, str, BaseException]] = field(default_factory=list)  # endpoint, where, what the engine failed
-    ended: dict[str, str] = field(default_factory=dict)  # endpoint -> where it ended, in words
-    verdicts: dict[str, canary.CanaryVerdict] = field(default_factory=dict)  # endpoint -> its canary's verdict
-
-    @property
-    def finished(self) -> list[str]:
-        """The endpoints whose lane ran to its end."""
-        return [endpoint for endpoint, where in self.ended.items() if where == "finished"]
-
-    @property
-    def accepted(self) -> list[str]:
-        """The endpoints whose canary was accepted."""
-        return [endpoint for endpoint, v in self.verdicts.items() if v.outcome == "ACCEPT"]
-
-    def summary(self) -> str:
-        """Each endpoint's end, one clause each: ``qwen finished; llama halted before wave 2/3``."""
-        return "; ".join(f"{endpoint} {where}" for endpoint, where in self.ended.items())
-
-
-async def serving_again(e: EndpointRollout | None, keys: Collection[str], waits: Waits) -> InferCraneError | None:
-    """Why a stage must not touch ``keys``: one the plan counted as not available serves again
-    (a restart out of band that came back). The plan spent no unavailability on it, so restarted or
-    deleted now it would take the endpoint below its floor; a rerun plans with it serving."""
-    planned_down = set(keys) & set(e.down) if e is not None else set()
-    back = sorted(await waits.serving(planned_down)) if planned_down else []
-    if not back:
-        return None
-    return InferCraneError(
-        f"{', '.join(back)} of endpoint {e.endpoint if e else ''} serves again since this deploy planned it as not "
-        "available: restarted or deleted now, it would take the endpoint below its floor",
-        fix="rerun the same command: it plans from what runs now",
-    )
+from infercrane.shell.stages import Lanes, LanesOutcome
 
 
 async def roll(
@@ -101,157 +50,22 @@ async def roll(
     A stage's keys it recreates lose their workload object to ``recreate`` first (gone, with its
     pods), then are registered: created again."""
     outcome = LanesOutcome(ended={x.endpoint: "not started" for x in lanes})
-    loop = asyncio.get_running_loop()
     halted = asyncio.Event()
-    lender = Lender(max_extra_gpus, [x.endpoint for x in lanes], halted, lent)
-    ahead = Ahead()  # one pace for every lane: a wave of all endpoints at once is one burst
-
-    async def lane(lane: Lane) -> None:
-        try:
-            await stages(lane)
-        finally:
-            await lender.ended(lane.endpoint)
-
-    def changed(stage: Stage) -> frozenset[str]:  # the keys a stage restarts (one applied as it runs changes nothing)
-        return stage.apply if restarts is None else stage.apply & restarts
-
-    async def stages(lane: Lane) -> None:
-        e = endpoints.get(lane.endpoint)
-        for i, stage in enumerate(lane.stages):
-            where = e.where(stage) if e is not None else "its stage"
-            if halted.is_set():
-                outcome.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
-                return
-            if stage.borrow and max_extra_gpus is not None:
-                try:
-                    lent = await lender.take(lane.endpoint, stage.borrow, where, note)
-                except InferCraneError as exc:
-                    outcome.stopped.append((lane.endpoint, where, exc))
-                    outcome.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
-                    return
-                if not lent or halted.is_set():
-                    outcome.ended[lane.endpoint] = f"halted before {where} (the engine failed)"
-                    return
-            if e is not None and (stage.wave is not None or e.first_before_waves or e.idle_first):
-                note(f"rollout: {e.describe(stage)}")
-            outcome.ended[lane.endpoint] = f"stopped in {where}"
-            changing = changed(stage)
-            upcoming = next((c for later in lane.stages[i + 1 :] if (c := changed(later))), frozenset())
-            await waits.warm(e, changing, note, upcoming)  # warm-first: the release onto their nodes while they serve
-            # A key it restarts or deletes (one applied with the template it runs changes nothing).
-            if back := await serving_again(e, changing | stage.delete, waits):
-                outcome.stopped.append((lane.endpoint, where, back))
-                outcome.ended[lane.endpoint] = f"stopped before {where}: {back.message}"
-                return
-            if stage.recreate and recreate is not None:  # deleted, with its pods, before it is made again
-                try:
-                    await loop.run_in_executor(None, recreate, stage.recreate)
-                except InferCraneError as exc:
-                    outcome.stopped.append((lane.endpoint, where, exc))
-                    outcome.ended[lane.endpoint] = f"stopped before {where}: {exc.message}"
-                    return
-            draining = (
-                await waits.drained(changing) if changing else ""
-            )  # a key whose old pod drains gets its template once it is gone
-            if draining:
-                outcome.stopped.append((lane.endpoint, where, StillDraining(draining)))
-                outcome.ended[lane.endpoint] = f"stopped before {where}: {draining}"
-                return
-            components = []
-            held = waits.holdable(e, stage.apply) if stage.bake and e is not None else set()
-            try:
-                if held and e is not None:
-                    await waits.hold(e, note)  # before the canary's template: the old pods stay
-                    waits.held |= held
-                elif stage.bake and e is not None:
-                    waits.say_unheld(e, note)
-                for key in sorted(stage.apply, key=lambda k: order.get(k, len(order))):
-                    first = stage.wave is not None or key in changing  # its pod is new: ahead of those carried over
-                    components.append(await ahead.register(functools.partial(register, key), first=first))
-                results = list(await asyncio.gather(*(waits.of(c) for c in components)))
-            except InferCraneError as exc:
-                outcome.stopped.append((lane.endpoint, where, exc))
-                outcome.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
-                return
-            except Exception as exc:  # noqa: BLE001 - an apply the engine failed: the engine's own error, raised below
-                outcome.crashed.append((lane.endpoint, where, exc))
-                halted.set()
-                outcome.ended[lane.endpoint] = f"failed by the engine at {where}"
-                return
-            outcome.components += components
-            outcome.results += results
-            failure = not_ready(components, results)
-            if failure is not None and stage.bake and e is not None and e.canary_policy is not None:
-                # A canary that never became ready is judged by it: rejected, so the same command
-                # remembers it and rolls it back -- never left down on a release nobody judged.
-                never = CanaryRejected(
-                    f"canary {lane.endpoint}: REJECT -- its replicas did not become ready: {failure.message}",
-                    e.canary_policy.required,
-                    not_verifiable=False,
-                    outcome="REJECT",
-                    digest="none (never ready)",
-                )
-                outcome.stopped.append((lane.endpoint, f"{where} (the canary)", never))
-                outcome.ended[lane.endpoint] = f"stopped at {where}: the canary never became ready"
-                return
-            if failure is not None:
-                outcome.stopped.append((lane.endpoint, where, failure))
-                outcome.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
-                return
-            if stage.bake and e is not None and e.canary_policy is not None:
-                verdict = await waits.bake(e, note)
-                outcome.verdicts[lane.endpoint] = verdict
-                note(f"rollout: {verdict.line()}")
-                if verdict.stops:
-                    rejected = CanaryRejected(
-                        verdict.line(),
-                        e.canary_policy.required,
-                        not_verifiable=verdict.outcome == "NOT VERIFIABLE",
-                        outcome=verdict.outcome,
-                        digest=verdict.digest,
-                    )
-                    outcome.stopped.append((lane.endpoint, f"{where} (the canary)", rejected))
-                    outcome.ended[lane.endpoint] = f"stopped at {where}: the canary's verdict is {verdict.outcome}"
-                    return
-            if held:
-                # Accepted: the held canaries' holds end, their old pods drain -- waited for as
-                # every wave is, before anything the stage deletes and before the next stage.
-                unheld = [c for c in components if c.summary["key"] in held]
-                try:
-                    settled = list(await asyncio.gather(*(waits.unheld(c) for c in unheld)))
-                except InferCraneError as exc:
-                    outcome.stopped.append((lane.endpoint, where, exc))
-                    outcome.ended[lane.endpoint] = f"stopped at {where}: {exc.message}"
-                    return
-                except Exception as exc:  # noqa: BLE001 - the engine's own error, raised below
-                    outcome.crashed.append((lane.endpoint, where, exc))
-                    halted.set()
-                    outcome.ended[lane.endpoint] = f"failed by the engine at {where}"
-                    return
-                failure = not_ready(unheld, settled)
-                if failure is not None:
-                    outcome.stopped.append((lane.endpoint, where, failure))
-                    outcome.ended[lane.endpoint] = f"stopped at {where}: {failure.message}"
-                    return
-            if stage.delete:
-                if halted.is_set():
-                    outcome.ended[lane.endpoint] = f"halted after {where}, before its deletions (the engine failed)"
-                    return
-                if back := await serving_again(e, stage.delete, waits):
-                    outcome.stopped.append((lane.endpoint, f"the deletions after {where}", back))
-                    outcome.ended[lane.endpoint] = f"stopped at the deletions after {where}: {back.message}"
-                    return
-                try:
-                    await loop.run_in_executor(None, delete, stage.delete)
-                except InferCraneError as exc:
-                    outcome.stopped.append((lane.endpoint, f"the deletions after {where}", exc))
-                    outcome.ended[lane.endpoint] = f"stopped at the deletions after {where}: {exc.message}"
-                    return
-            await lender.keep(lane.endpoint, stage.keep)  # its deletions are gone: what they held is free
-            if i == len(lane.stages) - 1:
-                outcome.ended[lane.endpoint] = "finished"
-
-    await asyncio.gather(*(lane(x) for x in lanes))
+    run = Lanes(
+        endpoints,
+        register,
+        waits,
+        delete,
+        note,
+        order,
+        max_extra_gpus,
+        restarts,
+        recreate,
+        outcome,
+        Lender(max_extra_gpus, [x.endpoint for x in lanes], halted, lent),
+        halted,
+    )
+    await asyncio.gather(*(run.lane(x) for x in lanes))
     if outcome.crashed:
         # The engine failed an apply (the API server gone, an object it refused): it ends the whole
         # update itself, and its own words say why -- raised as they came, never renamed; where

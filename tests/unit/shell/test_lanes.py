@@ -21,7 +21,7 @@ from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.status.verdicts import Verdict
-from infercrane.shell import lanes
+from infercrane.shell import lanes, stages
 from infercrane.shell.components import AHEAD
 
 DEFAULT = RolloutPolicy(max_unavailable=1, max_surge=0)
@@ -153,7 +153,7 @@ def four_replica_update(*endpoints: str) -> Any:
     return plan(members, targets, lambda name: DEFAULT)
 
 
-def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> lanes.LanesOutcome:
+def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> stages.LanesOutcome:
     order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
     notes = [] if notes is None else notes
     return run(
@@ -723,7 +723,7 @@ def test_a_recreated_key_loses_its_workload_before_it_is_registered_and_a_failed
         recreated.update({k: time.monotonic() - journal.t0 for k in keys})
         return {f"obj-{k}": k for k in keys}
 
-    def roll_with(recreate: Any) -> lanes.LanesOutcome:
+    def roll_with(recreate: Any) -> stages.LanesOutcome:
         return run(
             lanes.roll(
                 rollout.lanes,

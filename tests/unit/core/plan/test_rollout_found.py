@@ -16,7 +16,7 @@ def test_counting_an_available_but_unsettled_replica_as_down_is_found(monkeypatc
     # Defect 1 reverted: only a settled replica counts as up. An autoscaler adding a pod makes a
     # replica available but unsettled; the planner restarts it beside the wave's own.
     monkeypatch.setattr(states.ReplicaState, "available", property(lambda self: self == states.ReplicaState.SETTLED))
-    # The lanes' stop for a replica planned as down that serves (shell.lanes.serving_again) would
+    # The lanes' stop for a replica planned as down that serves (shell.stages.serving_again) would
     # catch it at the stage since: reverted too, to show the planner's own defect.
     monkeypatch.setattr(model, "SERVING_AGAIN_STOPS", False)
     world = model.World((model.change("a", "update", 2, RolloutPolicy(max_unavailable=1)),), pool=2)
@@ -159,7 +159,7 @@ def test_a_stage_that_takes_down_a_replica_that_serves_again_since_its_plan_is_f
     restart holds down now, no longer every restart so far (which let a planner take two down after
     one restart that had healed). With it the check found a stage deleting (or restarting) a replica
     its plan counted as down that had come back meanwhile: below the floor. Fixed: such a stage
-    stops its lane (shell.lanes.serving_again) and a rerun plans with it serving."""
+    stops its lane (shell.stages.serving_again) and a rerun plans with it serving."""
     world = model.World(
         (model.change("a", "cutover", 2, RolloutPolicy(max_unavailable=0, max_surge=1)),), pool=2, autoscaler=False
     )
