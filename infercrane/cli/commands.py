@@ -163,7 +163,7 @@ def _policy_pack(path: str) -> str:
 
 
 def cmd_deploy(args: argparse.Namespace) -> int:
-    from infercrane.engine import operations
+    from infercrane.engine import idempotency, operations
     from infercrane.engine.workspace import Engine
     from infercrane.project.stackfile import upsert_replica
 
@@ -183,7 +183,7 @@ def cmd_deploy(args: argparse.Namespace) -> int:
     try:
         config = stackfile.load_stack(args.stack)
         disclose(args, args.stack, acting=config)
-        key = args.idempotency_key or operations.new_idempotency_key()
+        key = args.idempotency_key or idempotency.new_idempotency_key()
         if not args.idempotency_key:
             event(
                 args.json,

@@ -19,7 +19,7 @@ from infercrane.core.errors import InferCraneError, RolloutRefused
 from infercrane.core.events import Event, Note
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.plan.actions import count_words
-from infercrane.engine import operations
+from infercrane.engine import idempotency, operations
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live.client.api import Live
@@ -77,7 +77,7 @@ def _deploy(stack: str) -> InferCraneConfig:
             view, outcome = _view("deploy", replicas, kinds, sink), "failed"
             try:
                 result = operations.deploy(
-                    Engine(stack, sink=view), config, operations.new_idempotency_key(), on_output=view.on_output, sink=view
+                    Engine(stack, sink=view), config, idempotency.new_idempotency_key(), on_output=view.on_output, sink=view
                 )
                 outcome = "done"
             finally:

@@ -72,16 +72,24 @@ class StackContext:
         return guarded(self.config, self.stack_id)
 
     def prepare(
-        self, warn: Callable[[str], None], *, read_only: bool = False, defer_refusal: bool = False
+        self,
+        warn: Callable[[str], None],
+        *,
+        read_only: bool = False,
+        defer_refusal: bool = False,
+        beside: Callable[[StackContext, Sequence[RenderedReplica]], None] | None = None,
     ) -> tuple[StackContext, Prepared]:
-        """The one order of a run's checks, for ``plan``, ``plan --read-only`` and the program (and
-        ``deploy``'s, whose preflight runs beside the engine's start): the model caches verified
-        (:meth:`verify_caches`), the config rendered and guarded (:meth:`render`), the preflight on
-        exactly that render (:meth:`preflight`) -- this context acting on the verified config, and
-        what it prepared. ``defer_refusal``: a command before its run, whose refusal is the run's;
-        a read-only plan, which no run follows, and the program refuse at once."""
+        """The one order of a run's checks, for ``plan``, ``plan --read-only``, ``deploy`` and the
+        program: the model caches verified (:meth:`verify_caches`), the config rendered and guarded
+        (:meth:`render`), the preflight on exactly that render (:meth:`preflight`) -- this context
+        acting on the verified config, and what it prepared. ``defer_refusal``: a command before
+        its run, whose refusal is the run's; a read-only plan, which no run follows, and the program
+        refuse at once. ``beside``: what starts on the render while the preflight runs (``deploy``:
+        the engine's first run)."""
         ctx = self.verify_caches(warn, defer_refusal=defer_refusal)
         rendered = ctx.render()
+        if beside is not None:
+            beside(ctx, rendered)
         return ctx, Prepared(rendered, ctx.preflight(rendered, read_only=read_only, defer_refusal=defer_refusal))
 
     def verify_caches(self, warn: Callable[[str], None], *, defer_refusal: bool = False) -> StackContext:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
-from infercrane.core.plan import ledger, rollout, states, waves
+from infercrane.core.plan import canary_keys, ledger, rollout, states, waves
 from tests import rollout_model as model
 from tests.unit.core.plan.worlds import capped, required, violations
 
@@ -55,10 +55,10 @@ def test_a_counterexample_prints_as_the_events_that_lead_to_it(monkeypatch: pyte
 def test_a_required_canary_left_without_a_baseline_by_a_killed_run_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     # The first-step canary reverted: only a wave of units can be the canary. A run killed after an
     # in-place cutover stopped its first old replica leaves a state the required canary refuses forever.
-    real = rollout._canary
+    real = canary_keys.choose
     monkeypatch.setattr(
-        rollout,
-        "_canary",
+        canary_keys,
+        "choose",
         lambda units, mode, policy, members, targets, release, moving, first: real(
             units, mode, policy, members, targets, release, moving, []
         ),
@@ -97,14 +97,14 @@ def test_a_rollback_that_deletes_an_unrecorded_replica_that_served_is_found(monk
 def test_a_replica_moved_before_the_waves_and_left_out_of_the_canary_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
     # The first step's canary reverted to what runs the release already: a replica restarted out of
     # band on the old release is moved by the first step, neither canary nor baseline.
-    real = rollout._canary
+    real = canary_keys.choose
 
     def as_before(units, mode, policy, members, targets, release, moving, first):  # type: ignore[no-untyped-def]
         live = {m.key: m.release for m in members}
         kept = [k for k in first if live.get(k, release) == release]
         return real(units, mode, policy, members, targets, release, moving, kept)
 
-    monkeypatch.setattr(rollout, "_canary", as_before)
+    monkeypatch.setattr(canary_keys, "choose", as_before)
     found = violations(required(n=3, max_adversities=1, autoscaler=False))  # a0 down, a1 the canary, a2 the baseline
     assert any("available on a release no canary accepted" in v and "restarted out of band" in v for v in found), found
 
