@@ -17,6 +17,7 @@ from typing import Any, Final
 from infercrane.core.errors import PromotionRefused
 from infercrane.core.model import config as cfg
 from infercrane.core.model.engines import ENGINES
+from infercrane.core.model.replica import Replica
 from infercrane.core.plan.workload import claimed_gpus, containers_of, flag_value, gpus_of, pod_of
 from infercrane.core.render.command import command_and_args
 
@@ -31,7 +32,7 @@ class Change:
     new: Any
 
 
-def bundle(config: cfg.InferCraneConfig, replica: cfg.Replica) -> dict[str, Any]:
+def bundle(config: cfg.InferCraneConfig, replica: Replica) -> dict[str, Any]:
     """The release bundle of one replica (wire names), the image resolved to its digest."""
     data = replica.model_dump(by_alias=True, mode="json")
     out = {f: data[f] for f in BUNDLE_FIELDS}
@@ -41,7 +42,7 @@ def bundle(config: cfg.InferCraneConfig, replica: cfg.Replica) -> dict[str, Any]
 
 def unlike_live(
     config: cfg.InferCraneConfig,
-    replica: cfg.Replica,
+    replica: Replica,
     obj: Mapping[str, Any] | None,
     templates: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[str]:
@@ -92,4 +93,4 @@ def diff(source: cfg.InferCraneConfig, target: cfg.InferCraneConfig, keys: list[
 
 
 def field_name(alias: str) -> str:
-    return next(n for n, f in cfg.Replica.model_fields.items() if f.alias == alias or n == alias)
+    return next(n for n, f in Replica.model_fields.items() if f.alias == alias or n == alias)

@@ -20,6 +20,7 @@ from infercrane.core.errors import (
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
+from infercrane.core.model.replica import Replica
 from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.marks import (
     GPUS_TAG,
@@ -243,12 +244,12 @@ def roll_back(
 
 def _waited_as(
     config: cfg.InferCraneConfig, plans: Iterable[tuple[EndpointRollout, Rollback]], summaries: Mapping[str, Mapping[str, Any]]
-) -> tuple[cfg.Replica, ...]:
+) -> tuple[Replica, ...]:
     """The config's replicas for a rollback's wait: a restored key is waited for as the replica it
     was -- its own config (or, one that left the config, the canary's of its endpoint) with the
     model the state recorded for it (the names it serves)."""
     configured = {r.key: r for r in config.replicas}
-    waited: dict[str, cfg.Replica] = {}
+    waited: dict[str, Replica] = {}
     for e, back in plans:
         ours = [configured[k] for k in e.canary if k in configured]
         for key in back.restore:

@@ -23,7 +23,8 @@ from infercrane.core import promotion
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.load.loading import load as load_values
 from infercrane.core.load.loading import overrides
-from infercrane.core.model.config import KEY_REPLICAS, InferCraneConfig, Replica
+from infercrane.core.model.config import KEY_REPLICAS, InferCraneConfig
+from infercrane.core.model.replica import Replica
 from infercrane.project.paths import display_path, stack_file
 
 # Top-level keys of a Pulumi stack file; anything else is a typo (a misspelt `config:` would

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.core.state.urns import PROVIDER_NAME
 
 
@@ -21,7 +21,7 @@ def make_provider(
     argument, and config validation refuses ``kubernetes:enablePatchForce`` and
     ``PULUMI_K8S_ENABLE_PATCH_FORCE`` before this runs.
     The kubeconfig path is passed only when configured, so state never records a machine path.
-    Its client's rate is the target's ``providerClient`` (:class:`~infercrane.core.model.config.ProviderClient`).
+    Its client's rate is the target's ``providerClient`` (:class:`~infercrane.core.model.target.ProviderClient`).
     """
     rate = target.provider_client
     return k8s.Provider(

@@ -116,7 +116,7 @@ class Cluster:
 
     def live(self) -> Any:
         """Our own connection to the namespace, as a deploy's (the hold is ours to place and release)."""
-        from infercrane.core.model.config import KubernetesTarget
+        from infercrane.core.model.target import KubernetesTarget
         from infercrane.live.client.api import Live
 
         target = KubernetesTarget.model_validate({"context": "infercrane-local", "namespace": self.ns, "imageDigest": DIGEST})
@@ -351,7 +351,7 @@ def test_kserve_takes_back_a_hold_placed_on_its_predictor_so_a_kserve_surge_cana
     """Why InferCrane holds no InferenceService's canary (docs/canary.md): KServe's reconcile of
     its predictor Deployment patches it back to what KServe renders -- ``minReadySeconds`` unset --
     as soon as the Deployment changes, so the hold would last milliseconds."""
-    from infercrane.core.model.config import KubernetesTarget
+    from infercrane.core.model.target import KubernetesTarget
     from infercrane.live.client.api import Live
 
     c = served("hold", True)

@@ -16,7 +16,7 @@ import yaml
 
 from infercrane.core import naming
 from infercrane.core.load import loading
-from infercrane.core.model import config as cfg
+from infercrane.core.model import target
 from infercrane.project import paths, stackfile
 from infercrane.shell.channel import Channel
 from infercrane.shell.gate import Handover
@@ -67,7 +67,7 @@ def run_program(stack: str, values: dict[str, Any] | None = None) -> tuple[Recor
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
-    for var in list(cfg.ENV_FIELDS) + ["PULUMI_K8S_ENABLE_PATCH_FORCE"]:
+    for var in list(target.ENV_FIELDS) + ["PULUMI_K8S_ENABLE_PATCH_FORCE"]:
         monkeypatch.delenv(var, raising=False)
 
 

@@ -28,14 +28,8 @@ from infercrane.core.load.consistency import (
     scaling_problems,
 )
 from infercrane.core.load.problems import problem_from
-from infercrane.core.model.config import (
-    ENV_FIELDS,
-    JSON_ENV_FIELDS,
-    KEY_ENDPOINTS,
-    KEY_REPLICAS,
-    KEY_TARGET,
-    InferCraneConfig,
-)
+from infercrane.core.model.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET, InferCraneConfig
+from infercrane.core.model.target import ENV_FIELDS, JSON_ENV_FIELDS
 
 FORBIDDEN_STACK_KEYS: Final = {
     "kubernetes:enablePatchForce": "InferCrane never forces a field-manager conflict; remove this key",

@@ -10,8 +10,9 @@ from typing import Any, Final
 
 from infercrane.core.errors import Problem
 from infercrane.core.model import image
-from infercrane.core.model.config import ENV_FIELDS, KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
+from infercrane.core.model.config import KEY_ENDPOINTS, KEY_REPLICAS, KEY_TARGET
 from infercrane.core.model.kinds import WORKLOAD_APIS
+from infercrane.core.model.target import ENV_FIELDS
 
 # How to fix a bad value, by field (alias). The message itself names the bad value.
 FIX: Final[dict[str, str]] = {

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.replica import Replica
 from infercrane.core.render.intent import intent as replica_intent
 from infercrane.core.render.workloads import deployment, inference_service, resource_claim_template, service
 

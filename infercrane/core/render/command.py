@@ -5,8 +5,8 @@ Pure core.
 
 from __future__ import annotations
 
-from infercrane.core.model.config import Replica
 from infercrane.core.model.engines import ENGINES, WORKER_KEY_REFERENCE
+from infercrane.core.model.replica import Replica
 
 MODEL_IMAGE_PATH = "/mnt/model"  # where a model image is mounted (read-only)
 MODEL_IMAGE_WEIGHTS = MODEL_IMAGE_PATH + "/models"  # KServe's modelcar layout: the files under /models

@@ -9,8 +9,9 @@ from __future__ import annotations
 from typing import Any, Final
 
 from infercrane.core import naming
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.pod import PodSettings
+from infercrane.core.model.replica import Replica
 
 
 def intent(config: InferCraneConfig, replica: Replica) -> str:

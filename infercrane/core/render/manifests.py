@@ -11,7 +11,8 @@ import yaml
 
 from infercrane.core import naming
 from infercrane.core.errors import GuardError
-from infercrane.core.model.config import InferCraneConfig, KubernetesTarget
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.core.render import RenderedReplica, guards, render_all
 
 

@@ -17,7 +17,8 @@ from typing import Any, Final
 
 from infercrane.core import naming
 from infercrane.core.model import image
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.replica import Replica
 from infercrane.core.render import workloads
 from infercrane.core.render.command import MODEL_IMAGE_PATH
 from infercrane.core.render.volumes import MODEL_IMAGE_VOLUME

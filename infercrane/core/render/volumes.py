@@ -10,8 +10,9 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model import image
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.engines import ENGINES
+from infercrane.core.model.replica import Replica
 from infercrane.core.render.command import MODEL_IMAGE_PATH
 
 SHM_VOLUME = "dshm"

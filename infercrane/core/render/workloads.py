@@ -20,8 +20,9 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model import gpu
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DEPLOYMENT, INFERENCE_SERVICE, RESOURCE_CLAIM_TEMPLATE, SERVICE
+from infercrane.core.model.replica import Replica
 from infercrane.core.render import volumes
 from infercrane.core.render.command import command_and_args
 from infercrane.core.render.intent import pod_intent

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Final
 
-from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.model.kinds import KINDS
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.core.naming import ANNOTATION_KEY, PROJECT, object_name
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state import times

@@ -15,7 +15,7 @@ from lightkube import Client
 from lightkube.core.resource import NamespacedResource
 from lightkube.types import PatchType
 
-from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.live.client import cluster
 from infercrane.live.client.failures import request
 

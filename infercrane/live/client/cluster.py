@@ -22,8 +22,8 @@ from lightkube.generic_resource import create_namespaced_resource
 
 from infercrane.core import naming
 from infercrane.core.errors import ClusterError
-from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.model.kinds import INFERENCE_SERVICE
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.live.client.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
 from infercrane.project.paths import project_root
 

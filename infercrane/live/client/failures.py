@@ -18,8 +18,8 @@ import httpx2
 from lightkube import ApiError
 
 from infercrane.core.errors import ClusterError, with_fix
-from infercrane.core.model.config import KubernetesTarget
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, bind_fix
+from infercrane.core.model.target import KubernetesTarget
 
 TRANSPORT_ERRORS: Final = (httpx2.TransportError,)
 

@@ -26,9 +26,10 @@ from typing import Final
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
 from infercrane.core.model.engines import ENGINES, Metrics
+from infercrane.core.model.replica import Replica
 from infercrane.core.plan import canary
 from infercrane.core.render.command import served_names
 from infercrane.live.evidence import edge

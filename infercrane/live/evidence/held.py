@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Final
 
 from infercrane.core import naming
-from infercrane.core.model.config import Replica
+from infercrane.core.model.replica import Replica
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
 from infercrane.live.status import warnings

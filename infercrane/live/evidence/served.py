@@ -31,7 +31,8 @@ from typing import Any, Final, Literal
 
 from infercrane.core import naming
 from infercrane.core.errors import EVIDENCE_FAILED, with_fix
-from infercrane.core.model.config import InferCraneConfig, Replica
+from infercrane.core.model.config import InferCraneConfig
+from infercrane.core.model.replica import Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live

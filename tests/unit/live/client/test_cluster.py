@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from infercrane.core.errors import ClusterError
-from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.live.client import cluster
 from tests.unit.conftest import DIGEST
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from infercrane.core import naming
-from infercrane.core.model.config import KubernetesTarget
+from infercrane.core.model.target import KubernetesTarget
 from infercrane.live.client.api import Live
 from infercrane.live.status.readiness import NAMED_LIST_LIMIT, FleetWaiter
 from infercrane.live.status.verdicts import Verdict, deployment_verdict, inference_service_verdict
