@@ -23,7 +23,7 @@ from infercrane.engine import idempotency, operations
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine
 from infercrane.live.client.api import Live
-from infercrane.live.evidence import served
+from infercrane.live.evidence import asking, served, worker_key
 from infercrane.live.inspect import inspect_report, render_text
 from infercrane.local.bootstrap import WORKER_KEY_FILE
 from infercrane.local.layout import VIEWER_CONTEXT
@@ -102,7 +102,7 @@ def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
     """Each replica's serving evidence, taken as the viewer (the optional EndpointSlice read is
     bound to it, not to the deploying identity) with the plane's worker key -- its own credential,
     the file the Secret was made from -- then asked again without the key: the engine refuses."""
-    key, why = served.worker_key({served.KEY_FILE_ENV: str(plane.state / WORKER_KEY_FILE)})
+    key, why = worker_key.worker_key({worker_key.KEY_FILE_ENV: str(plane.state / WORKER_KEY_FILE)})
     print(
         "== serving evidence (each replica's engine double asked GET /health, then GET /v1/models, at its Service's ready address)"
     )
@@ -114,7 +114,7 @@ def _serving(plane: Plane, config: InferCraneConfig, viewer: Live) -> None:
         evidence = checker.check(replica)
         print(f"  {replica.key}: {evidence.line()}")
         for address, port in evidence.asked:
-            print(f"  {'':<{len(replica.key)}}  without the key: {served.models(address, port, None).status}")
+            print(f"  {'':<{len(replica.key)}}  without the key: {asking.models(address, port, None).status}")
 
 
 def run(stack: str = "local") -> int:
@@ -125,7 +125,7 @@ def run(stack: str = "local") -> int:
         status = plane.start()
         key_file = plane.state / WORKER_KEY_FILE
         if key_file.is_file():  # the deploys take evidence with the plane's own key, as any control plane would
-            os.environ.setdefault(served.KEY_FILE_ENV, str(key_file))
+            os.environ.setdefault(worker_key.KEY_FILE_ENV, str(key_file))
         config = _deploy(stack)
         _evidence(stack, config)
         if status.get("realNode") and stack != NODE_STACK:

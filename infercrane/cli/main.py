@@ -17,11 +17,11 @@ from infercrane.cli.commands import COMMANDS, EXIT_FAILED
 from infercrane.cli.parser import EXIT_USAGE, build_parser
 from infercrane.core.errors import InferCraneError, UsageError
 from infercrane.engine import runs
-from infercrane.live.evidence import served
+from infercrane.live.evidence import worker_key
 
 
 def main(argv: list[str] | None = None) -> int:
-    served.withhold_key()  # no child of this command inherits the worker key's value
+    worker_key.withhold_key()  # no child of this command inherits the worker key's value
     args = build_parser().parse_args(argv)
     # What killed runs of this machine left in the temporary directory, whatever this command
     # runs: a deploy that replays its key (or a proven no-op, a destroy) starts no engine run,

@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import Pod, Secret
 from lightkube.resources.discovery_v1 import EndpointSlice
 
 from infercrane.core import naming
-from infercrane.live.evidence import served
+from infercrane.live.evidence import slices, worker_key
 from infercrane.local import images
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
@@ -42,7 +42,7 @@ def next_double() -> str:
 
 def namespace_with_evidence(admin: Client, ns: str) -> None:
     bootstrap_namespace(admin, ns)
-    for d in yaml.safe_load_all((code_root() / served.READER).read_text()):
+    for d in yaml.safe_load_all((code_root() / slices.READER).read_text()):
         d["metadata"]["namespace"] = ns  # granted to the deploying identity (its subject stays)
         admin.apply(codecs.from_dict(d), field_manager="it-bootstrap")
 
@@ -51,7 +51,7 @@ def key_file(tmp_path: Path, key: str = KEY) -> dict[str, str]:
     """The control plane's copy of the worker key, as the deploy's environment names it."""
     f = tmp_path / "worker-api-key"
     f.write_text(key)
-    return {served.KEY_FILE_ENV: str(f)}
+    return {worker_key.KEY_FILE_ENV: str(f)}
 
 
 def pods(admin: Client, ns: str, key: str) -> list[Any]:
@@ -91,7 +91,7 @@ def test_a_replica_counts_only_when_it_serves_the_expected_model_and_a_wrong_one
         assert rec["evidence"]["route"].startswith("EndpointSlice address 10.88.0.") and rec["evidence"]["checkedAt"]
     assert sorted(m["key"] for m in doc["endpoints"]["qwen-small"]) == keys
     # The key went only into the requests' header: not the state, the outputs, the logs, the output.
-    copy = Path(env[served.KEY_FILE_ENV])  # the control plane's own copy, and nothing else
+    copy = Path(env[worker_key.KEY_FILE_ENV])  # the control plane's own copy, and nothing else
     leaked = [f for f in project.root.rglob("*") if f.is_file() and f != copy and KEY.encode() in f.read_bytes()]
     assert leaked == [] and KEY not in done.stdout + done.stderr + shown.stdout, leaked
     (kept,) = pods(admin, ns, keys[1])
@@ -151,7 +151,7 @@ def test_without_a_key_or_a_route_the_evidence_is_not_verifiable_and_require_fai
     assert done.returncode == 0, done.stderr
     assert (
         "evidence: replica it-noroute-r0: not verifiable: this identity may not list endpointslices "
-        f"(optional: apply {served.READER})" in done.stderr
+        f"(optional: apply {slices.READER})" in done.stderr
     ), done.stderr
     assert cli(project, "destroy", "--stack", "itnoroute").returncode == 0
 
@@ -159,7 +159,7 @@ def test_without_a_key_or_a_route_the_evidence_is_not_verifiable_and_require_fai
     done = cli(project, "deploy", "--stack", "itnokey")
     assert done.returncode == 1
     assert "ready, but not verifiable: no worker key for the check (INFERCRANE_WORKER_API_KEY_FILE or" in done.stderr
-    assert f"fix: set {served.KEY_FILE_ENV} to the file the worker Secret's key was made from" in done.stderr
+    assert f"fix: set {worker_key.KEY_FILE_ENV} to the file the worker Secret's key was made from" in done.stderr
     assert cli(project, "destroy", "--stack", "itnokey").returncode == 0
 
 
@@ -208,7 +208,7 @@ class Gateway:
     def _refresh(self) -> None:
         found = []
         for svc in self.services:
-            for s in self.admin.list(EndpointSlice, namespace=self.ns, labels={served.SERVICE_NAME_LABEL: svc}):
+            for s in self.admin.list(EndpointSlice, namespace=self.ns, labels={slices.SERVICE_NAME_LABEL: svc}):
                 for e in s.endpoints or []:
                     c = e.conditions
                     if c is not None and c.ready and not c.terminating:

@@ -5,25 +5,25 @@
 The question goes to the replica directly, at the ready addresses of its Service's EndpointSlices
 (what a gateway routes by): the API server's service proxy cannot carry the key -- kube-apiserver
 deletes the ``Authorization`` header of every request it authenticates. Listing EndpointSlices is
-an *optional* read (deploy/kubernetes/optional/endpointslice-reader.yaml), never the seed's Role.
-The key is the control plane's own copy (:data:`KEY_FILE_ENV` or :data:`KEY_ENV`), sent only in
-that header: never logged, never in a message, an output or the state.
+an *optional* read (:mod:`~infercrane.live.evidence.slices`), never the seed's Role.
+The key is the control plane's own copy (:mod:`~infercrane.live.evidence.worker_key`), sent only
+in that header: never logged, never in a message, an output or the state.
 
 Four answers: ``serving`` (every expected name served), ``not serving`` (it serves other names),
 ``refused`` (401/403: the replica's key is not the control plane's) and ``not verifiable`` (no
 key, no right, no ready address, or an answer that is no engine's), each with its reason and
 fix. Live-cluster layer.
 
-One module, past 300 lines: the rule of what counts as serving, how an engine is asked and the one checker that asks stay together, so the rule and its reader cannot drift.
+The rule of what counts as serving, how an engine is asked and the one checker that asks stay
+together, so the rule and its reader cannot drift.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping, MutableMapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,23 +36,15 @@ from infercrane.core.model.replica import Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
-from infercrane.live.evidence import edge, mounted
+from infercrane.live.evidence import mounted
+from infercrane.live.evidence.asking import Served, engine
+from infercrane.live.evidence.slices import Slices
+from infercrane.live.evidence.worker_key import KEY_ENV, KEY_FILE_ENV, worker_key
 from infercrane.live.status.pods import POD_READER
-from infercrane.live.status.readiness import API_GRACE_SECONDS
 from infercrane.live.status.verdicts import Verdict
 
-#: The control plane's copy of the worker key: a file holding it (the file the Secret was made
-#: from, as the seed's bootstrap does), else the value itself.
-KEY_FILE_ENV: Final = f"{naming.WORKER_KEY_ENV}_FILE"
-KEY_ENV: Final = naming.WORKER_KEY_ENV  # the pods' variable too: one name for the key
-READER: Final = "deploy/kubernetes/optional/endpointslice-reader.yaml"
-SERVICE_NAME_LABEL: Final = "kubernetes.io/service-name"  # set by the EndpointSlice controller
-SLICE_MANAGER_LABEL: Final = "endpointslice.kubernetes.io/managed-by"
-SLICE_MANAGER: Final = "endpointslice-controller.k8s.io"  # the EndpointSlice controller: the only slices asked
 ADDRESS_WAIT_SECONDS: Final = 15.0  # a Deployment's pod is Ready a moment before its slice says so
-ASK_TIMEOUT_SECONDS: Final = 3.0  # an engine answers /v1/models in milliseconds
 CHECK_THREADS: Final = 32  # replicas asked at once: 100 whose addresses time out take 4 timeouts, not 17
-SNAPSHOT_SECONDS: Final = 0.5  # how long one LIST of the EndpointSlices serves every replica checked
 
 State = Literal["serving", "not serving", "refused", "not verifiable"]
 FAILED: Final[frozenset[str]] = frozenset({"not serving", "refused"})  # evidence against the replica
@@ -63,43 +55,6 @@ def counts(state: str, policy: str) -> bool:
     (``servingEvidence``): never with evidence against it; without any, only under ``check``.
     The one rule for a deploy's verdict and for routing membership."""
     return state not in FAILED and not (state == "not verifiable" and policy == "require")
-
-
-@dataclass(frozen=True)
-class Served:
-    status: int  # the HTTP status (0: no answer)
-    names: tuple[str, ...] = ()  # the model ids it serves, when it answered 200 with a model list
-    error: str = ""  # why there is no answer, or why the answer is no model list
-    health: int = 200  # what its /health answered (0: no answer): an engine warming up answers 503
-
-
-def engine(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
-    """``GET /health``, then ``GET /v1/models`` (with the worker key or without): both must answer
-    for an engine to serve -- SGLang answers /v1/models 200 while /health says 503 until its
-    warm-up ends."""
-    try:
-        health = edge.get(edge.url(address, port, "/health"), headers=edge.bearer(key), timeout=timeout).status
-    except edge.Refused as exc:
-        health = exc.status
-    except edge.NoAnswer:
-        health = 0
-    answer = models(address, port, key, timeout=timeout)
-    return Served(answer.status, answer.names, answer.error, health)
-
-
-def models(address: str, port: int, key: str | None, *, timeout: float = ASK_TIMEOUT_SECONDS) -> Served:
-    """``GET http://<address>:<port>/v1/models``, with the worker key or without."""
-    try:
-        answer = edge.get(edge.url(address, port, "/v1/models"), headers=edge.bearer(key), timeout=timeout)
-        body = answer.json()
-    except edge.Refused as exc:
-        return Served(exc.status)
-    except edge.Unanswered as exc:
-        return Served(0, error=str(exc))
-    data = body.get("data") if isinstance(body, dict) else None
-    if not isinstance(data, list):
-        return Served(answer.status, error="the answer is no model list (an OpenAI-compatible /v1/models)")
-    return Served(answer.status, tuple(str(m.get("id")) for m in data if isinstance(m, dict)))
 
 
 @dataclass(frozen=True)
@@ -170,48 +125,6 @@ def lines(taken: Mapping[str, Evidence]) -> list[str]:
     return out
 
 
-_withheld: str | None = None  # the key taken out of this process's environment (withhold_key)
-
-
-def withhold_key(environ: MutableMapping[str, str] = os.environ) -> None:
-    """Take :data:`KEY_ENV` out of this process's environment and keep it here, so that no child --
-    pulumi, its language host and provider, a policy pack (a team's code), a plane process --
-    inherits the key. The file variable (:data:`KEY_FILE_ENV`, the recommended form) names a path
-    only, and stays. The CLI does this first (:func:`infercrane.cli.main.main`)."""
-    global _withheld
-    value = environ.pop(KEY_ENV, None)
-    if value is not None:
-        _withheld = value
-
-
-def worker_key(env: Mapping[str, str] | None = None) -> tuple[str | None, str]:
-    """The control plane's copy of the worker key, or None and why there is none (never the key)."""
-    if env is None:
-        env = {**os.environ, KEY_ENV: _withheld} if _withheld is not None and KEY_ENV not in os.environ else os.environ
-    path = env.get(KEY_FILE_ENV)
-    if path:
-        try:
-            with open(path, encoding="utf-8") as f:
-                key = f.read().strip()
-        except OSError as exc:
-            return None, f"{KEY_FILE_ENV} cannot be read ({exc.strerror or exc.__class__.__name__})"
-        return (key, "") if key else (None, f"the file {KEY_FILE_ENV} names is empty")
-    key = (env.get(KEY_ENV) or "").strip()
-    return (key, "") if key else (None, f"no worker key for the check ({KEY_FILE_ENV} or {KEY_ENV} is not set)")
-
-
-def _of_replica(endpoint: Mapping[str, Any], service: str, namespace: str) -> bool:
-    """Whether a slice's endpoint is one of the replica's own pods: a Pod of its namespace named
-    ``<workload>-<hash>-<suffix>`` (the workload is named as its Service: ours, or KServe's
-    ``<name>-predictor``)."""
-    ref = endpoint.get("targetRef") or {}
-    return (
-        ref.get("kind") == "Pod"
-        and str(ref.get("name") or "").startswith(service + "-")
-        and ref.get("namespace", namespace) == namespace
-    )
-
-
 def service_name(config: InferCraneConfig, replica: Replica) -> str:
     """The Service that routes to the replica's pods: ours, or KServe's predictor Service."""
     return config.kubernetes.api.service.format(name=naming.object_name(replica.key))
@@ -235,8 +148,7 @@ class Checker:
     ) -> None:
         self._live, self._config, self._key, self._why_no_key = live, config, key, why_no_key
         self._ask, self._address_wait, self._sleep, self._clock = ask, address_wait, sleep, clock
-        self._unreadable: failures.Forbidden | None = None  # the first 403: no replica asks again
-        self._snapshot: tuple[float, dict[str, list[dict[str, Any]]]] | None = None  # (taken at, by Service)
+        self._slices = Slices(live, config.kubernetes.namespace, address_wait, sleep, clock)
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
 
@@ -282,7 +194,7 @@ class Checker:
                 self._why_no_key,
                 f"set {KEY_FILE_ENV} to the file the worker Secret's key was made from (or {KEY_ENV}) where the deploy runs",
             )
-        endpoints, why = self._endpoints(service_name(self._config, replica))
+        endpoints, why = self._slices.endpoints(service_name(self._config, replica))
         addresses = [(address, port) for address, port, _ in endpoints]
         if not addresses:
             return unverifiable(why, "" if why.startswith("this identity") else "see `infercrane inspect`")
@@ -397,74 +309,8 @@ class Checker:
     def pods(self, replica: Replica) -> list[tuple[str, int, str]]:
         """The replica's ready pod addresses with each one's pod name ([] none, or no right): a
         surge canary's pods are told from its held old pods by their ReplicaSet's name."""
-        return self._endpoints(service_name(self._config, replica))[0]
+        return self._slices.endpoints(service_name(self._config, replica))[0]
 
     def _addresses(self, service: str) -> tuple[list[tuple[str, int]], str]:
-        found, why = self._endpoints(service)
+        found, why = self._slices.endpoints(service)
         return [(address, port) for address, port, _ in found], why
-
-    def _endpoints(self, service: str) -> tuple[list[tuple[str, int, str]], str]:
-        """The ready (address, port, pod name) triples of ``service``'s EndpointSlices, waited for a moment:
-        the endpoint controller follows a pod's Ready condition within about a second. Only the
-        controller's own slices count, and in them only endpoints whose ``targetRef`` is one of
-        this replica's pods (``<workload>-…``, the Service's own name): a slice anyone else made
-        with the same labels never gets the worker key. A throttled or lost API server (429/5xx,
-        no answer) is asked again for :data:`API_GRACE_SECONDS`, as every other read of a deploy."""
-        deadline = self._clock() + self._address_wait
-        lost_since: float | None = None
-        while True:
-            try:
-                slices = self._slices(service)
-                lost_since = None
-            except failures.Forbidden:
-                return [], f"this identity may not list endpointslices (optional: apply {READER})"
-            except (failures.Unavailable, failures.Unreachable) as exc:
-                lost_since = lost_since if lost_since is not None else self._clock()
-                if self._clock() - lost_since >= API_GRACE_SECONDS:
-                    return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
-                self._sleep(0.5)
-                continue
-            except failures.LiveError as exc:
-                return [], f"the EndpointSlices of Service {service} could not be read: {str(exc).splitlines()[0]}"
-            found = [
-                (str(address), int(port.get("port")), str((e.get("targetRef") or {}).get("name")))
-                for s in slices
-                if (s.get("metadata", {}).get("labels") or {}).get(SLICE_MANAGER_LABEL) == SLICE_MANAGER
-                for port in (s.get("ports") or [])[:1]
-                if port.get("port")
-                for e in s.get("endpoints") or []
-                if _of_replica(e, service, self._config.kubernetes.namespace)
-                and (e.get("conditions") or {}).get("ready") is not False
-                and not (e.get("conditions") or {}).get("terminating")
-                for address in (e.get("addresses") or [])[:1]
-            ]
-            if found or self._clock() >= deadline:
-                return sorted(found), f"Service {service} has no ready address in its EndpointSlices"
-            self._sleep(0.5)
-
-    def _slices(self, service: str) -> list[dict[str, Any]]:
-        """``service``'s EndpointSlices: from one LIST of every slice of our Services (they carry
-        the Service's labels) shared by all the replicas checked within half a second -- a fleet
-        asks about once per tick, not once per replica -- else, for a Service not in it (KServe's
-        predictor, or a slice not made yet), one LIST of its own. A 403 is remembered: no replica
-        asks again."""
-        from lightkube.resources.discovery_v1 import EndpointSlice
-
-        with self._lock:
-            if self._unreadable is not None:
-                raise self._unreadable
-            try:
-                if self._snapshot is None or self._clock() - self._snapshot[0] >= SNAPSHOT_SECONDS:
-                    listed = self._live.list(EndpointSlice, labels=naming.managed_selector(), action="list endpointslices")
-                    by_service: dict[str, list[dict[str, Any]]] = {}
-                    for s in listed:
-                        by_service.setdefault(str((s["metadata"].get("labels") or {}).get(SERVICE_NAME_LABEL)), []).append(s)
-                    self._snapshot = (self._clock(), by_service)
-                if service in self._snapshot[1]:
-                    return self._snapshot[1][service]
-                return self._live.list(
-                    EndpointSlice, labels={SERVICE_NAME_LABEL: service}, action=f"list the EndpointSlices of {service}"
-                )
-            except failures.Forbidden as exc:
-                self._unreadable = exc
-                raise

@@ -12,7 +12,7 @@ import pytest
 from infercrane.core.load import loading
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.live.client import failures
-from infercrane.live.evidence import served
+from infercrane.live.evidence import asking, served, slices, worker_key
 
 KEY = "k-" + "x" * 30
 
@@ -29,8 +29,8 @@ class Slices:
         self.calls += 1
         if isinstance(answer, Exception):
             raise answer
-        wanted = (labels or {}).get(served.SERVICE_NAME_LABEL)
-        return [s for s in answer if wanted is None or s["metadata"]["labels"][served.SERVICE_NAME_LABEL] == wanted]
+        wanted = (labels or {}).get(slices.SERVICE_NAME_LABEL)
+        return [s for s in answer if wanted is None or s["metadata"]["labels"][slices.SERVICE_NAME_LABEL] == wanted]
 
 
 SERVICE = "infercrane-935120ec8f148f03a1305f63"  # the replica's Service (naming.object_name of its key)
@@ -43,9 +43,9 @@ def endpoint_slice(
     return {
         "metadata": {
             "labels": {
-                served.SERVICE_NAME_LABEL: service,
+                slices.SERVICE_NAME_LABEL: service,
                 "app.kubernetes.io/managed-by": "infercrane",
-                served.SLICE_MANAGER_LABEL: served.SLICE_MANAGER,
+                slices.SLICE_MANAGER_LABEL: slices.SLICE_MANAGER,
             }
         },
         "ports": [{"name": "http", "port": port, "protocol": "TCP"}],
@@ -77,9 +77,9 @@ def config(values: dict[str, Any], **target: Any) -> InferCraneConfig:
 def answering(status: int, *names: str, error: str = "") -> Any:
     asked: list[tuple[str, int, str | None]] = []
 
-    def ask(address: str, port: int, key: str | None) -> served.Served:
+    def ask(address: str, port: int, key: str | None) -> asking.Served:
         asked.append((address, port, key))
-        return served.Served(status, tuple(names), error)
+        return asking.Served(status, tuple(names), error)
 
     ask.asked = asked  # type: ignore[attr-defined]
     return ask
@@ -144,7 +144,7 @@ def test_without_a_key_nothing_is_asked_and_the_fix_names_the_variables(values: 
     live, ask = Slices([endpoint_slice("10.88.0.4")]), answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
     evidence = check(values, live, ask, key=None)
     assert evidence.state == "not verifiable" and evidence.reason == "no worker key for the check"
-    assert served.KEY_FILE_ENV in evidence.fix and served.KEY_ENV in evidence.fix
+    assert worker_key.KEY_FILE_ENV in evidence.fix and worker_key.KEY_ENV in evidence.fix
     assert live.calls == 0 and ask.asked == []
 
 
@@ -158,7 +158,7 @@ def test_an_identity_that_may_not_list_endpointslices_is_told_the_optional_role_
     first, second = (checker.check(r) for r in c.replicas)
     assert first == second or first.reason == second.reason
     assert first.state == "not verifiable"
-    assert first.reason == f"this identity may not list endpointslices (optional: apply {served.READER})"
+    assert first.reason == f"this identity may not list endpointslices (optional: apply {slices.READER})"
     assert live.calls == 1, "the second replica does not ask again"
 
 
@@ -192,13 +192,16 @@ def test_kserve_replicas_are_asked_at_their_predictor_service(values: dict[str, 
 def test_the_key_comes_from_its_file_else_its_variable_and_is_never_in_a_reason(tmp_path: Path) -> None:
     f = tmp_path / "worker-api-key"
     f.write_text(KEY + "\n")
-    assert served.worker_key({served.KEY_FILE_ENV: str(f), served.KEY_ENV: "other"}) == (KEY, "")
-    assert served.worker_key({served.KEY_ENV: KEY}) == (KEY, "")
-    missing = served.worker_key({served.KEY_FILE_ENV: str(tmp_path / "nope")})
-    assert missing[0] is None and missing[1] == f"{served.KEY_FILE_ENV} cannot be read (No such file or directory)"
+    assert worker_key.worker_key({worker_key.KEY_FILE_ENV: str(f), worker_key.KEY_ENV: "other"}) == (KEY, "")
+    assert worker_key.worker_key({worker_key.KEY_ENV: KEY}) == (KEY, "")
+    missing = worker_key.worker_key({worker_key.KEY_FILE_ENV: str(tmp_path / "nope")})
+    assert missing[0] is None and missing[1] == f"{worker_key.KEY_FILE_ENV} cannot be read (No such file or directory)"
     f.write_text("")
-    assert served.worker_key({served.KEY_FILE_ENV: str(f)}) == (None, f"the file {served.KEY_FILE_ENV} names is empty")
-    assert served.worker_key({})[0] is None
+    assert worker_key.worker_key({worker_key.KEY_FILE_ENV: str(f)}) == (
+        None,
+        f"the file {worker_key.KEY_FILE_ENV} names is empty",
+    )
+    assert worker_key.worker_key({})[0] is None
 
 
 def test_the_deploy_says_each_serving_replica_and_groups_the_others_by_reason() -> None:
@@ -230,16 +233,16 @@ def test_a_fleet_checked_within_half_a_second_shares_one_list_of_the_endpointsli
 
 
 def test_of_several_ready_addresses_the_one_that_answers_otherwise_is_named(values: dict[str, Any]) -> None:
-    def ask(address: str, port: int, key: str | None) -> served.Served:
-        return served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B") if address.endswith(".4") else ("old",))
+    def ask(address: str, port: int, key: str | None) -> asking.Served:
+        return asking.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B") if address.endswith(".4") else ("old",))
 
     evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
     assert evidence.state == "not serving" and evidence.reason.startswith("10.88.0.5:8000 serves ['old']")
 
 
 def test_evidence_against_a_replica_outweighs_an_address_that_could_not_be_asked(values: dict[str, Any]) -> None:
-    def ask(address: str, port: int, key: str | None) -> served.Served:
-        return served.Served(404) if address.endswith(".4") else served.Served(401)
+    def ask(address: str, port: int, key: str | None) -> asking.Served:
+        return asking.Served(404) if address.endswith(".4") else asking.Served(401)
 
     evidence = check(values, Slices([endpoint_slice("10.88.0.4", "10.88.0.5")]), ask)
     assert evidence.state == "refused" and evidence.reason.startswith("10.88.0.5:8000 refused the worker key (401)")
@@ -249,7 +252,7 @@ def test_a_slice_someone_else_made_or_an_endpoint_not_of_the_replicas_pods_never
     # Anyone who may write EndpointSlices can label one with the Service's name: only the
     # controller's own slices count, and in them only endpoints that are this replica's pods.
     planted = endpoint_slice("10.99.0.1")
-    planted["metadata"]["labels"][served.SLICE_MANAGER_LABEL] = "someone-else"
+    planted["metadata"]["labels"][slices.SLICE_MANAGER_LABEL] = "someone-else"
     stray = endpoint_slice("10.99.0.2")
     stray["endpoints"][0]["targetRef"] = {"kind": "Pod", "name": "listener-0"}
     ask = answering(200, "qwen-kubernetes", "Qwen/Qwen3-8B")
@@ -287,7 +290,7 @@ def test_a_redirect_is_an_answer_never_followed_with_the_key() -> None:
     server = http.server.HTTPServer(("127.0.0.1", 0), Redirecting)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        answer = served.models("127.0.0.1", server.server_port, KEY)
+        answer = asking.models("127.0.0.1", server.server_port, KEY)
     finally:
         server.shutdown()
     assert answer.status == 302 and hits == [f"/v1/models Bearer {KEY}"]
@@ -313,7 +316,7 @@ def test_a_pod_address_is_asked_directly_whatever_proxy_the_environment_names(tm
 
     server = http.server.HTTPServer(("127.0.0.1", 0), Models)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    ask = f"from infercrane.live.evidence import served; print(served.models('127.0.0.1', {server.server_port}, 'k'))"
+    ask = f"from infercrane.live.evidence import asking; print(asking.models('127.0.0.1', {server.server_port}, 'k'))"
     proxy = {"http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9", "no_proxy": "", "NO_PROXY": ""}
     try:
         done = subprocess.run([sys.executable, "-c", ask], env=os.environ | proxy, capture_output=True, text=True, timeout=60)
@@ -332,16 +335,16 @@ def test_the_cli_takes_the_worker_key_out_of_its_environment_so_no_child_process
 
     from infercrane.cli.main import main
 
-    monkeypatch.setattr(served, "_withheld", None)
-    monkeypatch.setenv(served.KEY_ENV, "the-worker-key")
-    monkeypatch.setenv(served.KEY_FILE_ENV, "/a/path")
+    monkeypatch.setattr(worker_key, "_withheld", None)
+    monkeypatch.setenv(worker_key.KEY_ENV, "the-worker-key")
+    monkeypatch.setenv(worker_key.KEY_FILE_ENV, "/a/path")
     with pytest.raises(SystemExit):
         main(["no-such-command"])
     probe = "import os; print(os.environ.get('INFERCRANE_WORKER_API_KEY'), os.environ.get('INFERCRANE_WORKER_API_KEY_FILE'))"
     child = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert child.stdout.split() == ["None", "/a/path"]
-    monkeypatch.delenv(served.KEY_FILE_ENV)
-    assert served.worker_key() == ("the-worker-key", "")  # the CLI's own checks still have it
+    monkeypatch.delenv(worker_key.KEY_FILE_ENV)
+    assert worker_key.worker_key() == ("the-worker-key", "")  # the CLI's own checks still have it
 
 
 def test_a_replica_that_lists_its_models_while_its_health_says_503_is_not_serving_and_says_which(
@@ -353,8 +356,8 @@ def test_a_replica_that_lists_its_models_while_its_health_says_503_is_not_servin
     clock = Clock()
     healths = iter([503, 503, 200])
 
-    def warming(address: str, port: int, key: str | None) -> served.Served:
-        return served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=next(healths, 200))
+    def warming(address: str, port: int, key: str | None) -> asking.Served:
+        return asking.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=next(healths, 200))
 
     checker = served.Checker(Slices([endpoint_slice("10.88.0.4")]), c, KEY, ask=warming, sleep=clock.sleep, clock=clock)  # type: ignore[arg-type]
     assert checker.check(c.replicas[0]).state == "serving" and clock.now == 2.0  # warmed up within the wait
@@ -363,7 +366,7 @@ def test_a_replica_that_lists_its_models_while_its_health_says_503_is_not_servin
         Slices([endpoint_slice("10.88.0.4")]),
         c,
         KEY,
-        ask=lambda a, p, k: served.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=503),
+        ask=lambda a, p, k: asking.Served(200, ("qwen-kubernetes", "Qwen/Qwen3-8B"), health=503),
         address_wait=0,
     )  # type: ignore[arg-type]
     evidence = never.check(c.replicas[0])
