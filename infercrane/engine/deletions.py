@@ -89,7 +89,7 @@ def _delete_owned(
     workload API's, and the others where this identity may list them) that ``wanted`` (key, kind)
     names and that carry this stack's exact ownership, each with a uid precondition."""
     from infercrane.live.client import failures
-    from infercrane.live.status import readiness
+    from infercrane.live.status import gone
 
     t, stack_id = ctx.config.kubernetes, ctx.stack_id
     ns = namespace or t.namespace
@@ -120,7 +120,7 @@ def _delete_owned(
         sent[(kind, name)] = str(meta["uid"])
     if wait and sent:
         timeout = grace + GONE_TIMEOUT_SECONDS
-        left, _ = readiness.wait_gone(live, sent, timeout=timeout)
+        left, _ = gone.wait_gone(live, sent, timeout=timeout)
         if left:
             raise ClusterError(
                 f"{len(left)} object(s) the rollout deleted are still present {timeout:.0f} s later "

@@ -39,7 +39,7 @@ from infercrane.core.state.urns import KIND_OF_TOKEN
 from infercrane.engine.workspace import Engine
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
-from infercrane.live.status import prefetch, readiness
+from infercrane.live.status import gone, prefetch
 
 GONE_TIMEOUT_SECONDS: Final = 300.0
 
@@ -133,7 +133,7 @@ def destroy(
         on_output(f"deleted {len(targets)} owned object(s); waiting until they are gone")
     # The wait's last LIST (every kind of the stack's and the deleted objects', our managed-by label)
     # is also the proof: no owned object of this stack remains -- no second round of LISTs.
-    left, listing = readiness.wait_gone(
+    left, listing = gone.wait_gone(
         live, targets, kinds=t.object_kinds, timeout=GONE_TIMEOUT_SECONDS, report=lambda count: sink(Remaining(count))
     )
     if left:

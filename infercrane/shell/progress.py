@@ -45,5 +45,5 @@ def readiness_progress(channel: Channel) -> Callable[[Readiness], None]:
 
 
 def publish_snapshot(publish: Callable[[Readiness], None], p: Any) -> None:
-    """One :class:`infercrane.live.status.readiness.Progress` snapshot, published."""
+    """One :class:`infercrane.live.status.progress.Progress` snapshot, published."""
     publish(Readiness(p.ready, p.total, len(p.waiting), p.summary(), p.elapsed))

@@ -10,7 +10,9 @@ with the seed's guard against stale status); the reason a replica is not ready c
 conditions and, when the identity may read them, the namespace's Warning Events
 (:mod:`infercrane.live.status.warnings`). Live-cluster layer: lightkube only, never pulumi.
 
-One module, past 300 lines: the readiness wait, its progress and the deletion wait share the one LIST per tick.
+One module, past 300 lines: the readiness wait and its one-LIST questions (what drains, what
+serves) share the LIST per tick. Its progress lines are :mod:`infercrane.live.status.progress`, the
+deletion wait :mod:`infercrane.live.status.gone`.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ from typing import Any, Final
 from lightkube import operators
 
 from infercrane.core import naming
-from infercrane.core.errors import STARTUP_FAILING, ClusterError
+from infercrane.core.errors import STARTUP_FAILING
 from infercrane.core.model.kinds import judged_by_predictor
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
-from infercrane.live.status import hold, startup
+from infercrane.live.status import hold, progress, startup
+from infercrane.live.status.progress import Progress
 from infercrane.live.status.verdicts import VERDICTS, Verdict, judged, predictor_name, replica_state
-from infercrane.live.status.warnings import current_replica_set, list_events, pod_warnings
+from infercrane.live.status.warnings import current_replica_set, pod_warnings
 
 POLL_SECONDS: Final = 0.5  # two LISTs a second for the whole stack: latency <= 0.5 s (a rolling lane waits on it per wave)
 #: Up to this many waited objects are LISTed by name (their instance label); more, as every object
@@ -63,32 +66,6 @@ class _Waited:
     zero_ok: bool = False  # its count is an autoscaler's: scaled to zero, it awaits no pod
     held: bool = False  # a surge canary, its old pods held beside it until the verdict (live.status.hold)
     last: Verdict = field(default_factory=lambda: Verdict("waiting", "not observed yet"))
-
-
-@dataclass(frozen=True)
-class Progress:
-    """A snapshot for a progress line: how many are ready, and why the others are not."""
-
-    ready: int
-    total: int
-    waiting: dict[str, str]
-    elapsed: float
-    warnings: dict[str, list[str]] = field(default_factory=dict)  # name -> its Warning Events, most telling first
-    stages: dict[str, tuple[str, float | None]] = field(default_factory=dict)  # name -> its start's stage, for how long
-
-    def summary(self) -> str:
-        """Why the waiting ones wait, in a few words: the commonest of each replica's most telling
-        warning by reason (``FailedScheduling on 2``), else where their starts are (``loading on
-        3 (longest 41 s)``), else the commonest status reason."""
-        from collections import Counter
-
-        reasons = Counter(lines[0].split(":", 1)[0] for lines in self.warnings.values() if lines and not lines[0].startswith("("))
-        if reasons:
-            return ", ".join(f"{reason} on {n}" for reason, n in reasons.most_common(2))
-        if self.stages:
-            return startup.summary(self.stages)
-        common = Counter(self.waiting.values()).most_common(1)
-        return common[0][0] if common else ""
 
 
 def list_predictors(live: Live) -> dict[str, dict[str, Any]] | None:
@@ -320,7 +297,7 @@ class FleetWaiter:
                 elif verdict.state == "ready":
                     self._resolve(name, verdict)
             if failed:
-                why, stalls = await asyncio.to_thread(self.explained, failed)
+                why, stalls = await asyncio.to_thread(progress.explained, self._live, failed, self._current(failed))
                 for name in failed:
                     reason, said = self._waited[name].last.reason, why.get(name, [])
                     if any(w.startswith(STARTUP_PROBE_FAILED) for w in said):
@@ -333,7 +310,10 @@ class FleetWaiter:
             if self._report and self._waited and now - last_report >= self._report_every:
                 last_report = now
                 snapshot = self.progress()
-                warnings, stages = await asyncio.to_thread(self.looked, list(snapshot.waiting))  # one Events LIST
+                waiting = list(snapshot.waiting)
+                warnings, stages = await asyncio.to_thread(
+                    progress.looked, self._live, waiting, self._current(waiting)
+                )  # one Events LIST
                 self._fail_unmakeable(warnings)
                 self._report(dataclasses.replace(snapshot, warnings=warnings, stages=stages))
             if self._waited:
@@ -361,78 +341,3 @@ class FleetWaiter:
     def progress(self) -> Progress:
         waiting = {name: w.last.reason for name, w in self._waited.items()}
         return Progress(self._done, self._done + len(waiting), waiting, self._clock() - self._began)
-
-    def explained(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
-        """For replicas that failed: their Warning Events and the stage each one's start stalled in
-        (:func:`~infercrane.live.status.startup.stall`), from :meth:`looked`'s one Events LIST."""
-        said, stages = self.looked(names)
-        return said, {n: startup.stall(at) for n, at in stages.items()}
-
-    def looked(self, names: Iterable[str]) -> tuple[dict[str, list[str]], dict[str, tuple[str, float | None]]]:
-        """For a progress line, from one LIST of the namespace's Events (every type, from the API
-        server's cache: :func:`~infercrane.live.status.warnings.list_events`): the Warning Events
-        of each waiting object and its current ReplicaSet's pods (an earlier template's are
-        history), most telling first, and the stage each one's start is in
-        (:func:`~infercrane.live.status.startup.where`)."""
-        names = list(names)
-        current = self._current(names)
-        events = list_events(self._live)
-        if isinstance(events, str):
-            return ({} if not events else {n: [events] for n in names}), {}
-        said = pod_warnings(self._live, names, current=current, events=events)
-        all_starts, now = startup.starts(events), datetime.now(UTC)
-        stages = {n: at for n in names if (at := startup.where(all_starts, n, now, current.get(n))) is not None}
-        return said, stages
-
-
-def wait_gone(
-    live: Live,
-    objects: Mapping[tuple[str, str], str],
-    *,
-    kinds: Iterable[str] = (),
-    timeout: float,
-    poll_seconds: float = 0.5,
-    report: Callable[[int], None] | None = None,
-    api_grace: float = API_GRACE_SECONDS,
-) -> tuple[list[str], dict[tuple[str, str], dict[str, Any]]]:
-    """Wait until every ``(kind, name) -> uid`` is gone (or replaced by another uid); one LIST per
-    kind per tick -- the objects' kinds and ``kinds`` -- of the objects carrying our managed-by
-    label (``report`` gets the count still there after each). Returns ``Kind/name`` of what is
-    still there after ``timeout`` and the last tick's listing, ``(kind, name) -> object``: the
-    caller's proof of what remains, without another round of LISTs. An API server that stops
-    answering is waited for ``api_grace`` seconds, then ClusterError (never a raw client error)."""
-    left = dict(objects)
-    every = sorted(set(kinds) | {k for k, _ in left})
-    deadline = time.monotonic() + timeout
-    lost_since: float | None = None  # when the API server stopped answering (a tick is then skipped)
-    while True:
-        listing: dict[tuple[str, str], dict[str, Any]] = {}
-        try:
-            for kind in every:
-                try:
-                    items = live.list(
-                        cluster.resource_for({"kind": kind}),
-                        labels=naming.managed_selector(),
-                        action=f"list {kind}s in namespace {live.namespace}",
-                    )
-                    listing.update({(kind, o["metadata"]["name"]): o for o in items})
-                except failures.NotFound:  # the kind is no longer served, nothing of it remains
-                    continue
-        except (failures.Unreachable, failures.Unavailable) as exc:
-            lost_since = lost_since or time.monotonic()
-            if time.monotonic() - lost_since >= api_grace:
-                raise ClusterError(
-                    f"the Kubernetes API stopped answering while waiting for {len(left)} object(s) to be gone; "
-                    f"the deletes were sent: {exc}"
-                ) from exc
-            time.sleep(poll_seconds)
-            continue
-        lost_since = None
-        for ref, uid in list(left.items()):
-            if (listing.get(ref) or {}).get("metadata", {}).get("uid") != uid:
-                del left[ref]
-        if report:
-            report(len(left))
-        if not left or time.monotonic() >= deadline:
-            return sorted(f"{k}/{n}" for k, n in left), listing
-        time.sleep(poll_seconds)

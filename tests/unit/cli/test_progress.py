@@ -134,7 +134,7 @@ def test_the_engines_objects_become_applied_events_and_components_do_not() -> No
 def test_the_programs_readiness_wait_reaches_the_progress_view_typed() -> None:
     """The real producer (the program's publisher of the fleet wait's snapshots) into the real
     consumer (the CLI's view), as the Automation API run wires them through the Channel."""
-    from infercrane.live.status.readiness import Progress
+    from infercrane.live.status.progress import Progress
     from infercrane.shell import progress as awaiting
     from infercrane.shell.channel import Channel
 

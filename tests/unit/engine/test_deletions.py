@@ -144,7 +144,7 @@ def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_fo
 ) -> None:
     # What a stage deletes is gone only once its pods are: the object stays until then
     # (Foreground), so the wait covers their drain. One left going by a killed run is waited for too.
-    from infercrane.live.status import readiness
+    from infercrane.live.status import gone
 
     going, draining = naming.object_name("going"), naming.object_name("draining")
     objects = {("Deployment", going): orphan(going, "going"), ("Deployment", draining): orphan(draining, "draining")}
@@ -161,7 +161,7 @@ def test_a_stage_deletes_in_the_foreground_and_waits_past_the_pods_grace_also_fo
         waited.update(objects=sorted(name for _, name in objs), timeout=timeout)
         return [], {}
 
-    monkeypatch.setattr(readiness, "wait_gone", wait_gone)
+    monkeypatch.setattr(gone, "wait_gone", wait_gone)
     assert deletions.delete_going(CTX, {}, {"going", "draining"}) == {going: "going"}
     assert sent == [(going, "Foreground")]
     assert waited == {"objects": sorted([going, draining]), "timeout": 605 + deletions.GONE_TIMEOUT_SECONDS}
@@ -187,7 +187,7 @@ def test_a_recreated_keys_workload_alone_is_deleted_in_the_foreground_its_servic
 ) -> None:
     # A key of the config that a stage recreates: its Deployment goes (until gone, its pods with
     # it), its Service stays; another key's objects and an object not this stack's are never touched.
-    from infercrane.live.status import readiness
+    from infercrane.live.status import gone
 
     kept, other = naming.object_name("kept"), naming.object_name("other")
     service = {**orphan(kept, "kept"), "kind": "Service"}
@@ -208,7 +208,7 @@ def test_a_recreated_keys_workload_alone_is_deleted_in_the_foreground_its_servic
         "delete_exact",
         lambda client, kind, name, ns, uid, *, propagation: sent.append((kind, name, propagation)) or True,
     )
-    monkeypatch.setattr(readiness, "wait_gone", lambda live, objs, *, timeout, **kw: ([], {}))
+    monkeypatch.setattr(gone, "wait_gone", lambda live, objs, *, timeout, **kw: ([], {}))
     assert deletions.delete_workloads(CTX, {"kept"}) == {kept: "kept"}
     assert sent == [("Deployment", kept, "Foreground")]
     objects[("Deployment", kept)] = foreign  # another stack's object of that name: left alone

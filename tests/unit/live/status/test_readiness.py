@@ -305,7 +305,7 @@ def test_a_lost_api_is_reported_once_with_how_to_resume() -> None:
 
 
 def test_the_progress_summary_names_the_commonest_warnings_else_the_status_reason() -> None:
-    from infercrane.live.status.readiness import Progress
+    from infercrane.live.status.progress import Progress
 
     p = Progress(
         3,
@@ -348,7 +348,7 @@ def obj(name: str, uid: str) -> dict[str, Any]:
 
 
 def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None:
-    from infercrane.live.status.readiness import wait_gone
+    from infercrane.live.status.gone import wait_gone
 
     leftover = obj("infercrane-other", "u-9")  # not deleted by this run: the proof must show it
     client = ByKind(
@@ -372,7 +372,7 @@ def test_wait_gone_returns_the_last_listing_of_every_kind_as_the_proof() -> None
 
 
 def test_an_object_replaced_under_the_same_name_counts_as_gone() -> None:
-    from infercrane.live.status.readiness import wait_gone
+    from infercrane.live.status.gone import wait_gone
 
     client = ByKind([{"Deployment": [obj("infercrane-a", "new-uid")]}])
     left, _ = wait_gone(Live(client, target()), {("Deployment", "infercrane-a"): "old-uid"}, timeout=60)  # type: ignore[arg-type]
@@ -435,7 +435,7 @@ def test_the_api_servers_cluster_ip_repair_warning_on_a_replicas_service_is_not_
     """A first deploy of 300 on the local plane: the API server's repair loop saw a few Services
     before their IP address objects and warned ``ClusterIPNotAllocated … repairing``; the progress
     line said the fleet waited on it for a minute while the deployment controller was the pace."""
-    from infercrane.live.status.readiness import Progress
+    from infercrane.live.status.progress import Progress
     from infercrane.live.status.warnings import pod_warnings
 
     dep, other = "infercrane-0123456789abcdef01234567", "infercrane-89abcdef0123456701234567"
@@ -539,7 +539,7 @@ def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_err
     import httpx2
 
     from infercrane.core.errors import ClusterError
-    from infercrane.live.status.readiness import wait_gone
+    from infercrane.live.status.gone import wait_gone
 
     class Down:
         def list(self, *a: Any, **k: Any) -> Any:
@@ -555,7 +555,7 @@ def test_an_api_server_that_stops_answering_while_destroy_waits_is_one_clear_err
 def test_a_destroy_wait_rides_out_a_short_outage_and_still_proves_the_objects_gone() -> None:
     import httpx2
 
-    from infercrane.live.status.readiness import wait_gone
+    from infercrane.live.status.gone import wait_gone
 
     class Flaky(ByKind):
         def list(self, res: Any, namespace: str | None = None, labels: Any = None) -> list[Listed]:
@@ -576,7 +576,7 @@ def test_a_destroy_wait_rides_out_the_servers_transient_answers_but_not_a_refusa
     from lightkube.models.meta_v1 import Status
 
     from infercrane.core.errors import ClusterError
-    from infercrane.live.status.readiness import wait_gone
+    from infercrane.live.status.gone import wait_gone
 
     class Answers(ByKind):
         def __init__(self, codes: list[int], listings: list[dict[str, list[Listed]]]) -> None:
@@ -865,7 +865,7 @@ def test_a_replica_that_fails_names_the_stage_its_start_stalled_in_from_the_same
 def test_a_progress_line_says_which_stage_the_waiting_starts_are_in_from_its_one_events_list() -> None:
     """Issue #67: while replicas wait, the progress says where their starts are -- from the one
     LIST of Events each report makes (every type, from the API server's cache), not one more."""
-    from infercrane.live.status.readiness import Progress
+    from infercrane.live.status.progress import Progress
 
     a, b = "infercrane-a", "infercrane-b"
     said = [
