@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     # What killed runs of this machine left in the temporary directory, whatever this command
     # runs: a deploy that replays its key (or a proven no-op, a destroy) starts no engine run,
-    # and the engine run's own sweep (engine/workspace._scratch) would never come.
+    # and the engine run's own sweep (engine/runs.scratch) would never come.
     runs.sweep_scratch(Path(tempfile.gettempdir()))
     try:
         return COMMANDS[args.command](args)

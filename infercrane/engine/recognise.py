@@ -6,10 +6,13 @@ own failures never come this way: they come back typed on the Channel. Engine la
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from infercrane.core.errors import EngineError, bullets
+from infercrane.core.errors import EngineError, UpdateFailed, bullets
 from infercrane.core.model.kinds import bind_fix
+
+if TYPE_CHECKING:
+    from pulumi import automation as auto
 
 # What pulumi-kubernetes reports when the API server (or its etcd) stops answering mid-update.
 API_LOST_MARKERS: Final = (
@@ -132,3 +135,18 @@ def _unwrapped(line: str) -> str:
 def _tail(text: str, lines: int = 25) -> str:
     body = [line for line in text.strip().splitlines() if _unwrapped(line)]
     return "\n".join(body[-lines:])
+
+
+def translate(exc: auto.CommandError, stack: str, *, during_update: bool = False) -> EngineError:
+    """Turn an Automation API failure into one message with the next step; ``during_update``: an
+    :class:`UpdateFailed`, which may have applied part of its change."""
+    from pulumi import automation
+
+    text = f"{getattr(exc, 'stdout', '')}\n{getattr(exc, 'stderr', '')}\n{exc}"
+    if isinstance(exc, automation.ConcurrentUpdateError):
+        failed = translate_text("the stack is currently locked", stack)
+    elif isinstance(exc, automation.StackNotFoundError):
+        failed = translate_text(f"no stack named '{stack}' found", stack)
+    else:
+        failed = translate_text(text, stack)
+    return UpdateFailed(failed.message, fix=failed.fix) if during_update else failed

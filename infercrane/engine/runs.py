@@ -13,7 +13,7 @@ process: its pid and start time, one file per process under
 a run killed with SIGKILL (a CI job cancelled) leaves them, and with them the proof its lock is
 ours. :func:`started` reads them back.
 
-Each engine call also runs with a temporary directory of its own (``engine/workspace._scratch``),
+Each engine call also runs with a temporary directory of its own (:func:`scratch`),
 named by this machine and the process that made it (:func:`scratch_prefix`); a killed run leaves
 it, and a later run of this machine removes it once that process is gone (:func:`sweep_scratch`).
 Engine layer.
@@ -29,6 +29,7 @@ import re
 import shutil
 import socket
 import stat as modes
+import tempfile
 import threading
 from collections.abc import Iterator
 from datetime import datetime
@@ -214,3 +215,27 @@ def watching(project_dir: Path, stack: str) -> Iterator[None]:
         thread.join()
         for pid in seen:
             forget(project_dir, stack, pid)
+
+
+@contextlib.contextmanager
+def scratch(env: dict[str, str]) -> Iterator[None]:
+    """The run's own temporary directory (mode 0700) as the engine's ``TMPDIR``, removed with
+    all it holds when the run ends. pulumi-kubernetes writes the kubeconfig it is given into a new
+    temporary file each time its provider is configured (for Helm) and never removes it: a copy
+    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md).
+    A run killed with SIGKILL leaves its directory: the next run of this machine removes it
+    (:func:`sweep_scratch`), at its start and again at its end -- a
+    removal at the start can race with the killed run's last process, still writing there."""
+    before = env.get("TMPDIR")
+    tmp = Path(tempfile.gettempdir())
+    sweep_scratch(tmp)  # what killed runs of this machine left there
+    try:
+        with tempfile.TemporaryDirectory(prefix=scratch_prefix(), ignore_cleanup_errors=True) as scratch:
+            env["TMPDIR"] = scratch
+            yield
+    finally:
+        if before is None:
+            env.pop("TMPDIR", None)
+        else:
+            env["TMPDIR"] = before
+        sweep_scratch(tmp)

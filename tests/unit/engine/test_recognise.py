@@ -9,7 +9,7 @@ import pytest
 from pulumi import automation as auto
 from pulumi.automation._cmd import CommandResult
 
-from infercrane.engine.workspace import translate
+from infercrane.engine.recognise import translate
 
 
 def err(cls: type[auto.CommandError], stderr: str, stdout: str = "") -> auto.CommandError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane.engine import runs, workspace
+from infercrane.engine import runs
 
 
 def test_a_run_directory_is_named_by_this_machine_and_the_process_that_made_it() -> None:
@@ -73,7 +73,7 @@ def test_a_killed_runs_directory_that_outlives_a_runs_start_is_gone_when_that_ru
     gone = subprocess.Popen(["true"])
     gone.wait()
     env: dict[str, str] = {}
-    with workspace._scratch(env):
+    with runs.scratch(env):
         own = Path(env["TMPDIR"])
         late = tmp_path / f"infercrane-run-{runs.machine()}-{gone.pid}-1-late"  # its removal at the start raced with a writer
         (late / "sub").mkdir(parents=True)
