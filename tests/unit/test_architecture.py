@@ -132,7 +132,8 @@ ACROSS_MODULES = {"core/test_properties.py"}
 
 
 def test_each_unit_test_file_sits_where_its_module_is_in_the_package() -> None:
-    """``tests/unit/<package path>/test_<module>.py`` (a module's further file: ``test_<module>_<aspect>.py``)."""
+    """``tests/unit/<package path>/test_<module>.py`` (a module's further file: ``test_<module>_<aspect>.py``;
+    a package's: ``test_<package>.py`` beside it)."""
     units = Path(__file__).resolve().parent
     astray = []
     for test in sorted(units.rglob("test_*.py")):
@@ -141,6 +142,9 @@ def test_each_unit_test_file_sits_where_its_module_is_in_the_package() -> None:
             continue  # the project's own rules (README, manifests, architecture), at the top
         words = test.stem.removeprefix("test_").split("_")
         candidates = ["_".join(words[:n]) for n in range(len(words), 0, -1)]
-        if not any((PACKAGE / relative.parent / f"{name}.py").is_file() for name in candidates):
+        if not any(
+            (PACKAGE / relative.parent / f"{name}.py").is_file() or (PACKAGE / relative.parent / name / "__init__.py").is_file()
+            for name in candidates
+        ):
             astray.append(relative.as_posix())
     assert not astray, astray

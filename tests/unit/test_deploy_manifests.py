@@ -168,7 +168,7 @@ def test_optional_roles_are_read_only_and_never_touch_secrets(path: Path) -> Non
 
 def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
     """doctor's required rights are the shipped Roles' rules; its optional ones the optional files'."""
-    from infercrane.live import doctor
+    from infercrane.live.doctor import rights
 
     def granted(paths: list[Path], kinds: tuple[str, ...]) -> dict[str, set[tuple[str, str, str]]]:
         out: dict[str, set[tuple[str, str, str]]] = {}
@@ -186,29 +186,29 @@ def test_doctor_checks_exactly_the_shipped_and_optional_rights() -> None:
 
     shipped = granted(FILES, ("Role",))
     shipped.pop(PLAN_VIEWER)  # the deploying identity's Roles here; the plan viewer's rights are checked above
-    assert set(doctor.SHIPPED_ROLES.values()) | {DRA_ROLE_NAME} == set(shipped)
-    for api, role in doctor.SHIPPED_ROLES.items():
-        assert set(doctor.required_rights(api)) | set(doctor.shipped_extra_rights(api)) == shipped[role]
-        assert set(doctor.required_rights(api, "dra")) - set(doctor.required_rights(api)) == shipped[DRA_ROLE_NAME]
+    assert set(rights.SHIPPED_ROLES.values()) | {DRA_ROLE_NAME} == set(shipped)
+    for api, role in rights.SHIPPED_ROLES.items():
+        assert set(rights.required_rights(api)) | set(rights.shipped_extra_rights(api)) == shipped[role]
+        assert set(rights.required_rights(api, "dra")) - set(rights.required_rights(api)) == shipped[DRA_ROLE_NAME]
     optional = granted(OPTIONAL_FILES, ("Role",))
-    assert set(doctor.OPTIONAL_RIGHTS) == set().union(*optional.values())
+    assert set(rights.OPTIONAL_RIGHTS) == set().union(*optional.values())
 
 
 def test_doctor_checks_the_plan_viewer_for_exactly_the_reads_its_role_grants() -> None:
     from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOAD_APIS
-    from infercrane.live import doctor
+    from infercrane.live.doctor import rights
 
     (role,) = [r for r in roles() if r["metadata"]["name"] == PLAN_VIEWER]
-    assert (ROOT.parent.parent / doctor.PLAN_VIEWER_FILE).is_file()
+    assert (ROOT.parent.parent / rights.PLAN_VIEWER_FILE).is_file()
     granted = {(v, g, r) for rule in role["rules"] for g in rule["apiGroups"] for r in rule["resources"] for v in rule["verbs"]}
     kinds = [k for api in WORKLOAD_APIS.values() for k in api.kinds] + [RESOURCE_CLAIM_TEMPLATE]
-    assert granted == {(v, k.group, k.plural) for k in kinds for v in doctor.PLAN_VERBS}
-    assert not set(doctor.PLAN_VERBS) & set(doctor.WRITE_VERBS)
+    assert granted == {(v, k.group, k.plural) for k in kinds for v in rights.PLAN_VERBS}
+    assert not set(rights.PLAN_VERBS) & set(rights.WRITE_VERBS)
 
 
 def test_the_prefetcher_may_only_create_and_delete_pods_and_doctor_asks_for_it_only_under_warm_first() -> None:
     from infercrane.core.model.config import InferCraneConfig
-    from infercrane.live import doctor
+    from infercrane.live.doctor import rights
     from infercrane.live.status import prefetch
 
     (path,) = sorted(WARM_FIRST_DIR.glob("*.yaml"))
@@ -223,7 +223,7 @@ def test_the_prefetcher_may_only_create_and_delete_pods_and_doctor_asks_for_it_o
     target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64}
     plain = InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
     warm = InferCraneConfig.model_validate({"kubernetes": target | {"rollout": {"warmFirst": True}}, "replicas": replicas})
-    asked = {(v, r, need) for v, _, r, need in doctor.access_checks(warm)} - {
-        (v, r, need) for v, _, r, need in doctor.access_checks(plain)
+    asked = {(v, r, need) for v, _, r, need in rights.access_checks(warm)} - {
+        (v, r, need) for v, _, r, need in rights.access_checks(plain)
     }
     assert asked == {("create", "pods", "warm-first"), ("delete", "pods", "warm-first")}

@@ -7,7 +7,8 @@ from typing import Any
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.live import image_volumes
 from infercrane.live.client import failures
-from infercrane.live.doctor import FAIL, PASS, UNVERIFIABLE, WARN, image_volumes_check, sglang_key
+from infercrane.live.doctor import FAIL, PASS, UNVERIFIABLE, WARN, sglang_key
+from infercrane.live.doctor.capacity import image_volumes_check
 
 SGLANG = "lmsysorg/sglang@sha256:" + "b" * 64
 

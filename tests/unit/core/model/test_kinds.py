@@ -316,15 +316,15 @@ def test_the_planes_dra_node_carries_no_product_label_or_gpu_resource_and_its_sl
 
 
 def test_doctor_fails_a_cluster_that_does_not_serve_the_dra_api_with_how_to_go_on() -> None:
-    from infercrane.live import doctor
     from infercrane.live.client import failures
+    from infercrane.live.doctor import capacity
 
     class NoDra:
         def raw_get(self, path: str) -> dict[str, Any]:
             assert path == "/apis/resource.k8s.io/v1"
             raise failures.NotFound("the server could not find the requested resource", code=404)
 
-    check = doctor._dra_api(NoDra())  # type: ignore[arg-type]
+    check = capacity.dra_api(NoDra())  # type: ignore[arg-type]
     assert (check.status, check.detail) == (
         "fail",
         "resource.k8s.io/v1 is not served (Dynamic Resource Allocation is GA from Kubernetes 1.34)",
