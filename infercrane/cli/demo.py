@@ -15,10 +15,11 @@ import time
 from typing import IO
 
 from infercrane.cli.progress import ProgressView, log_path
-from infercrane.core.errors import InferCraneError, RolloutRefused
+from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Event, Note
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.plan.actions import count_words
+from infercrane.core.stops import RolloutRefused
 from infercrane.engine import idempotency, operations
 from infercrane.engine.changes import applied_events
 from infercrane.engine.workspace import Engine

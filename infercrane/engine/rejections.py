@@ -11,12 +11,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from infercrane.core.errors import (
-    CanaryRejected,
-    InferCraneError,
-    RolledBack,
-    RolloutStopped,
-)
+from infercrane.core.errors import InferCraneError
 from infercrane.core.events import Note, Sink, discard
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
@@ -36,6 +31,7 @@ from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.core.plan.waves import EndpointRollout, Rollout
 from infercrane.core.plan.workload import release_of
 from infercrane.core.state import urns
+from infercrane.core.stops import CanaryRejected, RolledBack, RolloutStopped
 from infercrane.engine.deletions import delete_keys
 from infercrane.engine.observed import Observed
 from infercrane.engine.workspace import Engine

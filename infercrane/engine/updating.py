@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from infercrane.core import naming
-from infercrane.core.errors import CanaryRetryRefused, InferCraneError, PreflightRefused, RolloutStopped
+from infercrane.core.errors import InferCraneError, PreflightRefused
 from infercrane.core.events import Note, Sink
 from infercrane.core.plan.actions import Action
 from infercrane.core.plan.marks import REJECTED_TAG
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.render import RenderedReplica
 from infercrane.core.state import urns
+from infercrane.core.stops import CanaryRetryRefused, RolloutStopped
 from infercrane.engine.changes import EventCollector, applied_events, both
 from infercrane.engine.deletions import delete_going, delete_workloads, foreign_deletions
 from infercrane.engine.observed import Observed, could_need_refresh

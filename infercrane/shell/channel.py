@@ -61,7 +61,7 @@ class Channel:
     recheck: Callable[[], Sequence[str]] | None = None
     #: A rejected canary's rollback (:mod:`infercrane.core.plan.rollback`): the keys its lanes
     #: register as the state recorded them before the deploy. The run then ends failed on purpose
-    #: (:class:`~infercrane.core.errors.RolledBack` once every lane is done): Pulumi deletes nothing.
+    #: (:class:`~infercrane.core.stops.RolledBack` once every lane is done): Pulumi deletes nothing.
     #: None: not a rollback.
     rollback: Mapping[str, Pinned] | None = None
     #: The caller rolls in waves: the program does not refuse a change that needs them.

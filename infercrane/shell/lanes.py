@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Collection, Mapping, Sequence
 
-from infercrane.core.errors import CanaryRejected, InferCraneError, RolloutStopped
+from infercrane.core.errors import InferCraneError
 from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.waves import EndpointRollout, Lane
+from infercrane.core.stops import CanaryRejected, RolloutStopped
 from infercrane.shell.awaiting import Waits
 from infercrane.shell.components import ReplicaComponent
 from infercrane.shell.lender import Lender

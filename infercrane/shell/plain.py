@@ -14,10 +14,11 @@ from typing import Any
 
 import pulumi
 
-from infercrane.core.errors import CanaryRetryRefused, InferCraneError, RolloutRefused
+from infercrane.core.errors import InferCraneError
 from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.marks import Marks, moves
 from infercrane.core.plan.waves import Rollout
+from infercrane.core.stops import CanaryRetryRefused, RolloutRefused
 
 
 def _pulumi(stack: str, *args: str) -> subprocess.CompletedProcess[str]:

@@ -24,20 +24,14 @@ import pulumi_kubernetes as k8s
 from pulumi.runtime import config as runtime_config
 
 from infercrane.core import naming
-from infercrane.core.errors import (
-    DeletionsRefused,
-    InferCraneError,
-    NotReady,
-    ReadOnlyUpdate,
-    RolledBack,
-    RolloutStopped,
-)
+from infercrane.core.errors import InferCraneError, NotReady, ReadOnlyUpdate
 from infercrane.core.load import loading
 from infercrane.core.model import config as cfg
 from infercrane.core.plan.actions import Action
 from infercrane.core.render import RenderedReplica
 from infercrane.core.render.manifests import render_checked
 from infercrane.core.state.urns import legacy_names, legacy_slots
+from infercrane.core.stops import DeletionsRefused, RolledBack, RolloutStopped
 from infercrane.live.stack.context import StackContext
 from infercrane.shell import sdk
 from infercrane.shell.awaiting import Taken, Waits, await_readiness, running_under_mocks, settled

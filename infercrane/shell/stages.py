@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from infercrane.core.errors import CanaryRejected, InferCraneError, StillDraining
+from infercrane.core.errors import InferCraneError
 from infercrane.core.plan.waves import EndpointRollout, Lane, Stage
+from infercrane.core.stops import CanaryRejected, StillDraining
 from infercrane.shell.awaiting import Waits, not_ready
 from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.lender import Lender

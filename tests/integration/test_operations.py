@@ -222,7 +222,7 @@ def test_a_key_change_one_engine_run_would_do_with_extra_gpus_is_refused_and_not
     """[a] -> [b] under the default policy (maxSurge 0): a single `pulumi up` would create b beside
     a (one replica's GPUs more than the endpoint holds); the program refuses and names the command
     that rolls it (stop a, then start b)."""
-    from infercrane.core.errors import RolloutRefused
+    from infercrane.core.stops import RolloutRefused
 
     stack = "itorderdefault"
     engine = project.stack(stack, [replica("it-order-a")])

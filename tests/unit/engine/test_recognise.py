@@ -318,7 +318,8 @@ def test_a_blocked_preview_names_each_mandatory_violation_with_its_resource() ->
 
 
 def test_a_stopped_rollout_names_each_stopped_endpoint_where_and_why_with_its_own_fix() -> None:
-    from infercrane.core.errors import ClusterError, RolloutStopped
+    from infercrane.core.errors import ClusterError
+    from infercrane.core.stops import RolloutStopped
 
     cause = ClusterError("replica r0 failed: FailedScheduling", fix="add a node")
     stopped = RolloutStopped([("qwen", "wave 2/4", cause)], 20)

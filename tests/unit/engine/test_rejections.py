@@ -64,8 +64,9 @@ def test_inspect_says_each_endpoints_last_canary_verdict_in_text_and_json() -> N
 
 
 def test_a_rejection_the_backend_cannot_remember_is_a_warning_and_never_stops_the_rollback() -> None:
-    from infercrane.core.errors import CanaryRejected, EngineError, RolloutStopped
+    from infercrane.core.errors import EngineError
     from infercrane.core.events import Note
+    from infercrane.core.stops import CanaryRejected, RolloutStopped
     from infercrane.engine.rejections import remember_rejections
 
     class Refusing(EngineDouble):

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from infercrane.core.errors import CanaryRejected, NotReady, RolloutStopped
+from infercrane.core.errors import NotReady
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
+from infercrane.core.stops import CanaryRejected, RolloutStopped
 from infercrane.live.status.verdicts import Verdict
 from infercrane.shell import lanes, stages
 from infercrane.shell.components import AHEAD

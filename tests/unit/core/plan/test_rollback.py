@@ -3,12 +3,12 @@ what goes back, what goes, what cannot, and in which order under the endpoint's 
 
 from __future__ import annotations
 
-from infercrane.core.errors import CanaryRejected, RolloutStopped
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan.rollback import plan_rollback
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
+from infercrane.core.stops import CanaryRejected, RolloutStopped
 
 OLD, NEW = "rel-old", "rel-new"
 IN_PLACE = RolloutPolicy(max_unavailable=1, max_surge=0, canary=CanaryPolicy())
