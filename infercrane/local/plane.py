@@ -29,7 +29,8 @@ import yaml
 
 from infercrane.core.errors import PlaneError, ToolNotFound
 from infercrane.local import node, node_files, pki, private
-from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE, Launch, http_status
+from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE
+from infercrane.local.launch import Launch, http_status
 from infercrane.local.layout import (
     ADMIN_CONTEXT,
     CLUSTER,

@@ -4,17 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from infercrane.local.components import (
-    COMPONENTS,
-    NAMES,
-    NODE_COMPONENTS,
-    PORTS,
-    WITH_THE_NODE,
-    Launch,
-    controllers,
-    prometheus_config,
-    version_flags,
-)
+from infercrane.local.addons import prometheus_config
+from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE
+from infercrane.local.launch import Launch, controllers, version_flags
 
 
 def launch(version: str = "1.36.3") -> Launch:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane.local import bootstrap, components, pki, private
+from infercrane.local import addons, bootstrap, launch, pki, private
 from infercrane.local.plane import Plane
 
 ModeAtFirstWrite = dict[str, int]
@@ -71,8 +71,7 @@ def test_each_kubeconfig_of_the_plane_is_private_from_its_first_byte(tmp_path: P
         pytest.param(lambda state: bootstrap.worker_key_file(state), id="worker-key"),
         pytest.param(
             lambda state: (
-                components.webhook_certs(components.Launch(state, state / "pki", state / "logs", {}, state / "stages.yaml"))
-                / "tls.key"
+                addons.webhook_certs(launch.Launch(state, state / "pki", state / "logs", {}, state / "stages.yaml")) / "tls.key"
             ),
             id="kserve-webhook-key",
         ),
