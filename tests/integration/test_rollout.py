@@ -396,7 +396,7 @@ def test_a_third_release_after_a_surge_killed_while_its_replica_loads_recreates_
     GPU for it (endpoint b fills the rest). The rerun recreates n0 (its Deployment deleted, then made
     again), so a0 and a1 keep serving throughout; before, it retired a1 first for that GPU, one
     replica below the floor until n0 served."""
-    from infercrane.local.plane import READY_DELAY_ANNOTATION
+    from infercrane.local.kwok_stages import READY_DELAY_ANNOTATION
     from tests.integration.conftest import kill_as_ci, start_cli, wait_for
 
     stack = "rolthird"
@@ -444,7 +444,7 @@ def test_a_recorded_replica_restarted_out_of_band_then_updated_under_a_surge_is_
     is a new object, and the next plan is a no-op."""
     from lightkube.resources.core_v1 import Pod as PodResource
 
-    from infercrane.local.plane import READY_DELAY_ANNOTATION
+    from infercrane.local.kwok_stages import READY_DELAY_ANNOTATION
 
     stack = "rolrecorded"
     policy = {"maxUnavailable": 0, "maxSurge": 1}

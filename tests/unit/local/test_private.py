@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from infercrane.local import addons, bootstrap, launch, pki, private
+from infercrane.local import access, addons, bootstrap, launch, pki, private
 from infercrane.local.plane import Plane
 
 ModeAtFirstWrite = dict[str, int]
@@ -57,8 +57,8 @@ def test_the_cas_key_and_every_issued_key_are_private_from_their_first_byte(
 def test_each_kubeconfig_of_the_plane_is_private_from_its_first_byte(tmp_path: Path, first_writes: ModeAtFirstWrite) -> None:
     plane = Plane(tmp_path / "plane")
     plane.state.mkdir()
-    plane._write_pki()
-    plane._write_kubeconfigs(6443)
+    access.write_pki(plane.pki_dir)
+    access.write_kubeconfigs(plane.state, plane.pki_dir, 6443)
     written = sorted(plane.state.glob("*kubeconfig"))
     assert {p.name for p in written} >= {"kubeconfig", "admin.kubeconfig", "scheduler.kubeconfig", "kserve-manager.kubeconfig"}
     for path in written:
