@@ -14,7 +14,8 @@ if TYPE_CHECKING:
     from infercrane.core.plan.waves import EndpointRollout
     from infercrane.engine.changes import ReplicaAction
     from infercrane.engine.planning import PlanResult
-from infercrane.cli.output import actions_table, endpoint_lines, span
+from infercrane.cli.output import actions_table
+from infercrane.cli.rollout_text import endpoint_lines, span
 
 COMMENT_LIMIT = 60_000  # characters: GitHub's limit for a comment is 65,536
 

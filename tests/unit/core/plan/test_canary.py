@@ -419,7 +419,7 @@ def test_plain_pulumi_up_is_told_a_canary_needs_a_step_of_its_own() -> None:
 
 
 def test_the_plan_shows_the_canary_step_its_bake_and_thresholds_and_why_there_is_none() -> None:
-    from infercrane.cli.output import rollout_lines
+    from infercrane.cli.rollout_text import rollout_lines
 
     golden = (GoldenRequest(prompt="2 + 2 ="),)
     r = plan(members("a0", "a1"), [Target(k, "e", 1, restarts=True) for k in ("a0", "a1")],

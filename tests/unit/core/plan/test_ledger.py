@@ -84,7 +84,7 @@ def test_max_extra_gpus_is_the_stacks_and_a_whole_number_each_said_with_the_fix(
 
 
 def test_plan_says_what_the_surges_want_at_once_against_the_ledger_in_words_and_in_json() -> None:
-    from infercrane.cli.output import rollout_doc, rollout_lines
+    from infercrane.cli.rollout_text import rollout_doc, rollout_lines
 
     members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1, "L4") for e in "ab" for i in range(2)]
     targets = [Target(m.key, m.endpoint, 1, restarts=True, product="L4") for m in members]

@@ -166,7 +166,7 @@ def test_every_rollout_applies_each_key_once_and_never_applies_a_key_after_delet
 
 
 def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
-    from infercrane.cli.output import rollout_lines
+    from infercrane.cli.rollout_text import rollout_lines
 
     r = plan([m("a0"), m("a1"), m("keep", "other")], [t("b0"), t("b1"), t("keep", "other")], policy(DEFAULT))
     assert rollout_lines(r) == [
@@ -180,7 +180,7 @@ def test_plan_text_shows_each_endpoints_waves_lowest_ready_and_gpus() -> None:
 
 
 def test_the_plan_says_warm_first_for_an_in_place_endpoint_and_never_for_a_surge() -> None:
-    from infercrane.cli.output import rollout_lines
+    from infercrane.cli.rollout_text import rollout_lines
 
     warm = RolloutPolicy(max_unavailable=1, warm_first=True)
     r = plan([m("a0"), m("a1")], [t("a0", restarts=True), t("a1", restarts=True)], policy(warm))
@@ -358,7 +358,7 @@ def test_a_replica_down_and_restarting_under_a_surge_is_recreated_first_and_cost
     ]
     assert r.recreated == {"n0"}
     assert "recreate n0 (down: its old pod goes before its new one starts, no GPU more)" in e.describe(lane.stages[0])
-    from infercrane.cli.output import rollout_lines
+    from infercrane.cli.rollout_text import rollout_lines
 
     assert any(line.startswith("    first: recreate n0 (not available: deleted, then made again") for line in rollout_lines(r))
     # In place the Deployment's own Recreate strategy does it: nothing to recreate.
@@ -366,7 +366,7 @@ def test_a_replica_down_and_restarting_under_a_surge_is_recreated_first_and_cost
 
 
 def test_plan_text_names_what_happens_before_the_waves() -> None:
-    from infercrane.cli.output import rollout_lines
+    from infercrane.cli.rollout_text import rollout_lines
 
     # A surge cut before its deletion (a surplus to retire) beside a replica still settling.
     members = [m(f"o{i}") for i in range(2)] + [m("n0"), LiveReplica("s", "e", AVAILABLE, 1), m("k")]
