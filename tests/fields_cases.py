@@ -338,9 +338,9 @@ class Answer:
 def crds() -> list[str]:
     """The oracle's ``--crd`` arguments: the CRDs of the custom kinds we render (KServe's, from
     ``tools/build.sh kserve``), as ``make ssa-schema`` reads them."""
-    from infercrane.local.bootstrap import kserve_share
+    from infercrane.local.kserve import share_dir
 
-    share = kserve_share() / "crds"
+    share = share_dir() / "crds"
     return ["--crd", str(share / "serving.kserve.io_inferenceservices.yaml")]
 
 

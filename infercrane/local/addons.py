@@ -73,10 +73,10 @@ def webhook_certs(x: Launch) -> Path:
 
 
 def kserve_webhooks(x: Launch) -> None:
-    from infercrane.local import bootstrap
+    from infercrane.local import kserve
 
     try:
-        bootstrap.register_kserve_webhooks(x.kubeconfig, x.pki / "ca.crt", x.ports["kserve_webhook"])
+        kserve.register_webhooks(x.kubeconfig, x.pki / "ca.crt", x.ports["kserve_webhook"])
     except ApiError as exc:
         raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from exc
 

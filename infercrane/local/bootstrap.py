@@ -9,30 +9,22 @@ that is never printed. Once the KServe manager serves, its webhook configuration
 with the manager's loopback URL. Idempotent: server-side apply as ``infercrane-bootstrap``; an
 existing Secret is left as it is. Local-plane layer.
 
-One module, past 300 lines: the bootstrap is one ordered, idempotent apply whose steps share one admin client and one list of manifests.
+KServe's part is :mod:`~infercrane.local.kserve`; the applying itself :mod:`~infercrane.local.applying`.
 """
 
 from __future__ import annotations
 
-import base64
-import json
-import time
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
-from lightkube import ApiError, Client, codecs
-from lightkube.config.kubeconfig import KubeConfig
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Node, Secret
+from lightkube import ApiError, codecs
+from lightkube.resources.core_v1 import Node, Secret
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import dra, private
+from infercrane.local import dra, kserve, private
+from infercrane.local.applying import admin_client, apply_all, wait_namespace
 from infercrane.local.layout import (
-    ADMIN_CONTEXT,
-    BOOTSTRAP_MANAGER,
-    KSERVE_NAMESPACE,
-    KSERVE_USER,
     KUBELET_CLIENT_USER,
     NAMESPACE,
     PROMETHEUS_USER,
@@ -153,11 +145,6 @@ PROMETHEUS_RBAC: Final = [
 ]
 
 
-def admin_client(kubeconfig: Path) -> Client:
-
-    return Client(config=KubeConfig.from_file(kubeconfig).get(context_name=ADMIN_CONTEXT), trust_env=False)
-
-
 def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
     """A kwok GPU node: labelled and advertising ``nvidia.com/gpu`` as GPU Feature Discovery and
     the device plugin do, or -- a DRA node -- neither: its GPUs are its ResourceSlice's devices."""
@@ -178,12 +165,6 @@ def node_manifest(spec: dict[str, Any]) -> dict[str, Any]:
         "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}]},
         "status": {"capacity": resources, "allocatable": resources, "phase": "Running"},
     }
-
-
-def _apply_all(client: Client, docs: list[dict[str, Any]]) -> None:
-
-    for d in docs:
-        client.apply(codecs.from_dict(d), field_manager=BOOTSTRAP_MANAGER)
 
 
 def read_nodes(nodes_file: Path) -> list[dict[str, Any]]:
@@ -219,17 +200,17 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
     client = admin_client(kubeconfig)
     root = code_root()
     docs = [d for rel in MANIFESTS for d in yaml.safe_load_all((root / rel).read_text()) if d]
-    _apply_all(client, [docs[0]])
-    install_kserve(client)
-    _wait_namespace(client, NAMESPACE)
-    _apply_all(client, docs[1:])
+    apply_all(client, [docs[0]])
+    kserve.install(client)
+    wait_namespace(client, NAMESPACE)
+    apply_all(client, docs[1:])
     roles = [
         d
         for rel in OPTIONAL_ROLES
         for d in yaml.safe_load_all((root / rel).read_text())
         if d and "Role" in d["kind"] and "Binding" not in d["kind"]
     ]
-    _apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING, KUBELET_API_BINDING, *PROMETHEUS_RBAC])
+    apply_all(client, roles + viewer_bindings(VIEWER_USER, NAMESPACE) + [NODES_BINDING, KUBELET_API_BINDING, *PROMETHEUS_RBAC])
     nodes = read_nodes(nodes_file)
     for n in nodes:
         try:
@@ -239,7 +220,7 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
                 raise
             client.create(codecs.from_dict(node_manifest(n)))
     if any(dra.is_dra(n) for n in nodes):
-        _apply_all(client, [dra.device_class(), *(dra.resource_slice(n) for n in nodes if dra.is_dra(n))])
+        apply_all(client, [dra.device_class(), *(dra.resource_slice(n) for n in nodes if dra.is_dra(n))])
     try:
         client.get(Secret, "infercrane-worker", namespace=NAMESPACE)
     except ApiError as exc:
@@ -258,93 +239,3 @@ def run(kubeconfig: Path, nodes_file: Path) -> None:
             "stringData": {"api-key": key_file.read_text()},
         }
         client.create(codecs.from_dict(secret))
-
-
-def kserve_share() -> Path:
-    """The KServe files ``tools/build.sh kserve`` took from the module zip, beside the manager."""
-    from infercrane.project.tools import find_tool
-
-    share = find_tool("kserve-manager").parent.parent / "share"
-    if not (share / "crds").is_dir():
-        raise PlaneError(f"KServe's CRDs are missing from {share}.", fix="run `tools/build.sh kserve`")
-    return share
-
-
-def kserve_config(share: Path) -> dict[str, Any]:
-    """KServe's default ``inferenceservice-config``, set to the Standard (raw Deployment) mode
-    without Istio virtual hosts or Ingress objects (the plane has neither Istio nor an ingress)."""
-    cm: dict[str, Any] = yaml.safe_load((share / "inferenceservice-config.yaml").read_text())
-    ingress = json.loads(cm["data"]["ingress"])
-    ingress |= {"disableIstioVirtualHost": True, "disableIngressCreation": True}
-    cm["data"] |= {"ingress": json.dumps(ingress), "deploy": json.dumps({"defaultDeploymentMode": "Standard"})}
-    return cm
-
-
-def install_kserve(client: Client) -> None:
-
-    share = kserve_share()
-    crds = [yaml.safe_load(f.read_text()) for f in sorted((share / "crds").glob("*.yaml"))]
-    role = yaml.safe_load((share / "manager-role.yaml").read_text())
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": "kserve-manager-rolebinding", "labels": {"app.kubernetes.io/managed-by": "infercrane-bootstrap"}},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role["metadata"]["name"]},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": KSERVE_USER}],
-    }
-    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KSERVE_NAMESPACE}}
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=len(crds)) as pool:
-        list(pool.map(lambda crd: _apply_crd(client, crd), crds))
-    _apply_all(client, [namespace, role, binding])
-    _wait_namespace(client, KSERVE_NAMESPACE)
-    _apply_all(client, [kserve_config(share)])
-    for crd in crds:  # the manager's informers need every kind served before it starts
-        _wait_established(client, crd["metadata"]["name"])
-
-
-def _apply_crd(client: Client, crd: dict[str, Any]) -> None:
-    """Server-side apply of one CRD as raw JSON: KServe's InferenceService CRD is 1 MB of schema,
-    which lightkube's typed models take seconds to build and parse; the API server needs none."""
-
-    gc = client._client
-    url = f"{gc._client.base_url}/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{crd['metadata']['name']}"
-    req = gc._client.build_request(
-        "PATCH",
-        url,
-        content=json.dumps(crd),
-        params={"fieldManager": BOOTSTRAP_MANAGER},
-        headers={"Content-Type": "application/apply-patch+yaml"},
-    )
-    gc.raise_for_status(gc.send(req))  # type: ignore[no-untyped-call]
-
-
-def register_kserve_webhooks(kubeconfig: Path, ca_file: Path, port: int) -> None:
-    """KServe's own webhook configurations, each pointed at the manager's loopback URL (the
-    plane's API server runs outside any cluster network, so a Service reference cannot reach it),
-    trusting the plane's CA. Re-applied at every start: the port changes."""
-    ca = base64.b64encode(ca_file.read_bytes()).decode()
-    docs = [d for d in yaml.safe_load_all((kserve_share() / "webhooks.yaml").read_text()) if d]
-    for d in docs:
-        d["metadata"].pop("creationTimestamp", None)
-        for hook in d["webhooks"]:
-            path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": ca}
-    _apply_all(admin_client(kubeconfig), docs)
-
-
-def _wait_established(client: Client, name: str) -> None:
-    for _ in range(100):
-        status = client.get(CustomResourceDefinition, name).status
-        if status and any(c.type == "Established" and c.status == "True" for c in status.conditions or []):
-            return
-        time.sleep(0.1)
-
-
-def _wait_namespace(client: Client, name: str) -> None:
-    for _ in range(50):
-        ns = client.get(Namespace, name)
-        if ns.status and ns.status.phase == "Active":
-            return
-        time.sleep(0.1)

@@ -279,7 +279,7 @@ def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     from lightkube.resources.core_v1 import Node
     from lightkube.types import PatchType
 
-    from infercrane.local.bootstrap import admin_client
+    from infercrane.local.applying import admin_client
 
     client = admin_client(kubeconfig)
     deadline = time.monotonic() + timeout

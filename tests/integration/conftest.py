@@ -24,7 +24,7 @@ from lightkube import ApiError, Client
 from infercrane.engine.workspace import Engine
 from infercrane.local import host, node_teardown
 from infercrane.local import node as real_node
-from infercrane.local.bootstrap import admin_client
+from infercrane.local.applying import admin_client
 from infercrane.local.plane import Plane
 from infercrane.project.tools import find_tool
 from tests.postgres import PostgresMissing

@@ -33,7 +33,7 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.render.manifests import render_checked
 from infercrane.live.client.cluster import InferenceService
-from infercrane.local.bootstrap import admin_client
+from infercrane.local.applying import admin_client
 from infercrane.local.kwok_stages import READY_DELAY_ANNOTATION
 from tests import rollout_model as model
 from tests.integration.conftest import kwok_plane

@@ -17,7 +17,7 @@ import pytest
 from lightkube import Client
 from lightkube.resources.core_v1 import Pod
 
-from infercrane.local.bootstrap import admin_client
+from infercrane.local.applying import admin_client
 from infercrane.local.plane import Plane
 from tests.integration.conftest import Project, cli, kwok_plane
 

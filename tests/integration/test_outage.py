@@ -24,7 +24,7 @@ from lightkube.resources.core_v1 import Service
 from infercrane.core import naming
 from infercrane.live.status.readiness import API_GRACE_SECONDS
 from infercrane.live.status.verdicts import deployment_verdict
-from infercrane.local.bootstrap import admin_client
+from infercrane.local.applying import admin_client
 from infercrane.local.plane import Plane
 from tests.integration.conftest import Project, kill_as_ci, start_cli, wait_for
 from tests.integration.conftest import replica as make_replica

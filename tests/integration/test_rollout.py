@@ -32,7 +32,7 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod, Service
 
 from infercrane.core import naming
-from infercrane.local.bootstrap import admin_client
+from infercrane.local.applying import admin_client
 from infercrane.local.layout import DEPLOYER_USER
 from infercrane.local.plane import Plane
 from tests.integration.conftest import DIGEST, ROOT, Project, cli, get_or_none, kwok_plane
