@@ -1,7 +1,7 @@
 """The pod's part of the configuration: the worker Secret and other secret references, the pod
 identity, resources, the pod settings a target or a replica may add (pull secrets, priority,
-tolerations, node selector, environment, labels, annotations) and the model cache it mounts --
-each field with its rule. Pure core.
+tolerations, node selector, environment, labels, annotations) -- each field with its rule; the
+caches it mounts are :mod:`~infercrane.core.model.caches`. Pure core.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pydantic import Field, StrictInt, field_validator, model_validator
 
 from infercrane.core import naming
 from infercrane.core.model import gpu, quantity
-from infercrane.core.model.schema import ARTIFACT_KEY_RE, DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, SECRET_KEY_RE, Frozen, dns_label
+from infercrane.core.model.schema import DNS_SUBDOMAIN_RE, QUALIFIED_NAME_RE, SECRET_KEY_RE, Frozen, dns_label
 
 
 class SecretKeyRef(Frozen):
@@ -260,49 +260,3 @@ class PodSettings(Frozen):
             labels=base.labels | self.labels,
             annotations=base.annotations | self.annotations,
         )
-
-
-def artifact_key(model: str, revision: str | None) -> str | None:
-    """``model@revision``, the key of a model cache entry (None: the revision is not pinned)."""
-    return f"{model}@{revision}" if revision else None
-
-
-class ArtifactCache(Frozen):
-    """Model weights from a PersistentVolumeClaim an admin prepared (``huggingface-cli download
-    --cache-dir``): mounted read-only as the engine's Hugging Face cache with offline mode on, so
-    a restart loads from the volume instead of downloading again. The original adapter's contract:
-    an entry is an immutable ``model@<40-hex commit>``; the preflight verifies each mapped claim
-    (exists, Bound, several readers) before anything is applied -- ``required`` refuses otherwise,
-    ``prefer`` warns and the replica downloads."""
-
-    policy: Literal["disabled", "prefer", "required"] = Field(
-        "disabled",
-        description="disabled: always download; prefer: a verified claim, else download; required: refuse without one.",
-    )
-    pvcs: dict[str, str] = Field(default_factory=dict, description='"<model>@<40-hex revision>" -> PVC name in the namespace.')
-
-    @field_validator("pvcs", mode="before")
-    @classmethod
-    def _pvcs(cls, v: object) -> object:
-        if not isinstance(v, dict):
-            raise ValueError(f"{v!r} is not a map of model@revision to PVC name")
-        bad = [f"key {k!r} is not <model>@<40-hex commit>" for k in v if not isinstance(k, str) or not ARTIFACT_KEY_RE.match(k)]
-        bad += [
-            f"claim {c!r} (for {k}) is not a PVC name"
-            for k, c in v.items()
-            if not isinstance(c, str) or not DNS_SUBDOMAIN_RE.match(c)
-        ]
-        if bad:
-            raise ValueError("; ".join(bad))
-        return v
-
-    @model_validator(mode="after")
-    def _enabled(self) -> ArtifactCache:
-        if self.policy == "disabled" and self.pvcs:
-            raise ValueError("maps model caches while the policy is disabled: they would never be used")
-        return self
-
-    def claim_for(self, model: str, revision: str | None) -> str | None:
-        """The claim mounted for ``model`` at ``revision`` (None: it downloads)."""
-        key = artifact_key(model, revision)
-        return None if self.policy == "disabled" or key is None else self.pvcs.get(key)

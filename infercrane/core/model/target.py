@@ -11,10 +11,10 @@ from typing import Final, Literal
 from pydantic import Field, field_validator
 
 from infercrane.core.model import gpu, image
+from infercrane.core.model.caches import ArtifactCache, CompileCache
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.model.kinds import GPU_ALLOCATIONS, WORKLOAD_APIS, GpuAllocation, WorkloadApi
 from infercrane.core.model.pod import (
-    ArtifactCache,
     Drain,
     PodIdentity,
     PodSettings,
@@ -93,23 +93,6 @@ class ProviderClient(Frozen):
     burst: int = Field(
         1000, ge=1, le=1_000_000, description="Requests it may send at once above that rate (pulumi-kubernetes' own: 120)."
     )
-
-
-class CompileCache(Frozen):
-    """Where engines keep what they compile (vLLM's torch.compile and CUDA graphs, Triton's and
-    Inductor's kernels): a PersistentVolumeClaim the replicas mount read-write, each under its own
-    directory named by the key (engine image digest, model digest, GPU product) -- a key's artifacts
-    are never read by another key's engine. Only replicas whose model is pinned (a model image, or
-    a ``modelRevision``) use it."""
-
-    claim_name: str = Field(description="PVC in the namespace (ReadWriteMany where replicas of one key run on several nodes).")
-
-    @field_validator("claim_name")
-    @classmethod
-    def _claim(cls, v: str) -> str:
-        if not DNS_SUBDOMAIN_RE.match(v):
-            raise ValueError(f"{v!r} is not a PVC name")
-        return v
 
 
 class KubernetesTarget(Frozen):

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from infercrane.core.model.caches import ArtifactCache
 from infercrane.core.model.config import InferCraneConfig
-from infercrane.core.model.pod import ArtifactCache
 
 MANY_READERS: Final = frozenset({"ReadOnlyMany", "ReadWriteMany"})
 PVC_READER: Final = "deploy/kubernetes/optional/pvc-reader.yaml"

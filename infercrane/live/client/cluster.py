@@ -12,7 +12,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import httpx2
@@ -24,8 +23,8 @@ from infercrane.core import naming
 from infercrane.core.errors import ClusterError
 from infercrane.core.model.kinds import INFERENCE_SERVICE
 from infercrane.core.model.target import KubernetesTarget
+from infercrane.live.client import kubeconfigs
 from infercrane.live.client.failures import RETRYABLE_CODES, Forbidden, NotFound, request, status_code
-from infercrane.project.paths import project_root
 
 T = TypeVar("T")
 REQUEST_TIMEOUT_SECONDS: Final = 10.0  # an unreachable cluster fails fast instead of hanging
@@ -35,52 +34,9 @@ InferenceService = create_namespaced_resource(
 )
 
 
-def kubeconfig_paths(target: KubernetesTarget, env: Mapping[str, str] | None = None) -> list[Path]:
-    """The kubeconfig files: the stack's setting, else every $KUBECONFIG entry, else ~/.kube/config."""
-    env = os.environ if env is None else env
-    if target.kubeconfig:
-        path = Path(target.kubeconfig).expanduser()
-        # A relative path is relative to the project directory (where Pulumi runs the provider).
-        return [path if path.is_absolute() else project_root() / path]
-    listed = [Path(p).expanduser() for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    return listed or [Path.home() / ".kube" / "config"]
-
-
-_FILE_FIELDS: Final = {
-    "cluster": ("certificate-authority",),
-    "user": ("client-certificate", "client-key", "tokenFile"),
-}
-
-
-def merged_kubeconfig(paths: list[Path]) -> dict[str, Any]:
-    """Merge kubeconfig files the way kubectl and the Pulumi provider do: for each cluster, user
-    and context name, the first file that defines it wins; missing files are skipped; relative
-    certificate paths are resolved against the file that names them."""
-    import yaml
-
-    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
-    for path in paths:
-        if not path.is_file():
-            continue
-        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-        if not isinstance(doc, dict):
-            raise ValueError(f"{path} is not a kubeconfig map")
-        for section, inner in (("clusters", "cluster"), ("users", "user"), ("contexts", "context")):
-            seen = {item["name"] for item in merged[section]}
-            for item in doc.get(section) or []:
-                if item.get("name") in seen:
-                    continue
-                body = dict(item.get(inner) or {})
-                for key in _FILE_FIELDS.get(inner, ()):
-                    if body.get(key) and not Path(body[key]).expanduser().is_absolute():
-                        body[key] = str(path.parent / body[key])
-                merged[section].append({"name": item.get("name"), inner: body})
-    return merged
-
-
 def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) -> Client:
     """A lightkube client bound to ``target.context`` and ``target.namespace`` (field manager ours)."""
-    paths = kubeconfig_paths(target, env)
+    paths = kubeconfigs.paths(target, env)
     shown = os.pathsep.join(str(p) for p in paths)
     if not any(p.is_file() for p in paths):
         raise ClusterError(
@@ -89,7 +45,7 @@ def client(target: KubernetesTarget, *, env: Mapping[str, str] | None = None) ->
             '`infercrane local start` and `eval "$(infercrane local env)"`',
         )
     try:
-        kc = KubeConfig.from_dict(merged_kubeconfig(paths))
+        kc = KubeConfig.from_dict(kubeconfigs.merged(paths))
     except Exception as exc:  # noqa: BLE001 - any parse failure is the user's file
         raise ClusterError(f"kubeconfig {shown} cannot be read: {exc}") from exc
     if target.context not in kc.contexts:
