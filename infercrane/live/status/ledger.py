@@ -34,7 +34,7 @@ def take(
         listed = pods.list_pods(live, config) or []
     except failures.LiveError:  # a record, not a verdict: the API gone now costs its precision, not the deploy
         listed = []
-    records = startup.ledger(startup.starts(events, listed), names, ready, served)
+    records = records_of(startup.starts(events, listed), names, ready, served)
     at = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     replicas = {r.key: r for r in config.replicas}
     for key, record in records.items():
@@ -42,3 +42,26 @@ def take(
         if rep is not None:
             record |= {"gpu": rep.gpu, "gpuCount": rep.gpu_count, "image": config.image_for(rep), "at": at}
     return records
+
+
+def records_of(
+    all_starts: Mapping[str, startup.Start],
+    names: Mapping[str, str],
+    ready: Mapping[str, datetime],
+    served: Mapping[str, datetime],
+) -> dict[str, dict[str, Any]]:
+    """Each replica's newest start (``names``: key -> its object's name) as a record
+    (:meth:`Start.as_output`), ended by what the deploy's own wait saw: *healthy* when its wait saw
+    it ready (``ready``; the pod's Ready condition is exacter, when the pods were read) and *served*
+    when its serving evidence was taken (``served``). A replica none of whose pods left a trace has
+    none."""
+    out = {}
+    for key, name in names.items():
+        mine = startup.of_replica(all_starts, name)
+        if not mine:
+            continue
+        s = mine[-1]
+        healthy = s.healthy or ready.get(key)
+        s = startup.Start(**{**s.__dict__, "healthy": healthy, "served": served.get(key) if healthy is not None else None})
+        out[key] = startup.in_order(s).as_output()
+    return out

@@ -214,7 +214,7 @@ def starts(events: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]
                 "restarts": sum(int(c.get("restartCount") or 0) for c in status.get("containerStatuses") or []),
             }
         )
-    return {name: _in_order(s) for name, s in out.items()}
+    return {name: in_order(s) for name, s in out.items()}
 
 
 def _pull(message: str) -> Pull:
@@ -231,7 +231,7 @@ def _pull(message: str) -> Pull:
 _ORDER: Final = ("created", "scheduled", "pull_began", "pulled", "started", "healthy", "served")
 
 
-def _in_order(s: Start) -> Start:
+def in_order(s: Start) -> Start:
     """Each stage's end no earlier than the one before it: the kubelet stamps its Events to the
     second, the scheduler to the microsecond -- a pull stamped 10:00:00 after a scheduling at
     10:00:00.3 ended in that same second."""
@@ -279,49 +279,3 @@ def stalled(all_starts: Mapping[str, Start], name: str, now: datetime, current: 
     stalled anywhere known."""
     at = where(all_starts, name, now, current)
     return "" if at is None else stall(at)
-
-
-#: How a progress line names each stage (one line, many replicas).
-SHORT: Final = {
-    SCHEDULING: "scheduling",
-    NODE: "waiting for its node",
-    PULLING: "pulling its image",
-    CREATING: "creating its container",
-    LOADING: "loading",
-}
-
-
-def summary(stages: Mapping[str, tuple[str, float | None]]) -> str:
-    """The stages of the replicas a deploy waits for, in a few words, the commonest first:
-    ``loading on 3 (longest 41 s), pulling its image on 1 (12 s)``."""
-    by_stage: dict[str, list[float]] = {}
-    for stage, seconds in stages.values():
-        by_stage.setdefault(stage, []).append(seconds or 0.0)
-    parts = []
-    for stage, took in sorted(by_stage.items(), key=lambda kv: (-len(kv[1]), -max(kv[1]))):
-        longest = f"longest {max(took):.0f} s" if len(took) > 1 else f"{took[0]:.0f} s"
-        parts.append(f"{SHORT.get(stage, stage)} on {len(took)} ({longest})")
-    return ", ".join(parts[:2])
-
-
-def ledger(
-    all_starts: Mapping[str, Start],
-    names: Mapping[str, str],
-    ready: Mapping[str, datetime],
-    served: Mapping[str, datetime],
-) -> dict[str, dict[str, Any]]:
-    """Each replica's newest start (``names``: key -> its object's name) as a record
-    (:meth:`Start.as_output`), ended by what the deploy's own wait saw: *healthy* when its wait saw
-    it ready (``ready``; the pod's Ready condition is exacter, when the pods were read) and *served*
-    when its serving evidence was taken (``served``). A replica none of whose pods left a trace has
-    none."""
-    out = {}
-    for key, name in names.items():
-        mine = of_replica(all_starts, name)
-        if not mine:
-            continue
-        s = mine[-1]
-        healthy = s.healthy or ready.get(key)
-        s = Start(**{**s.__dict__, "healthy": healthy, "served": served.get(key) if healthy is not None else None})
-        out[key] = _in_order(s).as_output()
-    return out

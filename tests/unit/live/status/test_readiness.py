@@ -904,7 +904,7 @@ def test_a_progress_line_says_which_stage_the_waiting_starts_are_in_from_its_one
 
 
 def test_the_stages_summary_counts_the_commonest_first_with_the_longest_wait() -> None:
-    from infercrane.live.status import startup
+    from infercrane.live.status import progress, startup
 
     stages = {
         "a": (startup.LOADING, 41.0),
@@ -912,7 +912,7 @@ def test_the_stages_summary_counts_the_commonest_first_with_the_longest_wait() -
         "c": (startup.PULLING, 7.0),
         "d": (startup.SCHEDULING, None),
     }
-    assert startup.summary(stages) == "loading on 2 (longest 41 s), pulling its image on 1 (7 s)"
+    assert progress.summary(stages) == "loading on 2 (longest 41 s), pulling its image on 1 (7 s)"
 
 
 def startup_fixes() -> dict[str, str]:

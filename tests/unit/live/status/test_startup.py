@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infercrane.live.status import startup
+from infercrane.live.status import ledger, startup
 
 POD = "infercrane-a-5d8f9c7b6-x2x4q"
 T0 = datetime(2026, 12, 7, 10, 0, 0, tzinfo=UTC)
@@ -198,7 +198,7 @@ def test_the_ledger_records_each_replicas_newest_start_ended_by_what_the_deploy_
     ]
     ready = {"a": datetime(2026, 12, 7, 10, 1, 30, tzinfo=UTC)}
     served = {"a": datetime(2026, 12, 7, 10, 1, 31, tzinfo=UTC)}
-    records = startup.ledger(startup.starts(events), {"a": "infercrane-a", "b": "infercrane-b"}, ready, served)
+    records = ledger.records_of(startup.starts(events), {"a": "infercrane-a", "b": "infercrane-b"}, ready, served)
     assert set(records) == {"a"}  # b left no trace
     a = records["a"]
     assert a["pod"] == POD and a["stage"] == startup.HEALTHY
@@ -208,7 +208,9 @@ def test_the_ledger_records_each_replicas_newest_start_ended_by_what_the_deploy_
 
 def test_the_ledger_takes_healthy_from_the_pods_ready_condition_when_the_pods_were_read() -> None:
     ready = {"a": datetime(2026, 12, 7, 10, 5, 0, tzinfo=UTC)}  # the wait saw it later than it was
-    records = startup.ledger(startup.starts([SCHEDULED, PRESENT, STARTED], [pod(ready_at=70)]), {"a": "infercrane-a"}, ready, {})
+    records = ledger.records_of(
+        startup.starts([SCHEDULED, PRESENT, STARTED], [pod(ready_at=70)]), {"a": "infercrane-a"}, ready, {}
+    )
     assert records["a"]["healthy"] == 70.0 and "served" not in records["a"]
 
 
