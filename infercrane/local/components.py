@@ -146,7 +146,7 @@ COMPONENTS: Final = (
         before=addons.registry_prepare,
         ready=lambda x: port_open(x.ports["registry"]),
         ready_what="the plane's registry",
-        after=lambda x: node.push_images(x.state, x.ports["registry"]),
+        after=lambda x: registry.push_images(x.state, x.ports["registry"]),
     ),
     Component(
         "containerd",

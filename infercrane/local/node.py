@@ -241,37 +241,6 @@ def containerd_ready(state: Path) -> bool:
     return (home(state) / "containerd.sock").exists()
 
 
-def node_images() -> list[images.Image]:
-    """What the node pulls from the plane's registry: the sandbox, the engine double's releases and the model images."""
-    double = find_tool("engine-double")
-    return [
-        images.pause(find_tool("pause")),
-        images.engine_double(double),
-        images.engine_double(double, release=images.NEXT_RELEASE),
-    ]
-
-
-def push_images(state: Path, port: int) -> None:
-    """Every image the node may pull into the plane's registry at ``port`` (:func:`node_images`,
-    then the model images -- built only when the registry lacks them: a plane started again has them)."""
-    base = f"http://127.0.0.1:{port}"
-    for image in node_images():
-        registry.push(base, image)
-    known = home(state) / "model-images.json"  # name -> reference, as built last
-    built = json.loads(known.read_text()) if known.is_file() else {}
-    if set(built) != set(images.MODELS) or not all(registry.has(base, ref) for ref in built.values()):
-        models = images.models()
-        for image in models.values():
-            registry.push(base, image)
-        known.write_text(json.dumps({name: m.reference for name, m in models.items()}, indent=1))
-
-
-def model_images(state: Path) -> dict[str, str]:
-    """The model images the plane's registry holds: name -> ``repo@sha256:…`` (empty: no real node)."""
-    known = home(state) / "model-images.json"
-    return dict(json.loads(known.read_text())) if known.is_file() else {}
-
-
 def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     """Once the kubelet has registered its Node and it is Ready, write its GPUs into the Node's
     status as an extended resource (the kubelet keeps a capacity it does not manage itself)."""
@@ -318,7 +287,7 @@ def pin_note(project_dir: Path, state: Path | None = None) -> str | None:
             f"note: the engine double built here is {built}, but {STACK_FILE} pins {pinned}: its pods would wait "
             "for an image the node does not have; set imageDigest to the built reference (a different Go or double source)"
         )
-    held = set(model_images(state).values()) if state is not None else set()
+    held = set(registry.model_images(state).values()) if state is not None else set()
     for model, ref in (target.get("modelImages") or {}).items():
         if state is not None and str(ref).removeprefix("oci://") not in held:
             return (

@@ -12,6 +12,7 @@ registry has is not sent again. Local-plane layer.
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import urllib.error
@@ -22,7 +23,8 @@ from pathlib import Path
 from typing import Any, Final
 
 from infercrane.core.errors import PlaneError
-from infercrane.local import images
+from infercrane.local import images, node_files
+from infercrane.project.tools import find_tool
 
 TIMEOUT: Final = 120.0
 # An access-log line (Apache's combined format, gorilla/handlers): method, path, status, bytes sent.
@@ -121,3 +123,34 @@ def served_since(log: Path, offset: int) -> Served:
     with log.open("rb") as f:
         f.seek(offset)
         return served(f.read().decode(errors="replace").splitlines())
+
+
+def node_images() -> list[images.Image]:
+    """What the node pulls from the plane's registry: the sandbox, the engine double's releases and the model images."""
+    double = find_tool("engine-double")
+    return [
+        images.pause(find_tool("pause")),
+        images.engine_double(double),
+        images.engine_double(double, release=images.NEXT_RELEASE),
+    ]
+
+
+def push_images(state: Path, port: int) -> None:
+    """Every image the node may pull into the plane's registry at ``port`` (:func:`node_images`,
+    then the model images -- built only when the registry lacks them: a plane started again has them)."""
+    base = f"http://127.0.0.1:{port}"
+    for image in node_images():
+        push(base, image)
+    known = node_files.home(state) / "model-images.json"  # name -> reference, as built last
+    built = json.loads(known.read_text()) if known.is_file() else {}
+    if set(built) != set(images.MODELS) or not all(has(base, ref) for ref in built.values()):
+        models = images.models()
+        for image in models.values():
+            push(base, image)
+        known.write_text(json.dumps({name: m.reference for name, m in models.items()}, indent=1))
+
+
+def model_images(state: Path) -> dict[str, str]:
+    """The model images the plane's registry holds: name -> ``repo@sha256:…`` (empty: no real node)."""
+    known = node_files.home(state) / "model-images.json"
+    return dict(json.loads(known.read_text())) if known.is_file() else {}

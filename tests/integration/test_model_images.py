@@ -33,7 +33,7 @@ COMPILE_SECONDS = 25  # well above the startup probe's 10 s period, which quanti
 
 def model_image(plane_state: Path, name: str = "double-7b") -> str:
     """The model image the plane's registry holds under ``name``, as a stack names it."""
-    return "oci://" + node.model_images(plane_state)[name]
+    return "oci://" + registry.model_images(plane_state)[name]
 
 
 def forget(state: Path, *refs: str) -> None:

@@ -30,7 +30,7 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest
 from infercrane.core.model.engines import ENGINES, Metrics
 from infercrane.core.model.replica import Replica
-from infercrane.core.plan import canary
+from infercrane.core.plan import canary_record
 from infercrane.core.render.command import served_names
 from infercrane.live.evidence import edge
 
@@ -112,7 +112,7 @@ def counts(samples: Iterable[tuple[str, Mapping[str, str], float]], engine: str,
             latency[bound] = latency.get(bound, 0) + int(value)
     if not buckets:
         raise ValueError(f"{where} has no {names.ttft}")
-    if not counted and buckets.get(canary.INF, 0) > 0:  # it answered, but its requests are not counted
+    if not counted and buckets.get(canary_record.INF, 0) > 0:  # it answered, but its requests are not counted
         raise ValueError(f"{where} has no {missing(names)}")
     return Page(requests, errors, tuple(sorted(buckets.items())), tuple(sorted(latency.items())), started)
 
@@ -166,7 +166,7 @@ class Bake:
     ) -> None:
         replicas = {r.key: r for r in config.replicas}
         self.endpoint, self.policy, self._read, self._ask, self._clock = endpoint, policy, read, ask, clock
-        self.sides: list[tuple[canary.Side, Replica]] = [("canary", replicas[k]) for k in canary_keys]
+        self.sides: list[tuple[canary_record.Side, Replica]] = [("canary", replicas[k]) for k in canary_keys]
         # A baseline replica leaving the config with this release (a cutover to new keys) is read
         # as a replica of its endpoint under its own key: the canary's config, whose names are the
         # endpoint's. Its engine is taken to be the canary's: a page of another engine lacks the
@@ -190,7 +190,7 @@ class Bake:
         except ValueError as exc:
             return str(exc)
 
-    def _golden(self) -> tuple[canary.Golden, ...]:
+    def _golden(self) -> tuple[canary_record.Golden, ...]:
         """Each golden request, asked of the first canary and the first baseline replica."""
         if not self.policy.golden:
             return ()
@@ -211,7 +211,7 @@ class Bake:
                 None if request.match is None or "canary" not in answers else bool(re.search(request.match, answers["canary"]))
             )
             out.append(
-                canary.Golden(
+                canary_record.Golden(
                     index=i,
                     canary=digest(answers["canary"]) if "canary" in answers else "",
                     baseline=digest(answers["baseline"]) if "baseline" in answers else "",
@@ -234,7 +234,7 @@ class Bake:
                 said = str(exc)
         return None, f"{said} ({GOLDEN_TRIES} tries)"
 
-    def record(self, *, final: bool) -> canary.Record:
+    def record(self, *, final: bool) -> canary_record.Record:
         """The evidence now: each replica's counts since the bake began."""
         measured = []
         for side, replica in self.sides:
@@ -247,7 +247,7 @@ class Bake:
             self._watch(replica.key, now)
             window = _window(replica.key, side, before, now)
             measured.append(dataclasses.replace(window, restarted=self.restarted.get(replica.key, "")))
-        t = canary.Thresholds(
+        t = canary_record.Thresholds(
             min_requests=self.policy.min_requests,
             max_ttft_p95_ratio=float(self.policy.max_ttft_p95_ratio),
             max_error_ratio_increase=float(self.policy.max_error_ratio_increase),
@@ -255,7 +255,7 @@ class Bake:
             max_e2e_p95_ratio=float(self.policy.max_e2e_p95_ratio),
         )
         baked = int(self._clock() - self.started)
-        return canary.Record(self.endpoint, t, tuple(measured), self.golden, baked, final)
+        return canary_record.Record(self.endpoint, t, tuple(measured), self.golden, baked, final)
 
     def _watch(self, key: str, now: dict[Address, Page] | str) -> None:
         """Compare ``key``'s read with its previous one: an engine that restarted between two reads
@@ -274,13 +274,13 @@ class Bake:
 
 
 def _window(
-    key: str, side: canary.Side, before: Mapping[Address, Page] | str, now: Mapping[Address, Page] | str
-) -> canary.Measured:
+    key: str, side: canary_record.Side, before: Mapping[Address, Page] | str, now: Mapping[Address, Page] | str
+) -> canary_record.Measured:
     """One replica's counts over the window: per pod address, now minus at the start."""
     if isinstance(before, str) or isinstance(now, str):
-        return canary.Measured(key, side, unreadable=before if isinstance(before, str) else str(now))
+        return canary_record.Measured(key, side, unreadable=before if isinstance(before, str) else str(now))
     if set(before) != set(now):
-        return canary.Measured(key, side, unreadable="its pods changed during the bake")
+        return canary_record.Measured(key, side, unreadable="its pods changed during the bake")
     requests = errors = 0
     ttft: dict[float, int] = {}
     e2e: dict[float, int] = {}
@@ -289,11 +289,11 @@ def _window(
         old = before[address]
         old_buckets, old_e2e = dict(old.ttft), dict(old.e2e)
         if why := page.went_back_from(old):
-            return canary.Measured(key, side, unreadable=f"{why} ({address[0]})")
+            return canary_record.Measured(key, side, unreadable=f"{why} ({address[0]})")
         requests += page.requests - old.requests
         errors += page.errors - old.errors
         for bound, n in page.ttft:
             ttft[bound] = ttft.get(bound, 0) + n - old_buckets.get(bound, 0)
         for bound, n in page.e2e if counted else ():
             e2e[bound] = e2e.get(bound, 0) + n - old_e2e.get(bound, 0)
-    return canary.Measured(key, side, requests, errors, tuple(sorted(ttft.items())), e2e=tuple(sorted(e2e.items())))
+    return canary_record.Measured(key, side, requests, errors, tuple(sorted(ttft.items())), e2e=tuple(sorted(e2e.items())))

@@ -449,12 +449,12 @@ class JudgingWaitsDouble(WaitsDouble):
     baked: list[str] = field(default_factory=list)
 
     async def bake(self, e: Any, note: Any) -> Any:
-        from infercrane.core.plan import canary
+        from infercrane.core.plan import canary, canary_record
 
         self.baked.append(e.endpoint)
-        limits = canary.Thresholds(1, 1.5, 0.01, required=True)
+        limits = canary_record.Thresholds(1, 1.5, 0.01, required=True)
         none = canary.Figures(0, 0, None)
-        record = canary.Record(e.endpoint, limits, (), final=True)
+        record = canary_record.Record(e.endpoint, limits, (), final=True)
         return canary.CanaryVerdict(self.outcome, (f"the double says {self.outcome}",), none, none, record.digest(), record)  # type: ignore[arg-type]
 
 

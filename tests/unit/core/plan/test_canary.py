@@ -11,14 +11,15 @@ from collections.abc import Callable
 import pytest
 
 from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest, RolloutPolicy
-from infercrane.core.plan import canary
-from infercrane.core.plan.canary import Golden, Measured, Record, Thresholds, judge, quantile, rejudge
+from infercrane.core.plan import canary_record
+from infercrane.core.plan.canary import judge, quantile, rejudge
+from infercrane.core.plan.canary_record import Golden, Measured, Record, Thresholds
 from infercrane.core.plan.rollout import LiveReplica, Target, plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.evidence import canary as evidence
 from tests.json_forms import as_a_store_keeps_it
 
-INF = canary.INF
+INF = canary_record.INF
 LIMITS = Thresholds(min_requests=100, max_ttft_p95_ratio=1.5, max_error_ratio_increase=0.01, required=True)
 BOUNDS = (0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0)
 
@@ -28,7 +29,7 @@ def hist(seconds: float, n: int) -> tuple[tuple[float, int], ...]:
     return tuple((b, n if seconds <= b else 0) for b in BOUNDS) + ((INF, n),)
 
 
-def side(name: str, side: canary.Side, requests: int, errors: int = 0, seconds: float = 0.03) -> Measured:
+def side(name: str, side: canary_record.Side, requests: int, errors: int = 0, seconds: float = 0.03) -> Measured:
     return Measured(name, side, requests, errors, hist(seconds, requests - errors))
 
 

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.endpoints import CanaryPolicy
-from infercrane.core.plan.canary import INF, judge
+from infercrane.core.plan.canary import judge
+from infercrane.core.plan.canary_record import INF
 from infercrane.live.evidence import canary as evidence
 
 CANARY, BASELINE = ("10.0.0.1", 8000), ("10.0.0.2", 8000)

@@ -16,7 +16,7 @@ import pytest
 
 from infercrane.core.errors import ConfigError
 from infercrane.core.load import loading
-from infercrane.core.plan import canary
+from infercrane.core.plan import canary_record
 from infercrane.live.evidence import canary as evidence
 from infercrane.live.evidence import prometheus
 
@@ -72,8 +72,8 @@ def double() -> Iterator[type[PrometheusDouble]]:
 def test_a_pods_counts_come_from_its_series_in_prometheus_selected_by_its_address(double: Any) -> None:
     double.answer = {"status": "success", "data": {"resultType": "vector", "result": VECTOR}}
     page = prometheus.reader(double.url)(POD, "vllm")
-    assert (page.requests, page.errors, page.ttft) == (42, 2, ((0.1, 30), (canary.INF, 40)))
-    assert page.e2e == ((0.5, 25), (canary.INF, 40))
+    assert (page.requests, page.errors, page.ttft) == (42, 2, ((0.1, 30), (canary_record.INF, 40)))
+    assert page.e2e == ((0.5, 25), (canary_record.INF, 40))
     names = "vllm:time_to_first_token_seconds_bucket|vllm:e2e_request_latency_seconds_bucket|http_requests_total"
     assert double.asked == [f'{{__name__=~"{names}",instance="10.88.0.4:8000"}}']
 
@@ -86,7 +86,7 @@ def test_an_sglang_pods_counts_are_its_finished_and_aborted_requests_in_promethe
     ]
     double.answer = {"status": "success", "data": {"resultType": "vector", "result": sglang}}
     page = prometheus.reader(double.url)(POD, "sglang")
-    assert (page.requests, page.errors, page.ttft, page.e2e) == (40, 3, ((canary.INF, 40),), ())
+    assert (page.requests, page.errors, page.ttft, page.e2e) == (40, 3, ((canary_record.INF, 40),), ())
     names = (
         "sglang:time_to_first_token_seconds_bucket|sglang:e2e_request_latency_seconds_bucket"
         "|sglang:num_requests_total|sglang:num_aborted_requests_total"
@@ -112,11 +112,11 @@ def test_a_replica_unreadable_when_the_bake_began_has_its_window_begin_at_its_fi
     target = {"context": "c", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64, "namespace": "ns"}
     replicas = [{"key": f"k{i}", "model": "m/m", "name": "qwen", "gpu": "NVIDIA-L40S"} for i in range(2)]
     config = InferCraneConfig.model_validate({"kubernetes": target, "replicas": replicas})
-    pages = iter([None, evidence.Page(5, 0, ((canary.INF, 5),)), evidence.Page(9, 0, ((canary.INF, 9),))])
+    pages = iter([None, evidence.Page(5, 0, ((canary_record.INF, 5),)), evidence.Page(9, 0, ((canary_record.INF, 9),))])
 
     def read(address: evidence.Address, engine: str) -> evidence.Page:
         if address[0] == "10.0.0.2":  # the baseline: always readable, never answering
-            return evidence.Page(0, 0, ((canary.INF, 0),))
+            return evidence.Page(0, 0, ((canary_record.INF, 0),))
         page = next(pages)
         if page is None:
             raise ValueError("Prometheus, for instance 10.0.0.1:8000, has no vllm:time_to_first_token_seconds")
