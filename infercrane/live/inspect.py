@@ -15,7 +15,7 @@ from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION, workload_api_of
 from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
-from infercrane.live.evidence import served
+from infercrane.live.evidence import said, served
 from infercrane.live.status import startup, verdicts, warnings
 from infercrane.live.status.pods import POD_READER, claim_devices, list_pods, node_gpus, owned, placed
 from infercrane.live.status.readiness import list_predictors
@@ -220,7 +220,7 @@ def render_text(records: list[dict[str, Any]], endpoints: dict[str, list[dict[st
     for rec in records:
         out.append(f"replica {rec['key']} -> {rec['name']}: {rec['state']}  endpoint {rec['endpoint']}")
         if rec.get("evidence"):
-            out.append(f"  {'evidence':<17} {served.line(rec['evidence'])}")
+            out.append(f"  {'evidence':<17} {said.line(rec['evidence'])}")
         for o in rec["objects"]:
             if not o["present"]:
                 why = f"  NOT OWNED: {'; '.join(o['notOwned'])}" if o.get("notOwned") else "  MISSING"

@@ -269,9 +269,9 @@ def evidence_taken(
     components: list[ReplicaComponent], results: list[tuple[verdicts.Verdict, served.Evidence | None]], channel: Channel
 ) -> dict[str, dict[str, Any]]:
     """The evidence the waits took, as lines on the caller's sink and as the output form (key -> it)."""
-    from infercrane.live.evidence import served
+    from infercrane.live.evidence import said
 
     taken = {c.summary["key"]: e for c, (_, e) in zip(components, results, strict=True) if e is not None}
-    for line in served.lines(taken):
+    for line in said.lines(taken):
         evidence_note(channel)(line)
     return {key: e.as_output() for key, e in taken.items()}

@@ -36,7 +36,7 @@ from infercrane.core.model.replica import Replica
 from infercrane.core.render.command import served_names
 from infercrane.live.client import failures
 from infercrane.live.client.api import Live
-from infercrane.live.evidence import mounted
+from infercrane.live.evidence import mounted, said
 from infercrane.live.evidence.asking import Served, engine
 from infercrane.live.evidence.slices import Slices
 from infercrane.live.evidence.worker_key import KEY_ENV, KEY_FILE_ENV, worker_key
@@ -80,7 +80,7 @@ class Evidence:
 
     def line(self) -> str:
         """One line for a person: the verdict, what was served, how it was asked."""
-        return line(self.as_output())
+        return said.line(self.as_output())
 
     def verdict(self, policy: str) -> Verdict:
         """A ready replica's verdict once asked: evidence against it fails it; none at all (not
@@ -89,40 +89,6 @@ class Evidence:
             why = f"{EVIDENCE_FAILED}{self.state}: {self.reason}" + (f" ({self.route})" if self.route else "")
             return Verdict("failed", with_fix(why, self.fix, indent=6))
         return Verdict("ready")
-
-
-def line(evidence: Mapping[str, Any], *, route: bool = True) -> str:
-    """Evidence in its output form (a stack output, ``inspect --json``) as one line; ``route``:
-    with where the replica was asked (it differs per replica: lines grouped by reason leave it out)."""
-    if evidence["state"] == "serving":
-        weights = evidence.get("modelImage")
-        if weights is None:
-            proof = ""
-        elif weights["state"] == "proven":
-            proof = f"; its pods mounted the pinned model image {weights['pinned'][:19]}…"
-        else:
-            proof = f"; model image mount not proven: {weights.get('reason', '')}"
-        return f"serving {', '.join(evidence['served'])} ({evidence['route']}, {evidence['checkedAt']}){proof}"
-    where = f" ({evidence['route']})" if route and evidence.get("route") else ""
-    fix = f"; fix: {evidence['fix']}" if evidence.get("fix") else ""
-    return f"{evidence['state']}: {evidence.get('reason', '')}{where}{fix}"
-
-
-def lines(taken: Mapping[str, Evidence]) -> list[str]:
-    """A command's evidence lines (key -> evidence): one per replica seen serving (its names and
-    route), one per reason for the others -- at 100 replicas without a key, one line, not a hundred."""
-    out = [f"evidence: replica {key}: {e.line()}" for key, e in taken.items() if e.state == "serving"]
-    same: dict[str, list[str]] = {}
-    for key, e in taken.items():
-        if e.state != "serving":
-            same.setdefault(line(e.as_output(), route=False), []).append(key)
-    for said, keys in same.items():
-        if len(keys) == 1:
-            out.append(f"evidence: replica {keys[0]}: {taken[keys[0]].line()}")
-            continue
-        shown = ", ".join(keys[:3]) + (", …" if len(keys) > 3 else "")
-        out.append(f"evidence: {len(keys)} replicas ({shown}): {said}")
-    return out
 
 
 def service_name(config: InferCraneConfig, replica: Replica) -> str:

@@ -12,7 +12,7 @@ import pytest
 from infercrane.core.load import loading
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.live.client import failures
-from infercrane.live.evidence import asking, served, slices, worker_key
+from infercrane.live.evidence import asking, said, served, slices, worker_key
 
 KEY = "k-" + "x" * 30
 
@@ -210,7 +210,7 @@ def test_the_deploy_says_each_serving_replica_and_groups_the_others_by_reason() 
     taken = {f"r{i}": nokey for i in range(5)} | {
         "s0": served.Evidence("serving", expected, expected, "EndpointSlice address 10.88.0.4:8000", "2026-12-03T12:00:00Z"),
     }
-    assert served.lines(taken) == [
+    assert said.lines(taken) == [
         "evidence: replica s0: serving qwen, Qwen/Qwen3-8B (EndpointSlice address 10.88.0.4:8000, 2026-12-03T12:00:00Z)",
         "evidence: 5 replicas (r0, r1, r2, …): not verifiable: no worker key for the check; fix: set it",
     ]
