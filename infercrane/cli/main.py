@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import NoReturn
 
-from infercrane.cli.commands import COMMANDS, EXIT_FAILED
+from infercrane.cli.commands import COMMANDS
+from infercrane.cli.exits import EXIT_FAILED
 from infercrane.cli.parser import EXIT_USAGE, build_parser
 from infercrane.core.errors import InferCraneError, UsageError
 from infercrane.engine import runs
