@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan import canary_keys
 from infercrane.core.plan.ledger import Gpus, gpus
-from infercrane.core.plan.schedule import Schedule, by_product, lane, walk
+from infercrane.core.plan.schedule import Schedule, Walked, by_product, lane, walk
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import IN_PLACE, SURGE, EndpointRollout, Mode, Rollout, Wave
 
@@ -209,22 +209,28 @@ def _endpoint(
     running_keys = {m.key for m in running}
     sched.idle_first = bool(sched.delete_idle) and any(key not in running_keys for key in sched.free)
     waves = _waves(sched, chunks, mode)
-    return _gpus_and_rollout(name, k, sched, chunks, mode, policy, started, waves, j), sched
+    g = _gpus(k, sched, chunks, mode, policy, started)
+    return _rollout_of(name, k, sched, chunks, mode, policy, waves, j, g), sched
 
 
-def _gpus_and_rollout(
-    name: str,
-    k: _Keys,
-    sched: Schedule,
-    chunks: list[list[tuple[str, str | None]]],
-    mode: Mode,
-    policy: RolloutPolicy,
-    started: Gpus | None,
-    waves: list[Wave],
-    j: canary_keys.Judging,
-) -> EndpointRollout:
-    """The endpoint's GPUs walked stage by stage (what each stage borrows set on ``sched``), and
-    its rollout in full."""
+@dataclass(frozen=True)
+class _Gpus:
+    """An endpoint's GPUs per product: held now, by the config, at the change's start, its own, lent
+    already, and the walk's lowest availability and peaks."""
+
+    now: dict[str, tuple[str, int]]  # key -> (product, GPUs), what runs
+    new: dict[str, tuple[str, int]]  # key -> (product, GPUs), the config's
+    before: Counter[str]
+    at_start: Counter[str]
+    own: Counter[str]
+    unsettled: Counter[str]
+    walked: Walked
+
+
+def _gpus(
+    k: _Keys, sched: Schedule, chunks: list[list[tuple[str, str | None]]], mode: Mode, policy: RolloutPolicy, started: Gpus | None
+) -> _Gpus:
+    """The endpoint's GPUs walked stage by stage, what each stage borrows set on ``sched``."""
     running, targets = k.running, k.targets
     # GPUs are counted per product: an endpoint moving from one product to another holds both on
     # the way, and a product's capacity is what it can spare -- never a sum across products.
@@ -241,7 +247,6 @@ def _gpus_and_rollout(
     if k.surplus and mode == SURGE and _over_budget(walked.peak, before, after, new_gpus, policy):
         sched.retire_first, sched.delete_last = k.surplus, []
         walked = walk(sched, chunks, mode, running, new_gpus)
-    peak = walked.peak
     # What each stage borrows beyond the endpoint's own GPUs: what it held when the change began
     # (``started``: the stack's record, after a run cut short; else what it holds now) or the
     # config's, whichever is more. A surge cut short holds more than its own: that is borrowed
@@ -257,6 +262,23 @@ def _gpus_and_rollout(
         (gpus({p: n - own[p] for p, n in during.items()}), gpus({p: n - own[p] for p, n in held.items()}))
         for during, held in walked.stages
     ]
+    return _Gpus(gpus_of, new_gpus, before, at_start, own, unsettled, walked)
+
+
+def _rollout_of(
+    name: str,
+    k: _Keys,
+    sched: Schedule,
+    chunks: list[list[tuple[str, str | None]]],
+    mode: Mode,
+    policy: RolloutPolicy,
+    waves: list[Wave],
+    j: canary_keys.Judging,
+    g: _Gpus,
+) -> EndpointRollout:
+    """The endpoint's rollout in full, from its schedule, canary and GPUs."""
+    running, peak, own = k.running, g.walked.peak, g.own
+    state = {m.key: m.state for m in running}
     return EndpointRollout(
         endpoint=name,
         max_unavailable=policy.max_unavailable,
@@ -264,10 +286,10 @@ def _gpus_and_rollout(
         mode=mode,
         waves=tuple(waves),
         ready_before=sum(m.available for m in running),
-        ready_after=len(targets),
-        lowest_ready=walked.lowest,
-        gpus_before=sum(n for _, n in gpus_of.values()),
-        gpus_after=sum(n for _, n in new_gpus.values()),
+        ready_after=len(k.targets),
+        lowest_ready=g.walked.lowest,
+        gpus_before=sum(n for _, n in g.now.values()),
+        gpus_after=sum(n for _, n in g.new.values()),
         peak_gpus=sum(peak.values()),
         peak_by_product=tuple(sorted(peak.items())) if len(peak) > 1 else (),
         extra_gpus=sum(max(0, n - own[p]) for p, n in peak.items()),
@@ -279,7 +301,7 @@ def _gpus_and_rollout(
         replaced_first=tuple(sched.delete_first),
         repaired_first=tuple(sched.repair),
         recreated=tuple(sched.recreate),
-        settling_first=tuple(t.key for t in k.staying if _state(running, t.key) == ReplicaState.AVAILABLE and t.key in sched.free)
+        settling_first=tuple(t.key for t in k.staying if state[t.key] == ReplicaState.AVAILABLE and t.key in sched.free)
         if chunks
         else (),
         retired_first=tuple(sched.retire_first),
@@ -294,13 +316,9 @@ def _gpus_and_rollout(
         canary_unneeded=f"its release already serves on {j.already}" if j.already and policy.canary is not None else "",
         running=tuple(m.key for m in running),
         down=tuple(m.key for m in running if not m.available),
-        started=gpus(at_start),
-        lent=gpus({p: n + unsettled[p] - own[p] for p, n in before.items()}),
+        started=gpus(g.at_start),
+        lent=gpus({p: n + g.unsettled[p] - own[p] for p, n in g.before.items()}),
     )
-
-
-def _state(running: Sequence[LiveReplica], key: str) -> ReplicaState:
-    return next(m.state for m in running if m.key == key)
 
 
 def plan(
