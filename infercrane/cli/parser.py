@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from infercrane.core.errors import UsageError
 from infercrane.core.model.engines import ENGINES
@@ -26,16 +26,60 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="infercrane", description="LLM inference workloads on Kubernetes, applied with server-side apply.")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
-    def with_stack(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("--stack", default="local", help="stack name: stacks/Pulumi.<NAME>.yaml (default: local)")
-        return sp
-
-    v = with_stack(sub.add_parser("validate", help="validate config and guards; nothing live"))
+    v = _with_stack(sub.add_parser("validate", help="validate config and guards; nothing live"))
     v.add_argument("--json", action="store_true", help="machine-readable result")
-    r = with_stack(sub.add_parser("render", help="print the exact manifests the program would apply"))
+    r = _with_stack(sub.add_parser("render", help="print the exact manifests the program would apply"))
     r.add_argument("--out", type=Path, help="write one YAML file per object into this directory")
+    _local(sub)
+    _with_stack(sub.add_parser("demo", help="the main job: local plane, pulumi preview + up, evidence"))
+    d = _with_stack(sub.add_parser("doctor", help="read-only checks of the target cluster"))
+    d.add_argument("--kubernetes", action="store_true", required=True, help="check the Kubernetes target")
+    d.add_argument(
+        "--read-only",
+        action="store_true",
+        help="check this identity as the read-only plan's: exactly get and list on the replica objects, no write",
+    )
+    d.add_argument("--json", action="store_true")
+    _plan(sub)
+    _deploy(sub)
+    i = _with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
+    i.add_argument("--json", action="store_true")
+    de = _with_stack(
+        sub.add_parser("destroy", help="delete exactly this stack's objects, clear its state, prove zero owned objects remain")
+    )
+    de.add_argument("--json", action="store_true")
+    de.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
+    tk = _with_stack(sub.add_parser("takeover", help="bring the original adapter's objects under this stack (no restart)"))
+    tk.add_argument("--dry-run", action="store_true", help="check every object, change nothing")
+    tk.add_argument("--json", action="store_true")
+    pr = sub.add_parser("promote", help="copy release bundles from one stack to the next")
+    pr.add_argument("--from", dest="source", required=True, help="source stack (must be healthy)")
+    pr.add_argument("--to", dest="target", required=True, help="target stack (its file is edited, comments kept)")
+    pr.add_argument("--replica", action="append", help="replica key to promote (repeatable; default: all)")
+    pr.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
+    return p
 
+
+def _with_stack(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    sp.add_argument("--stack", default="local", help="stack name: stacks/Pulumi.<NAME>.yaml (default: local)")
+    return sp
+
+
+def _with_intent(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    sp.add_argument("model", nargs="?", help="model id: plan/deploy as if this replica intent were in the stack")
+    sp.add_argument("--name", help="endpoint / served model name (with MODEL)")
+    sp.add_argument("--cloud", default="kubernetes", help="must be kubernetes")
+    sp.add_argument("--gpu", help="GPU product-label value, e.g. NVIDIA-L40S (with MODEL)")
+    sp.add_argument("--gpu-count", type=int, help="GPUs per replica")
+    sp.add_argument("--revision", help="pinned model revision")
+    sp.add_argument("--engine", choices=list(ENGINES))
+    sp.add_argument("--key", help="durable replica key (default: <name>-r0)")
+    sp.add_argument("--json", action="store_true")
+    sp.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
+    return sp
+
+
+def _local(sub: Any) -> None:
     loc = sub.add_parser("local", help="the embedded local control plane")
     lsub = loc.add_subparsers(dest="local_command", required=True, parser_class=_Parser)
     ls = lsub.add_parser("start", help="start (or reuse) the plane and bootstrap it")
@@ -70,32 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
     lsub.add_parser("env", help="print shell exports (KUBECONFIG, PATH, Pulumi settings) for the plane")
     lsub.add_parser("reset", help="stop and delete all plane state")
 
-    with_stack(sub.add_parser("demo", help="the main job: local plane, pulumi preview + up, evidence"))
 
-    d = with_stack(sub.add_parser("doctor", help="read-only checks of the target cluster"))
-    d.add_argument("--kubernetes", action="store_true", required=True, help="check the Kubernetes target")
-    d.add_argument(
-        "--read-only",
-        action="store_true",
-        help="check this identity as the read-only plan's: exactly get and list on the replica objects, no write",
-    )
-    d.add_argument("--json", action="store_true")
-
-    def with_intent(sp: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        sp.add_argument("model", nargs="?", help="model id: plan/deploy as if this replica intent were in the stack")
-        sp.add_argument("--name", help="endpoint / served model name (with MODEL)")
-        sp.add_argument("--cloud", default="kubernetes", help="must be kubernetes")
-        sp.add_argument("--gpu", help="GPU product-label value, e.g. NVIDIA-L40S (with MODEL)")
-        sp.add_argument("--gpu-count", type=int, help="GPUs per replica")
-        sp.add_argument("--revision", help="pinned model revision")
-        sp.add_argument("--engine", choices=list(ENGINES))
-        sp.add_argument("--key", help="durable replica key (default: <name>-r0)")
-        sp.add_argument("--json", action="store_true")
-        sp.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
-        return sp
-
-    pl = with_intent(
-        with_stack(sub.add_parser("plan", help="validate + preflight + pulumi preview; exit 3 when changes are pending"))
+def _plan(sub: Any) -> None:
+    pl = _with_intent(
+        _with_stack(sub.add_parser("plan", help="validate + preflight + pulumi preview; exit 3 when changes are pending"))
     )
     pl.add_argument(
         "--full-preview",
@@ -119,29 +141,16 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="run pulumi preview with this policy pack (repeatable; e.g. policy/, InferCrane's guards as policies)",
     )
-    dep = with_intent(with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
+
+
+def _deploy(sub: Any) -> None:
+    dep = _with_intent(_with_stack(sub.add_parser("deploy", help="validate + preflight + pulumi up, safe to retry")))
     dep.add_argument("--idempotency-key", help="retry-safe key; generated and printed when omitted")
     dep.add_argument(
         "--retry-rejected",
         action="store_true",
         help="deploy a release a canary rejected before (refused without it), giving it another canary",
     )
-    i = with_stack(sub.add_parser("inspect", help="evidence per replica from the cluster"))
-    i.add_argument("--json", action="store_true")
-    de = with_stack(
-        sub.add_parser("destroy", help="delete exactly this stack's objects, clear its state, prove zero owned objects remain")
-    )
-    de.add_argument("--json", action="store_true")
-    de.add_argument("--verbose", action="store_true", help="also print Pulumi's full log (always kept in .infercrane/logs/)")
-    tk = with_stack(sub.add_parser("takeover", help="bring the original adapter's objects under this stack (no restart)"))
-    tk.add_argument("--dry-run", action="store_true", help="check every object, change nothing")
-    tk.add_argument("--json", action="store_true")
-    pr = sub.add_parser("promote", help="copy release bundles from one stack to the next")
-    pr.add_argument("--from", dest="source", required=True, help="source stack (must be healthy)")
-    pr.add_argument("--to", dest="target", required=True, help="target stack (its file is edited, comments kept)")
-    pr.add_argument("--replica", action="append", help="replica key to promote (repeatable; default: all)")
-    pr.add_argument("--dry-run", action="store_true", help="show the diff, write nothing")
-    return p
 
 
 def replica_intent(args: argparse.Namespace) -> dict[str, object] | None:
