@@ -48,8 +48,37 @@ def load(
     frozen config otherwise. Never reads the cluster.
     """
     env = dict(env)
-    problems: list[Problem] = []
+    problems = _keys_problems(values, source, env)
+    target, from_env = _target(values, source, env, problems)
+    replicas_raw = _section(values, KEY_REPLICAS, list, [], source, problems)
+    endpoints_raw = _section(values, KEY_ENDPOINTS, Mapping, {}, source, problems)
+    extra_products: list[Any] = target["gpuProducts"] if isinstance(target.get("gpuProducts"), list) else []
+    if isinstance(target.get("gpuProductNames"), Mapping):
+        extra_products = [*extra_products, *target["gpuProductNames"]]
+    data = {"kubernetes": target, "replicas": replicas_raw, "endpoints": _deep_copy(endpoints_raw)}
+    config: InferCraneConfig | None = None
+    try:
+        config = InferCraneConfig.model_validate(data, context={"gpu_products": tuple(map(str, extra_products))})
+    except ValidationError as exc:
+        for err in exc.errors():
+            problems.append(problem_from(err, source=source, replicas=replicas_raw, from_env=from_env))
+    problems += _duplicate_keys(replicas_raw, source)
+    if config is not None:
+        problems += endpoint_problems(config, source)
+        problems += scaling_problems(config, source)
+        problems += cache_problems(config, source)
+        problems += pod_problems(config, source)
+        problems += dra_problems(config, source)
+        problems += compile_cache_problems(config, source)
 
+    if problems or config is None:
+        raise ConfigError(problems, source)
+    return config
+
+
+def _keys_problems(values: Mapping[str, Any], source: str, env: Mapping[str, str]) -> list[Problem]:
+    """Keys a stack may not set, keys of ours that are no setting, and a forced conflict asked for."""
+    problems: list[Problem] = []
     for key, why in FORBIDDEN_STACK_KEYS.items():
         if key in values:
             problems.append(Problem(f"{source}: {key}", "is set", why))
@@ -68,7 +97,13 @@ def load(
                 f"unset {naming.PATCH_FORCE_ENV}; InferCrane never forces a conflict",
             )
         )
+    return problems
 
+
+def _target(
+    values: Mapping[str, Any], source: str, env: Mapping[str, str], problems: list[Problem]
+) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """The target's map with the environment's variables set into it, and which path each set."""
     target_raw = values.get(KEY_TARGET)
     if target_raw is None:
         target_raw = {}
@@ -88,38 +123,30 @@ def load(
                     continue
             _set_path(target, path, value)
             from_env[path] = var
+    return target, from_env
 
-    replicas_raw = values.get(KEY_REPLICAS)
-    if replicas_raw is None:
-        replicas_raw = []
-    if not isinstance(replicas_raw, list):
-        problems.append(
-            Problem(f"{source}: {KEY_REPLICAS}", "must be a list of replica intents", "write one '- key: …' entry per replica")
-        )
-        replicas_raw = []
 
-    endpoints_raw = values.get(KEY_ENDPOINTS)
-    if endpoints_raw is None:
-        endpoints_raw = {}
-    if not isinstance(endpoints_raw, Mapping):
-        problems.append(
-            Problem(
-                f"{source}: {KEY_ENDPOINTS}", "must be a map of endpoint name -> settings", "e.g. qwen: {rollout: {maxSurge: 1}}"
-            )
-        )
-        endpoints_raw = {}
+_SHAPES: Final = {
+    KEY_REPLICAS: ("must be a list of replica intents", "write one '- key: …' entry per replica"),
+    KEY_ENDPOINTS: ("must be a map of endpoint name -> settings", "e.g. qwen: {rollout: {maxSurge: 1}}"),
+}
 
-    extra_products = target.get("gpuProducts") if isinstance(target.get("gpuProducts"), list) else []
-    if isinstance(target.get("gpuProductNames"), Mapping):
-        extra_products = [*extra_products, *target["gpuProductNames"]]
-    data = {"kubernetes": target, "replicas": replicas_raw, "endpoints": _deep_copy(endpoints_raw)}
-    config: InferCraneConfig | None = None
-    try:
-        config = InferCraneConfig.model_validate(data, context={"gpu_products": tuple(map(str, extra_products))})
-    except ValidationError as exc:
-        for err in exc.errors():
-            problems.append(problem_from(err, source=source, replicas=replicas_raw, from_env=from_env))
 
+def _section(values: Mapping[str, Any], key: str, shape: type, empty: Any, source: str, problems: list[Problem]) -> Any:
+    """``values[key]`` when it has its shape (absent: ``empty``); another shape is a problem."""
+    raw = values.get(key)
+    if raw is None:
+        return empty
+    if not isinstance(raw, shape):
+        what, fix = _SHAPES[key]
+        problems.append(Problem(f"{source}: {key}", what, fix))
+        return empty
+    return raw
+
+
+def _duplicate_keys(replicas_raw: list[Any], source: str) -> list[Problem]:
+    """A replica key listed twice: under two endpoints, or twice under one."""
+    problems: list[Problem] = []
     seen: dict[str, int] = {}
     for i, r in enumerate(replicas_raw):
         if isinstance(r, Mapping) and isinstance(r.get("key"), str):
@@ -136,17 +163,7 @@ def load(
                     what, fix = f"duplicate replica key {r['key']!r} (also at [{at}])", "every replica needs its own durable key"
                 problems.append(Problem(f"{source}: {KEY_REPLICAS}[{i}].key", what, fix))
             seen.setdefault(r["key"], i)
-    if config is not None:
-        problems += endpoint_problems(config, source)
-        problems += scaling_problems(config, source)
-        problems += cache_problems(config, source)
-        problems += pod_problems(config, source)
-        problems += dra_problems(config, source)
-        problems += compile_cache_problems(config, source)
-
-    if problems or config is None:
-        raise ConfigError(problems, source)
-    return config
+    return problems
 
 
 @dataclass(frozen=True)
