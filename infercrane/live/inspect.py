@@ -8,11 +8,13 @@ metadata.generation`` and (Deployment) ``availableReplicas > 0`` / (KServe) cond
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import DRA_READER_FILE, GPU_ALLOCATIONS, LABEL_ALLOCATION, workload_api_of
+from infercrane.core.model.replica import Replica
 from infercrane.live.client import cluster
 from infercrane.live.client.api import Live
 from infercrane.live.evidence import said, served
@@ -102,6 +104,39 @@ def inspect(
     return inspect_report(config, live, stack=stack, read_nodes=read_nodes, pod_reader=pod_reader)[0]
 
 
+def _object_record(
+    kind: str, name: str, obj: dict[str, Any], predictors: dict[str, dict[str, Any]] | None, *, zero_ok: bool
+) -> dict[str, Any]:
+    """One present, owned object of a replica as ``inspect`` shows it."""
+    meta, status = obj.get("metadata") or {}, obj.get("status") or {}
+    return {
+        "kind": kind,
+        "name": name,
+        "present": True,
+        "uid": meta.get("uid"),
+        "generation": meta.get("generation"),
+        "observedGeneration": status.get("observedGeneration"),
+        "availableReplicas": status.get("availableReplicas"),
+        "readyReplicas": status.get("readyReplicas"),
+        # Raw condition metadata as the controller reports it (KServe adds severity and
+        # lastTransitionTime; Deployments lastUpdateTime too): nothing dropped.
+        "conditions": [dict(c) for c in status.get("conditions") or []],
+        "state": object_state(kind, obj, predictors, zero_ok=zero_ok),
+        "managers": managers(obj),
+    }
+
+
+def _endpoint_url(config: InferCraneConfig, r: Replica, found: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """Where a ready replica answers: its Service's cluster URL, or the workload's own status URL."""
+    t, name = config.kubernetes, naming.object_name(r.key)
+    if "Service" in found:
+        return f"http://{name}.{t.namespace}.svc:{r.port}"
+    if t.api.status_by_conditions and t.api.workload.name in found:
+        st = found[t.api.workload.name].get("status") or {}
+        return ((st.get("address") or {}).get("url")) or st.get("url")
+    return None
+
+
 def inspect_report(
     config: InferCraneConfig,
     live: Live,
@@ -145,32 +180,10 @@ def inspect_report(
                 objects.append({"kind": kind, "name": name, "present": False} | ({"notOwned": foreign} if foreign else {}))
                 continue
             found[kind] = obj
-            meta, status = obj.get("metadata") or {}, obj.get("status") or {}
-            objects.append(
-                {
-                    "kind": kind,
-                    "name": name,
-                    "present": True,
-                    "uid": meta.get("uid"),
-                    "generation": meta.get("generation"),
-                    "observedGeneration": status.get("observedGeneration"),
-                    "availableReplicas": status.get("availableReplicas"),
-                    "readyReplicas": status.get("readyReplicas"),
-                    # Raw condition metadata as the controller reports it (KServe adds severity and
-                    # lastTransitionTime; Deployments lastUpdateTime too): nothing dropped.
-                    "conditions": [dict(c) for c in status.get("conditions") or []],
-                    "state": object_state(kind, obj, predictors, zero_ok=r.scaling == "external"),
-                    "managers": managers(obj),
-                }
-            )
+            objects.append(_object_record(kind, name, obj, predictors, zero_ok=r.scaling == "external"))
         replica_pods = None if pods is None else [placed(p, node_gpu, allocations, all_starts) for p in owned(config, pods, name)]
-        endpoint = None
         state = replica_state(kinds, found, predictors, zero_ok=r.scaling == "external")
-        if state == "ready" and "Service" in found:
-            endpoint = f"http://{name}.{ns}.svc:{r.port}"
-        elif state == "ready" and t.api.status_by_conditions and t.api.workload.name in found:
-            st = found[t.api.workload.name].get("status") or {}
-            endpoint = ((st.get("address") or {}).get("url")) or st.get("url")
+        endpoint = _endpoint_url(config, r, found) if state == "ready" else None
         out.append(
             {
                 "key": r.key,
