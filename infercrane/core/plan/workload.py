@@ -1,7 +1,8 @@
 """Reading a workload object, rendered or live: its containers (a Deployment's pod template, an
 InferenceService's predictor), the engine flags InferCrane renders, the endpoint it serves and the
 GPUs it requests -- by extended resource and product label, or by the claim templates it names
-(``gpuAllocation: dra``). Pure core.
+(``gpuAllocation: dra``) -- and what a change of one does: other pods, other claimed devices.
+Pure core.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from typing import Any
 
 from infercrane.core import naming
 from infercrane.core.model import gpu
+from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE
+from infercrane.core.plan.fields import NOT_A_POD_CHANGE, POD_SPEC_PATH
 
 
 def pod_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -94,3 +97,38 @@ def _env(var: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(ref, Mapping)
     }
     return {"name": var.get("name"), "value": var.get("value"), "valueFrom": source or None}
+
+
+def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
+    """Whether applying turns ``before`` (live) into ``after`` (the dry run) with other pods."""
+    part = POD_SPEC_PATH.get(str(before.get("kind")))
+    if part is None:
+        return False
+
+    def pods(obj: Mapping[str, Any]) -> Any:
+        value = (obj.get("spec") or {}).get(part)
+        return {k: v for k, v in value.items() if k not in NOT_A_POD_CHANGE} if isinstance(value, dict) else value
+
+    return bool(pods(before) != pods(after))
+
+
+def claims_differ(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
+    """Does a live ResourceClaimTemplate claim other devices than the rendered one? (Compared by what
+    is claimed -- each request's device class, allocation mode, count and selectors -- not by the
+    fields the API server defaults.)"""
+    if rendered.get("kind") != RESOURCE_CLAIM_TEMPLATE.name:
+        return False
+
+    def claimed(obj: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+        return [
+            (
+                where,
+                r.get("deviceClassName"),
+                r.get("allocationMode", "ExactCount"),
+                r.get("count"),
+                [(s.get("cel") or {}).get("expression") for s in r.get("selectors") or []],
+            )
+            for where, r in gpu.device_requests({"kind": RESOURCE_CLAIM_TEMPLATE.name, **obj})
+        ]
+
+    return claimed(live) != claimed(rendered)

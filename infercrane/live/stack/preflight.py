@@ -29,12 +29,12 @@ from lightkube import ApiError
 
 from infercrane.core import naming
 from infercrane.core.errors import CacheRefused, ClusterError, PreflightRefused, bullets
-from infercrane.core.model import gpu
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import RESOURCE_CLAIM_TEMPLATE, WORKLOADS
 from infercrane.core.plan import cache
 from infercrane.core.plan.actions import Action
-from infercrane.core.plan.fields import NOT_A_POD_CHANGE, NOT_CHECKABLE, POD_SPEC_PATH, compare
+from infercrane.core.plan.fields import NOT_CHECKABLE, compare
+from infercrane.core.plan.workload import claims_differ, restarts_pods
 from infercrane.live.client import cluster, failures
 from infercrane.live.client.api import Live
 
@@ -100,19 +100,6 @@ def _comparable(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {"metadata": meta, "spec": obj.get("spec")}
 
 
-def restarts_pods(before: Mapping[str, Any], after: Mapping[str, Any]) -> bool:
-    """Whether applying turns ``before`` (live) into ``after`` (the dry run) with other pods."""
-    part = POD_SPEC_PATH.get(str(before.get("kind")))
-    if part is None:
-        return False
-
-    def pods(obj: Mapping[str, Any]) -> Any:
-        value = (obj.get("spec") or {}).get(part)
-        return {k: v for k, v in value.items() if k not in NOT_A_POD_CHANGE} if isinstance(value, dict) else value
-
-    return bool(pods(before) != pods(after))
-
-
 def verify_cache(config: InferCraneConfig, live: Live) -> cache.CacheVerdict:
     """The model cache's verdict from one LIST of the namespace's claims (none when nothing is
     mapped). A LIST this identity may not make (the read is optional) verifies nothing: ``prefer``
@@ -133,52 +120,18 @@ def verify_cache(config: InferCraneConfig, live: Live) -> cache.CacheVerdict:
     return verdict
 
 
-def claims_differ(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
-    """Does a live ResourceClaimTemplate claim other devices than the rendered one? (Compared by what
-    is claimed -- each request's device class, allocation mode, count and selectors -- not by the
-    fields the API server defaults.)"""
-    if rendered.get("kind") != RESOURCE_CLAIM_TEMPLATE.name:
-        return False
-
-    def claimed(obj: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-        return [
-            (
-                where,
-                r.get("deviceClassName"),
-                r.get("allocationMode", "ExactCount"),
-                r.get("count"),
-                [(s.get("cel") or {}).get("expression") for s in r.get("selectors") or []],
-            )
-            for where, r in gpu.device_requests({"kind": RESOURCE_CLAIM_TEMPLATE.name, **obj})
-        ]
-
-    return claimed(live) != claimed(rendered)
-
-
-def run(
-    config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live, *, read_only: bool = False
-) -> Report:
-    """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report.
-    ``read_only``: no dry run (it needs ``patch``) -- each object judged from its live form and its
-    ``managedFields`` (:func:`~infercrane.core.plan.fields.compare`), with get, list and watch only;
-    what only the API server can say is declared not checkable (``Report.unchecked``)."""
-    target = config.kubernetes
-    try:
-        # The other workload API's kind too, when this identity may list it: after a `workloadApi`
-        # switch the replicas still run in their old form, and the rollout counts them. Claim
-        # templates likewise: after a switch from gpuAllocation dra, they say what the replicas hold.
-        others = set(WORKLOADS) | {RESOURCE_CLAIM_TEMPLATE.name}
-        refused: set[str] = set()
-        live = connection.by_name({m["kind"] for m in manifests}, optional=others, refused=refused)
-    except ClusterError as exc:
-        raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc
+def _sorted(
+    manifests: list[dict[str, Any]], live: Mapping[tuple[str, str], dict[str, Any]], namespace: str, stack_id: str
+) -> tuple[list[str], list[dict[str, Any]], list[dict[str, Any]]]:
+    """The manifests by what their live namesakes say: not ours (why, in words), to check, replaced
+    (a claim template whose claim differs: immutable, so deleted and made again in its key's wave)."""
     ownership: list[str] = []
     to_check: list[dict[str, Any]] = []
     replaced: list[dict[str, Any]] = []
     for m in manifests:
         obj = live.get((m["kind"], m["metadata"]["name"]))
         key = m["metadata"]["annotations"][naming.ANNOTATION_KEY]
-        reasons = naming.ownership_mismatches(obj, key=key, namespace=target.namespace, stack=stack_id) if obj else []
+        reasons = naming.ownership_mismatches(obj, key=key, namespace=namespace, stack=stack_id) if obj else []
         if reasons:
             ownership.append(f"{_where(m)} exists but is not owned by this stack: {'; '.join(reasons)}")
         elif obj is not None and claims_differ(obj, m):
@@ -187,23 +140,18 @@ def run(
             replaced.append(m)
         else:
             to_check.append(m)
+    return ownership, to_check, replaced
 
-    def dry_run(m: dict[str, Any]) -> cluster.DryRun | failures.LiveError:
-        try:
-            return connection.dry_run(m, action=f"server-side dry-run of {_where(m)}")
-        except failures.LiveError as exc:
-            return exc
 
-    report = Report(live=live)
-    if target.api.judged_by_predictor and "Deployment" not in refused:  # the one rule: by the predictors
-        report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
-    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
-    if read_only:
-        return _judged_read_only(report, to_check, ownership)
-    proven, to_check = _proven_unchanged(to_check, live)
-    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.SAME for m in proven}
-    with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
-        results = list(pool.map(dry_run, to_check))
+def _judged(
+    report: Report,
+    to_check: list[dict[str, Any]],
+    results: list[cluster.DryRun | failures.LiveError],
+    live: Mapping[tuple[str, str], dict[str, Any]],
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """Each dry run's outcome: its action and restart into ``report``, or a conflict, an invalid
+    object, an error or a Pod Security warning (those four returned, in words). A lost API server
+    raises."""
     conflicts: list[str] = []
     invalid: list[str] = []
     errors: list[str] = []
@@ -229,6 +177,45 @@ def run(
         )
         if before is not None and restarts_pods({"kind": m["kind"], **before}, value):
             report.restarts.add(m["metadata"]["name"])
+    return conflicts, invalid, errors, pod_security
+
+
+def run(
+    config: InferCraneConfig, manifests: list[dict[str, Any]], stack_id: str, connection: Live, *, read_only: bool = False
+) -> Report:
+    """Raise PreflightRefused (ownership/conflicts/strict validation) or ClusterError; else the Report.
+    ``read_only``: no dry run (it needs ``patch``) -- each object judged from its live form and its
+    ``managedFields`` (:func:`~infercrane.core.plan.fields.compare`), with get, list and watch only;
+    what only the API server can say is declared not checkable (``Report.unchecked``)."""
+    target = config.kubernetes
+    try:
+        # The other workload API's kind too, when this identity may list it: after a `workloadApi`
+        # switch the replicas still run in their old form, and the rollout counts them. Claim
+        # templates likewise: after a switch from gpuAllocation dra, they say what the replicas hold.
+        others = set(WORKLOADS) | {RESOURCE_CLAIM_TEMPLATE.name}
+        refused: set[str] = set()
+        live = connection.by_name({m["kind"] for m in manifests}, optional=others, refused=refused)
+    except ClusterError as exc:
+        raise ClusterError(f"preflight could not check the cluster; nothing was applied:\n- {exc}") from exc
+    ownership, to_check, replaced = _sorted(manifests, live, target.namespace, stack_id)
+
+    def dry_run(m: dict[str, Any]) -> cluster.DryRun | failures.LiveError:
+        try:
+            return connection.dry_run(m, action=f"server-side dry-run of {_where(m)}")
+        except failures.LiveError as exc:
+            return exc
+
+    report = Report(live=live)
+    if target.api.judged_by_predictor and "Deployment" not in refused:  # the one rule: by the predictors
+        report.predictors = {name: obj for (kind, name), obj in live.items() if kind == "Deployment"}
+    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.REPLACE for m in replaced}
+    if read_only:
+        return _judged_read_only(report, to_check, ownership)
+    proven, to_check = _proven_unchanged(to_check, live)
+    report.actions |= {f"{m['kind']}/{m['metadata']['name']}": Action.SAME for m in proven}
+    with ThreadPoolExecutor(max_workers=cluster.CONCURRENT_REQUESTS) as pool:
+        results = list(pool.map(dry_run, to_check))
+    conflicts, invalid, errors, pod_security = _judged(report, to_check, results, live)
     if errors:
         forbidden = all(isinstance(r, failures.Forbidden) for r in results if isinstance(r, failures.LiveError)) and not (
             conflicts or invalid

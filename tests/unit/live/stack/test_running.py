@@ -9,9 +9,8 @@ import pytest
 
 from infercrane.core import naming
 from infercrane.core.load import loading
-from infercrane.core.plan.workload import endpoint_of
+from infercrane.core.plan.workload import endpoint_of, restarts_pods
 from infercrane.core.render.manifests import render_checked
-from infercrane.live.stack.preflight import restarts_pods
 from infercrane.live.stack.running import live_replicas
 
 STACK = "infercrane/dev"
