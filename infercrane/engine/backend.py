@@ -175,12 +175,6 @@ def repair_torn_writes(
     checkpoint without a usable ``.bak`` raises EngineError naming the file and the manual step,
     and so does a ``.bak`` that ``vouch`` refuses. Other backends write a blob in one
     transaction: nothing to repair."""
-    import re
-    import shutil
-    import time
-
-    from infercrane.core.errors import EngineError
-
     store = store_for(backend_url)
     if not isinstance(store, FileBackend):
         return []
@@ -190,8 +184,17 @@ def repair_torn_writes(
     ours = runs.started(project_dir, stack)
     if not all(stale(lock, ours) for lock in store.locks(project, stack)):
         return []  # an update holds the stack (or may: a lock not proven stale): its files are its own
-    notes = []
     base = folder / f"{stack}.json"
+    notes = _torn_sidecars(base, stack) + _torn_temporaries(folder, stack)
+    if base.is_file() and not _parses(base.read_bytes()):
+        notes.append(_restored(base, stack, store.root / ".pulumi" / "backups" / project / stack, vouch))
+    return notes
+
+
+def _torn_sidecars(base: Path, stack: str) -> list[str]:
+    """Each empty or unparsable ``.attrs`` sidecar of the stack's blobs removed (a kill between the
+    blob's write and its sidecar's)."""
+    notes = []
     blobs = [base, base.with_name(base.name + ".gz")]
     blobs += [b.with_name(b.name + ".bak") for b in blobs]
     for blob in blobs:
@@ -210,34 +213,51 @@ def repair_torn_writes(
                 f"note: {attrs.name} of stack {stack!r} was {'empty' if not raw else 'unreadable'} (a write interrupted by a kill); "
                 "removed it -- Pulumi reads the checkpoint without it"
             )
+    return notes
+
+
+def _torn_temporaries(folder: Path, stack: str) -> list[str]:
+    """Each leftover ``<stack>.json.<n>.tmp`` of an interrupted write removed."""
+    import re
+
+    notes = []
     tmp = re.compile(rf"^{re.escape(stack)}\.json(\.gz)?(\.bak)?\.\d+\.tmp$")
     for leftover in sorted(p for p in folder.iterdir() if tmp.match(p.name)):
         leftover.unlink()
         notes.append(f"note: removed {leftover.name}, a checkpoint write of stack {stack!r} that a kill interrupted")
-    if base.is_file() and not _parses(base.read_bytes()):
-        bak = base.with_name(base.name + ".bak")
-        if not (bak.is_file() and _parses(bak.read_bytes())):
-            raise EngineError(
-                f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?) and there is no "
-                f"usable {bak.name} beside it; nothing was applied.",
-                fix=f"restore the newest file of {store.root / '.pulumi' / 'backups' / project / stack} (Pulumi keeps one per "
-                f"update) as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
-            )
-        why = vouch(json.loads(bak.read_bytes())["checkpoint"]) if vouch is not None else None
-        if why is not None:
-            raise EngineError(
-                f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?), and Pulumi's "
-                f"{bak.name} beside it is older than the cluster: {why}; nothing was applied.",
-                fix=f"restore the newest file of {store.root / '.pulumi' / 'backups' / project / stack} that records those "
-                f"objects as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
-            )
-        damaged = base.with_name(f"{base.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
-        base.replace(damaged)
-        shutil.copyfile(bak, base)
-        base.with_name(base.name + ATTRS_SUFFIX).unlink(missing_ok=True)
-        notes.append(
-            f"note: the checkpoint of stack {stack!r} did not parse (kept as {damaged.name}); restored Pulumi's "
-            f"{bak.name}, the state before the interrupted write -- objects applied since carry this stack's "
-            "ownership and are picked up again"
-        )
     return notes
+
+
+def _restored(base: Path, stack: str, backups: Path, vouch: Vouch | None) -> str:
+    """A checkpoint that does not parse kept aside as ``.damaged``, Pulumi's ``.bak`` put in its
+    place -- when it parses and ``vouch`` finds it not older than the live objects; else EngineError."""
+    import shutil
+    import time
+
+    from infercrane.core.errors import EngineError
+
+    bak = base.with_name(base.name + ".bak")
+    if not (bak.is_file() and _parses(bak.read_bytes())):
+        raise EngineError(
+            f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?) and there is no "
+            f"usable {bak.name} beside it; nothing was applied.",
+            fix=f"restore the newest file of {backups} (Pulumi keeps one per "
+            f"update) as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
+        )
+    why = vouch(json.loads(bak.read_bytes())["checkpoint"]) if vouch is not None else None
+    if why is not None:
+        raise EngineError(
+            f"the checkpoint of stack {stack!r} ({base}) does not parse (a write interrupted by a kill?), and Pulumi's "
+            f"{bak.name} beside it is older than the cluster: {why}; nothing was applied.",
+            fix=f"restore the newest file of {backups} that records those "
+            f"objects as {base.name}, or `pulumi stack import --stack {stack}` an exported state; then rerun",
+        )
+    damaged = base.with_name(f"{base.name}.damaged-{time.strftime('%Y%m%dT%H%M%S')}")
+    base.replace(damaged)
+    shutil.copyfile(bak, base)
+    base.with_name(base.name + ATTRS_SUFFIX).unlink(missing_ok=True)
+    return (
+        f"note: the checkpoint of stack {stack!r} did not parse (kept as {damaged.name}); restored Pulumi's "
+        f"{bak.name}, the state before the interrupted write -- objects applied since carry this stack's "
+        "ownership and are picked up again"
+    )

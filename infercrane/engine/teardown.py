@@ -26,7 +26,7 @@ Engine layer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -60,6 +60,26 @@ def state_objects(state: dict[str, Any]) -> dict[tuple[str, str], str]:
         if kind and res.get("id"):
             out[(kind, str(res["id"]).split("/")[-1])] = str(res["urn"])
     return out
+
+
+def _result(
+    targets: Mapping[tuple[str, str], str],
+    state: Collection[tuple[str, str]],
+    seen: Mapping[tuple[str, str], dict[str, Any]],
+    namespace: str,
+    stack_id: str,
+) -> DestroyResult:
+    """What the deletions were: of the state's objects or orphans of it, and the state's objects
+    left alone because they are not owned by this stack."""
+    result = DestroyResult()
+    for ref in targets:
+        (result.deleted if ref in state else result.orphans).append(f"{ref[0]}/{ref[1]}")
+    for kind, name in sorted(state):
+        obj = seen.get((kind, name))
+        reasons = naming.not_owned(obj, namespace=namespace, stack=stack_id) if obj is not None else []
+        if reasons:
+            result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
+    return result
 
 
 def destroy(
@@ -121,14 +141,7 @@ def destroy(
     errors = [f"{k}/{n}: {why}" for (k, n), why in outcomes if why]
     if errors:
         raise ClusterError("destroy could not delete every owned object:\n" + bullets(errors))
-    result = DestroyResult()
-    for ref in targets:
-        (result.deleted if ref in state else result.orphans).append(f"{ref[0]}/{ref[1]}")
-    for kind, name in sorted(state):
-        obj = seen.get((kind, name))
-        reasons = naming.not_owned(obj, namespace=t.namespace, stack=stack_id) if obj is not None else []
-        if reasons:
-            result.refused.append(f"{kind}/{name}: not owned by this stack ({'; '.join(reasons)})")
+    result = _result(targets, state, seen, t.namespace, stack_id)
     if on_output:
         on_output(f"deleted {len(targets)} owned object(s); waiting until they are gone")
     # The wait's last LIST (every kind of the stack's and the deleted objects', our managed-by label)
