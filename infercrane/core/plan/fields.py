@@ -21,6 +21,9 @@ as sent (a quantity keeps its text). A kind the table does not know is compared 
 objects by name, else by position. What cannot be known without the API server -- an admission webhook's
 mutation or refusal, defaulting that rewrites a field the manifest renders, strict validation,
 Pod Security -- is the read-only plan's declared blind spot (:data:`NOT_CHECKABLE`). Pure core.
+
+One module, past 300 lines: one comparison, read top to bottom -- what the server's field manager
+would change -- with each of its rules (atomic maps and lists, quantities, defaults) beside it.
 """
 
 from __future__ import annotations
