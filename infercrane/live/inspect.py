@@ -71,7 +71,7 @@ def members(
     names, refusing the key) is no member; nor, under ``servingEvidence: require``, one without any."""
     evidence = evidence or {}
     policy = config.kubernetes.serving_evidence
-    from infercrane.core.plan.workload import endpoint_of, flag_value
+    from infercrane.core.plan.workload import endpoint_of, flag_value, release_of, routing_member
 
     out: dict[str, list[dict[str, Any]]] = {}
     for name, obj in sorted(workloads.items()):
@@ -87,7 +87,7 @@ def members(
         revision = flag_value(obj, "--revision")
         intent = (obj["metadata"].get("annotations") or {}).get(naming.ANNOTATION_INTENT)
         out.setdefault(endpoint_of(obj) or "", []).append(
-            {"key": key, "name": name, "modelRevision": revision, "intentHash": intent, "evidence": taken}
+            routing_member(key, revision=revision, intent=intent, release=release_of(obj), evidence=taken, name=name)
         )
     return out
 

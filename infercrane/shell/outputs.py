@@ -13,7 +13,7 @@ import pulumi
 
 from infercrane.core.model import config as cfg
 from infercrane.core.model.kinds import WORKLOADS
-from infercrane.core.plan.workload import release_of
+from infercrane.core.plan.workload import release_of, routing_member
 from infercrane.core.render import RenderedReplica
 from infercrane.shell.awaiting import Taken
 from infercrane.shell.components import ReplicaComponent
@@ -66,13 +66,13 @@ def export(
         for c in components:
             s = c.summary
             endpoints[str(s["endpointName"])].append(
-                {
-                    "key": s["key"],
-                    "modelRevision": s.get("modelRevision"),
-                    "intentHash": s.get("intentHash"),
-                    "release": s.get("release"),
-                    "evidence": taken.get(s["key"]),
-                }
+                routing_member(
+                    s["key"],
+                    revision=s.get("modelRevision"),
+                    intent=s.get("intentHash"),
+                    release=s.get("release"),
+                    evidence=taken.get(s["key"]),
+                )
             )
         return dict(endpoints)
 

@@ -132,3 +132,21 @@ def claims_differ(live: Mapping[str, Any], rendered: Mapping[str, Any]) -> bool:
         ]
 
     return claimed(live) != claimed(rendered)
+
+
+def routing_member(
+    key: str, *, revision: str | None, intent: str | None, release: str | None, evidence: Any, name: str | None = None
+) -> dict[str, Any]:
+    """One replica of an endpoint's routing membership, as the stack's outputs (from what a run
+    registered) and ``inspect`` (from the live objects, with its object's ``name``) both give it:
+    its key, model revision, intent hash, the release its pods run and its serving evidence."""
+    return (
+        {"key": key}
+        | ({"name": name} if name is not None else {})
+        | {
+            "modelRevision": revision,
+            "intentHash": intent,
+            "release": release,
+            "evidence": evidence,
+        }
+    )
