@@ -228,7 +228,7 @@ def await_readiness(
         if failure is not None:
             channel.error = failure
             raise pulumi.RunError(str(failure))
-        return settled(waits, components, results, channel)
+        return Taken.of(waits, components, results, channel)
 
     return pulumi.Output.all(*[wait(c) for c in components]).apply(check)
 
@@ -252,17 +252,18 @@ class Taken:
     evidence: dict[str, dict[str, Any]] = field(default_factory=dict)
     starts: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-
-def settled(
-    waits: Waits,
-    components: list[ReplicaComponent],
-    results: list[tuple[verdicts.Verdict, served.Evidence | None]],
-    channel: Channel,
-) -> Taken:
-    """Every replica ready and serving: said once; the evidence taken (:func:`evidence_taken`) and
-    the startup ledger (:meth:`Waits.starts`)."""
-    waits.publish(Readiness(len(components), len(components)))
-    return Taken(evidence_taken(components, results, channel), waits.starts(components))
+    @classmethod
+    def of(
+        cls,
+        waits: Waits,
+        components: list[ReplicaComponent],
+        results: list[tuple[verdicts.Verdict, served.Evidence | None]],
+        channel: Channel,
+    ) -> Taken:
+        """Every replica ready and serving: said once; the evidence taken (:func:`evidence_taken`) and
+        the startup ledger (:meth:`Waits.starts`)."""
+        waits.publish(Readiness(len(components), len(components)))
+        return cls(evidence_taken(components, results, channel), waits.starts(components))
 
 
 def evidence_taken(

@@ -34,7 +34,7 @@ from infercrane.core.state.urns import legacy_names, legacy_slots
 from infercrane.core.stops import DeletionsRefused, RolledBack, RolloutStopped
 from infercrane.live.stack.context import StackContext
 from infercrane.shell import sdk
-from infercrane.shell.awaiting import Taken, Waits, await_readiness, running_under_mocks, settled
+from infercrane.shell.awaiting import Taken, Waits, await_readiness, running_under_mocks
 from infercrane.shell.channel import READ_ONLY_ENV, Channel
 from infercrane.shell.components import Ahead, ReplicaComponent
 from infercrane.shell.outputs import export, summary_of
@@ -267,5 +267,5 @@ async def _in_lanes(channel: Channel, checked: Checked) -> tuple[list[ReplicaCom
     foreign = await asyncio.get_running_loop().run_in_executor(None, channel.recheck) if channel.recheck else []
     if foreign:  # Pulumi deletes by name once the program returns: it must not, and it will not
         _fail(channel, DeletionsRefused(foreign))
-    taken = settled(waits, outcome.components, outcome.results, channel)
+    taken = Taken.of(waits, outcome.components, outcome.results, channel)
     return outcome.components, taken, {endpoint: v.as_json() for endpoint, v in outcome.verdicts.items()}

@@ -148,8 +148,8 @@ class Lanes:
             # Accepted: the held canaries' holds end, their old pods drain -- waited for as
             # every wave is, before anything the stage deletes and before the next stage.
             unheld = [c for c in components if c.summary["key"] in held]
-            settled = await self.engine_step(where, asyncio.gather(*(self.waits.unheld(c) for c in unheld)))
-            if (failure := not_ready(unheld, list(settled))) is not None:
+            released = await self.engine_step(where, asyncio.gather(*(self.waits.unheld(c) for c in unheld)))
+            if (failure := not_ready(unheld, list(released))) is not None:
                 raise _stopped(where, failure)
         if stage.delete:
             await self.deletions(e, stage, where)

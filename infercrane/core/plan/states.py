@@ -15,7 +15,8 @@ state          the workload object says                                    avail
 
 A replica that is *absent* has no object and is no member. *Available* is what the rollout
 policy counts: a replica with an available pod is never counted down, whether it is settled or
-not. *Settled* is what a wave waits for. Whether the engine answers what it should (serving
+not. *Settled* is what a wave waits for: the readiness wait's verdict *ready* is this state, one
+word each side of the wait (:func:`~infercrane.live.status.verdicts.judged`). Whether the engine answers what it should (serving
 evidence) is judged on top of these, by the readiness wait and routing membership.
 """
 
