@@ -68,7 +68,7 @@ def test_doctor_fails_naming_the_missing_verb(project: Project, identity: Callab
     r = cli(project, "doctor", "--kubernetes", "--stack", "itdoctor2")
     assert r.returncode == 1
     assert "[fail] can delete services: in namespace infercrane-system" in r.stdout
-    assert "hint: apply deploy/kubernetes/base/provider-rbac.yaml" in r.stdout
+    assert "hint: bind deploy/kubernetes/base/provider-rbac.yaml" in r.stdout
     assert "[pass] can delete deployments.apps" in r.stdout
 
 

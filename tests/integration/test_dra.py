@@ -241,7 +241,7 @@ def test_doctor_checks_the_dra_api_and_role_and_shows_free_devices_per_product_w
     r = cli(project, "doctor", "--kubernetes", "--stack", "itdradoctor2")
     assert r.returncode == 1
     assert "[fail] can create resourceclaimtemplates.resource.k8s.io: in namespace infercrane-system" in r.stdout
-    assert "hint: apply deploy/kubernetes/dra/provider-rbac.yaml bound to this identity" in r.stdout
+    assert "hint: bind deploy/kubernetes/dra/provider-rbac.yaml (gpuAllocation dra) to this identity" in r.stdout
     # A deploy as that identity is refused by the preflight's dry run, naming the Role to bind.
     r = cli(project, "deploy", "--stack", "itdradoctor2")
     assert r.returncode != 0

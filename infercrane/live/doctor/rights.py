@@ -13,12 +13,10 @@ from lightkube.resources.authorization_v1 import SelfSubjectAccessReview
 
 from infercrane.core.model.config import InferCraneConfig
 from infercrane.core.model.kinds import (
-    DRA_ROLE_FILE,
     GPU_ALLOCATIONS,
     LABEL_ALLOCATION,
-    RESOURCE_CLAIM_TEMPLATE,
-    ROLES_SHOWN,
     WORKLOAD_APIS,
+    bind_fix,
 )
 from infercrane.live.client.api import Live
 from infercrane.live.doctor.check import FAIL, OPTIONAL, PASS, WARN, Check
@@ -143,7 +141,7 @@ def review(live: Live, namespace: str, verb: str, group: str, resource: str, nee
         return Check(name, OPTIONAL, f"not granted (optional: {without})", f"apply {file} if you want them")
     if allowed:
         return Check(name, PASS, f"in namespace {namespace}")
-    fix = f"apply {DRA_ROLE_FILE if resource == RESOURCE_CLAIM_TEMPLATE.plural else ROLES_SHOWN} bound to this identity"
+    fix = bind_fix(resource)  # the one phrasing of which Role to bind, as a 403 says it
     if need == "shipped":
         return Check(
             name, WARN, f"not granted in namespace {namespace}: a failed deploy cannot quote the scheduler's Events", fix
