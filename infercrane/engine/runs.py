@@ -222,7 +222,7 @@ def scratch(env: dict[str, str]) -> Iterator[None]:
     """The run's own temporary directory (mode 0700) as the engine's ``TMPDIR``, removed with
     all it holds when the run ends. pulumi-kubernetes writes the kubeconfig it is given into a new
     temporary file each time its provider is configured (for Helm) and never removes it: a copy
-    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/engine.md).
+    of the kubeconfig, with any credentials it embeds, left by every plan and deploy (docs/faults.md).
     A run killed with SIGKILL leaves its directory: the next run of this machine removes it
     (:func:`sweep_scratch`), at its start and again at its end -- a
     removal at the start can race with the killed run's last process, still writing there."""

@@ -301,7 +301,7 @@ def plain_pulumi(
 ) -> Callable[..., subprocess.CompletedProcess[str]]:
     """``pulumi <args> --stack <stack>`` from a shell (the stand-in language host), not the
     Automation API; ``env``: added to its environment. Its ``TMPDIR`` is the test's own, as
-    docs/engine.md advises for plain Pulumi: the provider leaves a kubeconfig copy there each run."""
+    docs/faults.md advises for plain Pulumi: the provider leaves a kubeconfig copy there each run."""
     from infercrane.engine.environment import engine_env
 
     scratch = project.root / ".tmp"

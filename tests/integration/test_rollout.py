@@ -1089,7 +1089,7 @@ def slot_scheme_release(tmp: Path) -> Path:
 def deploy_with_slot_scheme_release(project: Project, stack: str, tmp: Path) -> None:
     """``infercrane deploy`` of the slot scheme's release. Its ``TMPDIR`` is the test's own: that
     release predates the run's own temporary directory, and its provider leaves a kubeconfig copy
-    there (docs/engine.md)."""
+    there (docs/faults.md, "What a run leaves on the machine")."""
     release = slot_scheme_release(tmp)
     scratch = tmp / "slot-release-tmp"
     scratch.mkdir(mode=0o700)
