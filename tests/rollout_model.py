@@ -64,7 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
-from infercrane.core.plan import ledger, rollout, waves
+from infercrane.core.plan import ledger, replicas, rollout, waves
 from infercrane.core.plan.rollback import Rollback, plan_rollback
 from infercrane.live.status import verdicts
 
@@ -355,7 +355,7 @@ class Planner:
     ) -> rollout.Rollout:
         # A release is what a revision's pods run: the same for every key at that revision.
         members = [
-            rollout.LiveReplica(
+            replicas.LiveReplica(
                 o.key,
                 self.world.endpoint_of(o.key).name,
                 verdicts.replica_state("Deployment", deployment(o, pods)),
@@ -368,7 +368,7 @@ class Planner:
         live = {o.key: o for o in objs}
         config = self.world.config(back, third)
         targets = [
-            rollout.Target(k, e.name, 1, restarts=k in live and live[k].rev != config[k], release=f"rev{config[k]}")
+            replicas.Target(k, e.name, 1, restarts=k in live and live[k].rev != config[k], release=f"rev{config[k]}")
             for e in self.world.endpoints
             for k in ([*e.before] if back else [k for k, _ in e.after])
         ]

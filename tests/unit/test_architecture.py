@@ -114,6 +114,66 @@ def test_a_module_past_300_lines_says_at_its_top_why_it_is_one() -> None:
     assert not silent, silent
 
 
+def imports_by_module() -> dict[str, set[str]]:
+    """module -> the infercrane modules it imports (type-only and function-level imports
+    included), each name resolved to the module that defines it."""
+    known = {dotted(p) for p in modules()}
+
+    def resolve(name: str) -> str:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        here = dotted(path)
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [f"{node.module}.{a.name}" for a in node.names]
+                if isinstance(node, ast.ImportFrom) and node.module
+                else []
+            )
+            found |= {r for n in names if n.startswith("infercrane") and (r := resolve(n)) and r != here}
+        graph[here] = found
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import graph's circles: its strongly connected parts of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while (w := stack.pop()) != v:
+                part.append(w)
+            if part:
+                found.append(sorted([v, *part]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_module_imports_itself_through_others_not_even_for_types() -> None:
+    assert circles(imports_by_module()) == []
+
+
 def test_at_most_three_modules_are_past_300_lines_and_none_past_400() -> None:
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in modules()}
     long = sorted(f"{m} ({n} lines)" for m, n in sizes.items() if n > SIZE_LIMIT)
@@ -138,8 +198,10 @@ def test_every_function_is_under_80_lines() -> None:
 
 
 def test_the_rules_above_can_fail(tmp_path: Path) -> None:
-    """Each rule's reader finds what it looks for: a comparison by name, a changed exception, a
-    function of 80 lines (79 pass)."""
+    """Each rule's reader finds what it looks for: a comparison by name, a changed exception, an
+    import circle, a function of 80 lines (79 pass)."""
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set()}) == []
     body = "def f() -> None:\n" + "    pass\n" * 78
     assert long_functions(body) == []
     assert long_functions(body + "    pass\n") == [":1 f (80 lines)"]

@@ -13,7 +13,7 @@ from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.waves import SURGE, Mode
 
 if TYPE_CHECKING:
-    from infercrane.core.plan.rollout import LiveReplica, Target
+    from infercrane.core.plan.replicas import LiveReplica, Target
 
 
 @dataclass(frozen=True)

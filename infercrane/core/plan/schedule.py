@@ -16,7 +16,7 @@ from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.waves import SURGE, Lane, Mode, Stage
 
 if TYPE_CHECKING:
-    from infercrane.core.plan.rollout import LiveReplica
+    from infercrane.core.plan.replicas import LiveReplica
 
 
 @dataclass

@@ -5,10 +5,18 @@ lines -- one per replica seen serving, one per reason for the others. Live-clust
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from infercrane.live.evidence.served import Evidence
+
+class Evidence(Protocol):
+    """What a line is made of: a replica's evidence (:class:`~infercrane.live.evidence.served.Evidence`)."""
+
+    @property
+    def state(self) -> str: ...
+
+    def line(self) -> str: ...
+
+    def as_output(self) -> dict[str, Any]: ...
 
 
 def line(evidence: Mapping[str, Any], *, route: bool = True) -> str:

@@ -16,7 +16,7 @@ from infercrane.core import naming
 from infercrane.core.errors import ConfigError, Problem
 from infercrane.core.model.config import KEY_ENDPOINTS, KEY_TARGET, InferCraneConfig
 from infercrane.core.model.kinds import DRA_ALLOCATION, RESOURCE_CLAIM_TEMPLATE, WORKLOADS
-from infercrane.core.plan import rollout
+from infercrane.core.plan import replicas, rollout
 from infercrane.core.plan.ledger import Gpus
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.plan.workload import claimed_gpus, endpoint_of, gpus_of, pod_of, release_of
@@ -60,7 +60,7 @@ def live_replicas(
     stack_id: str,
     elsewhere: Mapping[tuple[str, str, str], Mapping[str, Any]] | None = None,
     predictors: Predictors = None,
-) -> list[rollout.LiveReplica]:
+) -> list[replicas.LiveReplica]:
     """The stack's live replicas, in name order: owned workload objects only; KServe's judged by
     their ``predictors`` when readable (verdicts.judged)."""
     t = config.kubernetes
@@ -73,7 +73,7 @@ def live_replicas(
             gpus, claimed = claimed_gpus(obj, templates, t.gpu_product_names)
             product = DRA_ALLOCATION.pool(claimed)
         out.append(
-            rollout.LiveReplica(
+            replicas.LiveReplica(
                 key=key,
                 endpoint=endpoint_of(obj) or "",
                 state=replica_state(kind, obj, predictors),
@@ -113,7 +113,7 @@ def plan_rollout(
     ``started``: each endpoint's GPUs at the change's start, as the stack recorded them."""
     moving = moved(config, report.live, stack_id, elsewhere)
     targets = [
-        rollout.Target(
+        replicas.Target(
             key=r.replica.key,
             endpoint=r.replica.name,
             gpus=r.replica.gpu_count,

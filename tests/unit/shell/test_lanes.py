@@ -18,7 +18,8 @@ import pytest
 
 from infercrane.core.errors import NotReady
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.replicas import LiveReplica, Target
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.stops import CanaryRejected, RolloutStopped
 from infercrane.live.status.verdicts import Verdict

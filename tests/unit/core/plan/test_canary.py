@@ -14,7 +14,8 @@ from infercrane.core.model.endpoints import CanaryPolicy, GoldenRequest, Rollout
 from infercrane.core.plan import canary_record
 from infercrane.core.plan.canary import judge, quantile, rejudge
 from infercrane.core.plan.canary_record import Golden, Measured, Record, Thresholds
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.replicas import LiveReplica, Target
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.live.evidence import canary as evidence
 from tests.json_forms import as_a_store_keeps_it

@@ -9,7 +9,8 @@ import pytest
 
 from infercrane.core.model.endpoints import RolloutPolicy
 from infercrane.core.plan.ledger import Ledger, too_large
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.replicas import LiveReplica, Target
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 
 SURGE = RolloutPolicy(max_unavailable=0, max_surge=1)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
 from infercrane.core.plan.marks import GPUS_TAG, JUDGING_TAG, REJECTED_TAG, Marks, gpus_value, judging_value, rejected_value
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.replicas import LiveReplica, Target
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 
 OLD, NEW = "rel-old", "rel-new"

@@ -4,8 +4,9 @@ what goes back, what goes, what cannot, and in which order under the endpoint's 
 from __future__ import annotations
 
 from infercrane.core.model.endpoints import CanaryPolicy, RolloutPolicy
+from infercrane.core.plan.replicas import LiveReplica, Target
 from infercrane.core.plan.rollback import plan_rollback
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout
 from infercrane.core.stops import CanaryRejected, RolloutStopped

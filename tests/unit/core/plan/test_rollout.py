@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from infercrane.core.model.endpoints import RolloutPolicy
-from infercrane.core.plan.rollout import LiveReplica, Target, plan
+from infercrane.core.plan.replicas import LiveReplica, Target
+from infercrane.core.plan.rollout import plan
 from infercrane.core.plan.states import ReplicaState
 from infercrane.core.plan.waves import Rollout, Wave
 
