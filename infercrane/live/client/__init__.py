@@ -1,2 +1,3 @@
 """The request edge: the command's one connection (:mod:`.api`), reads, writes and dry runs
-(:mod:`.cluster`), and what a failed request means (:mod:`.failures`)."""
+(:mod:`.cluster`; the kubeconfigs it reads, :mod:`.kubeconfigs`), and what a failed request means
+(:mod:`.failures`)."""
