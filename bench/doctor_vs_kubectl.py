@@ -15,6 +15,7 @@ import subprocess
 import time
 
 from infercrane.live import doctor
+from infercrane.live.doctor import rights
 from infercrane.local.layout import CONTEXT
 from infercrane.local.plane import Plane
 from infercrane.project import stackfile
@@ -28,7 +29,7 @@ def main() -> None:
     plane = Plane.default()
     plane.start(progress=lambda m: None)
     config = stackfile.load_stack("local", env={"INFERCRANE_KUBERNETES_KUBECONFIG": str(plane.kubeconfig)})
-    checks = [c[:3] for c in doctor.access_checks(config) if c[3] != "optional"]
+    checks = [c[:3] for c in rights.access_checks(config) if c[3] != "optional"]
     kubectl = str(find_tool("kubectl"))
     ns = config.kubernetes.namespace
 

@@ -29,7 +29,7 @@ from lightkube.models.core_v1 import EventSource, ObjectReference  # noqa: E402
 from lightkube.models.meta_v1 import ObjectMeta  # noqa: E402
 from lightkube.resources.core_v1 import Event  # noqa: E402
 
-from infercrane.core.model.config import KubernetesTarget  # noqa: E402
+from infercrane.core.model.target import KubernetesTarget  # noqa: E402
 from infercrane.live.client.api import Live  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402

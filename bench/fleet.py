@@ -50,7 +50,7 @@ from infercrane.core import naming  # noqa: E402
 from infercrane.core.render.manifests import render_checked, to_yaml  # noqa: E402
 from infercrane.engine.environment import engine_env  # noqa: E402
 from infercrane.live.client.cluster import client as make_client  # noqa: E402
-from infercrane.live.evidence import served  # noqa: E402
+from infercrane.live.evidence import slices, worker_key  # noqa: E402
 from infercrane.local.bootstrap import WORKER_KEY_FILE  # noqa: E402
 from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT  # noqa: E402
 from infercrane.local.plane import Plane  # noqa: E402
@@ -373,7 +373,7 @@ def bench_infercrane(plane: Plane, project: Path, n: int, backend: str | None = 
     # nothing; here a pod address is answered 404 by the sandbox's egress within milliseconds, so
     # each replica's check ends "not verifiable" at about the cost of a real engine's answer.
     admin = Client(KubeConfig.from_file(plane.kubeconfig).get(context_name=ADMIN_CONTEXT), namespace=NS)
-    for d in yaml.safe_load_all((ROOT / served.READER).read_text()):
+    for d in yaml.safe_load_all((ROOT / slices.READER).read_text()):
         admin.apply(codecs.from_dict(d), field_manager="infercrane-bench")
     cli = [sys.executable, "-m", "infercrane"]
     lister = Lister(project, "ours")
@@ -388,7 +388,7 @@ def bench_infercrane(plane: Plane, project: Path, n: int, backend: str | None = 
     say(f"{side}: destroy, before the measured deploy")
     run_both([*cli, "destroy", "--stack", "ours", "--json"], env=env, cwd=project)
     settle(plane)
-    env[served.KEY_FILE_ENV] = str(plane.state / WORKER_KEY_FILE)
+    env[worker_key.KEY_FILE_ENV] = str(plane.state / WORKER_KEY_FILE)
     # Fixed cost of a CLI command outside the engine and the cluster: interpreter start-up, imports,
     # reading and validating the stack file.
     out["startup"], _ = timed(lambda: run([*cli, "validate", "--stack", "ours"], env=env, cwd=project))

@@ -24,9 +24,9 @@ TARGET = Path(__file__).resolve().parent.parent / "infercrane" / "core" / "plan"
 
 def crds() -> list[str]:
     """The ``--crd`` arguments of the oracle: each custom kind's CRD, from KServe's files."""
-    from infercrane.local.bootstrap import kserve_share
+    from infercrane.local.kserve import share_dir
 
-    share = kserve_share() / "crds"
+    share = share_dir() / "crds"
     return [arg for name in CUSTOM.values() for arg in ("--crd", str(share / name))]
 
 
