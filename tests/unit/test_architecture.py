@@ -174,6 +174,30 @@ def test_no_module_imports_itself_through_others_not_even_for_types() -> None:
     assert circles(imports_by_module()) == []
 
 
+#: Python outside the package that imports it: the tools, the benches, the policy pack, the program's entry.
+SCRIPTS = ("tools/*.py", "bench/*.py", "policy/*.py", "__main__.py", "tests/integration/bench_*.py")
+
+
+def test_every_script_outside_the_package_imports_names_that_exist() -> None:
+    """A module split or a name moved is followed outside the package too (a tool once imported a
+    name the bootstrap no longer had, and only an integration test found it)."""
+    import importlib
+
+    root = PACKAGE.parent
+    missing = []
+    for path in sorted(p for pattern in SCRIPTS for p in root.glob(pattern)):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("infercrane"):
+                module = importlib.import_module(node.module)
+                for alias in node.names:
+                    if not hasattr(module, alias.name):
+                        try:
+                            importlib.import_module(f"{node.module}.{alias.name}")
+                        except ImportError:
+                            missing.append(f"{path.relative_to(root)}:{node.lineno}: {node.module}.{alias.name}")
+    assert not missing, missing
+
+
 def test_at_most_three_modules_are_past_300_lines_and_none_past_400() -> None:
     sizes = {str(p.relative_to(PACKAGE)): len(p.read_text().splitlines()) for p in modules()}
     long = sorted(f"{m} ({n} lines)" for m, n in sizes.items() if n > SIZE_LIMIT)
