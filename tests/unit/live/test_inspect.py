@@ -92,3 +92,34 @@ def test_an_endpoints_line_counts_replicas_in_routing_and_leaves_serving_to_each
     text = render_text([], members)
     assert text.startswith("endpoint qwen: 1 in routing: r0 (sha256:aaaaaaaaaaaa…)"), text
     assert "serving" not in text
+
+
+def test_inspects_routing_member_is_the_stack_outputs_member_with_its_object_name() -> None:
+    """One builder for both (core.plan.workload.routing_member): inspect's member from the live
+    Deployment carries the release its pods run, as the stack output's does, and the object's name."""
+    import copy
+
+    from infercrane.core import naming
+    from infercrane.core.model.config import InferCraneConfig
+    from infercrane.core.plan.workload import release_of
+    from infercrane.core.render.manifests import render_checked
+    from infercrane.live.inspect import members
+
+    config = InferCraneConfig.model_validate(
+        {
+            "kubernetes": {"context": "c", "namespace": "ns", "imageDigest": "vllm/vllm-openai@sha256:" + "a" * 64},
+            "replicas": [{"key": "r0", "model": "Qwen/Qwen3-8B", "name": "qwen", "gpu": "NVIDIA-L40S"}],
+        }
+    )
+    stack_id = naming.stack_id("dev")
+    (rendered,) = render_checked(config, "dev")
+    deployment = copy.deepcopy(next(m for m in rendered.manifests if m["kind"] == "Deployment"))
+    deployment["metadata"]["generation"] = 1
+    deployment["status"] = {"observedGeneration": 1, **AVAILABLE}
+    name = deployment["metadata"]["name"]
+
+    ((member,),) = members(config, {name: deployment}, stack_id).values()
+
+    assert member["release"] == release_of(deployment) and member["release"].startswith("sha256:")
+    assert list(member) == ["key", "name", "modelRevision", "intentHash", "release", "evidence"]
+    assert (member["key"], member["name"], member["evidence"]) == ("r0", name, None)
