@@ -31,6 +31,7 @@ REAL_NODE_MODULES = frozenset(
         "test_plane_doors",
         "test_real_node",
         "test_serving",
+        "test_two_real_nodes",
     )
 )
 REAL_NODE_GROUP = "the real node's modules"

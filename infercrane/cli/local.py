@@ -27,6 +27,7 @@ def cmd_local(args: argparse.Namespace) -> int:
             kubernetes_version=args.kubernetes_version,
             real_node=args.real_node,
             pod_grace=args.pod_grace,
+            real_nodes=args.real_nodes,
         )
     elif args.local_command == "stop":
         plane.stop()

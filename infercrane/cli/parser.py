@@ -103,6 +103,13 @@ def _local(sub: Any) -> None:
         help="run this Kubernetes (1.34, 1.35, 1.36, 1.37; default 1.36), built by `tools/build.sh kube@MINOR`",
     )
     ls.add_argument(
+        "--real-nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run N real nodes (1 or 2; each its own kubelet, containerd and image store; default 1)",
+    )
+    ls.add_argument(
         "--no-real-node",
         dest="real_node",
         action="store_false",

@@ -19,6 +19,7 @@ from infercrane.core.errors import PlaneError
 from infercrane.local import node, node_files, private, registry
 from infercrane.local.launch import Launch, feature_gates, http_status
 from infercrane.local.layout import KSERVE_NAMESPACE
+from infercrane.local.node_files import RealNode
 
 HERE: Final = Path(__file__).resolve().parent
 
@@ -81,15 +82,10 @@ def kserve_webhooks(x: Launch) -> None:
         raise PlaneError(f"registering KServe's webhooks failed: {exc.status.message} (HTTP {exc.status.code})") from exc
 
 
-def node_prepare(x: Launch) -> None:
+def node_prepare(x: Launch, n: RealNode) -> None:
+    kubelet, healthz = n.ports
     node.prepare(
-        x.state,
-        x.pki,
-        x.ports["apiserver"],
-        x.ports["kubelet"],
-        x.ports["kubelet_healthz"],
-        x.ports["registry"],
-        feature_gates(x.version),
+        x.state, x.pki, x.ports["apiserver"], x.ports[kubelet], x.ports[healthz], x.ports["registry"], feature_gates(x.version), n
     )
 
 
@@ -99,8 +95,8 @@ def registry_prepare(x: Launch) -> None:
     private.write(x.state / "registry.yml", yaml.safe_dump(registry.config(storage, x.ports["registry"]), sort_keys=False))
 
 
-def kubelet_ready(x: Launch) -> bool:
-    return http_status(f"{x.url('kubelet_healthz')}/healthz", x.pki, 1.0) == 200
+def kubelet_ready(x: Launch, n: RealNode) -> bool:
+    return http_status(f"{x.url(n.ports[1])}/healthz", x.pki, 1.0) == 200
 
 
 def prometheus_config(x: Launch) -> dict[str, object]:

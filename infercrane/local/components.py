@@ -14,6 +14,7 @@ import yaml
 from infercrane.local import addons, node, private, registry
 from infercrane.local.launch import Component, Launch, controllers, http_status, version_flags
 from infercrane.local.layout import KWOK_NODE_ANNOTATION, SERVICE_CIDR
+from infercrane.local.node_files import NODES, RealNode
 from infercrane.local.supervise import port_open
 
 
@@ -123,6 +124,29 @@ def api_ready(x: Launch, timeout: float = 2.0) -> bool:
     return http_status(f"{x.url('apiserver', 'https')}/readyz", x.pki, timeout) == 200
 
 
+def _real_node(n: RealNode) -> tuple[Component, Component]:
+    """Real node ``n``'s containerd and kubelet (the first's are called the real node's)."""
+    whose = "the real node's" if not n.index else f"the real node {n.name}'s"
+    containerd, kubelet = n.components
+    return (
+        Component(
+            containerd,
+            lambda x: node.containerd_args(x.state, n),
+            env=lambda x: node.env(x.state),
+            before=lambda x: addons.node_prepare(x, n),
+            ready=lambda x: node.containerd_ready(x.state, n),
+            ready_what=f"{whose} containerd",
+        ),
+        Component(
+            kubelet,
+            lambda x: node.kubelet_args(x.state, n),
+            ready=lambda x: addons.kubelet_ready(x, n),
+            ready_what=f"{whose} kubelet /healthz",
+            after=lambda x: node.advertise(x.kubeconfig, n),
+        ),
+    )
+
+
 #: The plane, in start order (reversed: the stop order).
 COMPONENTS: Final = (
     Component("etcd", _etcd, ready=lambda x: port_open(x.ports["etcd"]), ready_what="etcd"),
@@ -148,21 +172,7 @@ COMPONENTS: Final = (
         ready_what="the plane's registry",
         after=lambda x: registry.push_images(x.state, x.ports["registry"]),
     ),
-    Component(
-        "containerd",
-        lambda x: node.containerd_args(x.state),
-        env=lambda x: node.env(x.state),
-        before=addons.node_prepare,
-        ready=lambda x: node.containerd_ready(x.state),
-        ready_what="the real node's containerd",
-    ),
-    Component(
-        "kubelet",
-        lambda x: node.kubelet_args(x.state),
-        ready=addons.kubelet_ready,
-        ready_what="the real node's kubelet /healthz",
-        after=lambda x: node.advertise(x.kubeconfig),
-    ),
+    *(c for n in NODES for c in _real_node(n)),
     Component(
         "prometheus",
         addons.prometheus,
@@ -173,7 +183,12 @@ COMPONENTS: Final = (
 )
 NAMES: Final = tuple(c.name for c in COMPONENTS)
 #: The real node's processes: started only when the machine can (infercrane.local.node.why_not).
-NODE_COMPONENTS: Final = ("registry", "containerd", "kubelet")
+NODE_COMPONENTS: Final = ("registry", *NODES[0].components)
+#: The processes of the real nodes after the first, by node (``local start --real-nodes N``):
+#: the same binaries as the first's containerd and kubelet.
+MORE_NODES: Final = tuple(n.components for n in NODES[1:])
+#: Every real node's process, the registry's included: what holds the real nodes' lock.
+OF_THE_NODES: Final = NODE_COMPONENTS + tuple(name for names in MORE_NODES for name in names)
 #: Started with the real node, when built (``tools/build.sh prometheus``): it scrapes the node's pods.
 WITH_THE_NODE: Final = ("prometheus",)
 #: Every port a start allocates.
@@ -184,8 +199,7 @@ PORTS: Final = (
     "kwok",
     "kserve_webhook",
     "kserve_probe",
-    "kubelet",
-    "kubelet_healthz",
+    *(port for n in NODES for port in n.ports),
     "prometheus",
     "registry",
 )

@@ -82,8 +82,9 @@ def take_over(state: Path, links: Path = LOG_LINKS) -> None:
                 ) from exc
 
 
-def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
-    """Put back what :func:`take_over` recorded and remove the kubelet's links into ``logs``;
+def give_back(state: Path, logs: Path | tuple[Path, ...], links: Path = LOG_LINKS) -> list[str]:
+    """Put back what :func:`take_over` recorded and remove the kubelets' links into ``logs`` (each
+    node's pods' logs);
     returns what was put back (``kernel.panic=0``) or removed (empty: nothing had changed)."""
     done = [f"removed the link {link.name}" for link in _links_into(logs, links)]
     for link in _links_into(logs, links):
@@ -103,7 +104,7 @@ def give_back(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
     return done
 
 
-def changed(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
+def changed(state: Path, logs: Path | tuple[Path, ...], links: Path = LOG_LINKS) -> list[str]:
     """What the node changed that is not back (empty after a clean stop)."""
     left = [f"link {link}" for link in _links_into(logs, links)]
     record = RECORD if RECORD.is_file() else state / LEGACY_RECORD
@@ -115,9 +116,9 @@ def changed(state: Path, logs: Path, links: Path = LOG_LINKS) -> list[str]:
     return left
 
 
-def _links_into(logs: Path, links: Path) -> list[Path]:
-    """The kubelet's links in ``links`` to a log under ``logs``."""
+def _links_into(logs: Path | tuple[Path, ...], links: Path) -> list[Path]:
+    """The kubelets' links in ``links`` to a log under ``logs``."""
     if not links.is_dir():
         return []
-    inside = str(logs) + "/"
+    inside = tuple(str(d) + "/" for d in ((logs,) if isinstance(logs, Path) else logs))
     return [p for p in sorted(links.iterdir()) if p.is_symlink() and str(p.readlink()).startswith(inside)]

@@ -35,18 +35,17 @@ from infercrane.local.node_files import (
     CGROUP_V1,
     CNI_BIN,
     CNI_PLUGINS,
+    FIRST,
     GPU_PRODUCT,
     GPUS,
     LOCK,
-    NAME,
-    NODE_IP,
     NODE_TOOLS,
     RUNC,
     STACK_FILE,
+    RealNode,
     cni_config,
     containerd_config,
     first,
-    home,
     kubelet_config,
 )
 from infercrane.local.node_teardown import (
@@ -162,34 +161,35 @@ def prepare(
     healthz_port: int,
     registry_port: int,
     gates: dict[str, bool] | None = None,
+    n: RealNode = FIRST,
 ) -> None:
-    """Everything the node's processes need before they start: its bridge and cgroup root, the
+    """Everything node ``n``'s processes need before they start: its bridge and cgroup root, the
     configuration of containerd (its images from the plane's registry at ``registry_port``), CNI and
     the kubelet, and the kubelet's certificates."""
-    h = home(state)
+    h = n.home(state)
     for sub in ("containerd", "cni/net.d", "cni/ipam", "kubelet/root", "kubelet/pki", "pod-logs", f"certs.d/{images.HOST}"):
         (h / sub).mkdir(parents=True, exist_ok=True)
     host.take_over(state)  # the host as found, then the kubelet's tunables (protectKernelDefaults)
-    if ip("link", "show", BRIDGE, check=False).returncode != 0:
-        ip("link", "add", BRIDGE, "type", "bridge")
-        ip("addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
-    ip("link", "set", BRIDGE, "alias", str(state), "up")  # whose node it is (why_not)
-    for cgroup in cgroup_dirs():
+    if ip("link", "show", n.bridge, check=False).returncode != 0:
+        ip("link", "add", n.bridge, "type", "bridge")
+        ip("addr", "add", f"{n.ip}/24", "dev", n.bridge)
+    ip("link", "set", n.bridge, "alias", str(state), "up")  # whose node it is (why_not)
+    for cgroup in cgroup_dirs(n):
         cgroup.mkdir(exist_ok=True)
         if cgroup.parent.name == "cpuset":  # a v1 cpuset takes no task until it has CPUs and memory nodes
             for f in ("cpuset.cpus", "cpuset.mems"):
                 if not (cgroup / f).read_text().strip():
                     (cgroup / f).write_text((cgroup.parent / f).read_text())
     ca = pki.CA.load_or_create(pki_dir)
-    ca.issue("node-client", f"system:node:{NAME}", orgs=("system:nodes",))
-    ca.issue("node-serving", NAME, dns=(NAME,), ips=(NODE_IP,), server=True)
+    ca.issue(f"{n.certs}-client", f"system:node:{n.name}", orgs=("system:nodes",))
+    ca.issue(f"{n.certs}-serving", n.name, dns=(n.name,), ips=(n.ip,), server=True)
     runc = first(RUNC)
     cni = first(CNI_BIN, "bridge")
     assert runc is not None and cni is not None  # why_not() said so
     pause = images.pause(find_tool("pause"))
     (h / "certs.d" / images.HOST / "hosts.toml").write_text(registry.hosts_toml(registry_port))
     (h / "containerd.toml").write_text(containerd_config(h, runc, cni.parent, pause.reference))
-    (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(cni_config(h), indent=1))
+    (h / "cni/net.d/10-infercrane.conflist").write_text(json.dumps(cni_config(n, h), indent=1))
     kubeconfig = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -201,32 +201,35 @@ def prepare(
         ],
         "users": [
             {
-                "name": NAME,
-                "user": {"client-certificate": str(pki_dir / "node-client.crt"), "client-key": str(pki_dir / "node-client.key")},
+                "name": n.name,
+                "user": {
+                    "client-certificate": str(pki_dir / f"{n.certs}-client.crt"),
+                    "client-key": str(pki_dir / f"{n.certs}-client.key"),
+                },
             }
         ],
-        "contexts": [{"name": NAME, "context": {"cluster": "plane", "user": NAME}}],
-        "current-context": NAME,
+        "contexts": [{"name": n.name, "context": {"cluster": "plane", "user": n.name}}],
+        "current-context": n.name,
     }
     private.write(h / "kubelet/kubeconfig", yaml.safe_dump(kubeconfig))
-    kubelet = kubelet_config(h, pki_dir, kubelet_port, healthz_port) | ({"featureGates": gates} if gates else {})
+    kubelet = kubelet_config(n, h, pki_dir, kubelet_port, healthz_port) | ({"featureGates": gates} if gates else {})
     (h / "kubelet/config.yaml").write_text(yaml.safe_dump(kubelet))
 
 
-def containerd_args(state: Path) -> list[str]:
-    return ["--config", str(home(state) / "containerd.toml")]
+def containerd_args(state: Path, n: RealNode = FIRST) -> list[str]:
+    return ["--config", str(n.home(state) / "containerd.toml")]
 
 
-def kubelet_args(state: Path) -> list[str]:
-    h = home(state)
+def kubelet_args(state: Path, n: RealNode = FIRST) -> list[str]:
+    h = n.home(state)
     labels = {"nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": GPU_PRODUCT, "nvidia.com/gpu.count": str(GPUS)}
     return [
         f"--config={h / 'kubelet/config.yaml'}",
         f"--kubeconfig={h / 'kubelet/kubeconfig'}",
         f"--root-dir={h / 'kubelet/root'}",
         f"--cert-dir={h / 'kubelet/pki'}",
-        f"--hostname-override={NAME}",
-        f"--node-ip={NODE_IP}",
+        f"--hostname-override={n.name}",
+        f"--node-ip={n.ip}",
         "--node-labels=" + ",".join(f"{k}={v}" for k, v in labels.items()),
         "--v=1",
     ]
@@ -237,11 +240,11 @@ def env(state: Path) -> dict[str, str]:
     return {"PATH": os.pathsep.join([str(find_tool("containerd-shim-runc-v2").parent), "/usr/sbin", "/usr/bin", "/sbin", "/bin"])}
 
 
-def containerd_ready(state: Path) -> bool:
-    return (home(state) / "containerd.sock").exists()
+def containerd_ready(state: Path, n: RealNode = FIRST) -> bool:
+    return (n.home(state) / "containerd.sock").exists()
 
 
-def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
+def advertise(kubeconfig: Path, n: RealNode = FIRST, timeout: float = 30.0) -> None:
     """Once the kubelet has registered its Node and it is Ready, write its GPUs into the Node's
     status as an extended resource (the kubelet keeps a capacity it does not manage itself)."""
     from lightkube import ApiError
@@ -254,21 +257,21 @@ def advertise(kubeconfig: Path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
-            found = client.get(Node, NAME)
+            found = client.get(Node, n.name)
         except ApiError as exc:
             if exc.status.code != 404 or time.monotonic() > deadline:
-                raise PlaneError(f"the real node {NAME} did not register: {exc.status.message}") from exc
+                raise PlaneError(f"the real node {n.name} did not register: {exc.status.message}") from exc
             time.sleep(0.2)
             continue
         conditions = (found.status.conditions if found.status else None) or []
         if any(c.type == "Ready" and c.status == "True" for c in conditions):
             break
         if time.monotonic() > deadline:
-            raise PlaneError(f"the real node {NAME} registered but is not Ready after {timeout:.0f} s; see the kubelet's log")
+            raise PlaneError(f"the real node {n.name} registered but is not Ready after {timeout:.0f} s; see the kubelet's log")
         time.sleep(0.2)
     gpus = {"nvidia.com/gpu": str(GPUS)}
     # Allocatable too: the kubelet would derive it from the capacity only at its next status update.
-    client.patch(Node.Status, NAME, {"status": {"capacity": gpus, "allocatable": gpus}}, patch_type=PatchType.MERGE)
+    client.patch(Node.Status, n.name, {"status": {"capacity": gpus, "allocatable": gpus}}, patch_type=PatchType.MERGE)
 
 
 def pin_note(project_dir: Path, state: Path | None = None) -> str | None:

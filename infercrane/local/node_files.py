@@ -1,23 +1,81 @@
-"""What the local plane's real node is, and the files its processes read: its names, bridge and
-cgroup root, where it keeps its state, and the generated containerd, CNI and kubelet configs.
-Local-plane layer.
+"""What the local plane's real nodes are, and the files their processes read: each one's name,
+bridge and cgroup root, where it keeps its state, and the generated containerd, CNI and kubelet
+configs. Local-plane layer.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 from infercrane.project.paths import LOCAL_NODE_STACK
 
-NAME: Final = "node-l4-0"
 GPU_PRODUCT: Final = "NVIDIA-L4"
 GPUS: Final = 3
-BRIDGE: Final = "icbr0"
-SUBNET: Final = "10.88.0.0/24"
-NODE_IP: Final = "10.88.0.1"
-CGROUP_ROOT: Final = "infercrane-node"
 CGROUP_V1: Final = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class RealNode:
+    """One real node of the plane, by its index: each its own kubelet and containerd (its own image
+    store, socket and state), bridge and /24, cgroup root, kubelet ports and certificates. The first
+    keeps the names a one-node plane always had."""
+
+    index: int
+
+    @property
+    def name(self) -> str:
+        return f"node-l4-{self.index}"
+
+    @property
+    def bridge(self) -> str:
+        return f"icbr{self.index}"
+
+    @property
+    def subnet(self) -> str:
+        return f"10.88.{self.index}.0/24"
+
+    @property
+    def ip(self) -> str:
+        """The node's address: its bridge's, where its kubelet listens."""
+        return f"10.88.{self.index}.1"
+
+    @property
+    def cgroup_root(self) -> str:
+        return "infercrane-node" + (f"-{self.index}" if self.index else "")
+
+    def _suffix(self, word: str) -> str:
+        return word if not self.index else f"{word}-{self.index}"
+
+    @property
+    def certs(self) -> str:
+        """The prefix of its certificates' files in the plane's PKI (``node`` -> node-client.crt)."""
+        return self._suffix("node")
+
+    @property
+    def components(self) -> tuple[str, str]:
+        """Its processes' names in the plane's table: containerd's, the kubelet's."""
+        return self._suffix("containerd"), self._suffix("kubelet")
+
+    @property
+    def ports(self) -> tuple[str, str]:
+        """Its ports' names in the plane's record: the kubelet's, its health endpoint's."""
+        tail = f"_{self.index}" if self.index else ""
+        return f"kubelet{tail}", f"kubelet_healthz{tail}"
+
+    def home(self, state: Path) -> Path:
+        """Where the node keeps its state, inside the plane's."""
+        return state / self._suffix("node")
+
+
+#: The real nodes a plane may run, in order (``local start --real-nodes N`` runs the first N).
+NODES: Final = (RealNode(0), RealNode(1))
+FIRST: Final = NODES[0]
+#: The first real node's name, bridge and address: every plane with a real node has it.
+NAME: Final = FIRST.name
+BRIDGE: Final = FIRST.bridge
+NODE_IP: Final = FIRST.ip
 RUNC: Final = ("/usr/sbin/runc", "/usr/bin/runc")
 CNI_BIN: Final = ("/usr/lib/cni", "/opt/cni/bin")
 CNI_PLUGINS: Final = ("bridge", "host-local", "loopback")
@@ -27,8 +85,8 @@ LOCK: Final = Path("/run/infercrane-node.lock")
 
 
 def home(state: Path) -> Path:
-    """Where the node keeps its state, inside the plane's."""
-    return state / "node"
+    """Where the first real node keeps its state (and the plane's registry its storage)."""
+    return FIRST.home(state)
 
 
 def first(paths: tuple[str, ...], name: str = "") -> Path | None:
@@ -42,7 +100,9 @@ root = '{h / "containerd/root"}'
 state = '{h / "containerd/state"}'
 disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapshotter.v1.zfs',
   'io.containerd.snapshotter.v1.devmapper', 'io.containerd.snapshotter.v1.blockfile',
-  'io.containerd.snapshotter.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing']
+  'io.containerd.snapshotter.v1.erofs', 'io.containerd.tracing.processor.v1.otlp', 'io.containerd.internal.v1.tracing',
+  # NRI's socket is the machine's (/var/run/nri): one containerd's alone, and no plugin of it is used here
+  'io.containerd.nri.v1.nri']
 
 [grpc]
   address = '{h / "containerd.sock"}'
@@ -79,20 +139,20 @@ disabled_plugins = ['io.containerd.snapshotter.v1.btrfs', 'io.containerd.snapsho
 """
 
 
-def cni_config(h: Path) -> dict[str, Any]:
+def cni_config(n: RealNode, h: Path) -> dict[str, Any]:
     """A bridge with a private /24 and no route out of it: pods reach the node and each other only."""
-    ipam = {"type": "host-local", "ranges": [[{"subnet": SUBNET, "gateway": NODE_IP}]], "dataDir": str(h / "cni/ipam")}
+    ipam = {"type": "host-local", "ranges": [[{"subnet": n.subnet, "gateway": n.ip}]], "dataDir": str(h / "cni/ipam")}
     # Not a gateway: the bridge's address is the node's own (prepare), and a gateway bridge would turn
     # on the host's IP forwarding. Pods reach the node and each other on the /24 without one.
-    bridge = {"type": "bridge", "bridge": BRIDGE, "isGateway": False, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
+    bridge = {"type": "bridge", "bridge": n.bridge, "isGateway": False, "ipMasq": False, "hairpinMode": True, "ipam": ipam}
     return {"cniVersion": "1.0.0", "name": "infercrane-node", "plugins": [bridge, {"type": "loopback"}]}
 
 
-def kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
+def kubelet_config(n: RealNode, h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": NODE_IP,
+        "address": n.ip,
         "port": port,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -106,14 +166,14 @@ def kubelet_config(h: Path, pki_dir: Path, port: int, healthz_port: int) -> dict
             "x509": {"clientCAFile": str(pki_dir / "ca.crt")},
         },
         "authorization": {"mode": "Webhook"},
-        "tlsCertFile": str(pki_dir / "node-serving.crt"),
-        "tlsPrivateKeyFile": str(pki_dir / "node-serving.key"),
+        "tlsCertFile": str(pki_dir / f"{n.certs}-serving.crt"),
+        "tlsPrivateKeyFile": str(pki_dir / f"{n.certs}-serving.key"),
         # The kubelet's kernel tunables are set by the plane, recorded and put back (infercrane.local.host);
         # the kubelet itself writes none. Its pods' logs live in the plane's state and go with it.
         "protectKernelDefaults": True,
         "podLogsDir": str(pod_logs(h)),
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": "/" + CGROUP_ROOT,
+        "cgroupRoot": "/" + n.cgroup_root,
         "failCgroupV1": False,
         "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{h / 'containerd.sock'}",

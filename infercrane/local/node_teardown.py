@@ -1,5 +1,6 @@
-"""What a stopped real node may leave behind, found and removed: the processes in its cgroups or
-speaking to its runtime, mounts under its state, its bridge, its cgroups. Local-plane layer.
+"""What a stopped plane's real nodes may leave behind, found and removed: the processes in their
+cgroups or speaking to their runtimes, mounts under their state, their bridges, their cgroups, and
+the host's settings. Local-plane layer.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ import time
 from pathlib import Path
 
 from infercrane.local import host
-from infercrane.local.node_files import BRIDGE, CGROUP_ROOT, CGROUP_V1, home, pod_logs
+from infercrane.local.node_files import CGROUP_V1, FIRST, NODES, RealNode, pod_logs
 
 
-def cgroup_dirs() -> list[Path]:
-    """The node's cgroup root in every hierarchy (cgroup v1: one per controller; v2: one)."""
+def cgroup_dirs(n: RealNode = FIRST) -> list[Path]:
+    """Node ``n``'s cgroup root in every hierarchy (cgroup v1: one per controller; v2: one)."""
+    root = n.cgroup_root
     if (CGROUP_V1 / "cgroup.controllers").is_file():
-        return [CGROUP_V1 / CGROUP_ROOT]
-    return [d / CGROUP_ROOT for d in sorted(CGROUP_V1.iterdir()) if d.is_dir() and not d.is_symlink() and d.name != "unified"]
+        return [CGROUP_V1 / root]
+    return [d / root for d in sorted(CGROUP_V1.iterdir()) if d.is_dir() and not d.is_symlink() and d.name != "unified"]
 
 
 def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -26,15 +28,33 @@ def ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def clean_up(state: Path) -> list[str]:
-    """What a stopped node left: every process in its cgroups (the pods' containers) and the
-    runtime's shims are killed, its mounts and network namespaces unmounted, its bridge deleted,
-    its cgroups removed and the host's settings put back (:func:`host.give_back`). Returns what it
-    cleaned or put back (empty: nothing was left, nothing had changed)."""
-    h = home(state)
+    """What the plane's stopped nodes left (every node a plane may run, started or not): every
+    process in their cgroups (the pods' containers) and their runtimes' shims are killed, their
+    mounts and network namespaces unmounted, their bridges deleted, their cgroups removed, and then
+    the host's settings put back (:func:`host.give_back`, once: no node of the plane runs by then).
+    Returns what it cleaned or put back (empty: nothing was left, nothing had changed)."""
     left: list[str] = []
-    pids = {pid for pid in node_pids(h) if alive(pid)}
+    for n in NODES:
+        left += _clean_node(state, n)
+    left += [f"host: {what}" for what in host.give_back(state, tuple(pod_logs(n.home(state)) for n in NODES))]
+    for n in NODES:
+        for d in cgroup_dirs(n):
+            if d.is_dir():
+                for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:
+                    try:
+                        sub.rmdir()
+                    except OSError as exc:
+                        left.append(f"cgroup {sub} ({exc.strerror})")
+    return left
+
+
+def _clean_node(state: Path, n: RealNode) -> list[str]:
+    """Node ``n``'s processes killed, its mounts unmounted, its bridge deleted."""
+    h = n.home(state)
+    left: list[str] = []
+    pids = {pid for pid in node_pids(h, n) if alive(pid)}
     if pids:
-        left.append(f"{len(pids)} process(es)")
+        left.append(f"{len(pids)} process(es)" + (f" of {n.name}" if n.index else ""))
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -45,40 +65,34 @@ def clean_up(state: Path) -> list[str]:
             time.sleep(0.05)
     mounts = mounts_under(h)
     if mounts:
-        left.append(f"{len(mounts)} mount(s)")
+        left.append(f"{len(mounts)} mount(s)" + (f" of {n.name}" if n.index else ""))
     for m in mounts:
         subprocess.run(["umount", "-l", m], capture_output=True, timeout=10)
-    if ip("link", "show", BRIDGE, check=False).returncode == 0:
-        left.append(f"interface {BRIDGE}")
-        ip("link", "del", BRIDGE, check=False)
-    left += [f"host: {what}" for what in host.give_back(state, pod_logs(h))]
-    for d in cgroup_dirs():
-        if d.is_dir():
-            for sub in sorted((p for p in d.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [d]:
-                try:
-                    sub.rmdir()
-                except OSError as exc:
-                    left.append(f"cgroup {sub} ({exc.strerror})")
+    if ip("link", "show", n.bridge, check=False).returncode == 0:
+        left.append(f"interface {n.bridge}")
+        ip("link", "del", n.bridge, check=False)
     return left
 
 
 def leftovers(state: Path) -> list[str]:
-    """What of the plane's real node is still there (empty after a clean stop): processes in its
-    cgroups or speaking to its runtime, mounts under its state, its bridge, its cgroups, a host
-    setting not put back, a link to its pods' logs, a pod log under /var/log."""
-    h = home(state)
-    left = [f"process {pid} ({cmdline(pid)[:60]})" for pid in sorted(node_pids(h)) if alive(pid)]
-    left += [f"mount {m}" for m in mounts_under(h)]
-    left += [f"interface {BRIDGE}"] if ip("link", "show", BRIDGE, check=False).returncode == 0 else []
-    left += [f"cgroup {d}" for d in cgroup_dirs() if d.is_dir()]
-    left += [f"host: {what}" for what in host.changed(state, pod_logs(h))]
+    """What of the plane's real nodes is still there (empty after a clean stop): processes in their
+    cgroups or speaking to their runtimes, mounts under their state, their bridges, their cgroups, a
+    host setting not put back, a link to their pods' logs, a pod log under /var/log."""
+    left: list[str] = []
+    for n in NODES:
+        h = n.home(state)
+        left += [f"process {pid} ({cmdline(pid)[:60]})" for pid in sorted(node_pids(h, n)) if alive(pid)]
+        left += [f"mount {m}" for m in mounts_under(h)]
+        left += [f"interface {n.bridge}"] if ip("link", "show", n.bridge, check=False).returncode == 0 else []
+        left += [f"cgroup {d}" for d in cgroup_dirs(n) if d.is_dir()]
+    left += [f"host: {what}" for what in host.changed(state, tuple(pod_logs(n.home(state)) for n in NODES))]
     left += [f"pod logs {d}" for d in sorted(Path("/var/log/pods").glob("infercrane-*"))]
     return left
 
 
-def node_pids(h: Path) -> set[int]:
-    """The node's pods' processes (in its cgroups) and its runtime's shims (by their address)."""
-    pids = {pid for d in cgroup_dirs() if d.is_dir() for pid in procs(d)}
+def node_pids(h: Path, n: RealNode = FIRST) -> set[int]:
+    """Node ``n``'s pods' processes (in its cgroups) and its runtime's shims (by their address)."""
+    pids = {pid for d in cgroup_dirs(n) if d.is_dir() for pid in procs(d)}
     return pids | {pid for pid in all_pids() if str(h / "containerd.sock") in cmdline(pid)}
 
 

@@ -1,7 +1,7 @@
 """The embedded local control plane: etcd, kube-apiserver (TLS, RBAC), controller-manager,
 scheduler, kwok with simulated GPU nodes (labelled as GPU Feature Discovery does, and DRA-only ones
-whose GPUs are ResourceSlices: :mod:`~infercrane.local.dra`) and the KServe manager (Standard mode, its webhooks
-served with local certificates), on loopback only.
+whose GPUs are ResourceSlices: :mod:`~infercrane.local.dra`), the KServe manager (Standard mode, its
+webhooks served with local certificates) and real nodes (:mod:`~infercrane.local.node`), on loopback only.
 
 State, certificates, logs and the kubeconfig live in one directory (default
 ``<project>/.infercrane/local``). ``start`` is idempotent (a running plane is reused; a stopped
@@ -25,13 +25,9 @@ from typing import Any
 
 from infercrane.core.errors import PlaneError, ToolNotFound
 from infercrane.local import access, kwok_stages, node, node_files
-from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE
+from infercrane.local.components import COMPONENTS, MORE_NODES, NAMES, NODE_COMPONENTS, OF_THE_NODES, PORTS, WITH_THE_NODE
 from infercrane.local.launch import Launch, http_status
-from infercrane.local.layout import (
-    ADMIN_CONTEXT,
-    CONTEXT,
-    START_TIMEOUT_SECONDS,
-)
+from infercrane.local.layout import ADMIN_CONTEXT, CONTEXT, START_TIMEOUT_SECONDS
 from infercrane.local.supervise import Supervisor, alive, free_port, read_record, stop_recorded
 from infercrane.project.paths import project_root
 from infercrane.project.tools import find_tool, kubernetes_tools
@@ -39,6 +35,17 @@ from infercrane.project.tools import find_tool, kubernetes_tools
 
 def default_state_dir() -> Path:
     return Path(os.environ.get("INFERCRANE_LOCAL_DIR") or project_root() / ".infercrane" / "local")
+
+
+def _check(pod_ready_delay: float, real_nodes: int) -> None:
+    """A start's numbers, each refused before anything starts."""
+    if pod_ready_delay < 0:
+        raise PlaneError(f"--pod-ready-delay {pod_ready_delay:g} is negative.", fix="use seconds >= 0 (default 0)")
+    if not 1 <= real_nodes <= len(node_files.NODES):
+        raise PlaneError(
+            f"--real-nodes {real_nodes}: a plane runs 1 to {len(node_files.NODES)} real nodes.",
+            fix=f"use --real-nodes 1 to {len(node_files.NODES)}, or --no-real-node for none",
+        )
 
 
 @dataclass
@@ -101,6 +108,7 @@ class Plane:
             "podGrace": bool(rec.get("podGrace")),
             "kubernetesVersion": rec.get("kubernetesVersion"),
             "realNode": rec.get("realNode"),
+            "realNodes": rec.get("realNodes") or ([rec["realNode"]] if rec.get("realNode") else []),
             # The plane's Prometheus (with the real node), scraping its pods: a stack's
             # kubernetes.canaryMetrics.prometheus (or INFERCRANE_KUBERNETES_CANARY_PROMETHEUS).
             "prometheus": f"http://127.0.0.1:{rec['ports']['prometheus']}"
@@ -118,6 +126,7 @@ class Plane:
         kubernetes_version: str | None = None,
         real_node: bool = True,
         pod_grace: bool = False,
+        real_nodes: int = 1,
     ) -> dict[str, Any]:
         """Start (or reuse) the plane, bootstrap it, and return :meth:`status`.
 
@@ -126,16 +135,16 @@ class Plane:
         pod on the kwok nodes stays, terminating, until its grace period ends (kwok's pod-delete
         Stage waits for its ``deletionTimestamp``), as a pod whose engine drains to its last second
         would -- the window in which a predecessor still holds its GPUs; default: it goes at once.
-        Kept until the next start. ``kubernetes_version``:
-        a minor of tools/versions.env's KUBERNETES_VERSIONS (``1.34``; default KUBERNETES_VERSION),
-        built by ``tools/build.sh kube@1.34``. A running plane is reused as it is, its delay and
-        version included."""
-        if pod_ready_delay < 0:
-            raise PlaneError(f"--pod-ready-delay {pod_ready_delay:g} is negative.", fix="use seconds >= 0 (default 0)")
+        Kept until the next start. ``kubernetes_version``: a minor of tools/versions.env's
+        KUBERNETES_VERSIONS (``1.34``; default KUBERNETES_VERSION), built by ``tools/build.sh
+        kube@1.34``. ``real_nodes``: how many real nodes run, each its own kubelet, containerd,
+        image store, bridge and cgroup root (none without ``real_node``). A running plane is reused
+        as it is."""
+        _check(pod_ready_delay, real_nodes)
         if self.running():
-            return self._reused(progress, pod_ready_delay, kubernetes_version, pod_grace)
+            return self._reused(progress, pod_ready_delay, kubernetes_version, pod_grace, real_nodes if real_node else 0)
         self.stop(quiet=True)
-        tools, version, held = self._tools(progress, kubernetes_version, real_node)
+        tools, version, held = self._tools(progress, kubernetes_version, real_node, real_nodes)
         wanted = [c for c in COMPONENTS if c.name in tools]
         self.state.mkdir(parents=True, exist_ok=True)
         ports: dict[str, int] = {}
@@ -151,9 +160,9 @@ class Plane:
             "components": [c.name for c in wanted],
         }
         with_node = not isinstance(held, str)
-        run = Supervisor(
-            self._record, self.logs, record | {"realNode": node_files.NAME if with_node else None}, START_TIMEOUT_SECONDS
-        )
+        names = [n.name for n in node_files.NODES[:real_nodes]] if with_node else []
+        record |= {"realNode": node_files.NAME if with_node else None, "realNodes": names}
+        run = Supervisor(self._record, self.logs, record, START_TIMEOUT_SECONDS)
         stages = kwok_stages.stages(tools["kwok"], self.state, pod_ready_delay, pod_grace)
         launch = Launch(self.state, self.pki_dir, self.logs, ports, stages, nodes_file, version, real_node=with_node)
         keep = (held,) if isinstance(held, int) else ()  # the node's processes hold its lock (node.claim)
@@ -166,7 +175,7 @@ class Plane:
                     tools[c.name],
                     c.args(launch),
                     c.env(launch) if c.env else None,
-                    keep if c.name in NODE_COMPONENTS else (),
+                    keep if c.name in OF_THE_NODES else (),
                 )
                 if c.ready is not None:
                     run.wait(functools.partial(c.ready, launch), c.ready_what)
@@ -186,11 +195,18 @@ class Plane:
             progress(note)
         return self.status()
 
-    def _reused(self, progress: Any, pod_ready_delay: float, kubernetes_version: str | None, pod_grace: bool) -> dict[str, Any]:
+    def _reused(
+        self, progress: Any, pod_ready_delay: float, kubernetes_version: str | None, pod_grace: bool, real_nodes: int
+    ) -> dict[str, Any]:
         """The running plane's status, as it is: another version asked for is refused, another
-        delay or grace said."""
+        delay, grace or number of real nodes said."""
         status = self.status()
         progress(f"local plane already running ({status['apiserver']})")
+        if real_nodes > 1 and len(status["realNodes"]) != real_nodes:
+            progress(
+                f"note: it keeps its {len(status['realNodes'])} real node(s); "
+                f"`local stop` then `local start --real-nodes {real_nodes}` to change it"
+            )
         if kubernetes_version and not str(status.get("kubernetesVersion") or "").startswith(kubernetes_version + "."):
             raise PlaneError(
                 f"the running plane is Kubernetes {status.get('kubernetesVersion') or 'of the default version'}, "
@@ -209,10 +225,13 @@ class Plane:
             )
         return status
 
-    def _tools(self, progress: Any, kubernetes_version: str | None, real_node: bool) -> tuple[dict[str, Path], str, int | str]:
-        """The binaries this start runs, the Kubernetes version they are, and the real node's lock
-        (its file descriptor) -- or why the plane starts without its real node."""
-        tools = {name: find_tool(name) for name in NAMES if name not in NODE_COMPONENTS + WITH_THE_NODE}
+    def _tools(
+        self, progress: Any, kubernetes_version: str | None, real_node: bool, real_nodes: int = 1
+    ) -> tuple[dict[str, Path], str, int | str]:
+        """The binaries this start runs (the real nodes after the first run the first's containerd
+        and kubelet), the Kubernetes version they are, and the real nodes' lock (its file
+        descriptor) -- or why the plane starts without its real node."""
+        tools = {name: find_tool(name) for name in NAMES if name not in OF_THE_NODES + WITH_THE_NODE}
         node_tools: dict[str, Path] = {}
         if kubernetes_version:
             built = kubernetes_tools(kubernetes_version)
@@ -234,6 +253,8 @@ class Plane:
             progress(f"note: the plane starts without its real node: {held}")
             return tools, version, held
         tools |= node_tools
+        for containerd, kubelet in MORE_NODES[: real_nodes - 1]:
+            tools |= {containerd: node_tools["containerd"], kubelet: node_tools["kubelet"]}
         try:
             tools |= {name: find_tool(name) for name in WITH_THE_NODE}
         except ToolNotFound as exc:

@@ -1,16 +1,18 @@
 """Bench, not a test (``make bench-warm`` runs it; ``make test`` collects only ``test_*.py``):
 warm-first waves against cold ones and against the Deployment controller's own rolling update, on
-the real node, in a realistic profile.
+the plane's two real nodes, in a realistic profile.
 
-The profile: the plane's registry reached through a throttle of ``INFERCRANE_BENCH_MIBPS`` MiB/s
-(default 32: the 256 MiB model image takes about 8 s, as a few GB take minutes from a real
-registry), the engine double warming up ``INFERCRANE_BENCH_LOAD`` s (default 8), no preStop. Two
-replicas on the node, rolled in place (maxUnavailable 1) to a release the node does not hold (its
-images removed from the node's containerd first): without warm-first, with it, and by a plain
-Deployment of the same pod template, 2 replicas, ``maxUnavailable: 1`` (it pulls when it starts
-a pod). Per roll: the whole roll, each wave's downtime (its new pod's creation to healthy, from
-the ledger: in place the old pod is gone when it is created, no preStop) and the capacity lost
-(the replica-seconds not serving). Asserts only that each roll ran.
+The profile: each node's pulls from the plane's registry through a throttle of its own of
+``INFERCRANE_BENCH_MIBPS`` MiB/s (default 32: each node's link; the 256 MiB model image takes
+about 8 s, as a few GB take minutes from a real registry), the engine double warming up
+``INFERCRANE_BENCH_LOAD`` s (default 8), no preStop. Two replicas, one on each real node (2 of a
+node's 3 GPUs each: in place a successor fits only where its predecessor ran), rolled in place
+(maxUnavailable 1) to a release neither node holds (its images removed from both nodes'
+containerd first): without warm-first, with it, and by a plain Deployment of the same pod
+template, 2 replicas, ``maxUnavailable: 1`` (it pulls when it starts a pod). Per roll: the whole
+roll, each wave's downtime (its new pod's creation to healthy, from the ledger: in place the old
+pod is gone when it is created, no preStop) and the capacity lost (the replica-seconds not
+serving). Asserts only that each roll ran.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import os
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,9 +47,19 @@ NS = "bench-warm"
 
 @contextmanager
 def throttled_registry(state: Path, mibps: float) -> Iterator[None]:
-    """The node's pulls through a proxy that sends the registry's answers at ``mibps`` MiB/s, all
+    """Each real node's pulls through a proxy of its own (its link) that sends the registry's
+    answers at ``mibps`` MiB/s, all its connections together."""
+    with ExitStack() as stack:
+        for n in node_files.NODES:
+            stack.enter_context(throttled_node(n.home(state), mibps))
+        yield
+
+
+@contextmanager
+def throttled_node(home: Path, mibps: float) -> Iterator[None]:
+    """One node's pulls through a proxy that sends the registry's answers at ``mibps`` MiB/s, all
     connections together (containerd reads its hosts.toml at each pull)."""
-    hosts = node_files.home(state) / "certs.d" / images.HOST / "hosts.toml"
+    hosts = home / "certs.d" / images.HOST / "hosts.toml"
     original = hosts.read_text()
     upstream = int(original.split("127.0.0.1:", 1)[1].split('"', 1)[0])
     loop = asyncio.new_event_loop()
@@ -102,7 +114,7 @@ def wave_downtimes(starts: dict[str, Any], keys: list[str]) -> list[float]:
     return [float(starts[k]["healthy"]) for k in keys]
 
 
-def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Project, admin: Client) -> None:
+def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Project, admin: Client, second_node: str) -> None:
     keys = ["bench-warm-r0", "bench-warm-r1"]
     namespace_with_evidence(admin, NS)
     grant(admin, NS)
@@ -113,7 +125,8 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
 
     def stack(release: tuple[str, str], warm: bool) -> Any:
         env = [{"name": "INFERCRANE_DOUBLE_LOAD_SECONDS", "value": LOAD}]
-        replicas = [on_node(k, modelImage=release[1], pod={"env": env}, drain={"preStopSeconds": 0}) for k in keys]
+        drain = {"preStopSeconds": 0}
+        replicas = [on_node(k, modelImage=release[1], gpuCount=2, pod={"env": env}, drain=drain) for k in keys]
         rollout = {"maxUnavailable": 1, "maxSurge": 0, "warmFirst": warm}
         return project.stack("benchwarm", replicas, imageDigest=release[0], namespace=NS, rollout=rollout)
 
@@ -122,7 +135,8 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
     assert cli(project, "deploy", "--stack", "benchwarm").returncode == 0
     with throttled_registry(state, MIBPS):
         for name, release, warm in (("cold waves", b, False), ("warm-first waves", a, True)):
-            forget(state, release[0], release[1].removeprefix("oci://"))
+            for n in node_files.NODES:
+                forget(state, release[0], release[1].removeprefix("oci://"), on=n)
             engine = stack(release, warm)
             began = time.monotonic()
             done = cli(project, "deploy", "--stack", "benchwarm")
@@ -137,7 +151,8 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
         manifest = controller_deployment(admin, project, a)
         admin.apply(codecs.from_dict(manifest), field_manager="bench")
         wait_rolled(admin, manifest["metadata"]["name"], 2)
-        forget(state, b[0], b[1].removeprefix("oci://"))
+        for n in node_files.NODES:
+            forget(state, b[0], b[1].removeprefix("oci://"), on=n)
         template = manifest["spec"]["template"]["spec"]
         template["containers"][0]["image"] = b[0]
         for v in template.get("volumes") or []:
@@ -151,7 +166,8 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
         rows.append(("Deployment controller", took, down, []))
         admin.delete(Deployment, manifest["metadata"]["name"], namespace=NS)
     print(
-        f"\n2 replicas in place on the real node; registry at {MIBPS:g} MiB/s, the 256 MiB model image and the double; warm-up {LOAD} s"
+        f"\n2 replicas in place, one on each real node; each node's pulls at {MIBPS:g} MiB/s, the 256 MiB model image "
+        f"and the double; warm-up {LOAD} s"
     )
     print("| roll | whole roll | each wave's downtime (pod created -> healthy) | capacity lost | pulls (kubelet) |")
     print("|---|---|---|---|---|")

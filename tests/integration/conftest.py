@@ -20,9 +20,10 @@ from typing import Any
 import pytest
 import yaml
 from lightkube import ApiError, Client
+from lightkube.resources.core_v1 import Node
 
 from infercrane.engine.workspace import Engine
-from infercrane.local import host, node_teardown
+from infercrane.local import host, node_files, node_teardown
 from infercrane.local import node as real_node
 from infercrane.local.applying import admin_client
 from infercrane.local.plane import Plane
@@ -63,8 +64,13 @@ def plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Plane]:
         progress=lambda m: None,
         kubernetes_version=os.environ.get(KUBERNETES_VERSION_ENV) or None,
         real_node=runs_the_real_node(),
+        real_nodes=len(node_files.NODES),
     )
     print(f"local plane (Kubernetes {status['kubernetesVersion']}) started in {time.monotonic() - began:.1f}s")
+    if status["realNode"]:  # the real nodes after the first wait, cordoned, for a test that asks (second_node)
+        assert status["realNodes"] == [n.name for n in node_files.NODES], status
+        for n in node_files.NODES[1:]:
+            admin_client(p.kubeconfig).patch(Node, n.name, {"spec": {"unschedulable": True}})
     yield p
     while_running = host.settings()
     p.stop(quiet=True)
@@ -94,6 +100,17 @@ def _the_real_node_is_there(request: pytest.FixtureRequest) -> None:
 @pytest.fixture(scope="session")
 def admin(plane: Plane) -> Client:
     return admin_client(plane.kubeconfig)
+
+
+@pytest.fixture
+def second_node(plane: Plane, admin: Client) -> Iterator[str]:
+    """The plane's second real node (its own kubelet, containerd and image store), schedulable for
+    this test: the one-node tests' replicas never land on it, so it waits cordoned between tests."""
+    name = node_files.NODES[1].name
+    assert name in plane.status()["realNodes"], "the real node's plane runs without its second real node"
+    admin.patch(Node, name, {"spec": {"unschedulable": None}})
+    yield name
+    admin.patch(Node, name, {"spec": {"unschedulable": True}})
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from lightkube.resources.core_v1 import Event, Pod
 
 from infercrane.core import naming
 from infercrane.core.plan import canary
-from infercrane.local import node
+from infercrane.local import node_files
 from infercrane.local.plane import Plane
 from tests.integration.conftest import Project, cli, kill_as_ci, plain_pulumi, start_cli, wait_for
 from tests.integration.test_real_node import double, on_node
@@ -38,7 +38,7 @@ POLICY = {"bakeSeconds": 15, "minRequests": 30, "required": True, "golden": [{"p
 
 def draining_on_node(admin: Client) -> list[str]:
     """The pods on the real node that are terminating (their GPUs still held)."""
-    on_node = admin.list(Pod, namespace="*", fields={"spec.nodeName": node.NAME})
+    on_node = admin.list(Pod, namespace="*", fields={"spec.nodeName": node_files.NAME})
     return [str(p.metadata.name) for p in on_node if p.metadata.deletionTimestamp is not None]
 
 

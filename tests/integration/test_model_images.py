@@ -21,7 +21,7 @@ from infercrane.core.state import urns
 from infercrane.live.evidence import mounted
 from infercrane.live.status.pods import POD_READER
 from infercrane.live.status.prefetch import PREFETCHER
-from infercrane.local import node, node_files, registry
+from infercrane.local import node_files, registry
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
 from tests.integration.conftest import Project, cli
@@ -36,9 +36,9 @@ def model_image(plane_state: Path, name: str = "double-7b") -> str:
     return "oci://" + registry.model_images(plane_state)[name]
 
 
-def forget(state: Path, *refs: str) -> None:
-    """Remove ``refs`` from the node's containerd (and their content), so the next start pulls them."""
-    ctr = [str(find_tool("ctr")), "--address", str(node_files.home(state) / "containerd.sock"), "-n", "k8s.io"]
+def forget(state: Path, *refs: str, on: node_files.RealNode = node_files.FIRST) -> None:
+    """Remove ``refs`` from node ``on``'s containerd (and their content), so its next start pulls them."""
+    ctr = [str(find_tool("ctr")), "--address", str(on.home(state) / "containerd.sock"), "-n", "k8s.io"]
     listed = subprocess.run([*ctr, "images", "ls"], capture_output=True, text=True, check=True).stdout.splitlines()[1:]
     digests = {r.rsplit("@", 1)[1] for r in refs}
     # Every name of those images: the reference, and the image ID the runtime's CRI adds (same manifest digest).
@@ -186,7 +186,7 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     before = log_size(project)
     done = cli(project, "deploy", "--stack", "itwarm", env=env)
     assert done.returncode == 0, done.stderr
-    assert f"rollout: qwen-small: warm-first: {key}: pulled 1 image(s) onto {node.NAME} in " in done.stderr, done.stderr
+    assert f"rollout: qwen-small: warm-first: {key}: pulled 1 image(s) onto {node_files.NAME} in " in done.stderr, done.stderr
     assert "while the old replica served" in done.stderr
     assert registry.served_since(project.plane.logs / "registry.log", before).by_repo.get("models/double", 0) >= 256 << 20
     (new,) = pods(admin, ns, key)
@@ -201,7 +201,7 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     from infercrane.core.load import loading
 
     config = loading.load(yaml.safe_load((project.root / "stacks/Pulumi.itwarm.yaml").read_text())["config"], source="s", env={})
-    left = render_prefetch.pod(config, config.replicas[0], node.NAME, naming.stack_id("itwarm"))
+    left = render_prefetch.pod(config, config.replicas[0], node_files.NAME, naming.stack_id("itwarm"))
     admin.create(codecs.from_dict(left))
     assert cli(project, "destroy", "--stack", "itwarm").returncode == 0
     assert not [
@@ -237,8 +237,10 @@ def test_two_waves_in_place_warm_one_ahead_and_the_second_finds_the_release_its_
     engine = stack(following)
     done = cli(project, "deploy", "--stack", "itwarm2", env=env)
     assert done.returncode == 0, done.stderr
-    assert f"warm-first: {keys[0]}: pulled 1 image(s) onto {node.NAME} in " in done.stderr, done.stderr
-    assert f"warm-first: {keys[1]}: the release is on {node.NAME} already (pulled for {keys[0]})" in done.stderr, done.stderr
+    assert f"warm-first: {keys[0]}: pulled 1 image(s) onto {node_files.NAME} in " in done.stderr, done.stderr
+    assert f"warm-first: {keys[1]}: the release is on {node_files.NAME} already (pulled for {keys[0]})" in done.stderr, (
+        done.stderr
+    )
     starts = urns.stack_outputs(engine.state())["starts"]
     assert all(starts[k]["imagePresent"] for k in keys), starts
     assert not [

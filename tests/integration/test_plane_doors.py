@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from lightkube import Client
 
-from infercrane.local import node
+from infercrane.local import node_files
 from infercrane.local.plane import Plane
 from tests.integration.conftest import Project
 from tests.integration.test_cli_ops import cli
@@ -65,7 +65,7 @@ def test_the_kubelet_refuses_the_deploying_identity_its_pods_logs_and_exec_and_s
     (pod,) = pods_of(admin, "it-doors")
     name, container = pod.metadata.name, pod.spec.containers[0].name
     port = json.loads((plane.state / "plane.json").read_text())["ports"]["kubelet"]
-    base, ca = f"https://{node.NODE_IP}:{port}", plane.pki_dir / "ca.crt"
+    base, ca = f"https://{node_files.NODE_IP}:{port}", plane.pki_dir / "ca.crt"
     doors = {
         "pods": ("GET", "/pods"),
         "logs": ("GET", f"/containerLogs/{NS}/{name}/{container}"),
@@ -113,7 +113,7 @@ def _sockets_of(pid: int) -> set[int]:
     return inodes
 
 
-def test_nothing_of_the_plane_listens_beyond_loopback_but_the_kubelet_on_its_bridge_address(plane: Plane) -> None:
+def test_nothing_of_the_plane_listens_beyond_loopback_but_each_kubelet_on_its_bridge_address(plane: Plane) -> None:
     record = json.loads((plane.state / "plane.json").read_text())
     listening = _listening()
     wide: dict[str, list[tuple[str, int]]] = {}
@@ -125,7 +125,8 @@ def test_nothing_of_the_plane_listens_beyond_loopback_but_the_kubelet_on_its_bri
         if beyond:
             wide[name] = beyond
     assert seen >= 5, f"only {seen} listening sockets found: the check would see nothing"
-    allowed = {"kubelet": [(node.NODE_IP, int(record["ports"]["kubelet"]))]} if record.get("realNode") else {}
+    nodes = [n for n in node_files.NODES if n.name in (record.get("realNodes") or [])]
+    allowed = {n.components[1]: [(n.ip, int(record["ports"][n.ports[0]]))] for n in nodes}  # each kubelet on its bridge
     assert wide == allowed, wide
 
 
@@ -143,6 +144,6 @@ def test_a_plane_started_beside_a_running_one_goes_without_the_real_node_and_say
     if json.loads((plane.state / "plane.json").read_text()).get("realNode"):
         assert status["realNode"] is None, status
         assert any(f"the real node of the plane at {plane.state} runs" in line for line in said), said
-        n = admin.get(Node, node.NAME)  # the first plane's node kept its kubelet, bridge and pods
+        n = admin.get(Node, node_files.NAME)  # the first plane's node kept its kubelet, bridge and pods
         assert any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions if n.status else None) or [])
     assert not (second.state / "host.json").exists()  # it changed nothing of the host

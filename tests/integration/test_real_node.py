@@ -22,7 +22,7 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Event, Pod, Secret
 
 from infercrane.core import naming
-from infercrane.local import images, node
+from infercrane.local import images, node, node_files
 from infercrane.local.plane import Plane
 from infercrane.project.paths import code_root
 from infercrane.project.tools import find_tool
@@ -79,7 +79,7 @@ def worker_key(admin: Client) -> str:
 def test_the_plane_runs_a_real_node_with_gpus_of_its_own_product(admin: Client) -> None:
     from lightkube.resources.core_v1 import Node
 
-    n = admin.get(Node, node.NAME)
+    n = admin.get(Node, node_files.NAME)
     labels = (n.metadata.labels if n.metadata else None) or {}
     assert labels.get("nvidia.com/gpu.product") == node.GPU_PRODUCT
     assert n.status is not None and (n.status.allocatable or {}).get("nvidia.com/gpu") == str(node.GPUS)
@@ -100,7 +100,7 @@ def test_the_worker_key_reaches_vllm_and_sglang_and_guards_their_api(project: Pr
     served = {}
     for engine, k in keys.items():
         (pod,) = pods_of(admin, k)
-        assert pod.spec is not None and pod.spec.nodeName == node.NAME
+        assert pod.spec is not None and pod.spec.nodeName == node_files.NAME
         assert pod.spec.containers[0].image == double()
         ip = str(pod.status.podIP if pod.status else "")
         assert ask(ip, "/v1/models", None)[0] == 401, engine
@@ -306,7 +306,7 @@ def test_inspect_shows_each_pod_on_the_real_node_when_the_identity_may_read_pods
     assert shown.returncode == 0, shown.stderr
     (rec,) = json.loads(shown.stdout)["replicas"]
     (pod,) = rec["pods"]
-    assert pod["node"] == node.NAME and pod["phase"] == "Running", pod
+    assert pod["node"] == node_files.NAME and pod["phase"] == "Running", pod
     # Its start, stage by stage (issue #67): the node had the image; it started, then its engine
     # answered /health (Ready) -- each in seconds from the pod's creation, in that order.
     start = pod["start"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from infercrane.local.addons import prometheus_config
-from infercrane.local.components import COMPONENTS, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE
+from infercrane.local.components import COMPONENTS, MORE_NODES, NAMES, NODE_COMPONENTS, PORTS, WITH_THE_NODE
 from infercrane.local.launch import Launch, controllers, version_flags
 
 
@@ -27,6 +27,8 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "registry",
         "containerd",
         "kubelet",
+        "containerd-1",
+        "kubelet-1",
         "prometheus",
     )
     # after the bootstrap binds the nodes' role; the registry first: containerd pulls from it
@@ -40,9 +42,12 @@ def test_the_plane_starts_in_the_tables_order_and_each_waits_for_what_it_needs()
         "registry": "the plane's registry",
         "containerd": "the real node's containerd",
         "kubelet": "the real node's kubelet /healthz",
+        "containerd-1": "the real node node-l4-1's containerd",
+        "kubelet-1": "the real node node-l4-1's kubelet /healthz",
         "prometheus": "Prometheus /-/ready",
     }
-    apiserver, kserve, registry, containerd, _ = [c for c in COMPONENTS if c.before is not None]
+    assert MORE_NODES == (("containerd-1", "kubelet-1"),)  # started by `local start --real-nodes 2`, after the first
+    apiserver, kserve, registry, containerd, _, _ = [c for c in COMPONENTS if c.before is not None]
     assert apiserver.name == "kube-apiserver"  # its audit policy written first
     assert kserve.name == "kserve-manager" and kserve.after is not None  # bootstrap before it, its webhooks after
     assert registry.name == "registry" and registry.after is not None  # its configuration, then the images pushed
@@ -98,3 +103,16 @@ def test_the_planes_prometheus_listens_on_loopback_and_scrapes_only_the_managed_
     role, binding = PROMETHEUS_RBAC
     assert role["rules"] == [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch"]}]
     assert binding["subjects"][0]["name"] == "infercrane-local-prometheus"
+
+
+def test_the_second_real_node_runs_its_own_containerd_and_kubelet_on_its_own_state_address_and_ports() -> None:
+    x = launch()
+    args = {c.name: c.args(x) for c in COMPONENTS}
+    assert args["containerd"] == ["--config", "/plane/node/containerd.toml"]
+    assert args["containerd-1"] == ["--config", "/plane/node-1/containerd.toml"]
+    second = set(args["kubelet-1"])
+    assert {"--hostname-override=node-l4-1", "--node-ip=10.88.1.1", "--root-dir=/plane/node-1/kubelet/root"} <= second
+    assert "--hostname-override=node-l4-0" in args["kubelet"] and not second & set(args["kubelet"]) - {"--v=1"} - {
+        a for a in second if a.startswith("--node-labels=")
+    }
+    assert len(set(PORTS)) == len(PORTS) and {"kubelet_1", "kubelet_healthz_1"} <= set(PORTS)
