@@ -28,7 +28,11 @@ ANNOTATION_FOR: Final = "infercrane.dev/prefetch-for"  # the replica key whose s
 COMMAND: Final = "/infercrane-prefetch-pulls-only"  # in no image: the container never runs
 NAME_PREFIX: Final = "infercrane-prefetch-"
 ROLE_FILE: Final = "deploy/kubernetes/warm-first/prefetcher.yaml"  # the opt-in right to create and delete them
-RESOURCES: Final = {"cpu": "10m", "memory": "16Mi"}  # it runs nothing; a LimitRange may still ask for figures
+#: It runs nothing; a LimitRange may still ask for figures. Its limits leave room for the runtime's
+#: own start of its sandbox and container (runc's init runs in the pod's cgroup): a limit of 10m
+#: throttled each to 1.5-3 s on the real node, before and after the pulls it waits for.
+REQUESTS: Final = {"cpu": "10m", "memory": "16Mi"}
+LIMITS: Final = {"cpu": "500m", "memory": "64Mi"}
 
 
 def images(config: InferCraneConfig, replica: Replica) -> tuple[str, ...]:
@@ -52,7 +56,7 @@ def pod(config: InferCraneConfig, replica: Replica, node: str, stack: str) -> di
         "image": pulled[0],
         "imagePullPolicy": "IfNotPresent",
         "command": [COMMAND],
-        "resources": {"requests": dict(RESOURCES), "limits": dict(RESOURCES)},
+        "resources": {"requests": dict(REQUESTS), "limits": dict(LIMITS)},
         "securityContext": workloads.container_security(config),
     }
     spec: dict[str, Any] = {

@@ -36,6 +36,9 @@ from infercrane.live.status import warnings
 
 PREFETCHER: Final = render.ROLE_FILE
 POLL_SECONDS: Final = 1.0
+#: How the kubelet's Events begin when a pull failed (``Failed``, then ``BackOff``); the start that
+#: fails by design says ``Error: failed to create containerd task: … exec: "/infercrane-prefetch-pulls-only"``.
+PULL_FAILED: Final = ("Failed to pull image", "Error: ErrImagePull", "Back-off pulling image", "Error: ImagePullBackOff")
 
 
 @dataclass
@@ -107,12 +110,17 @@ def observe(warming: dict[str, Warming], events: list[dict[str, Any]]) -> None:
             for ref in w.images:
                 if f'"{ref}"' in message:
                     w.pulled[ref] = "already present" in message
-        elif reason in ("Failed", "BackOff") and "pull" in message.lower() and not w.failed:
+        elif reason in ("Failed", "BackOff") and message.startswith(PULL_FAILED) and not w.failed:
             w.failed = message.splitlines()[0][:300]  # the kubelet's words: Failed to pull image "…": …
 
 
+def pulled(w: Warming) -> bool:
+    """Every image of the release is on the node (the kubelet said so)."""
+    return all(ref in w.pulled for ref in w.images)
+
+
 def done(w: Warming) -> bool:
-    return bool(w.failed) or all(ref in w.pulled for ref in w.images)
+    return bool(w.failed) or pulled(w)
 
 
 def clean(live: Live, stack: str, run: Run | None = None) -> list[str]:
@@ -198,7 +206,7 @@ def warm(
         for w in warming.values():
             took = clock() - began
             who = ", ".join(w.keys)
-            if w.failed:
+            if w.failed and not pulled(w):
                 lines.append(f"warm-first: {who}: the release was not pulled onto {w.node} ({w.failed}); its wave goes on cold")
             elif not done(w):
                 lines.append(

@@ -48,7 +48,9 @@ def test_the_prefetch_pod_is_bound_to_its_node_pulls_the_release_and_runs_nothin
     assert meta["annotations"] == {naming.ANNOTATION_STACK: STACK, render.ANNOTATION_FOR: "r0"}
     (container,) = spec["containers"]
     assert container["image"] == NEW and container["command"] == [render.COMMAND] and "ports" not in container
-    assert container["resources"] == {"requests": render.RESOURCES, "limits": render.RESOURCES}  # no GPU
+    assert container["resources"] == {"requests": render.REQUESTS, "limits": render.LIMITS}  # no GPU
+    # Room for runc's init of its sandbox and container, which run in its cgroup: never a few millicores.
+    assert render.LIMITS["cpu"] == "500m" and render.REQUESTS["cpu"] == "10m"
     assert spec["volumes"] == [
         {"name": "model-image", "image": {"reference": MODEL.removeprefix("oci://"), "pullPolicy": "IfNotPresent"}}
     ]
@@ -98,6 +100,32 @@ def test_the_kubelets_events_of_this_pod_alone_say_what_is_on_the_node(values: d
     assert x.failed == f'Failed to pull image "{NEW}": not found' and prefetch.done(x)
     prefetch.observe(other | {}, [event("u-2", "Failed", "Error: failed to create containerd task: exec: no such file")])
     assert x.failed.startswith("Failed to pull image")  # the start that fails by design is no failure of the pull
+
+
+def test_the_start_that_fails_by_design_is_no_failed_pull_even_in_the_poll_that_saw_the_pulls(values: dict[str, Any]) -> None:
+    """The kubelet's words for the prefetch container's start name its command, which says "pulls":
+    seen in the same poll as the pulls (a fast runtime), the warm is still done and pulled."""
+    c = config(values)
+    (w,) = prefetch.plan(c, [running("r0", "n1")], ["r0"], STACK).values()
+    w.uid = "u-1"
+    model = MODEL.removeprefix("oci://")
+    start = (
+        "Error: failed to create containerd task: failed to create shim task: OCI runtime create failed: runc create "
+        f'failed: unable to start container process: exec: "{render.COMMAND}": stat {render.COMMAND}: no such file or directory'
+    )
+    prefetch.observe(
+        {"p": w},
+        [
+            event("u-1", "Pulled", f'Successfully pulled image "{model}" in 8s (8s including waiting). Image size: 1 bytes.'),
+            event("u-1", "Pulled", f'Container image "{NEW}" already present on machine and can be accessed by the pod'),
+            event("u-1", "Failed", start),
+        ],
+    )
+    assert w.failed == "" and prefetch.pulled(w) and w.pulled == {model: False, NEW: True}
+    cluster = Cluster([running("r0", "n1")])
+    cluster.events.append(event("u-0", "Failed", start))  # before its Pulled events in the list
+    said = prefetch.warm(cluster, c, STACK, ["r0"], budget=5, sleep=lambda s: None)  # type: ignore[arg-type]
+    assert said and "pulled 2 image(s) onto n1" in said[0], said
 
 
 class Cluster:
