@@ -122,7 +122,8 @@ bench-estimate: venv tools
 	INFERCRANE_BENCH_LOAD=$(LOAD_S) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_estimate.py
 
 ## bench-warm: warm-first waves against cold ones and the Deployment controller's rolling update, 2 replicas
-##             in place on the real node, the registry throttled to MIBPS MiB/s (docs/model-images.md)
+##             in place, one on each of the plane's two real nodes, each node pulling at MIBPS MiB/s
+##             (docs/model-images.md)
 MIBPS ?= 32
 bench-warm: venv tools
 	INFERCRANE_BENCH_MIBPS=$(MIBPS) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_warm.py

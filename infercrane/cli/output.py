@@ -196,6 +196,8 @@ def local_status(status: Mapping[str, Any], *, as_doc: bool) -> str:
         lines.append(f"  Kubernetes {status['kubernetesVersion']}")
     if status.get("podReadyDelaySeconds"):
         lines.append(f"  pods become Ready {status['podReadyDelaySeconds']:g} s after they start (simulated model load)")
+    if status.get("realNodes"):
+        lines.append(f"  real node(s): {', '.join(status['realNodes'])}")
     lines += [f"  {name}: {'up' if up else 'down'}" for name, up in status["processes"].items()]
     return "\n".join(lines)
 

@@ -1,6 +1,9 @@
 """The local plane's real node: a kubelet on containerd and runc, beside the kwok nodes, that runs
 the pod specs InferCrane renders -- images by exact digest, probes, the worker key from its
-Secret, securityContext, volumes.
+Secret, securityContext, volumes. A plane may run two (``local start --real-nodes 2``), each a
+:class:`~infercrane.local.node_files.RealNode` of its own: its own image store, bridge, /24,
+cgroup root, ports and certificates; the lock and the host's settings are the machine's, taken
+and given back once for both.
 
 It is labelled and tainted like a GPU node of a product of its own (:data:`GPU_PRODUCT`) and
 advertises ``nvidia.com/gpu`` as an extended resource (written into the Node's status once it
@@ -48,13 +51,7 @@ from infercrane.local.node_files import (
     first,
     kubelet_config,
 )
-from infercrane.local.node_teardown import (
-    alive,
-    cgroup_dirs,
-    clean_up,
-    cmdline,
-    ip,
-)
+from infercrane.local.node_teardown import alive, cgroup_dirs, clean_up, cmdline, ip
 from infercrane.project.tools import find_tool
 
 
@@ -85,7 +82,7 @@ def why_not(state: Path) -> str | None:
 
 
 def claim(state: Path, lock: Path = LOCK) -> int | str:
-    """Hold the machine's one real node for the plane at ``state``, or say whose it is.
+    """Hold the machine's real nodes for the plane at ``state``, or say whose they are.
 
     An exclusive ``flock`` on :data:`LOCK`, taken before anything of the node is touched; its
     descriptor is returned for the node's processes to inherit (``Supervisor.launch(keep=…)``), so

@@ -104,6 +104,17 @@ def test_a_negative_pod_ready_delay_is_refused_before_any_plane_process_starts(
     assert not (tmp_path / "plane").exists()
 
 
+@pytest.mark.parametrize("count", ["0", "3"])
+def test_a_number_of_real_nodes_the_plane_cannot_run_is_refused_before_any_plane_process_starts(
+    cli: CliRunner, scratch_project: Path, tmp_path: Path, count: str
+) -> None:
+    r = cli("local", "start", "--real-nodes", count, cwd=scratch_project, env={"INFERCRANE_LOCAL_DIR": str(tmp_path / "plane")})
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert f"--real-nodes {count}: a plane runs 1 to 2 real nodes." in r.stderr, r.stderr
+    assert "fix: use --real-nodes 1 to 2, or --no-real-node for none" in r.stderr
+    assert not (tmp_path / "plane").exists()
+
+
 def test_a_policy_pack_that_is_not_a_pack_directory_is_a_usage_error(cli: CliRunner, scratch_project: Path) -> None:
     r = cli("plan", "--stack", "dev", "--policy-pack", str(scratch_project))
     assert r.returncode == 2
