@@ -14,9 +14,11 @@ if TYPE_CHECKING:
 
 class WarmAhead:
     """Warm-first one wave ahead: before a wave, what the warm begun for it one wave earlier did
-    (waited for while still pulling) and a warm of the keys it did not cover; then the endpoint's
-    next wave warmed while this one restarts -- so only a rollout's first wave waits for a pull,
-    and at most two waves of an endpoint pull at once. ``warm(endpoint, keys)`` returns what to say."""
+    (waited for while still pulling) and a warm of the keys it did not cover; the endpoint's next
+    wave is warmed beside them, as this wave begins -- while this one pulls, drains and restarts --
+    so only a rollout's first wave waits for a pull, and at most two waves of an endpoint pull at
+    once (a node and release both warm is pulled once: :class:`~infercrane.live.status.prefetch.Run`).
+    ``warm(endpoint, keys)`` returns what to say."""
 
     def __init__(self, warm: Callable[[str, Collection[str]], list[str]], stop: Callable[[], None] = lambda: None) -> None:
         self.warm, self.stop = warm, stop
@@ -32,13 +34,11 @@ class WarmAhead:
         return cls(lambda endpoint, keys: prefetch.before_wave(live, config, stack, endpoint, keys, run), run.stop.set)
 
     async def before(self, endpoint: str, keys: Collection[str], upcoming: Collection[str] = ()) -> list[str]:
-        said: list[str] = []
-        covered: frozenset[str] = frozenset()
-        if keys and (begun := self.begun.pop(endpoint, None)) is not None:
-            covered, warming = begun
-            said += await warming
-        if rest := [k for k in keys if k not in covered]:
-            said += await asyncio.to_thread(self.warm, endpoint, rest)
-        if upcoming and endpoint not in self.begun:
+        begun = self.begun.pop(endpoint, None) if keys else None
+        covered = begun[0] if begun is not None else frozenset()
+        rest = [k for k in keys if k not in covered]
+        own = asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, rest)) if rest else None
+        if upcoming and endpoint not in self.begun:  # beside this wave's own pull, not after it
             self.begun[endpoint] = (frozenset(upcoming), asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, upcoming)))
-        return said
+        said: list[str] = await begun[1] if begun is not None else []
+        return said + (await own if own is not None else [])

@@ -8,7 +8,7 @@ and release, created, then watched through the namespace's Events (the kubelet's
 pull that failed) until each image is on the node, the replicas' startup budget is spent, or the
 pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on: a
 prefetch that fails or cannot be placed is said, and its successor pulls cold. A deploy warms each
-endpoint's next wave while the current one restarts (:class:`Run`: the pods it made, kept from its
+endpoint's next wave beside the current one's pull and restart (:class:`Run`: the pods it made, kept from its
 own cleaning of leftovers, and its stop), so only the first wave waits for a pull. Creating and
 deleting pods is an optional right (:data:`PREFETCHER`); without it, or without the pod reader,
 warm-first says so and does nothing. A prefetch pod a killed run left is deleted by the next
@@ -36,6 +36,7 @@ from infercrane.live.status import warnings
 
 PREFETCHER: Final = render.ROLE_FILE
 POLL_SECONDS: Final = 1.0
+JOIN_SECONDS: Final = 0.1  # a warm waiting for another's pull of its node and release: in-process, no request
 #: How the kubelet's Events begin when a pull failed (``Failed``, then ``BackOff``); the start that
 #: fails by design says ``Error: failed to create containerd task: … exec: "/infercrane-prefetch-pulls-only"``.
 PULL_FAILED: Final = ("Failed to pull image", "Error: ErrImagePull", "Back-off pulling image", "Error: ImagePullBackOff")
@@ -66,6 +67,10 @@ class Run:
     #: (node, images) this run pulled, and for which keys: a later wave on that node pulls nothing
     #: more (and makes no pod of the name the last one, still terminating, holds).
     warmed: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
+    #: (node, images) a warm of this run pulls now, for which keys, and set when it ends: a warm
+    #: begun meanwhile (the next wave's, beside this one's) waits for it instead of a second pod.
+    pulling: dict[tuple[str, tuple[str, ...]], tuple[list[str], threading.Event]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collection[str], stack: str) -> dict[str, Warming]:
@@ -165,7 +170,9 @@ def warm(
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """Pull the release of ``keys`` onto their nodes before their wave (see the module); returns
-    what to say, one line per prefetch pod (or why none was made). Never raises for the cluster."""
+    what to say, one line per prefetch pod (or why none was made). Never raises for the cluster.
+    A node and release this run pulled already, or is pulling now for other keys (a wave warmed
+    ahead beside this one), gets no second pod: this warm says so, or waits for that pull."""
     try:
         listed = listing.list_pods(live, config)
     except failures.LiveError as exc:  # the API server lost a moment: the wave goes on, cold
@@ -175,12 +182,54 @@ def warm(
     run = run or Run()
     warming = plan(config, listed, keys, stack)
     lines: list[str] = []
-    for name, w in list(warming.items()):
+    joined: list[tuple[Warming, list[str], threading.Event]] = []
+    with run.lock:
+        for name, w in list(warming.items()):
+            if (earlier := run.warmed.get((w.node, w.images))) is not None:
+                del warming[name]
+                lines.append(_already(w, earlier))
+            elif (pulling := run.pulling.get((w.node, w.images))) is not None:
+                del warming[name]
+                joined.append((w, *pulling))
+            else:
+                run.pulling[(w.node, w.images)] = (list(w.keys), threading.Event())
+    try:
+        if warming:
+            lines += _pull(live, stack, warming, budget, run, clock, sleep)
+    finally:
+        with run.lock:
+            for w in warming.values():
+                run.pulling.pop((w.node, w.images))[1].set()
+    began = clock()
+    for w, theirs, ended in joined:  # the pull another warm of this run began: waited for, not made again
+        while not ended.wait(JOIN_SECONDS) and not run.stop.is_set() and clock() - began < budget:
+            pass
         if (earlier := run.warmed.get((w.node, w.images))) is not None:
-            del warming[name]
-            lines.append(f"warm-first: {', '.join(w.keys)}: the release is on {w.node} already (pulled for {', '.join(earlier)})")
-    if not warming:
-        return lines
+            lines.append(_already(w, earlier))
+        else:
+            lines.append(
+                f"warm-first: {', '.join(w.keys)}: the release was not pulled onto {w.node} (the warm for "
+                f"{', '.join(theirs)} did not bring it); its wave goes on cold"
+            )
+    return lines
+
+
+def _already(w: Warming, earlier: list[str]) -> str:
+    return f"warm-first: {', '.join(w.keys)}: the release is on {w.node} already (pulled for {', '.join(earlier)})"
+
+
+def _pull(
+    live: Live,
+    stack: str,
+    warming: dict[str, Warming],
+    budget: float,
+    run: Run,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> list[str]:
+    """Each of ``warming``'s prefetch pods made, watched through the Events until its images are on
+    its node (or it failed, the budget is spent, the run stops), then deleted by its uid."""
+    lines: list[str] = []
     clean(live, stack, run)
     began = clock()
     try:

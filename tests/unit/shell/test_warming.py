@@ -1,6 +1,6 @@
 """Warm-first one wave ahead (:class:`infercrane.shell.warming.WarmAhead`): each wave's next is
-warmed while it restarts, a wave waits only for a warm still pulling, and keys it did not cover
-are warmed before it."""
+warmed as it begins -- beside its own pull, then while it restarts --, a wave waits only for a warm
+still pulling, and keys it did not cover are warmed beside that one."""
 
 from __future__ import annotations
 
@@ -52,22 +52,27 @@ def test_the_next_wave_pulls_while_this_one_restarts_and_is_said_when_its_wave_b
 
     first, second = run(waves())  # type: ignore[misc]
     assert first == ["warm-first: r0: pulled"] and second == ["warm-first: r1: pulled"]
-    assert [k for what, k, _ in pulls.log if what == "began"] == [("r0",), ("r1",)]  # r1 warmed once, ahead
+    assert sorted(k for what, k, _ in pulls.log if what == "began") == [("r0",), ("r1",)]  # r1 warmed once, ahead
+    began_r1 = next(t for what, k, t in pulls.log if what == "began" and k == ("r1",))
+    ended_r0 = next(t for what, k, t in pulls.log if what == "ended" and k == ("r0",))
+    assert began_r1 < ended_r0, "the next wave's warm waited for this wave's pull instead of running beside it"
 
 
-def test_a_wave_waits_for_its_warm_still_pulling_and_warms_the_keys_it_did_not_cover() -> None:
+def test_a_wave_waits_for_its_warm_still_pulling_and_warms_the_keys_it_did_not_cover_beside_it() -> None:
     pulls = Pulls(0.2)
     ahead = WarmAhead(pulls)
 
     async def waves() -> list[str]:
-        await ahead.before("e", ["r0"], ["r1"])
-        return await ahead.before("e", ["r1", "r2"], [])  # at once: r1's warm still pulls
+        ahead.begun["e"] = (frozenset({"r1"}), asyncio.ensure_future(asyncio.to_thread(pulls, "e", ["r1"])))
+        await asyncio.sleep(0.05)  # r1's warm, begun one wave earlier, still pulls when its wave comes
+        return await ahead.before("e", ["r1", "r2"], [])
 
     said = run(waves())
-    assert said == ["warm-first: r1: pulled", "warm-first: r2: pulled"]
+    assert said == ["warm-first: r1: pulled", "warm-first: r2: pulled"]  # r1's warm said once, then r2's
     ended_r1 = next(t for what, k, t in pulls.log if what == "ended" and k == ("r1",))
     began_r2 = next(t for what, k, t in pulls.log if what == "began" and k == ("r2",))
-    assert began_r2 >= ended_r1
+    assert began_r2 < ended_r1  # not after it: both are this wave's pull
+    assert [k for what, k, _ in pulls.log if what == "began"] == [("r1",), ("r2",)]  # r1 not warmed twice
 
 
 def test_endpoints_warm_ahead_each_on_its_own() -> None:

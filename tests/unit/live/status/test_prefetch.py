@@ -234,3 +234,38 @@ def test_a_later_wave_on_a_node_this_run_warmed_with_its_release_makes_no_second
     ahead = prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)  # type: ignore[arg-type]
     assert ahead == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
     assert len(live.created) == 1
+
+
+def test_a_warm_begun_while_another_pulls_its_node_and_release_waits_for_that_pull_and_makes_no_second_pod(
+    values: dict[str, Any],
+) -> None:
+    """The next wave's warm, begun beside this wave's: on the same node and release it waits for
+    the pull under way (one pod of that name at a time) and says whose pull brought the release."""
+    import threading
+
+    created = threading.Event()
+    release = threading.Event()
+
+    class Slow(Cluster):
+        def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
+            created.set()
+            release.wait(5)  # the kubelet still pulls until the second warm has joined
+            return self.events
+
+    c = config(values)
+    live = Slow([running("r0", "n1"), running("r1", "n1")])
+    run = prefetch.Run()
+    said: dict[str, list[str]] = {}
+    first = threading.Thread(target=lambda: said.update(r0=prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)))  # type: ignore[arg-type]
+    first.start()
+    assert created.wait(5)
+    second = threading.Thread(target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)))  # type: ignore[arg-type]
+    second.start()
+    second.join(0.3)
+    assert second.is_alive()  # waiting for r0's pull, not making a pod of its own
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert said["r0"] == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
+    assert said["r1"] == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
+    assert len(live.created) == 1 and run.pulling == {}
