@@ -105,6 +105,7 @@ def test_a_model_image_is_pulled_from_the_registry_mounted_by_digest_proven_and_
         replicas = [on_node(key, modelImage=pinned, pod={"env": slow}, drain={"preStopSeconds": 0})]
         return project.stack("itmodel", replicas, imageDigest=double(), namespace=ns, compileCache={"claimName": claim})
 
+    forget(project.plane.state, pinned.removeprefix("oci://"))  # whatever a test before it pulled
     engine = stack("first")
     before = log_size(project)
     done = cli(project, "deploy", "--stack", "itmodel", env=env)
@@ -166,6 +167,7 @@ def test_a_warm_first_wave_pulls_the_next_release_onto_the_node_while_the_old_re
     grant(admin, ns)
     env = key_file(tmp_path)
     first, following = model_image(project.plane.state), model_image(project.plane.state, "double-7b-next")
+    forget(project.plane.state, following.removeprefix("oci://"))  # a model image the node has never pulled
 
     def stack(engine: str, model: str) -> Any:
         replicas = [on_node(key, modelImage=model, drain={"preStopSeconds": 0})]

@@ -71,3 +71,5 @@ def test_each_real_node_pulls_into_its_own_store_and_warm_first_warms_the_next_n
     assert all(starts[k]["imagePresent"] for k in keys), starts
     assert {k: pods(admin, ns, k)[0].spec.nodeName for k in keys} == placed  # in place: each on its own node again
     assert cli(project, "destroy", "--stack", "ittwo").returncode == 0
+    for n in node_files.NODES:  # the nodes' stores as the tests after it expect them: neither model image pulled
+        forget(state, first.removeprefix("oci://"), following.removeprefix("oci://"), on=n)
