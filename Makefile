@@ -119,14 +119,14 @@ bench-events: venv tools
 ##                 node loading LOAD_S seconds, in place and under a surge (docs/benchmarks.md)
 LOAD_S ?= 20
 bench-estimate: venv tools
-	INFERCRANE_BENCH_LOAD=$(LOAD_S) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_estimate.py
+	INFERCRANE_BENCH_LOAD=$(LOAD_S) $(PY) -m pytest -s -p no:cacheprovider -p no:hypothesispytest -n 0 tests/integration/bench_estimate.py
 
 ## bench-warm: warm-first waves against cold ones and the Deployment controller's rolling update, 2 replicas
 ##             in place, one on each of the plane's two real nodes, each node pulling at MIBPS MiB/s
 ##             (docs/model-images.md)
 MIBPS ?= 32
 bench-warm: venv tools
-	INFERCRANE_BENCH_MIBPS=$(MIBPS) $(PY) -m pytest -s -p no:cacheprovider -n 0 tests/integration/bench_warm.py
+	INFERCRANE_BENCH_MIBPS=$(MIBPS) $(PY) -m pytest -s -p no:cacheprovider -p no:hypothesispytest -n 0 tests/integration/bench_warm.py
 
 ## bench-rollout: a fleet rolled to a new digest by the Deployment controller and by infercrane deploy,
 ##               side by side (E endpoints of 4 replicas, each pod Ready LOAD s after it starts)
