@@ -43,10 +43,11 @@ class RealNode:
 
     @property
     def cgroup_root(self) -> str:
-        return "infercrane-node" + (f"-{self.index}" if self.index else "")
+        return self._suffix("infercrane-node")
 
-    def _suffix(self, word: str) -> str:
-        return word if not self.index else f"{word}-{self.index}"
+    def _suffix(self, word: str, sep: str = "-") -> str:
+        """``word`` for the first node, ``word-1`` for the second: the first keeps a one-node plane's names."""
+        return word if not self.index else f"{word}{sep}{self.index}"
 
     @property
     def certs(self) -> str:
@@ -61,8 +62,7 @@ class RealNode:
     @property
     def ports(self) -> tuple[str, str]:
         """Its ports' names in the plane's record: the kubelet's, its health endpoint's."""
-        tail = f"_{self.index}" if self.index else ""
-        return f"kubelet{tail}", f"kubelet_healthz{tail}"
+        return self._suffix("kubelet", "_"), self._suffix("kubelet_healthz", "_")
 
     def home(self, state: Path) -> Path:
         """Where the node keeps its state, inside the plane's."""
