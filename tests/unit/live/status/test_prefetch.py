@@ -269,3 +269,42 @@ def test_a_warm_begun_while_another_pulls_its_node_and_release_waits_for_that_pu
     assert said["r0"] == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
     assert said["r1"] == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
     assert len(live.created) == 1 and run.pulling == {}
+
+
+def test_a_warm_that_waited_for_another_pull_which_failed_says_so_and_its_wave_goes_on_cold(values: dict[str, Any]) -> None:
+    """The pull it waited for failed (the kubelet's words): the waiting warm makes no pod of its own
+    and says its wave goes on cold."""
+    import threading
+
+    created = threading.Event()
+    release = threading.Event()
+
+    class Failing(Cluster):
+        def create(self, obj: Any, *, action: str) -> Any:
+            made = super().create(obj, action=action)
+            self.events = [event(made.metadata.uid, "Failed", f'Failed to pull image "{NEW}": not found')]
+            return made
+
+        def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
+            created.set()
+            release.wait(5)
+            return self.events
+
+    c = config(values)
+    live = Failing([running("r0", "n1"), running("r1", "n1")])
+    run = prefetch.Run()
+    said: dict[str, list[str]] = {}
+    first = threading.Thread(target=lambda: said.update(r0=prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)))  # type: ignore[arg-type]
+    first.start()
+    assert created.wait(5)
+    second = threading.Thread(target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)))  # type: ignore[arg-type]
+    second.start()
+    second.join(0.3)
+    release.set()
+    first.join(5)
+    second.join(5)
+    assert said["r0"][0].startswith("warm-first: r0: the release was not pulled onto n1 (Failed to pull image")
+    assert said["r1"] == [
+        "warm-first: r1: the release was not pulled onto n1 (the warm for r0 did not bring it); its wave goes on cold"
+    ]
+    assert len(live.created) == 1 and run.pulling == {} and run.warmed == {}
