@@ -13,6 +13,7 @@ from typing import Any
 from infercrane.core import naming
 from infercrane.core.events import Note, Sink, discard, warning_notes
 from infercrane.core.model import config as cfg
+from infercrane.core.model.kinds import WORKLOADS
 from infercrane.core.plan import duration
 from infercrane.core.plan.actions import Action, replica_action
 from infercrane.core.plan.waves import Rollout
@@ -133,10 +134,13 @@ def plan_read_only(
     for note in report.notes(ctx.config):
         sink(Note(note))
     seen = Observed(ctx, state, rendered, report)
+    marked = judged(engine, seen)
+    rollout = marked.rollout
+    recreated = frozenset(rollout.recreated if rollout is not None else ())
     actions = [
         ReplicaAction(
             r.name,
-            _replica_action(r.manifests, report.actions),
+            _replica_action(r.manifests, report.actions, recreate=r.replica.key in recreated),
             key=r.replica.key,
             gpu=r.replica.gpu,
             image=ctx.config.image_for(r.replica),
@@ -148,13 +152,6 @@ def plan_read_only(
     actions += [
         ReplicaAction(naming.object_name(k), Action.DELETE, key=k) for k in sorted(urns.recorded_objects(state)) if k not in keys
     ]
-    marked = judged(engine, seen)
-    rollout = marked.rollout
-    # A key the rollout recreates (down, restarting under a surge) is deleted and made again: replaced.
-    recreated = rollout.recreated if rollout is not None else frozenset()
-    for a in actions:
-        if a.key in recreated and a.action is Action.UPDATE:
-            a.action = Action.REPLACE
     rejected = {endpoint: said for endpoint, (_, said) in marked.rejected.items()}
     if policy_packs:
         engine.existing()  # never created by a plan that may not write
@@ -195,10 +192,16 @@ def estimate(config: cfg.InferCraneConfig, rollout: Rollout | None, state: Mappi
     return duration.estimate(rollout, replicas)
 
 
-def _replica_action(manifests: Sequence[Mapping[str, Any]], actions: Mapping[str, Action]) -> Action:
+def _replica_action(manifests: Sequence[Mapping[str, Any]], actions: Mapping[str, Action], *, recreate: bool = False) -> Action:
     """A replica's action from its objects' (:func:`~infercrane.core.plan.actions.replica_action`,
-    the full plan's rule: a Service deleted out of band is the replica's create in both)."""
+    the full plan's rule: a Service deleted out of band is the replica's create in both). With
+    ``recreate`` (a key the rollout recreates: down, restarting under a surge), its workload object
+    that changes is deleted and made again -- replaced, as in the full plan's preview, whatever else
+    of the replica is created (a run killed between its objects left its Service unmade)."""
     by_kind: dict[str, set[Action]] = {}
     for m in manifests:
-        by_kind.setdefault(str(m["kind"]), set()).add(actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME))
+        action = actions.get(f"{m['kind']}/{m['metadata']['name']}", Action.SAME)
+        if recreate and action is Action.UPDATE and m["kind"] in WORKLOADS:
+            action = Action.REPLACE
+        by_kind.setdefault(str(m["kind"]), set()).add(action)
     return replica_action(by_kind)

@@ -7,6 +7,8 @@ import asyncio
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+from infercrane.live.status.prefetch import Turn
+
 if TYPE_CHECKING:
     from infercrane.core.model.config import InferCraneConfig
     from infercrane.live.client.api import Live
@@ -20,7 +22,7 @@ class WarmAhead:
     once (a node and release both warm is pulled once: :class:`~infercrane.live.status.prefetch.Run`).
     ``warm(endpoint, keys)`` returns what to say."""
 
-    def __init__(self, warm: Callable[[str, Collection[str]], list[str]], stop: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, warm: Callable[[str, Collection[str], Turn], list[str]], stop: Callable[[], None] = lambda: None) -> None:
         self.warm, self.stop = warm, stop
         self.begun: dict[str, tuple[frozenset[str], asyncio.Future[list[str]]]] = {}  # endpoint -> its next wave
 
@@ -31,14 +33,21 @@ class WarmAhead:
         from infercrane.live.status import prefetch
 
         run = prefetch.Run()
-        return cls(lambda endpoint, keys: prefetch.before_wave(live, config, stack, endpoint, keys, run), run.stop.set)
+        return cls(
+            lambda endpoint, keys, turn: prefetch.before_wave(live, config, stack, endpoint, keys, run, turn), run.stop.set
+        )
 
     async def before(self, endpoint: str, keys: Collection[str], upcoming: Collection[str] = ()) -> list[str]:
         begun = self.begun.pop(endpoint, None) if keys else None
         covered = begun[0] if begun is not None else frozenset()
         rest = [k for k in keys if k not in covered]
-        own = asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, rest)) if rest else None
+        turn = Turn()  # this wave's warm claims its pulls before the next wave's, begun beside it
+        own = asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, rest, turn)) if rest else None
         if upcoming and endpoint not in self.begun:  # beside this wave's own pull, not after it
-            self.begun[endpoint] = (frozenset(upcoming), asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, upcoming)))
+            after = Turn(turn.claimed if rest else None)
+            self.begun[endpoint] = (
+                frozenset(upcoming),
+                asyncio.ensure_future(asyncio.to_thread(self.warm, endpoint, upcoming, after)),
+            )
         said: list[str] = await begun[1] if begun is not None else []
         return said + (await own if own is not None else [])

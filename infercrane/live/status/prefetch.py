@@ -6,13 +6,12 @@ For each key of the wave: its running pod's node (the pods are read: the optiona
 that pod already runs every image of the release, nothing to pull. Else one prefetch pod per node
 and release, created, then watched through the namespace's Events (the kubelet's ``Pulled``, or a
 pull that failed) until each image is on the node, the replicas' startup budget is spent, or the
-pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on: a
-prefetch that fails or cannot be placed is said, and its successor pulls cold. A deploy warms each
-endpoint's next wave beside the current one's pull and restart (:class:`Run`: the pods it made, kept from its
-own cleaning of leftovers, and its stop), so only the first wave waits for a pull. Creating and
-deleting pods is an optional right (:data:`PREFETCHER`); without it, or without the pod reader,
-warm-first says so and does nothing. A prefetch pod a killed run left is deleted by the next
-run's warm-first (or ``destroy``). Live-cluster layer.
+pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on, said;
+its successor pulls cold. A deploy warms each endpoint's next wave beside the current one's pull
+and restart (:class:`Run`), so only the first wave waits for a pull. Creating and deleting pods is
+an optional right (:data:`PREFETCHER`); without it, or the pod reader, warm-first says so and does
+nothing. A prefetch pod a killed run left is deleted by the next run's warm-first (or ``destroy``).
+Live-cluster layer.
 """
 
 from __future__ import annotations
@@ -64,13 +63,20 @@ class Run:
     made: set[str] = field(default_factory=set)
     making: set[str] = field(default_factory=set)  # names being created: no uid yet, already listed by others
     stop: threading.Event = field(default_factory=threading.Event)
-    #: (node, images) this run pulled, and for which keys: a later wave on that node pulls nothing
-    #: more (and makes no pod of the name the last one, still terminating, holds).
+    #: (node, images) this run pulled, for which keys: a later wave there makes no pod (its name may still terminate)
     warmed: dict[tuple[str, tuple[str, ...]], list[str]] = field(default_factory=dict)
-    #: (node, images) a warm of this run pulls now, for which keys, and set when it ends: a warm
-    #: begun meanwhile (the next wave's, beside this one's) waits for it instead of a second pod.
+    #: (node, images) a warm of this run pulls now, for which keys, set when it ends: a later warm waits for it
     pulling: dict[tuple[str, tuple[str, ...]], tuple[list[str], threading.Event]] = field(default_factory=dict)
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A warm claims its pulls once ``after`` is set (the wave before it has claimed its own) and then
+    sets ``claimed``: a wave pulls what it shares with the wave warmed ahead beside it, and says so."""
+
+    after: threading.Event | None = None
+    claimed: threading.Event = field(default_factory=threading.Event)
 
 
 def plan(config: InferCraneConfig, listed: list[dict[str, Any]], keys: Collection[str], stack: str) -> dict[str, Warming]:
@@ -148,14 +154,22 @@ def clean(live: Live, stack: str, run: Run | None = None) -> list[str]:
 
 
 def before_wave(
-    live: Live, config: InferCraneConfig, stack: str, endpoint: str, keys: Collection[str], run: Run | None = None
+    live: Live,
+    config: InferCraneConfig,
+    stack: str,
+    endpoint: str,
+    keys: Collection[str],
+    run: Run | None = None,
+    turn: Turn | None = None,
 ) -> list[str]:
     """Under ``endpoint``'s ``rollout.warmFirst``, :func:`warm` of an in-place wave's ``keys``,
     within the longest of their startup budgets (a pull that takes longer would fail their start)."""
+    turn = turn or Turn()
     if not config.rollout_for(endpoint).warm_first:
+        turn.claimed.set()
         return []
     budget = max((r.startup_budget_seconds for r in config.replicas if r.key in keys), default=600)
-    return warm(live, config, stack, keys, budget=float(budget), run=run)
+    return warm(live, config, stack, keys, budget=float(budget), run=run, turn=turn)
 
 
 def warm(
@@ -166,33 +180,40 @@ def warm(
     *,
     budget: float,
     run: Run | None = None,
+    turn: Turn | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> list[str]:
     """Pull the release of ``keys`` onto their nodes before their wave (see the module); returns
     what to say, one line per prefetch pod (or why none was made). Never raises for the cluster.
-    A node and release this run pulled already, or is pulling now for other keys (a wave warmed
-    ahead beside this one), gets no second pod: this warm says so, or waits for that pull."""
-    try:
-        listed = listing.list_pods(live, config)
-    except failures.LiveError as exc:  # the API server lost a moment: the wave goes on, cold
-        return [f"warm-first: not done, the pods could not be read ({str(exc).splitlines()[0]}); the wave goes on cold"]
-    if listed is None:
-        return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
-    run = run or Run()
-    warming = plan(config, listed, keys, stack)
+    A node and release this run pulled already, or is pulling now for other keys (the wave before,
+    whose ``turn`` came first, or the one warmed ahead beside this one), gets no second pod: this
+    warm says so, or waits for that pull."""
+    run, turn = run or Run(), turn or Turn()
     lines: list[str] = []
     joined: list[tuple[Warming, list[str], threading.Event]] = []
-    with run.lock:
-        for name, w in list(warming.items()):
-            if (earlier := run.warmed.get((w.node, w.images))) is not None:
-                del warming[name]
-                lines.append(_already(w, earlier))
-            elif (pulling := run.pulling.get((w.node, w.images))) is not None:
-                del warming[name]
-                joined.append((w, *pulling))
-            else:
-                run.pulling[(w.node, w.images)] = (list(w.keys), threading.Event())
+    try:
+        try:
+            listed = listing.list_pods(live, config)
+        except failures.LiveError as exc:  # the API server lost a moment: the wave goes on, cold
+            return [f"warm-first: not done, the pods could not be read ({str(exc).splitlines()[0]}); the wave goes on cold"]
+        if listed is None:
+            return [f"warm-first: not done, this identity may not read pods (optional: apply {listing.POD_READER})"]
+        warming = plan(config, listed, keys, stack)
+        if turn.after is not None:
+            turn.after.wait(budget)  # set when that warm has claimed, or ended
+        with run.lock:
+            for name, w in list(warming.items()):
+                if (earlier := run.warmed.get((w.node, w.images))) is not None:
+                    del warming[name]
+                    lines.append(_already(w, earlier))
+                elif (pulling := run.pulling.get((w.node, w.images))) is not None:
+                    del warming[name]
+                    joined.append((w, *pulling))
+                else:
+                    run.pulling[(w.node, w.images)] = (list(w.keys), threading.Event())
+    finally:
+        turn.claimed.set()
     try:
         if warming:
             lines += _pull(live, stack, warming, budget, run, clock, sleep)

@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Collection
 
+from infercrane.live.status.prefetch import Turn
 from infercrane.shell.warming import WarmAhead
 
 
@@ -20,7 +21,9 @@ class Pulls:
         self.log: list[tuple[str, tuple[str, ...], float]] = []
         self.lock = threading.Lock()
 
-    def __call__(self, endpoint: str, keys: Collection[str]) -> list[str]:
+    def __call__(self, endpoint: str, keys: Collection[str], turn: Turn | None = None) -> list[str]:
+        if turn is not None:
+            turn.claimed.set()
         with self.lock:
             self.log.append(("began", tuple(sorted(keys)), time.monotonic() - self.t0))
         time.sleep(self.seconds)
@@ -87,3 +90,27 @@ def test_endpoints_warm_ahead_each_on_its_own() -> None:
     a, b = run(both())  # type: ignore[misc]
     assert a == ["warm-first: a0: pulled", "warm-first: a1: pulled"]
     assert b == ["warm-first: b0: pulled", "warm-first: b1: pulled"]
+
+
+def test_the_next_waves_warm_claims_its_pulls_only_after_this_waves_warm_has_claimed_its_own() -> None:
+    """CI of stop 76: both warms began at once and the next wave's claimed the shared node and release
+    first; wave 1 said the release was there already (pulled for r1), wave 2 that it pulled it."""
+    order: list[str] = []
+
+    def warm(endpoint: str, keys: Collection[str], turn: Turn) -> list[str]:
+        if "r0" in keys:
+            time.sleep(0.2)  # this wave's reads take longer than the next wave's
+        if turn.after is not None:
+            assert turn.after.wait(5)
+        order.append(next(iter(keys)))
+        turn.claimed.set()
+        return []
+
+    ahead = WarmAhead(warm)
+
+    async def wave() -> None:
+        await ahead.before("e", ["r0"], ["r1"])
+        await ahead.begun["e"][1]
+
+    run(wave())
+    assert order == ["r0", "r1"]

@@ -308,3 +308,39 @@ def test_a_warm_that_waited_for_another_pull_which_failed_says_so_and_its_wave_g
         "warm-first: r1: the release was not pulled onto n1 (the warm for r0 did not bring it); its wave goes on cold"
     ]
     assert len(live.created) == 1 and run.pulling == {} and run.warmed == {}
+
+
+def test_a_warm_whose_turn_comes_after_another_claims_once_that_one_has_and_says_whose_pull_it_was(
+    values: dict[str, Any],
+) -> None:
+    """The wave before claims the shared node and release though its warm began later; the warm
+    after it waits for that claim, then for the pull, and makes no pod."""
+    import threading
+
+    c = config(values)
+    live = Cluster([running("r0", "n1"), running("r1", "n1")])
+    run = prefetch.Run()
+    first = prefetch.Turn()
+    said: dict[str, list[str]] = {}
+    ahead = threading.Thread(
+        target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run, prefetch.Turn(first.claimed)))  # type: ignore[arg-type]
+    )
+    ahead.start()
+    ahead.join(0.3)
+    assert ahead.is_alive() and not live.created  # waiting for its turn, not pulling
+    said["r0"] = prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run, first)  # type: ignore[arg-type]
+    ahead.join(5)
+    assert said["r0"] == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
+    assert said["r1"] == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
+    assert len(live.created) == 1 and first.claimed.is_set()
+
+
+def test_a_warm_that_ends_before_it_claims_still_lets_the_next_one_claim(values: dict[str, Any]) -> None:
+    off, unread = prefetch.Turn(), prefetch.Turn()
+    assert prefetch.before_wave(Cluster([]), config(values, rollout={}), STACK, "qwen", ["r0"], prefetch.Run(), off) == []  # type: ignore[arg-type]
+    said = prefetch.before_wave(Cluster("gone"), config(values), STACK, "qwen", ["r0"], prefetch.Run(), unread)  # type: ignore[arg-type]
+    assert (
+        said[0].startswith("warm-first: not done, the pods could not be read")
+        and off.claimed.is_set()
+        and unread.claimed.is_set()
+    )
