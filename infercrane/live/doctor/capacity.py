@@ -107,15 +107,26 @@ def gpu_capacity(live: Live, config: InferCraneConfig) -> Check:
             "grant the optional node reader (deploy/kubernetes/optional/node-reader.yaml, docs/rbac.md) to check capacity",
         )
     have: Counter[str] = Counter()
+    cordoned: Counter[str] = Counter()  # a cordoned node takes no new pod: its GPUs are said, not counted
     for n in nodes:
         label = (n["metadata"].get("labels") or {}).get(t.gpu_product_label)
         alloc = (n.get("status") or {}).get("allocatable") or {}
         if label and t.gpu_resource in alloc:
-            have[label] += int(str(alloc[t.gpu_resource]))
+            (cordoned if (n.get("spec") or {}).get("unschedulable") else have)[label] += int(str(alloc[t.gpu_resource]))
     short = {g: (need, have.get(g, 0)) for g, need in want.items() if have.get(g, 0) < need}
-    detail = ", ".join(f"{g}: {n} requested / {have.get(g, 0)} allocatable" for g, n in sorted(want.items())) or "no replicas"
+    detail = ", ".join(
+        f"{g}: {n} requested / {have.get(g, 0)} allocatable" + (f" ({cordoned[g]} more on cordoned nodes)" if cordoned[g] else "")
+        for g, n in sorted(want.items())
+    )
+    detail = detail or "no replicas"
     if short:
-        return Check("GPU capacity", WARN, detail, "pods for the short GPU values will stay Pending: add nodes or lower gpuCount")
+        uncordon = ", uncordon a node" if any(cordoned[g] for g in short) else ""
+        return Check(
+            "GPU capacity",
+            WARN,
+            detail,
+            f"pods for the short GPU values will stay Pending: add nodes{uncordon} or lower gpuCount",
+        )
     return Check("GPU capacity", PASS, detail)
 
 

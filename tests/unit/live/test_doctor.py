@@ -86,3 +86,22 @@ def test_doctor_checks_image_volumes_only_where_a_replica_mounts_a_model_image_a
     assert image_volumes_check(Cluster("v1.32.0", nodes[:1]), c).status == FAIL  # type: ignore[arg-type]
     unread = image_volumes_check(Cluster("v1.36.3", failures.Forbidden("list nodes")), c)  # type: ignore[arg-type]
     assert unread.status == UNVERIFIABLE and image_volumes.NODE_READER in unread.hint
+
+
+def test_doctor_counts_no_gpu_of_a_cordoned_node_as_allocatable_and_says_how_many_it_holds() -> None:
+    """A cordoned node takes no new pod: two replicas of one GPU each, 3 GPUs on a node that takes
+    pods and 3 on a cordoned one, fit; four would not, whatever the cordoned node holds."""
+    from infercrane.live.doctor.capacity import gpu_capacity
+
+    def node(name: str, cordoned: bool) -> dict[str, Any]:
+        n = gpu_node(name, "v1.36.3", "containerd://2.4.2")
+        return n | {"spec": {"unschedulable": True} if cordoned else {}, "status": {"allocatable": {"nvidia.com/gpu": "3"}}}
+
+    nodes = [node("gpu-a", False), node("gpu-b", True)]
+    fits = gpu_capacity(Cluster("v1.36.3", nodes), config("vllm", "vllm"))  # type: ignore[arg-type]
+    assert (fits.status, fits.detail) == (PASS, "NVIDIA-L40S: 2 requested / 3 allocatable (3 more on cordoned nodes)")
+    short = gpu_capacity(Cluster("v1.36.3", nodes), config(*["vllm"] * 4))  # type: ignore[arg-type]
+    assert (short.status, short.detail) == (WARN, "NVIDIA-L40S: 4 requested / 3 allocatable (3 more on cordoned nodes)")
+    assert short.hint == "pods for the short GPU values will stay Pending: add nodes, uncordon a node or lower gpuCount"
+    uncordoned = gpu_capacity(Cluster("v1.36.3", [node("gpu-a", False), node("gpu-b", False)]), config(*["vllm"] * 4))  # type: ignore[arg-type]
+    assert (uncordoned.status, uncordoned.detail) == (PASS, "NVIDIA-L40S: 4 requested / 6 allocatable")
