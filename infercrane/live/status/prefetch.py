@@ -4,7 +4,7 @@ the pod that makes the node's kubelet pull them).
 
 For each key of the wave: its running pod's node (the pods are read: the optional pod reader); if
 that pod already runs every image of the release, nothing to pull. Else one prefetch pod per node
-and release, created, then watched through the namespace's Events (the kubelet's ``Pulled``, or a
+and release, created, then watched through its own Events (the kubelet's ``Pulled``, or a
 pull that failed) until each image is on the node, the replicas' startup budget is spent, or the
 pod cannot be placed; then deleted, exactly (its uid). Whatever happens, the wave goes on, said;
 its successor pulls cold. A deploy warms each endpoint's next wave beside the current one's pull
@@ -267,9 +267,9 @@ def _pull(
             finally:
                 run.making.discard(name)
         while True:
-            events = warnings.list_events(live)
-            if isinstance(events, list):
-                observe(warming, events)
+            for w in warming.values():  # each pod's own Events: a LIST of a few, not the namespace's at fleet size
+                if w.uid and not done(w) and isinstance(events := warnings.list_events(live, about=w.uid), list):
+                    observe(warming, events)
             if all(done(w) for w in warming.values()) or clock() - began >= budget or run.stop.is_set():
                 break
             sleep(POLL_SECONDS)

@@ -81,11 +81,14 @@ def pod_warnings(
     return {n: [line for _, _, line in sorted(by_reason.values())[:limit]] for n, by_reason in newest.items()}
 
 
-def list_events(live: Live, *, warnings_only: bool = False) -> list[dict[str, Any]] | str:
+def list_events(live: Live, *, warnings_only: bool = False, about: str = "") -> list[dict[str, Any]] | str:
     """The namespace's Events (only Warnings: a smaller LIST; every type: from the API server's
-    cache, as plain JSON), or why not: "" when the API server did not answer (the caller goes on
-    without them), else a note naming the missing right."""
+    cache, as plain JSON; ``about`` an object's uid: only its own, from the cache too), or why not:
+    "" when the API server did not answer (the caller goes on without them), else a note naming
+    the missing right."""
     try:
+        if about:
+            return live.list_cached("events", action="list events", fields={"involvedObject.uid": about})
         if not warnings_only:
             return live.list_cached("events", action="list events")
         return live.list(Event, fields={"type": "Warning"}, action="list events")

@@ -136,6 +136,7 @@ class Cluster:
         self.created: list[dict[str, Any]] = []
         self.deleted: list[tuple[str, str, str]] = []
         self.events: list[dict[str, Any]] = []
+        self.asked: list[dict[str, str] | None] = []  # each Events LIST's field selector
 
     def list(self, res: Any, *, labels: Any = None, **_: Any) -> list[dict[str, Any]]:
         if self.listed is None:
@@ -155,8 +156,10 @@ class Cluster:
         self.events += [event(obj.metadata.uid, "Pulled", f'Successfully pulled image "{i}" in 2s') for i in images]
         return obj
 
-    def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
-        return self.events
+    def list_cached(self, plural: str, *, action: str, fields: dict[str, str] | None = None) -> list[dict[str, Any]]:
+        self.asked.append(fields)
+        uid = (fields or {}).get("involvedObject.uid")
+        return [e for e in self.events if uid is None or e["involvedObject"]["uid"] == uid]
 
     def delete_exact(self, kind: str, name: str, uid: str, **_: Any) -> bool:
         self.deleted.append((kind, name, uid))
@@ -247,7 +250,7 @@ def test_a_warm_begun_while_another_pulls_its_node_and_release_waits_for_that_pu
     release = threading.Event()
 
     class Slow(Cluster):
-        def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
+        def list_cached(self, plural: str, *, action: str, fields: dict[str, str] | None = None) -> list[dict[str, Any]]:
             created.set()
             release.wait(5)  # the kubelet still pulls until the second warm has joined
             return self.events
@@ -285,7 +288,7 @@ def test_a_warm_that_waited_for_another_pull_which_failed_says_so_and_its_wave_g
             self.events = [event(made.metadata.uid, "Failed", f'Failed to pull image "{NEW}": not found')]
             return made
 
-        def list_cached(self, plural: str, *, action: str) -> list[dict[str, Any]]:
+        def list_cached(self, plural: str, *, action: str, fields: dict[str, str] | None = None) -> list[dict[str, Any]]:
             created.set()
             release.wait(5)
             return self.events
@@ -344,3 +347,18 @@ def test_a_warm_that_ends_before_it_claims_still_lets_the_next_one_claim(values:
         and off.claimed.is_set()
         and unread.claimed.is_set()
     )
+
+
+def test_a_warm_reads_each_prefetch_pods_own_events_never_the_namespaces(values: dict[str, Any]) -> None:
+    """At fleet size the namespace holds thousands of Events: a warm polling them every second made
+    a LIST of all of them per warm. Each poll now asks for one pod's own (a field selector on its
+    uid, served from the API server's cache), and stops asking once the pod is done."""
+    c = config(values)
+    live = Cluster([running("r0", "n1"), running("r1", "n2")])
+    live.events = [event("u-other", "Pulled", f'Container image "{NEW}" already present on machine')] * 1000
+    lines = prefetch.before_wave(live, c, STACK, "qwen", ["r0", "r1"])  # type: ignore[arg-type]
+    assert lines == [
+        "warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served",
+        "warm-first: r1: pulled 2 image(s) onto n2 in 0 s while the old replica served",
+    ]
+    assert live.asked == [{"involvedObject.uid": "u-0"}, {"involvedObject.uid": "u-1"}]
