@@ -8,9 +8,10 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import pulumi
 
@@ -29,6 +30,21 @@ if TYPE_CHECKING:
     from infercrane.live.evidence import served
     from infercrane.live.stack.context import StackContext
     from infercrane.live.status import verdicts
+
+
+T = TypeVar("T")
+#: What a lane may block a thread for at once: its wave's warm and the next wave's, and one of a
+#: bake, a hold, a delete or a recreate.
+BLOCKING_PER_LANE: Final = 3
+
+
+def blocking_pool(rollout: Rollout | None) -> ThreadPoolExecutor:
+    """The threads for the lanes' blocking waits (pulls, bakes, deletions), enough for every lane
+    at once: on the loop's default executor (Pulumi's: 4 x its parallelism, 32 on 2 cores) they
+    would queue behind each other and behind the engine's own calls -- 33 endpoints baking their
+    canaries at once would bake in two rounds, and stall every registration meanwhile."""
+    lanes = len(rollout.lanes) if rollout is not None else 1
+    return ThreadPoolExecutor(max_workers=BLOCKING_PER_LANE * max(1, lanes), thread_name_prefix="infercrane-wait")
 
 
 def running_under_mocks() -> bool:
@@ -97,7 +113,12 @@ class Waits:
         self.served_at: dict[str, datetime] = {}  # key -> when its engine was seen serving (the ledger's "served")
         # Whose prefetch pods are whose: the context's stack identity, worked out once per run.
         self.stack = context.stack_id if context is not None else naming.stack_id(pulumi.get_stack())
-        self.ahead = WarmAhead.of(live, config, self.stack)
+        self.pool = blocking_pool(channel.rollout)
+        self.ahead = WarmAhead.of(live, config, self.stack, self.pool)
+
+    async def blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` on a thread of this run's own (:func:`blocking_pool`)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(fn, *args))
 
     async def ready_and_serving(self, c: ReplicaComponent, generation: int) -> tuple[verdicts.Verdict, served.Evidence | None]:
         """``c``'s verdict once its workload (applied at ``generation``) is ready or failed, and
@@ -140,7 +161,7 @@ class Waits:
 
         assert e.canary_policy is not None
         for key in e.held:
-            why = await asyncio.to_thread(hold.hold, self.live, naming.object_name(key), e.canary_policy.bake_seconds)
+            why = await self.blocking(hold.hold, self.live, naming.object_name(key), e.canary_policy.bake_seconds)
             note(
                 f"rollout: {e.endpoint}: {key}'s old pod is held serving beside its canary until the verdict"
                 if not why
@@ -190,13 +211,12 @@ class Waits:
 
         current = functools.partial(holding.current_replica_set, self.live)
         held = self.held & set(e.canary)
-        return await asyncio.get_running_loop().run_in_executor(
-            None, functools.partial(baking.bake, self.config, e, self.checker, note, held=held, current=current)
-        )
+        return await self.blocking(functools.partial(baking.bake, self.config, e, self.checker, note, held=held, current=current))
 
     def close(self) -> None:
         self.ahead.stop()  # a wave warmed ahead that never came: its pods deleted within a poll
         self.checker.close()
+        self.pool.shutdown(wait=False)  # a warm stopped above ends within a poll, on its own
 
 
 def await_readiness(

@@ -177,7 +177,7 @@ class Lanes:
             raise _stopped(where, back, "before")
         if stage.recreate and self.recreate is not None:  # deleted, with its pods, before it is made again
             try:
-                await asyncio.get_running_loop().run_in_executor(None, self.recreate, stage.recreate)
+                await self.waits.blocking(self.recreate, stage.recreate)
             except InferCraneError as exc:
                 raise _stopped(where, exc, "before") from exc
         # A key whose old pod drains gets its template once it is gone.
@@ -259,6 +259,6 @@ class Lanes:
         if back := await serving_again(e, stage.delete, self.waits):
             raise _Ended(f"stopped at {after}: {back.message}", (after, back))
         try:
-            await asyncio.get_running_loop().run_in_executor(None, self.delete, stage.delete)
+            await self.waits.blocking(self.delete, stage.delete)
         except InferCraneError as exc:
             raise _Ended(f"stopped at {after}: {exc.message}", (after, exc)) from exc

@@ -9,8 +9,10 @@ integration tier (tests/integration/test_rollout.py).
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Collection, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,9 +85,14 @@ class WaitsDouble:
 
     back: set[str] = field(default_factory=set)  # keys that serve again (the real check: Waits.serving)
     warmed: list[tuple[frozenset[str], frozenset[str]]] = field(default_factory=list)  # (a stage's keys, the next's)
+    pool: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(4))
 
     async def serving(self, keys: Any) -> set[str]:
         return set(keys) & self.back
+
+    async def blocking(self, fn: Any, *args: Any) -> Any:
+        """The real one's: a thread of the run's own (shell.awaiting.blocking_pool)."""
+        return await asyncio.get_running_loop().run_in_executor(self.pool, functools.partial(fn, *args))
 
     def holdable(self, e: Any, keys: frozenset[str]) -> set[str]:
         return set(keys) & set(e.canary) if self.holding and e.mode == "surge" else set()
@@ -753,3 +760,38 @@ def test_a_recreated_key_loses_its_workload_before_it_is_registered_and_a_failed
     rolled = roll_with(stuck)
     assert [(n, w) for n, w, _ in rolled.stopped] == [("e", "the stage before its first wave")]
     assert journal.registered == {}  # never registered over a workload that may still be there
+
+
+class RefusingExecutor(ThreadPoolExecutor):
+    """The loop's default executor, shared with the engine's own calls: no lane may block it."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a lane blocked a thread of the loop's default executor")
+
+
+def test_the_lanes_deletions_and_recreations_block_threads_of_the_runs_own_never_the_loops_default() -> None:
+    """Pulumi's own calls run on the loop's default executor (4 x its parallelism): a lane's delete
+    queued there would wait behind every other lane's blocking wait, and hold up registrations."""
+    # Each endpoint's two replicas move to two new keys under a surge: each wave deletes an old one.
+    members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in "ab" for i in range(2)]
+    rollout = plan(members, [Target(f"{e}n{i}", e, 1) for e in "ab" for i in range(2)], lambda n: SURGE)
+    waits, journal = WaitsDouble(), Journal()
+    loop = asyncio.new_event_loop()
+    loop.set_default_executor(RefusingExecutor(1))
+    try:
+        rolled = loop.run_until_complete(
+            lanes.roll(
+                rollout.lanes,
+                {e.endpoint: e for e in rollout.endpoints},
+                journal.register,  # type: ignore[arg-type]
+                waits,  # type: ignore[arg-type]
+                journal.delete,
+                lambda _: None,
+                {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))},
+                restarts=rollout.restarts,
+            )
+        )
+    finally:
+        loop.close()
+    assert rolled.stopped == [] and len(rolled.components) == 4
+    assert set(journal.deleted) == {"a0", "a1", "b0", "b1"}
