@@ -147,9 +147,11 @@ class Journal:
         return {f"obj-{k}": k for k in keys}
 
 
-def run(coroutine: Any) -> Any:
+def run(coroutine: Any, default_executor: ThreadPoolExecutor | None = None) -> Any:
     """On a loop of its own, never set as the thread's (Pulumi's mocks tier uses the thread's)."""
     loop = asyncio.new_event_loop()
+    if default_executor is not None:
+        loop.set_default_executor(default_executor)
     try:
         return loop.run_until_complete(coroutine)
     finally:
@@ -162,7 +164,9 @@ def four_replica_update(*endpoints: str) -> Any:
     return plan(members, targets, lambda name: DEFAULT)
 
 
-def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None) -> stages.LanesOutcome:
+def roll(
+    rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | None = None, default: ThreadPoolExecutor | None = None
+) -> stages.LanesOutcome:
     order = {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))}
     notes = [] if notes is None else notes
     return run(
@@ -177,7 +181,8 @@ def roll(rollout: Any, waits: WaitsDouble, journal: Journal, notes: list[str] | 
             max_extra_gpus=rollout.max_extra_gpus,
             restarts=rollout.restarts,
             lent=rollout.lent,
-        )
+        ),
+        default,
     )
 
 
@@ -775,23 +780,7 @@ def test_the_lanes_deletions_and_recreations_block_threads_of_the_runs_own_never
     # Each endpoint's two replicas move to two new keys under a surge: each wave deletes an old one.
     members = [LiveReplica(f"{e}{i}", e, ReplicaState.SETTLED, 1) for e in "ab" for i in range(2)]
     rollout = plan(members, [Target(f"{e}n{i}", e, 1) for e in "ab" for i in range(2)], lambda n: SURGE)
-    waits, journal = WaitsDouble(), Journal()
-    loop = asyncio.new_event_loop()
-    loop.set_default_executor(RefusingExecutor(1))
-    try:
-        rolled = loop.run_until_complete(
-            lanes.roll(
-                rollout.lanes,
-                {e.endpoint: e for e in rollout.endpoints},
-                journal.register,  # type: ignore[arg-type]
-                waits,  # type: ignore[arg-type]
-                journal.delete,
-                lambda _: None,
-                {k: i for i, k in enumerate(sorted(k for lane in rollout.lanes for k in lane.keys))},
-                restarts=rollout.restarts,
-            )
-        )
-    finally:
-        loop.close()
+    journal = Journal()
+    rolled = roll(rollout, WaitsDouble(), journal, default=RefusingExecutor(1))
     assert rolled.stopped == [] and len(rolled.components) == 4
     assert set(journal.deleted) == {"a0", "a1", "b0", "b1"}
