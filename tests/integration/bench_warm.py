@@ -10,9 +10,10 @@ node's 3 GPUs each: in place a successor fits only where its predecessor ran), r
 (maxUnavailable 1) to a release neither node holds (its images removed from both nodes'
 containerd first): without warm-first, with it, and by a plain Deployment of the same pod
 template, 2 replicas, ``maxUnavailable: 1`` (it pulls when it starts a pod). Per roll: the whole
-roll, each wave's downtime (its new pod's creation to healthy, from the ledger: in place the old
-pod is gone when it is created, no preStop) and the capacity lost (the replica-seconds not
-serving). Asserts only that each roll ran.
+roll; each wave's downtime and the capacity lost (the replica-seconds not serving), from the roll's
+pods sampled every 0.1 s (a stretch with fewer Ready than 2 is a wave's downtime); and, from the
+ledger, each new pod's creation to healthy (in place the old pod is gone when it is created, no
+preStop), read from whole seconds. Asserts only that each roll ran.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from lightkube import Client, codecs
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Pod
 
+from infercrane.core import naming
 from infercrane.core.render import prefetch
 from infercrane.core.state import urns
 from infercrane.local import images, node_files
@@ -110,8 +112,63 @@ def throttled_node(home: Path, mibps: float) -> Iterator[None]:
         thread.join(timeout=5)
 
 
+def instance(pod: Any) -> str:
+    return str((pod.metadata.labels or {}).get(naming.LABEL_INSTANCE, ""))
+
+
 def wave_downtimes(starts: dict[str, Any], keys: list[str]) -> list[float]:
     return [float(starts[k]["healthy"]) for k in keys]
+
+
+class ReadySampler:
+    """How many of a roll's pods are Ready (and not terminating), sampled every ``PERIOD`` s: the
+    ledger's downtime is read from whole seconds (the pod's creationTimestamp, its Ready
+    condition's lastTransitionTime), this one to the sampling period. ``pick`` says which pods."""
+
+    PERIOD = 0.1
+
+    def __init__(self, admin: Client, labels: dict[str, str], pick: Any = lambda p: True, replicas: int = 2) -> None:
+        self.admin, self.labels, self.pick, self.replicas = admin, labels, pick, replicas
+        self.samples: list[tuple[float, int]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _ready(self) -> int:
+        ready = 0
+        for p in self.admin.list(Pod, namespace=NS, labels=self.labels):
+            if not self.pick(p) or p.metadata.deletionTimestamp:
+                continue
+            ready += any(c.type == "Ready" and c.status == "True" for c in (p.status.conditions if p.status else None) or [])
+        return ready
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append((time.monotonic(), self._ready()))
+            self._stop.wait(self.PERIOD)
+
+    def __enter__(self) -> ReadySampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def downtimes(self) -> list[float]:
+        """Each stretch with fewer than ``replicas`` Ready, in order (in place, one a wave)."""
+        out: list[float] = []
+        began: float | None = None
+        for t, ready in self.samples:
+            if ready < self.replicas and began is None:
+                began = t
+            elif ready >= self.replicas and began is not None:
+                out.append(t - began)
+                began = None
+        return out
+
+    def lost(self) -> float:
+        """The replica-seconds not Ready."""
+        return sum((self.replicas - r) * (t2 - t1) for (t1, r), (t2, _) in zip(self.samples, self.samples[1:], strict=False))
 
 
 def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Project, admin: Client, second_node: str) -> None:
@@ -131,6 +188,7 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
         return project.stack("benchwarm", replicas, imageDigest=release[0], namespace=NS, rollout=rollout)
 
     rows = []
+    ours = {naming.object_name(k) for k in keys}
     stack(a, False)
     assert cli(project, "deploy", "--stack", "benchwarm").returncode == 0
     with throttled_registry(state, MIBPS):
@@ -138,13 +196,14 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
             for n in node_files.NODES:
                 forget(state, release[0], release[1].removeprefix("oci://"), on=n)
             engine = stack(release, warm)
-            began = time.monotonic()
-            done = cli(project, "deploy", "--stack", "benchwarm")
-            took = time.monotonic() - began
+            with ReadySampler(admin, {naming.LABEL_MANAGED_BY: naming.MANAGED_BY}, lambda p: instance(p) in ours) as s:
+                began = time.monotonic()
+                done = cli(project, "deploy", "--stack", "benchwarm")
+                took = time.monotonic() - began
             assert done.returncode == 0, done.stderr
             starts = urns.stack_outputs(engine.state())["starts"]
             down = wave_downtimes(starts, keys)
-            rows.append((name, took, down, [starts[k].get("pullSeconds") for k in keys]))
+            rows.append((name, took, s.downtimes(), s.lost(), down, [starts[k].get("pullSeconds") for k in keys]))
         assert cli(project, "destroy", "--stack", "benchwarm").returncode == 0
 
         # The Deployment controller: the same pod template, 2 replicas, maxUnavailable 1, rolled to b.
@@ -158,21 +217,26 @@ def test_warm_first_against_cold_waves_and_the_deployment_controller(project: Pr
         for v in template.get("volumes") or []:
             if v.get("image"):
                 v["image"]["reference"] = b[1].removeprefix("oci://")
-        began = time.monotonic()
-        admin.apply(codecs.from_dict(manifest), field_manager="bench")
-        pods = wait_rolled(admin, manifest["metadata"]["name"], 2, image=b[0])
-        took = time.monotonic() - began
+        with ReadySampler(admin, {"app": "bench-controller"}) as s:
+            began = time.monotonic()
+            admin.apply(codecs.from_dict(manifest), field_manager="bench")
+            pods = wait_rolled(admin, manifest["metadata"]["name"], 2, image=b[0])
+            took = time.monotonic() - began
         down = [ready_after_creation(p) for p in pods]
-        rows.append(("Deployment controller", took, down, []))
+        rows.append(("Deployment controller", took, s.downtimes(), s.lost(), down, []))
         admin.delete(Deployment, manifest["metadata"]["name"], namespace=NS)
     print(
         f"\n2 replicas in place, one on each real node; each node's pulls at {MIBPS:g} MiB/s, the 256 MiB model image "
         f"and the double; warm-up {LOAD} s"
     )
-    print("| roll | whole roll | each wave's downtime (pod created -> healthy) | capacity lost | pulls (kubelet) |")
-    print("|---|---|---|---|---|")
-    for name, took, down, pulls in rows:
-        print(f"| {name} | {took:.1f} s | {', '.join(f'{d:.1f} s' for d in down)} | {sum(down):.1f} replica-s | {pulls} |")
+    print(
+        "| roll | whole roll | each wave's downtime (fewer Ready, sampled every 0.1 s) | capacity lost (sampled) "
+        "| each new pod created -> healthy (whole seconds) | pulls (kubelet) |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name, took, sampled, lost, down, pulls in rows:
+        waves = ", ".join(f"{d:.2f} s" for d in sampled)
+        print(f"| {name} | {took:.1f} s | {waves} | {lost:.1f} replica-s | {', '.join(f'{d:.1f} s' for d in down)} | {pulls} |")
 
 
 def controller_deployment(admin: Client, project: Project, release: tuple[str, str]) -> dict[str, Any]:
