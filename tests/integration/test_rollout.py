@@ -488,8 +488,17 @@ def test_a_failed_wave_stops_with_the_reason_keeps_the_old_replicas_serving_and_
         assert slow_admin.get(Deployment, naming.object_name(k), namespace=NS).status.availableReplicas == 1
     # The broken replica carries the controller's timeout; it stays on the Deployment after the fix is
     # applied until the fixed rollout progresses, and must not fail the fix (seen in CI: failed in 6 s).
-    broken = slow_admin.get(Deployment, naming.object_name(keys[0]), namespace=NS)
-    assert any(c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded" for c in broken.status.conditions or [])
+    # The controller sets it on its own clock: waited for (in CI on 2 cores it was once not there yet
+    # when the failed deploy had ended), so that the fix below always meets it.
+    from tests.integration.conftest import wait_for
+
+    def timed_out() -> bool:
+        broken = slow_admin.get(Deployment, naming.object_name(keys[0]), namespace=NS)
+        return any(c.type == "Progressing" and c.reason == "ProgressDeadlineExceeded" for c in broken.status.conditions or [])
+
+    wait_for(
+        timed_out, f"the controller's ProgressDeadlineExceeded on {keys[0]} (the deploy said: {r.stderr[-1500:]})", timeout=120
+    )
 
     slow.stack(stack, [rep(k, gpu="NVIDIA-L40S") for k in keys])  # the fix: a product the nodes carry
     r = cli(slow, "deploy", "--stack", stack, "--idempotency-key", "rolfail-2", "--json")
