@@ -239,6 +239,25 @@ def test_a_later_wave_on_a_node_this_run_warmed_with_its_release_makes_no_second
     assert len(live.created) == 1
 
 
+def two_warms(live: Any, c: InferCraneConfig, run: prefetch.Run, created: Any, release: Any) -> tuple[dict[str, list[str]], bool]:
+    """r0's warm, then -- once its pod is made -- r1's on the same node and release; ``release``
+    lets r0's pull end. What each said, and whether r1's was still waiting before that."""
+    import threading
+
+    said: dict[str, list[str]] = {}
+    first = threading.Thread(target=lambda: said.update(r0=prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)))
+    first.start()
+    assert created.wait(5)
+    second = threading.Thread(target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)))
+    second.start()
+    second.join(0.3)
+    waited = second.is_alive()
+    release.set()
+    first.join(5)
+    second.join(5)
+    return said, waited
+
+
 def test_a_warm_begun_while_another_pulls_its_node_and_release_waits_for_that_pull_and_makes_no_second_pod(
     values: dict[str, Any],
 ) -> None:
@@ -255,20 +274,10 @@ def test_a_warm_begun_while_another_pulls_its_node_and_release_waits_for_that_pu
             release.wait(5)  # the kubelet still pulls until the second warm has joined
             return self.events
 
-    c = config(values)
     live = Slow([running("r0", "n1"), running("r1", "n1")])
     run = prefetch.Run()
-    said: dict[str, list[str]] = {}
-    first = threading.Thread(target=lambda: said.update(r0=prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)))  # type: ignore[arg-type]
-    first.start()
-    assert created.wait(5)
-    second = threading.Thread(target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)))  # type: ignore[arg-type]
-    second.start()
-    second.join(0.3)
-    assert second.is_alive()  # waiting for r0's pull, not making a pod of its own
-    release.set()
-    first.join(5)
-    second.join(5)
+    said, waited = two_warms(live, config(values), run, created, release)
+    assert waited  # waiting for r0's pull, not making a pod of its own
     assert said["r0"] == ["warm-first: r0: pulled 2 image(s) onto n1 in 0 s while the old replica served"]
     assert said["r1"] == ["warm-first: r1: the release is on n1 already (pulled for r0)"]
     assert len(live.created) == 1 and run.pulling == {}
@@ -293,19 +302,9 @@ def test_a_warm_that_waited_for_another_pull_which_failed_says_so_and_its_wave_g
             release.wait(5)
             return self.events
 
-    c = config(values)
     live = Failing([running("r0", "n1"), running("r1", "n1")])
     run = prefetch.Run()
-    said: dict[str, list[str]] = {}
-    first = threading.Thread(target=lambda: said.update(r0=prefetch.before_wave(live, c, STACK, "qwen", ["r0"], run)))  # type: ignore[arg-type]
-    first.start()
-    assert created.wait(5)
-    second = threading.Thread(target=lambda: said.update(r1=prefetch.before_wave(live, c, STACK, "qwen", ["r1"], run)))  # type: ignore[arg-type]
-    second.start()
-    second.join(0.3)
-    release.set()
-    first.join(5)
-    second.join(5)
+    said, _ = two_warms(live, config(values), run, created, release)
     assert said["r0"][0].startswith("warm-first: r0: the release was not pulled onto n1 (Failed to pull image")
     assert said["r1"] == [
         "warm-first: r1: the release was not pulled onto n1 (the warm for r0 did not bring it); its wave goes on cold"
